@@ -1,0 +1,57 @@
+//! Command-line front end: parses arguments (clap), calls the library, prints results.
+//!
+//! One file per subcommand, each with an `Args` struct and a `run` function returning the process
+//! exit code. `anyhow` is used here and only here; library modules return their own error enums.
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod plan;
+mod schema;
+mod validate;
+
+/// Exit codes shared by every subcommand.
+pub mod exit {
+    /// Everything worked and every input was valid.
+    pub const OK: u8 = 0;
+    /// The command ran but its input was invalid or its check failed (validation errors, a
+    /// `--fail-under` gate, a refused payment).
+    pub const INVALID: u8 = 1;
+    /// The command line itself was wrong (clap's own usage errors exit with 2 as well).
+    pub const USAGE: u8 = 2;
+    /// A service, file system or other runtime failure stopped the command.
+    pub const FAILURE: u8 = 3;
+}
+
+#[derive(Debug, Parser)]
+#[command(name = "gepa-lab", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Check experiment files against every rule of the format and the evolution API.
+    Validate(validate::Args),
+    /// Validate, then print the exact start_execution bodies each variant would send.
+    Plan(plan::Args),
+    /// Print the JSON Schema of the experiment file format (for editors).
+    Schema(schema::Args),
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Validate(args) => validate::run(args),
+        Command::Plan(args) => plan::run(args),
+        Command::Schema(args) => schema::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(exit::FAILURE)
+        }
+    }
+}
