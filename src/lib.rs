@@ -3,3 +3,9 @@
 //! comment says what it owns.
 
 pub mod cli;
+pub mod dataset;
+pub mod evolution;
+pub mod experiment;
+pub mod prompt;
+pub mod score;
+pub mod suggest;

@@ -40,6 +40,40 @@ enum Command {
     Schema(schema::Args),
 }
 
+/// Options that change how experiments are checked and estimated, shared by `validate`, `plan`
+/// and `run`.
+#[derive(Debug, clap::Args)]
+pub struct SettingsArgs {
+    /// The fixed word of evolution model ids (`<word>-4o-mini`).
+    #[arg(
+        long,
+        env = "GEPA_LAB_MODEL_WORD",
+        default_value = "gpt",
+        value_name = "WORD"
+    )]
+    model_word: String,
+    /// Assumed credits per remote inference request, for estimates (no price is published).
+    #[arg(
+        long,
+        env = "GEPA_LAB_CREDITS_PER_CALL",
+        default_value_t = 1.0,
+        value_name = "N"
+    )]
+    credits_per_call: f64,
+}
+
+impl SettingsArgs {
+    pub fn settings(&self) -> crate::experiment::Settings {
+        crate::experiment::Settings {
+            profile: crate::evolution::ServiceProfile {
+                model_word: self.model_word.clone(),
+            },
+            run_suffix: None,
+            credits_per_call: self.credits_per_call,
+        }
+    }
+}
+
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {

@@ -1,8 +1,63 @@
+//! `gepa-lab plan FILE`: validate, then show exactly what would be sent to the evolution service.
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-#[derive(Debug, clap::Args)]
-pub struct Args {}
+use super::exit;
+use crate::experiment::validate_file;
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("not yet implemented")
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Experiment file (TOML).
+    #[arg(value_name = "FILE")]
+    file: PathBuf,
+    /// Print the whole plan as JSON (start bodies, splits, replay, estimates).
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    settings: super::SettingsArgs,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let validation = validate_file(&args.file, &args.settings.settings());
+    for diagnostic in &validation.diagnostics {
+        eprintln!("{diagnostic}\n");
+    }
+    let Some(plan) = validation.plan else {
+        eprintln!("{}: invalid; nothing to plan", args.file.display());
+        return Ok(ExitCode::from(exit::INVALID));
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&plan)?);
+        return Ok(ExitCode::from(exit::OK));
+    }
+    println!("{} ({})", plan.name, plan.file.display());
+    if let Some(description) = &plan.description {
+        println!("{description}");
+    }
+    println!("content hash {}\n", plan.content_hash);
+    for execution in &plan.executions {
+        let dataset = &execution.dataset;
+        println!(
+            "== {} ==",
+            execution.variant.as_deref().unwrap_or("experiment")
+        );
+        println!(
+            "dataset {} ({} rows): minibatch rows {:?}, pareto rows {:?}, holdout {} rows",
+            dataset.file.display(),
+            dataset.rows,
+            dataset.minibatch_rows,
+            dataset.pareto_rows,
+            dataset.holdout_rows
+        );
+        if let Some(replay) = &execution.replay {
+            println!(
+                "replay: seed + top {} on {:?}, scorer {:?}",
+                replay.top, replay.models, replay.scorer
+            );
+        }
+        println!("POST /gepa/start_execution");
+        println!("{}\n", serde_json::to_string_pretty(&execution.start)?);
+    }
+    println!("{}", super::validate::describe(&plan));
+    Ok(ExitCode::from(exit::OK))
 }

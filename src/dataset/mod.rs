@@ -1,0 +1,436 @@
+//! Datasets: CSV files with a header row, checked row by row and split into the minibatch
+//! (feedback), Pareto (validation) and holdout (replay) parts.
+//!
+//! Files are streamed: checking a file keeps one record in memory at a time, and reading rows
+//! back keeps only the rows asked for. Nothing here knows about experiment files; the caller maps
+//! problems onto its own diagnostics.
+mod split;
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+use thiserror::Error;
+
+pub use split::{HoldoutSize, Split, SplitError};
+
+/// A problem that stops a file from being read at all.
+#[derive(Debug, Error)]
+pub enum DatasetError {
+    #[error("{}: cannot open: {source}", path.display())]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}: the file is empty; a header row is required", path.display())]
+    Empty { path: PathBuf },
+    #[error("{}:{line}: CSV could not be read: {message}", path.display())]
+    Csv {
+        path: PathBuf,
+        line: u64,
+        message: String,
+    },
+    #[error("{}:1: header column {position} is not valid UTF-8", path.display())]
+    HeaderEncoding { path: PathBuf, position: usize },
+    #[error(
+        "{}:1: duplicate header name \"{name}\" (columns {first} and {second}); every column needs its own name",
+        path.display()
+    )]
+    DuplicateHeader {
+        path: PathBuf,
+        name: String,
+        first: usize,
+        second: usize,
+    },
+}
+
+/// The CSV header and where the experiment's columns sit in it.
+#[derive(Debug, Clone)]
+pub struct Header {
+    pub names: Vec<String>,
+}
+
+/// A column the experiment names that the header does not have.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MissingColumn {
+    pub name: String,
+    /// The closest header name, when one is close enough to be a likely typo.
+    pub suggestion: Option<String>,
+}
+
+/// Positions of the input columns and the expected-output column in each record.
+#[derive(Debug, Clone)]
+pub struct Columns {
+    inputs: Vec<(String, usize)>,
+    expected: (String, usize),
+}
+
+impl Header {
+    /// Finds the columns by name; every name that is missing is reported, not only the first.
+    pub fn columns(
+        &self,
+        inputs: &[String],
+        expected: &str,
+    ) -> Result<Columns, Vec<MissingColumn>> {
+        let mut missing = Vec::new();
+        let mut find = |name: &str| {
+            let found = self.names.iter().position(|header| header == name);
+            if found.is_none() {
+                missing.push(MissingColumn {
+                    name: name.to_owned(),
+                    suggestion: crate::suggest::closest(
+                        name,
+                        self.names.iter().map(String::as_str),
+                    )
+                    .map(str::to_owned),
+                });
+            }
+            found
+        };
+        let inputs: Vec<_> = inputs
+            .iter()
+            .map(|name| find(name).map(|index| (name.clone(), index)))
+            .collect();
+        let expected = find(expected).map(|index| (expected.to_owned(), index));
+        match (inputs.into_iter().collect::<Option<Vec<_>>>(), expected) {
+            (Some(inputs), Some(expected)) if missing.is_empty() => {
+                Ok(Columns { inputs, expected })
+            }
+            _ => Err(missing),
+        }
+    }
+}
+
+/// One data row, as the service and the replay need it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Row {
+    /// 0-based position among the data rows of the file (header excluded), before any shuffle.
+    pub index: usize,
+    /// 1-based line of the file where the record starts.
+    pub line: u64,
+    pub inputs: BTreeMap<String, String>,
+    pub expected: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
+/// Something wrong with one row. Rows are numbered from 1 after the header, like a spreadsheet
+/// would show them below a frozen header; `line` is where the record starts in the file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowProblem {
+    pub severity: Severity,
+    pub row: usize,
+    pub line: u64,
+    pub kind: RowProblemKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RowProblemKind {
+    /// The record has a different number of fields than the header.
+    Ragged { expected: usize, seen: usize },
+    /// A field is not valid UTF-8.
+    Encoding { column: String },
+    /// The expected-output value is empty or only white space.
+    EmptyExpected { column: String },
+    /// An input value is empty; allowed, but usually a mistake.
+    EmptyInput { column: String },
+}
+
+impl RowProblemKind {
+    /// A stable identifier of the rule, for diagnostics and tests.
+    pub fn rule(&self) -> &'static str {
+        match self {
+            Self::Ragged { .. } => "dataset-ragged-row",
+            Self::Encoding { .. } => "dataset-encoding",
+            Self::EmptyExpected { .. } => "dataset-expected-empty",
+            Self::EmptyInput { .. } => "dataset-input-empty",
+        }
+    }
+}
+
+impl std::fmt::Display for RowProblemKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Ragged { expected, seen } => {
+                write!(f, "has {seen} fields but the header has {expected}")
+            }
+            Self::Encoding { column } => write!(f, "column \"{column}\" is not valid UTF-8"),
+            Self::EmptyExpected { column } => write!(
+                f,
+                "column \"{column}\" (expected output) is empty; every expected value needs at least 1 character"
+            ),
+            Self::EmptyInput { column } => write!(f, "input column \"{column}\" is empty"),
+        }
+    }
+}
+
+/// What a full pass over the file found.
+#[derive(Debug, Clone)]
+pub struct Scan {
+    /// Data rows in the file (header excluded).
+    pub rows: usize,
+    /// Rows without an error: the rows a split may use.
+    pub usable: usize,
+    /// The first problems found, at most the limit given to [`scan`].
+    pub problems: Vec<RowProblem>,
+    /// Problems found in all, of each severity, including those not kept.
+    pub error_count: usize,
+    pub warning_count: usize,
+    /// SHA-256 of the file's bytes, hex: identifies the exact data an experiment ran on.
+    pub sha256: String,
+}
+
+/// Hashes the bytes as the CSV reader pulls them, so the check and the hash share one pass.
+struct Hashing<R> {
+    inner: R,
+    hasher: Sha256,
+}
+
+impl<R: Read> Read for Hashing<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let read = self.inner.read(buf)?;
+        self.hasher.update(&buf[..read]);
+        Ok(read)
+    }
+}
+
+/// Opens a CSV file: UTF-8 with or without a byte-order mark, LF or CRLF, quoted fields that may
+/// span lines. Records may have any number of fields; [`scan`] reports the ragged ones.
+fn open(path: &Path) -> Result<csv::Reader<BufReader<File>>, DatasetError> {
+    let file = File::open(path).map_err(|source| DatasetError::Open {
+        path: path.to_owned(),
+        source,
+    })?;
+    Ok(csv_reader(BufReader::with_capacity(1 << 16, file)))
+}
+
+fn csv_reader<R: Read>(input: R) -> csv::Reader<R> {
+    csv::ReaderBuilder::new()
+        .has_headers(true)
+        .flexible(true)
+        .from_reader(input)
+}
+
+fn csv_error(path: &Path, err: &csv::Error) -> DatasetError {
+    DatasetError::Csv {
+        path: path.to_owned(),
+        line: err.position().map_or(0, csv::Position::line),
+        message: err.to_string(),
+    }
+}
+
+/// Reads only the header row.
+pub fn read_header(path: &Path) -> Result<Header, DatasetError> {
+    header_of(path, &mut open(path)?)
+}
+
+fn header_of<R: Read>(path: &Path, reader: &mut csv::Reader<R>) -> Result<Header, DatasetError> {
+    let raw = reader.byte_headers().map_err(|err| csv_error(path, &err))?;
+    if raw.is_empty() {
+        return Err(DatasetError::Empty {
+            path: path.to_owned(),
+        });
+    }
+    let mut names: Vec<String> = Vec::with_capacity(raw.len());
+    for (position, field) in raw.iter().enumerate() {
+        let name = std::str::from_utf8(field).map_err(|_| DatasetError::HeaderEncoding {
+            path: path.to_owned(),
+            position: position + 1,
+        })?;
+        // csv strips a leading byte-order mark itself; trimming makes `a, b` headers work too.
+        let name = name.trim().to_owned();
+        if let Some(first) = names.iter().position(|seen| *seen == name) {
+            return Err(DatasetError::DuplicateHeader {
+                path: path.to_owned(),
+                name,
+                first: first + 1,
+                second: position + 1,
+            });
+        }
+        names.push(name);
+    }
+    Ok(Header { names })
+}
+
+/// Checks every row of the file in one streaming pass, keeping at most `keep` problems.
+pub fn scan(path: &Path, columns: &Columns, keep: usize) -> Result<Scan, DatasetError> {
+    let file = File::open(path).map_err(|source| DatasetError::Open {
+        path: path.to_owned(),
+        source,
+    })?;
+    let mut reader = csv_reader(Hashing {
+        inner: BufReader::with_capacity(1 << 16, file),
+        hasher: Sha256::new(),
+    });
+    let width = header_of(path, &mut reader)?.names.len();
+    let mut scan = Scan {
+        rows: 0,
+        usable: 0,
+        problems: Vec::new(),
+        error_count: 0,
+        warning_count: 0,
+        sha256: String::new(),
+    };
+    let mut record = csv::ByteRecord::new();
+    let mut found = Vec::new();
+    while reader
+        .read_byte_record(&mut record)
+        .map_err(|err| csv_error(path, &err))?
+    {
+        scan.rows += 1;
+        found.clear();
+        check_record(&record, width, columns, &mut found);
+        let line = record.position().map_or(0, csv::Position::line);
+        let mut usable = true;
+        for (severity, kind) in found.drain(..) {
+            match severity {
+                Severity::Error => {
+                    usable = false;
+                    scan.error_count += 1;
+                }
+                Severity::Warning => scan.warning_count += 1,
+            }
+            if scan.problems.len() < keep {
+                scan.problems.push(RowProblem {
+                    severity,
+                    row: scan.rows,
+                    line,
+                    kind,
+                });
+            }
+        }
+        scan.usable += usize::from(usable);
+    }
+    let mut input = reader.into_inner();
+    // The CSV reader may stop before the end of the file (a final newline); hash the rest too.
+    std::io::copy(&mut input, &mut std::io::sink()).map_err(|source| DatasetError::Open {
+        path: path.to_owned(),
+        source,
+    })?;
+    scan.sha256 = format!("{:x}", input.hasher.finalize());
+    Ok(scan)
+}
+
+fn check_record(
+    record: &csv::ByteRecord,
+    width: usize,
+    columns: &Columns,
+    found: &mut Vec<(Severity, RowProblemKind)>,
+) {
+    if record.len() != width {
+        found.push((
+            Severity::Error,
+            RowProblemKind::Ragged {
+                expected: width,
+                seen: record.len(),
+            },
+        ));
+        return;
+    }
+    let field = |index: usize| std::str::from_utf8(&record[index]);
+    for (name, index) in &columns.inputs {
+        match field(*index) {
+            Err(_) => found.push((
+                Severity::Error,
+                RowProblemKind::Encoding {
+                    column: name.clone(),
+                },
+            )),
+            Ok(value) if value.trim().is_empty() => found.push((
+                Severity::Warning,
+                RowProblemKind::EmptyInput {
+                    column: name.clone(),
+                },
+            )),
+            Ok(_) => {}
+        }
+    }
+    let (name, index) = &columns.expected;
+    match field(*index) {
+        Err(_) => found.push((
+            Severity::Error,
+            RowProblemKind::Encoding {
+                column: name.clone(),
+            },
+        )),
+        Ok(value) if value.trim().is_empty() => found.push((
+            Severity::Error,
+            RowProblemKind::EmptyExpected {
+                column: name.clone(),
+            },
+        )),
+        Ok(_) => {}
+    }
+}
+
+/// Reads the rows at `indices` (0-based data-row positions, any order) in one streaming pass and
+/// returns them in the order asked for. Only those rows are held in memory.
+pub fn read_rows(
+    path: &Path,
+    columns: &Columns,
+    indices: &[usize],
+) -> Result<Vec<Row>, DatasetError> {
+    // Where each wanted row goes in the output, sorted by row index for a single forward pass.
+    let mut wanted: Vec<(usize, usize)> = indices
+        .iter()
+        .enumerate()
+        .map(|(slot, &row)| (row, slot))
+        .collect();
+    wanted.sort_unstable();
+    let mut out: Vec<Option<Row>> = vec![None; indices.len()];
+    let mut reader = open(path)?;
+    header_of(path, &mut reader)?;
+    let mut record = csv::StringRecord::new();
+    let mut next = wanted.iter().peekable();
+    let mut index = 0;
+    while next.peek().is_some() {
+        let more = reader
+            .read_record(&mut record)
+            .map_err(|err| csv_error(path, &err))?;
+        if !more {
+            break;
+        }
+        while let Some(&&(row, slot)) = next.peek() {
+            if row != index {
+                break;
+            }
+            out[slot] = Some(Row {
+                index,
+                line: record.position().map_or(0, csv::Position::line),
+                inputs: columns
+                    .inputs
+                    .iter()
+                    .map(|(name, at)| {
+                        (name.clone(), record.get(*at).unwrap_or_default().to_owned())
+                    })
+                    .collect(),
+                expected: record
+                    .get(columns.expected.1)
+                    .unwrap_or_default()
+                    .trim()
+                    .to_owned(),
+            });
+            next.next();
+        }
+        index += 1;
+    }
+    let found: Vec<Row> = out.into_iter().flatten().collect();
+    if found.len() != indices.len() {
+        return Err(DatasetError::Csv {
+            path: path.to_owned(),
+            line: 0,
+            message: format!(
+                "asked for {} rows but the file has only {index} data rows; it changed since it was checked",
+                indices.len()
+            ),
+        });
+    }
+    Ok(found)
+}

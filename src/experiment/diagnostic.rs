@@ -1,0 +1,165 @@
+//! Diagnostics: what is wrong, where, by which rule, with the value seen and a way to fix it.
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
+/// A place in a file, 1-based, with the text of that line for showing it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Location {
+    pub file: PathBuf,
+    pub line: usize,
+    pub column: usize,
+    #[serde(skip)]
+    pub source_line: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Diagnostic {
+    pub severity: Severity,
+    /// Stable identifier of the rule, listed in the README.
+    pub rule: &'static str,
+    pub message: String,
+    pub location: Option<Location>,
+    /// The offending value as written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seen: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub help: Option<String>,
+    /// The variant the problem was found in, when the file has variants and the problem is
+    /// specific to one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
+}
+
+impl Diagnostic {
+    pub fn error(rule: &'static str, message: impl Into<String>) -> Self {
+        Self::new(Severity::Error, rule, message)
+    }
+
+    pub fn warning(rule: &'static str, message: impl Into<String>) -> Self {
+        Self::new(Severity::Warning, rule, message)
+    }
+
+    fn new(severity: Severity, rule: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            severity,
+            rule,
+            message: message.into(),
+            location: None,
+            seen: None,
+            help: None,
+            variant: None,
+        }
+    }
+
+    pub fn at(mut self, location: Option<Location>) -> Self {
+        self.location = location;
+        self
+    }
+
+    pub fn seen(mut self, seen: impl fmt::Display) -> Self {
+        self.seen = Some(seen.to_string());
+        self
+    }
+
+    pub fn help(mut self, help: impl Into<String>) -> Self {
+        self.help = Some(help.into());
+        self
+    }
+
+    pub fn help_if(self, help: Option<String>) -> Self {
+        match help {
+            Some(help) => self.help(help),
+            None => self,
+        }
+    }
+
+    pub fn is_error(&self) -> bool {
+        self.severity == Severity::Error
+    }
+
+    /// A location at the start of a file (for problems of the file as a whole).
+    pub fn in_file(self, file: &Path) -> Self {
+        self.at(Some(Location {
+            file: file.to_owned(),
+            line: 1,
+            column: 1,
+            source_line: None,
+        }))
+    }
+}
+
+/// Renders like a compiler: `file:line:column: error[rule]: message`, then the line with a caret,
+/// the value seen and the help.
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let severity = match self.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        };
+        if let Some(location) = &self.location {
+            write!(
+                f,
+                "{}:{}:{}: ",
+                location.file.display(),
+                location.line,
+                location.column
+            )?;
+        }
+        write!(f, "{severity}[{}]: {}", self.rule, self.message)?;
+        if let Some(variant) = &self.variant {
+            write!(f, " (variant \"{variant}\")")?;
+        }
+        if let Some(Location {
+            line,
+            column,
+            source_line: Some(text),
+            ..
+        }) = &self.location
+        {
+            let gutter = line.to_string().len();
+            write!(
+                f,
+                "\n{:gutter$} |\n{line} | {text}\n{:gutter$} | {:>column$}",
+                "", "", "^"
+            )?;
+        }
+        if let Some(seen) = &self.seen {
+            write!(f, "\n  = seen: {seen}")?;
+        }
+        if let Some(help) = &self.help {
+            write!(f, "\n  = help: {help}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_location_caret_seen_and_help() {
+        let diagnostic = Diagnostic::error("budget-min", "evolution.budget must be at least 1")
+            .at(Some(Location {
+                file: "x.toml".into(),
+                line: 12,
+                column: 10,
+                source_line: Some("budget = 0".into()),
+            }))
+            .seen(0)
+            .help("25 to 50 is recommended");
+        assert_eq!(
+            diagnostic.to_string(),
+            "x.toml:12:10: error[budget-min]: evolution.budget must be at least 1\n   |\n12 | budget = 0\n   |          ^\n  = seen: 0\n  = help: 25 to 50 is recommended"
+        );
+    }
+}

@@ -1,0 +1,163 @@
+//! The experiment file as written: plain serde types, one per TOML table.
+//!
+//! These types say what may be written and parse it; they do not judge it. Counts are `i64` so
+//! that `budget = 0` or `minibatch = -1` reach the validator, which explains the rule, instead of
+//! stopping in serde with a bare type error. The JSON Schema of the format (`gepa-lab schema`) is
+//! generated from these types, and the unknown-key check reads that same schema, so a key added
+//! here is known everywhere at once.
+use std::path::PathBuf;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// A whole experiment file: one experiment, optionally with a matrix of variants.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[schemars(title = "gepa-lab experiment")]
+pub struct ExperimentFile {
+    #[serde(flatten)]
+    pub experiment: Experiment,
+    /// One execution per variant, each overriding keys of the experiment.
+    #[serde(default)]
+    pub variants: Vec<Variant>,
+}
+
+/// One experiment with every variant override applied.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct Experiment {
+    /// `[a-z0-9_-]`, at most 40 characters; the base of the executions' customId.
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub prompt: PromptSection,
+    pub dataset: DatasetSection,
+    pub evolution: EvolutionSection,
+    pub evaluator: EvaluatorSection,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<ReplaySection>,
+}
+
+/// The seed prompt: exactly one of `seed` and `seed_file`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+pub struct PromptSection {
+    /// The prompt text; `{column}` placeholders name input columns, `{{` and `}}` are braces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<String>,
+    /// A file holding the prompt text, relative to the experiment file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct DatasetSection {
+    /// CSV file with a header row, relative to the experiment file.
+    pub file: PathBuf,
+    /// Columns passed to the prompt as input variables (the service's `datasetColumns`).
+    pub inputs: Vec<String>,
+    /// The column holding the expected output.
+    pub expected: String,
+    /// Rows used for feedback (the service's `minibatchSize`): the first rows.
+    pub minibatch: i64,
+    /// Rows used for validation (the service's `paretoSize`): the rows after the minibatch.
+    pub pareto: i64,
+    /// Rows after those kept for replay: "rest", a count, or "none".
+    #[serde(default)]
+    pub holdout: Holdout,
+    /// Shuffle the rows with this seed before splitting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shuffle_seed: Option<u64>,
+}
+
+/// `holdout = "rest"`, `holdout = "none"` or `holdout = 20`.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Holdout {
+    Count(i64),
+    Word(String),
+}
+
+impl Default for Holdout {
+    fn default() -> Self {
+        Self::Word("rest".to_owned())
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct EvolutionSection {
+    /// `RPM` (reflective prompt mutation) or `SAM`.
+    pub strategy: String,
+    /// A supported evolution model, `<word>-<suffix>`.
+    pub model: String,
+    /// Inference calls the evolution may spend; at least 1, 25-50 recommended.
+    pub budget: i64,
+    /// The execution's name at the service; default: name, variant and a run suffix.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub custom_id: Option<String>,
+}
+
+/// Sent to the service as a JSON string.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct EvaluatorSection {
+    /// A supported evolution model.
+    pub model: String,
+    /// `accuracy`, `exact_match`, `coherence`, or another metric the service knows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metric: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threshold: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial_credit: Option<bool>,
+}
+
+/// Re-run the seed and the best prompts through the inference API on the holdout rows.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct ReplaySection {
+    /// Inference model ids; "local" means the embedded model.
+    pub models: Vec<String>,
+    /// Replay the seed plus the best N prompts of each execution.
+    #[serde(default = "default_top")]
+    pub top: i64,
+    /// Local scorer for the answers: exact_match, exact_match_ci, contains, regex:<pattern>,
+    /// numeric[:tolerance], json_schema:<file>, json_match, f1 or judge.
+    #[serde(default = "default_scorer")]
+    pub scorer: String,
+    #[serde(default)]
+    pub temperature: f64,
+    /// Tokens per answer; when absent the service default (2048) applies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<i64>,
+    /// Requests in flight at once; the key's rpm limit also applies.
+    #[serde(default = "default_concurrency")]
+    pub concurrency: i64,
+    /// Required by the `judge` scorer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<JudgeSection>,
+}
+
+/// The model and rubric of the `judge` scorer.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct JudgeSection {
+    /// Inference model id that grades the answers.
+    pub model: String,
+    /// What a correct answer looks like; shown to the judge with the expected output.
+    pub rubric: String,
+}
+
+fn default_top() -> i64 {
+    3
+}
+
+fn default_scorer() -> String {
+    "exact_match".to_owned()
+}
+
+fn default_concurrency() -> i64 {
+    4
+}
+
+/// A variant: a name, plus any keys of the experiment (except `name` and `variants`) to override.
+/// The override tables are checked against the experiment's own tables when the file is loaded.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct Variant {
+    /// Unique within the file; `[a-z0-9_-]`.
+    pub name: String,
+}

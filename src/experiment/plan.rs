@@ -1,0 +1,112 @@
+//! The Plan: a validated experiment, ready to run. Everything after validation reads only this.
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::dataset::{HoldoutSize, Split};
+use crate::evolution::wire::StartExecution;
+use crate::score::ScorerSpec;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    /// The experiment file, as named on the command line.
+    pub file: PathBuf,
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// SHA-256 over the experiment file, the seed prompt file and the dataset files: the same
+    /// hash means the same experiment on the same data.
+    pub content_hash: String,
+    /// One execution per variant, or one for a file without variants.
+    pub executions: Vec<ExecutionPlan>,
+    pub estimate: Estimate,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ExecutionPlan {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
+    /// The exact body `POST /gepa/start_execution` receives.
+    pub start: StartExecution,
+    pub dataset: DatasetPlan,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replay: Option<ReplayPlan>,
+    pub estimate: Estimate,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DatasetPlan {
+    /// Resolved against the experiment file's folder.
+    pub file: PathBuf,
+    pub sha256: String,
+    pub inputs: Vec<String>,
+    pub expected: String,
+    /// Data rows in the file, header excluded.
+    pub rows: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shuffle_seed: Option<u64>,
+    pub holdout: HoldoutSize,
+    /// Data rows (1-based, as diagnostics number them) of each part, in the order sent.
+    pub minibatch_rows: Vec<usize>,
+    pub pareto_rows: Vec<usize>,
+    pub holdout_rows: usize,
+    /// 0-based row indices of every part; the holdout may be large, so it is not printed.
+    #[serde(skip)]
+    pub split: Split,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ReplayPlan {
+    pub models: Vec<String>,
+    pub top: usize,
+    pub scorer: ScorerSpec,
+    pub temperature: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    pub concurrency: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub judge: Option<JudgePlan>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct JudgePlan {
+    pub model: String,
+    pub rubric: String,
+}
+
+/// What a run will spend, at most. Replay counts assume every execution yields `top` distinct
+/// prompts better than the seed; fewer prompts mean fewer calls.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Estimate {
+    /// Sum of the evolution budgets: inference calls the service may spend on evolution.
+    pub evolution_calls: u64,
+    /// Replay calls on remote models (every model except `local`).
+    pub replay_calls: u64,
+    /// Replay calls answered by the embedded model, which cost no credits.
+    pub local_replay_calls: u64,
+    /// Grading calls of the `judge` scorer.
+    pub judge_calls: u64,
+    /// Credits the remote replay and judge calls would cost at the assumed price per call; the
+    /// services do not publish a per-request price, so this is an estimate, not a quote.
+    pub credits: f64,
+}
+
+impl std::ops::Add for Estimate {
+    type Output = Self;
+
+    fn add(self, other: Self) -> Self {
+        Self {
+            evolution_calls: self.evolution_calls + other.evolution_calls,
+            replay_calls: self.replay_calls + other.replay_calls,
+            local_replay_calls: self.local_replay_calls + other.local_replay_calls,
+            judge_calls: self.judge_calls + other.judge_calls,
+            credits: self.credits + other.credits,
+        }
+    }
+}
+
+impl std::iter::Sum for Estimate {
+    fn sum<I: Iterator<Item = Self>>(iter: I) -> Self {
+        iter.fold(Self::default(), |total, next| total + next)
+    }
+}

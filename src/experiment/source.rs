@@ -1,0 +1,419 @@
+//! Loading an experiment file: TOML with spans, unknown keys, variants merged over the base.
+//!
+//! The file is parsed once into a spanned tree. Keys are checked against the generated schema,
+//! each `[[variants]]` table is merged over the base tables at the tree level (so every value keeps
+//! the span of the place it was written), and each merged tree is deserialized into an
+//! [`Experiment`]. Validation later asks [`Spans`] where a key path was written.
+use std::collections::HashMap;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use serde::de::DeserializeOwned;
+use toml::Spanned;
+use toml::de::{DeTable, DeValue, ValueDeserializer};
+
+use super::diagnostic::{Diagnostic, Location};
+use super::file::DatasetSection;
+use super::file::{EvaluatorSection, EvolutionSection, Experiment, PromptSection, ReplaySection};
+use super::schema::{TableShape, json_schema};
+
+/// The text of a file and a way to turn byte offsets into lines and columns.
+#[derive(Debug, Clone)]
+pub struct SourceFile {
+    pub path: PathBuf,
+    pub text: String,
+    line_starts: Vec<usize>,
+}
+
+impl SourceFile {
+    pub fn new(path: PathBuf, text: String) -> Self {
+        let line_starts = std::iter::once(0)
+            .chain(text.match_indices('\n').map(|(at, _)| at + 1))
+            .collect();
+        Self {
+            path,
+            text,
+            line_starts,
+        }
+    }
+
+    /// The 1-based line and character column of a byte offset, with that line's text.
+    pub fn location(&self, offset: usize) -> Location {
+        let offset = offset.min(self.text.len());
+        let line = self.line_starts.partition_point(|&start| start <= offset) - 1;
+        let start = self.line_starts[line];
+        let end = self.text[start..]
+            .find('\n')
+            .map_or(self.text.len(), |at| start + at);
+        let column = self
+            .text
+            .get(start..offset)
+            .map_or(1, |before| before.chars().count() + 1);
+        Location {
+            file: self.path.clone(),
+            line: line + 1,
+            column,
+            source_line: Some(self.text[start..end].trim_end_matches('\r').to_owned()),
+        }
+    }
+}
+
+/// Where each key path (`dataset.inputs.0`, `evolution.budget`) of one experiment was written:
+/// the span of its value. A variant's overrides point into the variant's table.
+#[derive(Debug, Clone, Default)]
+pub struct Spans {
+    values: HashMap<String, Range<usize>>,
+}
+
+impl Spans {
+    fn record(&mut self, path: &str, value: &Spanned<DeValue<'_>>) {
+        self.values.insert(path.to_owned(), value.span());
+        match value.get_ref() {
+            DeValue::Table(table) => {
+                for (key, item) in table.iter() {
+                    self.record(&join(path, key.get_ref()), item);
+                }
+            }
+            DeValue::Array(items) => {
+                for (index, item) in items.iter().enumerate() {
+                    self.record(&join(path, &index.to_string()), item);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The span of `path`, or of the nearest enclosing table written in the file (a missing key is
+    /// shown at its table).
+    pub fn find(&self, path: &str) -> Option<Range<usize>> {
+        let mut path = path;
+        loop {
+            if let Some(span) = self.values.get(path) {
+                return Some(span.clone());
+            }
+            path = &path[..path.rfind('.')?];
+        }
+    }
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_owned()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+/// One experiment to validate: the base, or the base with one variant's overrides.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    pub variant: Option<String>,
+    /// Where the variant's `name` was written, for problems of the variant as a whole.
+    pub variant_span: Option<Range<usize>>,
+    /// `None` when a table could not be read; the reasons are in the load's diagnostics.
+    pub experiment: Option<Experiment>,
+    pub spans: Spans,
+}
+
+#[derive(Debug)]
+pub struct Loaded {
+    pub source: SourceFile,
+    pub resolved: Vec<Resolved>,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl Loaded {
+    pub fn location(&self, span: Option<Range<usize>>) -> Option<Location> {
+        span.map(|span| self.source.location(span.start))
+    }
+}
+
+/// Reads and parses `path`. Problems come back as diagnostics, never as a panic.
+pub fn load(path: &Path) -> Result<Loaded, Box<Diagnostic>> {
+    let text = std::fs::read_to_string(path).map_err(|err| {
+        Box::new(
+            Diagnostic::error(
+                "file-read",
+                format!("cannot read the experiment file: {err}"),
+            )
+            .in_file(path),
+        )
+    })?;
+    let source = SourceFile::new(path.to_owned(), text);
+    let mut diagnostics = Vec::new();
+    let resolved = resolve(&source, &mut diagnostics);
+    Ok(Loaded {
+        source,
+        resolved,
+        diagnostics,
+    })
+}
+
+fn resolve(source: &SourceFile, diagnostics: &mut Vec<Diagnostic>) -> Vec<Resolved> {
+    let (root, errors) = DeTable::parse_recoverable(&source.text);
+    if !errors.is_empty() {
+        for error in errors {
+            let location = error.span().map(|span| source.location(span.start));
+            diagnostics.push(
+                Diagnostic::error(
+                    "toml-syntax",
+                    format!("not valid TOML: {}", error.message().trim()),
+                )
+                .at(location.or_else(|| Some(source.location(0)))),
+            );
+        }
+        return Vec::new();
+    }
+    let schema = json_schema();
+    let shape = TableShape::root(&schema).expect("the experiment schema describes a table");
+    check_keys(source, root.get_ref(), shape, "", diagnostics);
+
+    let mut base = root.get_ref().clone();
+    let variants = base.remove("variants");
+    let base_span = root.span();
+    let variant_tables: Vec<&Spanned<DeValue<'_>>> = match variants.as_ref().map(Spanned::get_ref) {
+        None => Vec::new(),
+        Some(DeValue::Array(items)) => items.iter().collect(),
+        Some(_) => {
+            let span = variants.as_ref().map(Spanned::span);
+            diagnostics.push(
+                Diagnostic::error(
+                    "type",
+                    "`variants` must be an array of tables, written as [[variants]]",
+                )
+                .at(span.map(|span| source.location(span.start))),
+            );
+            Vec::new()
+        }
+    };
+    if variant_tables.is_empty() {
+        return vec![resolve_one(
+            source,
+            Spanned::new(base_span, base),
+            None,
+            diagnostics,
+        )];
+    }
+    variant_tables
+        .into_iter()
+        .enumerate()
+        .map(|(index, variant)| {
+            let location = source.location(variant.span().start);
+            let Some(table) = variant.get_ref().as_table() else {
+                diagnostics.push(
+                    Diagnostic::error("type", "each variant must be a table").at(Some(location)),
+                );
+                return Resolved {
+                    variant: Some(format!("#{}", index + 1)),
+                    variant_span: Some(variant.span()),
+                    experiment: None,
+                    spans: Spans::default(),
+                };
+            };
+            let mut merged = base.clone();
+            merge(&mut merged, table);
+            let name = table.get("name");
+            let label = match name.map(|name| (name, name.get_ref().as_str())) {
+                Some((_, Some(name))) => name.to_owned(),
+                Some((name, None)) => {
+                    diagnostics.push(
+                        Diagnostic::error("type", "a variant's `name` must be a string")
+                            .at(Some(source.location(name.span().start))),
+                    );
+                    format!("#{}", index + 1)
+                }
+                None => {
+                    diagnostics.push(
+                        Diagnostic::error(
+                            "required",
+                            format!("variant #{} has no `name`", index + 1),
+                        )
+                        .at(Some(location))
+                        .help("give every [[variants]] table a unique `name = \"...\"`"),
+                    );
+                    format!("#{}", index + 1)
+                }
+            };
+            let mut resolved = resolve_one(
+                source,
+                Spanned::new(base_span.clone(), merged),
+                Some(label),
+                diagnostics,
+            );
+            resolved.variant_span = Some(name.map_or(variant.span(), Spanned::span));
+            resolved
+        })
+        .collect()
+}
+
+/// Lays a variant's keys over the base: tables merge key by key, anything else replaces.
+fn merge<'i>(base: &mut DeTable<'i>, overrides: &DeTable<'i>) {
+    for (key, value) in overrides.iter() {
+        // The variant's own name is not the experiment's name.
+        if key.get_ref() == "name" {
+            continue;
+        }
+        match (base.get_mut(key.get_ref().as_ref()), value.get_ref()) {
+            (Some(existing), DeValue::Table(table)) if existing.get_ref().is_table() => {
+                if let DeValue::Table(existing) = existing.get_mut() {
+                    merge(existing, table);
+                }
+            }
+            _ => {
+                base.insert(key.clone(), value.clone());
+            }
+        }
+    }
+}
+
+fn check_keys(
+    source: &SourceFile,
+    table: &DeTable<'_>,
+    shape: TableShape<'_>,
+    path: &str,
+    diagnostics: &mut Vec<Diagnostic>,
+) {
+    for (key, value) in table.iter() {
+        let name = key.get_ref().as_ref();
+        let here = join(path, name);
+        if !shape.knows(name) {
+            let suggestion = crate::suggest::closest(name, shape.keys());
+            let allowed: Vec<&str> = shape.keys().collect();
+            diagnostics.push(
+                Diagnostic::error("unknown-key", format!("unknown key `{here}`"))
+                    .at(Some(source.location(key.span().start)))
+                    .seen(name)
+                    .help(match suggestion {
+                        Some(suggestion) => format!("did you mean `{suggestion}`?"),
+                        None => format!("known keys here: {}", allowed.join(", ")),
+                    }),
+            );
+            continue;
+        }
+        match value.get_ref() {
+            DeValue::Table(inner) => {
+                if let Some(inner_shape) = shape.table(name) {
+                    check_keys(source, inner, inner_shape, &here, diagnostics);
+                }
+            }
+            DeValue::Array(items) => {
+                if let Some(item_shape) = shape.array_items(name) {
+                    for (index, item) in items.iter().enumerate() {
+                        if let DeValue::Table(inner) = item.get_ref() {
+                            check_keys(
+                                source,
+                                inner,
+                                item_shape,
+                                &format!("{here}.{index}"),
+                                diagnostics,
+                            );
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn resolve_one(
+    source: &SourceFile,
+    root: Spanned<DeTable<'_>>,
+    variant: Option<String>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Resolved {
+    let mut spans = Spans::default();
+    for (key, value) in root.get_ref().iter() {
+        spans.record(key.get_ref(), value);
+    }
+    let mut reader = SectionReader {
+        source,
+        table: root.get_ref(),
+        diagnostics,
+        failed: false,
+    };
+    let name: Option<String> = reader.required("name");
+    let description = reader.optional("description");
+    let prompt: Option<PromptSection> = reader.required("prompt");
+    let dataset: Option<DatasetSection> = reader.required("dataset");
+    let evolution: Option<EvolutionSection> = reader.required("evolution");
+    let evaluator: Option<EvaluatorSection> = reader.required("evaluator");
+    let replay: Option<ReplaySection> = reader.optional("replay");
+    let experiment = match (name, prompt, dataset, evolution, evaluator) {
+        (Some(name), Some(prompt), Some(dataset), Some(evolution), Some(evaluator))
+            if !reader.failed =>
+        {
+            Some(Experiment {
+                name,
+                description,
+                prompt,
+                dataset,
+                evolution,
+                evaluator,
+                replay,
+            })
+        }
+        _ => None,
+    };
+    Resolved {
+        variant,
+        variant_span: None,
+        experiment,
+        spans,
+    }
+}
+
+/// Deserializes the top-level tables one at a time, so that a mistake in one table does not hide
+/// the mistakes in the others.
+struct SectionReader<'a, 'i> {
+    source: &'a SourceFile,
+    table: &'a DeTable<'i>,
+    diagnostics: &'a mut Vec<Diagnostic>,
+    failed: bool,
+}
+
+impl SectionReader<'_, '_> {
+    fn required<T: DeserializeOwned>(&mut self, key: &str) -> Option<T> {
+        if self.table.get(key).is_none() {
+            self.failed = true;
+            let what = if key == "name" {
+                "key `name`".to_owned()
+            } else {
+                format!("table [{key}]")
+            };
+            self.diagnostics.push(
+                Diagnostic::error("required", format!("missing required {what}"))
+                    .at(Some(self.source.location(0)))
+                    .help(format!(
+                        "see the reference experiment in the README for the keys of {what}"
+                    )),
+            );
+            return None;
+        }
+        self.optional(key)
+    }
+
+    fn optional<T: DeserializeOwned>(&mut self, key: &str) -> Option<T> {
+        let value = self.table.get(key)?;
+        match T::deserialize(ValueDeserializer::from(value.clone())) {
+            Ok(section) => Some(section),
+            Err(error) => {
+                self.failed = true;
+                let span = error.span().unwrap_or_else(|| value.span());
+                let message = error.message().trim().to_owned();
+                let rule = if message.starts_with("missing field") {
+                    "required"
+                } else {
+                    "type"
+                };
+                // Not tagged with the variant: the span already points at the value, and an error in
+                // a base table then reads the same for every variant and is reported once.
+                self.diagnostics.push(
+                    Diagnostic::error(rule, format!("in `{key}`: {message}"))
+                        .at(Some(self.source.location(span.start))),
+                );
+                None
+            }
+        }
+    }
+}

@@ -1,0 +1,1042 @@
+//! Validation: every rule of `experiment-format.md` and of the evolution API, reported all at
+//! once, turning a loaded experiment file into a [`Plan`].
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use super::diagnostic::{Diagnostic, Location};
+use super::file::{Experiment, Holdout, ReplaySection};
+use super::plan::{DatasetPlan, Estimate, ExecutionPlan, JudgePlan, Plan, ReplayPlan};
+use super::source::{Loaded, Resolved, load};
+use crate::dataset::{self, HoldoutSize, Split};
+use crate::evolution::ServiceProfile;
+use crate::evolution::wire::{DatasetItem, Evaluator, StartExecution};
+use crate::prompt::Template;
+use crate::score::{SCORER_NAMES, ScorerSpec};
+use crate::suggest::closest;
+
+/// Longest `name` the format allows.
+pub const MAX_NAME_LEN: usize = 40;
+/// Longest customId the evolution API accepts.
+pub const MAX_CUSTOM_ID_LEN: usize = 50;
+/// Budgets below this work but rarely improve the prompt; the service describes it as a minimum.
+pub const LOW_BUDGET: i64 = 10;
+/// Metrics the evolution service is known to offer; others are passed on with a warning.
+pub const KNOWN_METRICS: [&str; 3] = ["accuracy", "exact_match", "coherence"];
+/// Row problems shown per dataset; the rest are counted.
+const ROW_PROBLEMS_SHOWN: usize = 20;
+/// Length of the run suffix appended to generated customIds.
+const SUFFIX_LEN: usize = 6;
+
+/// What validation needs besides the file.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub profile: ServiceProfile,
+    /// Appended to generated customIds; default: the start of the content hash.
+    pub run_suffix: Option<String>,
+    /// Assumed price of one remote inference request, for the estimate.
+    pub credits_per_call: f64,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            profile: ServiceProfile::default(),
+            run_suffix: None,
+            credits_per_call: 1.0,
+        }
+    }
+}
+
+/// The outcome of validating one file: every diagnostic, and the plan when there was no error.
+#[derive(Debug)]
+pub struct Validation {
+    pub diagnostics: Vec<Diagnostic>,
+    pub plan: Option<Plan>,
+}
+
+impl Validation {
+    pub fn errors(&self) -> usize {
+        self.diagnostics.iter().filter(|d| d.is_error()).count()
+    }
+
+    pub fn warnings(&self) -> usize {
+        self.diagnostics.len() - self.errors()
+    }
+}
+
+/// Loads and validates one experiment file.
+pub fn validate_file(path: &Path, settings: &Settings) -> Validation {
+    let loaded = match load(path) {
+        Ok(loaded) => loaded,
+        Err(diagnostic) => {
+            return Validation {
+                diagnostics: vec![*diagnostic],
+                plan: None,
+            };
+        }
+    };
+    let mut checker = Checker {
+        loaded: &loaded,
+        settings,
+        base_dir: path.parent().map(Path::to_owned).unwrap_or_default(),
+        diagnostics: loaded.diagnostics.clone(),
+        scans: HashMap::new(),
+        seed_texts: BTreeMap::new(),
+    };
+    let drafts: Vec<Option<Draft>> = loaded
+        .resolved
+        .iter()
+        .map(|resolved| checker.experiment(resolved))
+        .collect();
+    checker.variant_names();
+    let content_hash = checker.content_hash();
+    let executions = checker.finish_drafts(drafts, &content_hash);
+    let mut diagnostics = dedupe(checker.diagnostics);
+    diagnostics.sort_by_key(|d| d.severity);
+    let plan = match executions {
+        Some(executions) if !diagnostics.iter().any(Diagnostic::is_error) => {
+            let first = loaded.resolved.first().and_then(|r| r.experiment.as_ref());
+            Some(Plan {
+                file: path.to_owned(),
+                name: first.map(|e| e.name.clone()).unwrap_or_default(),
+                description: first.and_then(|e| e.description.clone()),
+                content_hash,
+                estimate: executions.iter().map(|e: &ExecutionPlan| e.estimate).sum(),
+                executions,
+            })
+        }
+        _ => None,
+    };
+    Validation { diagnostics, plan }
+}
+
+/// An execution whose checks passed, waiting for its customId (which needs the content hash of
+/// the whole file).
+struct Draft {
+    variant: Option<String>,
+    variant_location: Option<Location>,
+    custom_id: Option<(String, Option<Location>)>,
+    name: String,
+    start: StartExecution,
+    dataset: DatasetPlan,
+    replay: Option<ReplayPlan>,
+    estimate: Estimate,
+}
+
+/// A dataset check, shared by the variants that use the same file and columns.
+#[derive(Clone)]
+struct ScanOutcome {
+    scan: dataset::Scan,
+    columns: dataset::Columns,
+}
+
+struct Checker<'a> {
+    loaded: &'a Loaded,
+    settings: &'a Settings,
+    base_dir: PathBuf,
+    diagnostics: Vec<Diagnostic>,
+    scans: HashMap<(PathBuf, Vec<String>, String), Option<ScanOutcome>>,
+    seed_texts: BTreeMap<PathBuf, String>,
+}
+
+/// The checks of one resolved experiment, with a short way to say "at this key".
+struct Scope<'c, 'a> {
+    checker: &'c mut Checker<'a>,
+    resolved: &'a Resolved,
+    failed: bool,
+}
+
+impl Scope<'_, '_> {
+    /// The seed prompt's text, checked: one source, not empty, placeholders that name inputs.
+    fn prompt(&mut self, experiment: &Experiment) -> Option<String> {
+        let section = &experiment.prompt;
+        let (text, path) = match (&section.seed, &section.seed_file) {
+            (Some(_), Some(_)) | (None, None) => {
+                let both = section.seed.is_some();
+                self.report(
+                    "prompt",
+                    Diagnostic::error(
+                        "prompt-source",
+                        if both {
+                            "[prompt] sets both `seed` and `seed_file`; exactly one is allowed"
+                        } else {
+                            "[prompt] needs a seed prompt: set `seed` or `seed_file`"
+                        },
+                    )
+                    .help("write the prompt inline with seed = \"\"\"...\"\"\", or keep it in a file with seed_file = \"prompts/x.txt\""),
+                );
+                return None;
+            }
+            (Some(seed), None) => (seed.clone(), "prompt.seed"),
+            (None, Some(file)) => {
+                let full = self.checker.base_dir.join(file);
+                match std::fs::read_to_string(&full) {
+                    Ok(text) => {
+                        self.checker.seed_texts.insert(full, text.clone());
+                        (text, "prompt.seed_file")
+                    }
+                    Err(err) => {
+                        self.report(
+                            "prompt.seed_file",
+                            Diagnostic::error(
+                                "prompt-file",
+                                format!("cannot read the seed prompt file: {err}"),
+                            )
+                            .seen(full.display()),
+                        );
+                        return None;
+                    }
+                }
+            }
+        };
+        if text.trim().is_empty() {
+            self.report(
+                path,
+                Diagnostic::error(
+                    "prompt-empty",
+                    "the seed prompt is empty; it needs at least 1 character",
+                )
+                .seen(format!("{text:?}")),
+            );
+            return None;
+        }
+        let template = match Template::parse(&text) {
+            Ok(template) => template,
+            Err(err) => {
+                self.report(
+                    path,
+                    Diagnostic::error("prompt-syntax", format!("in the seed prompt: {err}")),
+                );
+                return None;
+            }
+        };
+        let inputs = &experiment.dataset.inputs;
+        for variable in template.variables() {
+            if !inputs.iter().any(|input| input == variable) {
+                let suggestion = closest(variable, inputs.iter().map(String::as_str));
+                self.report(
+                    path,
+                    Diagnostic::error(
+                        "prompt-variable",
+                        format!("the prompt uses `{{{variable}}}`, which is not one of dataset.inputs"),
+                    )
+                    .seen(format!("{{{variable}}}; inputs are {inputs:?}"))
+                    .help(match suggestion {
+                        Some(s) => format!("did you mean `{{{s}}}`? (or add \"{variable}\" to dataset.inputs; write {{{{ and }}}} for literal braces)"),
+                        None => format!("add \"{variable}\" to dataset.inputs, or write {{{{ and }}}} for literal braces"),
+                    }),
+                );
+            }
+        }
+        let used = template.variables();
+        for (index, input) in inputs.iter().enumerate() {
+            if !used.contains(&input.as_str()) {
+                self.report(
+                    &format!("dataset.inputs.{index}"),
+                    Diagnostic::warning(
+                        "prompt-unused-input",
+                        format!("input column \"{input}\" is never used in the prompt"),
+                    )
+                    .help(format!(
+                        "add {{{input}}} to the prompt, or remove it from dataset.inputs"
+                    )),
+                );
+            }
+        }
+        self.failed.then_some(()).map_or(Some(text), |()| None)
+    }
+
+    /// The dataset, checked row by row, split, with the service's items read back.
+    fn dataset(
+        &mut self,
+        experiment: &Experiment,
+        counts: Option<(usize, usize, HoldoutSize)>,
+    ) -> Option<(DatasetPlan, Vec<DatasetItem>)> {
+        let section = &experiment.dataset;
+        let mut columns_ok = true;
+        if section.inputs.is_empty() {
+            columns_ok = false;
+            self.report(
+                "dataset.inputs",
+                Diagnostic::error(
+                    "dataset-inputs",
+                    "dataset.inputs needs at least 1 column name",
+                )
+                .seen("[]"),
+            );
+        }
+        for (index, input) in section.inputs.iter().enumerate() {
+            if section.inputs[..index].contains(input) {
+                columns_ok = false;
+                self.report(
+                    &format!("dataset.inputs.{index}"),
+                    Diagnostic::error(
+                        "dataset-inputs",
+                        format!("input column \"{input}\" is listed twice"),
+                    )
+                    .seen(input),
+                );
+            }
+            if *input == section.expected {
+                columns_ok = false;
+                self.report(
+                    &format!("dataset.inputs.{index}"),
+                    Diagnostic::error(
+                        "dataset-expected-in-inputs",
+                        format!("\"{input}\" is both an input and the expected column; the prompt would show the model the answer"),
+                    )
+                    .seen(input),
+                );
+            }
+        }
+        let file = self.checker.base_dir.join(&section.file);
+        let key = (
+            file.clone(),
+            section.inputs.clone(),
+            section.expected.clone(),
+        );
+        let outcome = match self.checker.scans.get(&key) {
+            Some(outcome) => outcome.clone(),
+            None => {
+                let outcome = scan_dataset(self, &file, &section.inputs, &section.expected);
+                self.checker.scans.insert(key, outcome.clone());
+                outcome
+            }
+        };
+        let outcome = outcome?;
+        let (minibatch, pareto, holdout) = counts?;
+        if !columns_ok {
+            return None;
+        }
+        let split = match Split::new(
+            outcome.scan.usable,
+            minibatch,
+            pareto,
+            holdout,
+            section.shuffle_seed,
+        ) {
+            Ok(split) => split,
+            Err(dataset::SplitError::TooFewRows { rows, needed }) => {
+                self.report(
+                    "dataset.pareto",
+                    Diagnostic::error(
+                        "dataset-rows",
+                        format!("the dataset has {rows} usable rows but minibatch + pareto needs {needed}"),
+                    )
+                    .seen(format!("minibatch = {minibatch}, pareto = {pareto}, rows = {}", outcome.scan.rows))
+                    .help("lower minibatch or pareto, or add rows to the dataset"),
+                );
+                return None;
+            }
+            Err(dataset::SplitError::HoldoutTooLarge { asked, left }) => {
+                self.report(
+                    "dataset.holdout",
+                    Diagnostic::error(
+                        "holdout-size",
+                        format!("holdout asks for {asked} rows but only {left} remain after minibatch and pareto"),
+                    )
+                    .seen(asked)
+                    .help(format!("use holdout = \"rest\" or a count up to {left}")),
+                );
+                return None;
+            }
+        };
+        if outcome.scan.error_count > 0 {
+            return None;
+        }
+        let wanted: Vec<usize> = split
+            .minibatch
+            .iter()
+            .chain(&split.pareto)
+            .copied()
+            .collect();
+        let rows = match dataset::read_rows(&file, &outcome.columns, &wanted) {
+            Ok(rows) => rows,
+            Err(err) => {
+                self.report(
+                    "dataset.file",
+                    Diagnostic::error("dataset-file", err.to_string()),
+                );
+                return None;
+            }
+        };
+        let items = rows
+            .into_iter()
+            .map(|row| DatasetItem {
+                input: row.inputs,
+                expected_output: row.expected,
+            })
+            .collect();
+        let one_based = |rows: &[usize]| rows.iter().map(|row| row + 1).collect();
+        Some((
+            DatasetPlan {
+                file,
+                sha256: outcome.scan.sha256.clone(),
+                inputs: section.inputs.clone(),
+                expected: section.expected.clone(),
+                rows: outcome.scan.rows,
+                shuffle_seed: section.shuffle_seed,
+                holdout,
+                minibatch_rows: one_based(&split.minibatch),
+                pareto_rows: one_based(&split.pareto),
+                holdout_rows: split.holdout.len(),
+                split,
+            },
+            items,
+        ))
+    }
+
+    fn at(&self, path: &str) -> Option<Location> {
+        self.checker.loaded.location(self.resolved.spans.find(path))
+    }
+
+    fn report(&mut self, path: &str, mut diagnostic: Diagnostic) {
+        if diagnostic.location.is_none() {
+            diagnostic.location = self.at(path);
+        }
+        if diagnostic.is_error() {
+            self.failed = true;
+        }
+        diagnostic.variant.clone_from(&self.resolved.variant);
+        self.checker.diagnostics.push(diagnostic);
+    }
+}
+
+impl<'a> Checker<'a> {
+    fn experiment(&mut self, resolved: &'a Resolved) -> Option<Draft> {
+        let experiment = resolved.experiment.as_ref()?;
+        let mut scope = Scope {
+            checker: self,
+            resolved,
+            failed: false,
+        };
+        check_name(&mut scope, &experiment.name);
+        let prompt = scope.prompt(experiment);
+        let counts = check_counts(&mut scope, experiment);
+        let dataset = scope.dataset(experiment, counts);
+        let evolution = check_evolution(&mut scope, experiment);
+        let evaluator = check_evaluator(&mut scope, experiment);
+        let replay = experiment
+            .replay
+            .as_ref()
+            .and_then(|replay| check_replay(&mut scope, replay));
+        if let (Some(replay), Some((plan, _))) = (&replay, &dataset)
+            && plan.holdout_rows == 0
+        {
+            let help = format!(
+                "keep rows for replay (holdout = \"rest\" or a count), or remove [replay] ({} models listed)",
+                replay.models.len()
+            );
+            scope.report(
+                "dataset.holdout",
+                Diagnostic::error("holdout-empty", "replay is on but the holdout has no rows")
+                    .seen(format!("{:?}", experiment.dataset.holdout))
+                    .help(help),
+            );
+        }
+        let failed = scope.failed;
+        let (prompt, (dataset, items), (strategy, model, budget), evaluator) =
+            (prompt?, dataset?, evolution?, evaluator?);
+        if failed {
+            return None;
+        }
+        let remote = replay
+            .as_ref()
+            .map_or(0, |r| r.models.iter().filter(|m| *m != "local").count());
+        let local = replay.as_ref().map_or(0, |r| r.models.len() - remote);
+        let answers_per_model = replay
+            .as_ref()
+            .map_or(0, |r| (r.top + 1) * dataset.holdout_rows)
+            as u64;
+        let judge_calls = match &replay {
+            Some(r) if r.judge.is_some() => answers_per_model * r.models.len() as u64,
+            _ => 0,
+        };
+        let replay_calls = answers_per_model * remote as u64;
+        let estimate = Estimate {
+            evolution_calls: budget,
+            replay_calls,
+            local_replay_calls: answers_per_model * local as u64,
+            judge_calls,
+            credits: (replay_calls + judge_calls) as f64 * self.settings.credits_per_call,
+        };
+        let custom_id = experiment.evolution.custom_id.clone().map(|id| {
+            (
+                id,
+                self.loaded
+                    .location(resolved.spans.find("evolution.custom_id")),
+            )
+        });
+        Some(Draft {
+            variant: resolved.variant.clone(),
+            variant_location: self.loaded.location(resolved.variant_span.clone()),
+            custom_id,
+            name: experiment.name.clone(),
+            start: StartExecution {
+                strategy,
+                model,
+                dataset_columns: experiment.dataset.inputs.clone(),
+                budget,
+                minibatch_size: dataset.minibatch_rows.len() as u64,
+                pareto_size: dataset.pareto_rows.len() as u64,
+                evaluator: evaluator.to_json_string(),
+                dataset: items,
+                prompt,
+                custom_id: None,
+            },
+            dataset,
+            replay,
+            estimate,
+        })
+    }
+
+    /// Variant names: well-formed and unique.
+    fn variant_names(&mut self) {
+        let mut seen: HashMap<&str, usize> = HashMap::new();
+        for resolved in &self.loaded.resolved {
+            let Some(name) = resolved.variant.as_deref() else {
+                continue;
+            };
+            let location = self.loaded.location(resolved.variant_span.clone());
+            if name.starts_with('#') {
+                continue; // no name at all, already reported
+            }
+            if !is_valid_name(name) {
+                self.diagnostics.push(
+                    Diagnostic::error(
+                        "variant-name",
+                        "a variant name may use only a-z, 0-9, `_` and `-`, at most 40 characters",
+                    )
+                    .at(location.clone())
+                    .seen(format!("{name:?}")),
+                );
+            }
+            if let Some(count) = seen.get_mut(name) {
+                *count += 1;
+                self.diagnostics.push(
+                    Diagnostic::error(
+                        "variant-name-unique",
+                        format!("variant name \"{name}\" is used more than once"),
+                    )
+                    .at(location)
+                    .seen(name)
+                    .help("every [[variants]] table needs its own name"),
+                );
+            } else {
+                seen.insert(name, 1);
+            }
+        }
+    }
+
+    fn content_hash(&self) -> String {
+        let mut hasher = Sha256::new();
+        hasher.update(self.loaded.source.text.as_bytes());
+        for (path, text) in &self.seed_texts {
+            hasher.update(path.to_string_lossy().as_bytes());
+            hasher.update(text.as_bytes());
+        }
+        for outcome in self.scans.values().flatten() {
+            hasher.update(outcome.scan.sha256.as_bytes());
+        }
+        format!("{:x}", hasher.finalize())
+    }
+
+    /// Gives each execution its customId and checks length and uniqueness.
+    fn finish_drafts(
+        &mut self,
+        drafts: Vec<Option<Draft>>,
+        content_hash: &str,
+    ) -> Option<Vec<ExecutionPlan>> {
+        let suffix = self
+            .settings
+            .run_suffix
+            .clone()
+            .unwrap_or_else(|| content_hash[..SUFFIX_LEN].to_owned());
+        let mut executions = Vec::new();
+        let mut ids: HashMap<String, Option<String>> = HashMap::new();
+        for draft in drafts {
+            let draft = draft?;
+            let (id, location, explicit) = match &draft.custom_id {
+                Some((id, location)) => (id.clone(), location.clone(), true),
+                None => {
+                    let id = match &draft.variant {
+                        Some(variant) => format!("{}-{variant}-{suffix}", draft.name),
+                        None => format!("{}-{suffix}", draft.name),
+                    };
+                    (
+                        id,
+                        draft
+                            .variant_location
+                            .clone()
+                            .or_else(|| self.loaded.location(Some(0..0))),
+                        false,
+                    )
+                }
+            };
+            let len = id.chars().count();
+            if len > MAX_CUSTOM_ID_LEN {
+                let mut diagnostic = Diagnostic::error(
+                    "custom-id-length",
+                    format!("the customId would be {len} characters; the service allows at most {MAX_CUSTOM_ID_LEN}"),
+                )
+                .at(location.clone())
+                .seen(&id)
+                .help(if explicit {
+                    "shorten evolution.custom_id".to_owned()
+                } else {
+                    format!("it is name-variant-{SUFFIX_LEN} characters; shorten the name or the variant name, or set evolution.custom_id")
+                });
+                diagnostic.variant.clone_from(&draft.variant);
+                self.diagnostics.push(diagnostic);
+            }
+            if let Some(other) = ids.get(&id) {
+                let mut diagnostic = Diagnostic::error(
+                    "custom-id-unique",
+                    format!(
+                        "two executions would share the customId \"{id}\" (also variant {})",
+                        other.as_deref().unwrap_or("-")
+                    ),
+                )
+                .at(location)
+                .seen(&id)
+                .help("give each variant its own evolution.custom_id, or drop custom_id to get generated ones");
+                diagnostic.variant.clone_from(&draft.variant);
+                self.diagnostics.push(diagnostic);
+            }
+            ids.insert(id.clone(), draft.variant.clone());
+            let mut start = draft.start;
+            start.custom_id = Some(id);
+            executions.push(ExecutionPlan {
+                variant: draft.variant,
+                start,
+                dataset: draft.dataset,
+                replay: draft.replay,
+                estimate: draft.estimate,
+            });
+        }
+        Some(executions)
+    }
+}
+
+/// `[a-z0-9_-]`, 1 to 40 characters: safe in a customId, a folder name and a URL.
+fn is_valid_name(name: &str) -> bool {
+    (1..=MAX_NAME_LEN).contains(&name.chars().count())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+}
+
+fn check_name(scope: &mut Scope<'_, '_>, name: &str) {
+    if !is_valid_name(name) {
+        let fixed: String = name
+            .to_lowercase()
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                    c
+                } else {
+                    '-'
+                }
+            })
+            .take(MAX_NAME_LEN)
+            .collect();
+        scope.report(
+            "name",
+            Diagnostic::error(
+                "name-format",
+                format!(
+                    "`name` may use only a-z, 0-9, `_` and `-`, 1 to {MAX_NAME_LEN} characters"
+                ),
+            )
+            .seen(format!("{name:?} ({} characters)", name.chars().count()))
+            .help_if((!fixed.is_empty()).then(|| format!("for example name = \"{fixed}\""))),
+        );
+    }
+}
+
+/// Minibatch, Pareto and holdout sizes, before the dataset is looked at.
+fn check_counts(
+    scope: &mut Scope<'_, '_>,
+    experiment: &Experiment,
+) -> Option<(usize, usize, HoldoutSize)> {
+    let section = &experiment.dataset;
+    let mut count = |key: &str, rule: &'static str, value: i64| {
+        if value < 1 {
+            scope.report(
+                &format!("dataset.{key}"),
+                Diagnostic::error(rule, format!("dataset.{key} must be at least 1")).seen(value),
+            );
+            None
+        } else {
+            usize::try_from(value).ok()
+        }
+    };
+    let minibatch = count("minibatch", "minibatch-min", section.minibatch);
+    let pareto = count("pareto", "pareto-min", section.pareto);
+    let holdout = match &section.holdout {
+        Holdout::Word(word) if word == "rest" => Some(HoldoutSize::Rest),
+        Holdout::Word(word) if word == "none" => Some(HoldoutSize::None),
+        Holdout::Count(count) if *count >= 0 => {
+            usize::try_from(*count).ok().map(HoldoutSize::Count)
+        }
+        other => {
+            let seen = match other {
+                Holdout::Word(word) => format!("{word:?}"),
+                Holdout::Count(count) => count.to_string(),
+            };
+            scope.report(
+                "dataset.holdout",
+                Diagnostic::error(
+                    "holdout-value",
+                    "dataset.holdout must be \"rest\", \"none\" or a row count >= 0",
+                )
+                .seen(seen),
+            );
+            None
+        }
+    };
+    Some((minibatch?, pareto?, holdout?))
+}
+
+/// Reads the header, resolves the columns and checks every row, reporting onto the scope.
+fn scan_dataset(
+    scope: &mut Scope<'_, '_>,
+    file: &Path,
+    inputs: &[String],
+    expected: &str,
+) -> Option<ScanOutcome> {
+    let header = match dataset::read_header(file) {
+        Ok(header) => header,
+        Err(err) => {
+            let rule = match err {
+                dataset::DatasetError::Open { .. } => "dataset-file",
+                _ => "dataset-header",
+            };
+            scope.report(
+                "dataset.file",
+                Diagnostic::error(rule, err.to_string()).seen(file.display()),
+            );
+            return None;
+        }
+    };
+    let columns = match header.columns(inputs, expected) {
+        Ok(columns) => columns,
+        Err(missing) => {
+            for column in missing {
+                let path = match inputs.iter().position(|input| *input == column.name) {
+                    Some(index) => format!("dataset.inputs.{index}"),
+                    None => "dataset.expected".to_owned(),
+                };
+                scope.report(
+                    &path,
+                    Diagnostic::error(
+                        "dataset-column",
+                        format!(
+                            "column \"{}\" is not in the header of {}",
+                            column.name,
+                            file.display()
+                        ),
+                    )
+                    .seen(format!("header: {}", header.names.join(", ")))
+                    .help_if(column.suggestion.map(|s| format!("did you mean \"{s}\"?"))),
+                );
+            }
+            return None;
+        }
+    };
+    let scan = match dataset::scan(file, &columns, ROW_PROBLEMS_SHOWN) {
+        Ok(scan) => scan,
+        Err(err) => {
+            scope.report(
+                "dataset.file",
+                Diagnostic::error("dataset-csv", err.to_string()),
+            );
+            return None;
+        }
+    };
+    for problem in &scan.problems {
+        let message = format!("row {} {}", problem.row, problem.kind);
+        let diagnostic = match problem.severity {
+            dataset::Severity::Error => Diagnostic::error(problem.kind.rule(), message),
+            dataset::Severity::Warning => Diagnostic::warning(problem.kind.rule(), message),
+        };
+        scope.report(
+            "dataset.file",
+            diagnostic.at(Some(Location {
+                file: file.to_owned(),
+                line: usize::try_from(problem.line).unwrap_or(usize::MAX),
+                column: 1,
+                source_line: None,
+            })),
+        );
+    }
+    let shown = scan.problems.len();
+    let total = scan.error_count + scan.warning_count;
+    if total > shown {
+        let summary = format!(
+            "{} more row problems not shown ({} errors and {} warnings in all)",
+            total - shown,
+            scan.error_count,
+            scan.warning_count
+        );
+        let diagnostic = if scan.error_count > 0 {
+            Diagnostic::error("dataset-rows-summary", summary)
+        } else {
+            Diagnostic::warning("dataset-rows-summary", summary)
+        };
+        scope.report("dataset.file", diagnostic.in_file(file));
+    }
+    Some(ScanOutcome { scan, columns })
+}
+
+fn check_model(scope: &mut Scope<'_, '_>, path: &str, rule: &'static str, model: &str) -> bool {
+    let profile = &scope.checker.settings.profile;
+    if profile.supports(model) {
+        return true;
+    }
+    let models = profile.models();
+    let suggestion = closest(model, models.iter().map(String::as_str)).map(str::to_owned);
+    scope.report(
+        path,
+        Diagnostic::error(rule, format!("`{path}` is not a supported evolution model"))
+            .seen(format!("{model:?}"))
+            .help(match suggestion {
+                Some(s) => format!("did you mean \"{s}\"? supported: {}", models.join(", ")),
+                None => format!(
+                    "supported: {} (set GEPA_LAB_MODEL_WORD if your service uses another prefix)",
+                    models.join(", ")
+                ),
+            }),
+    );
+    false
+}
+
+fn check_evolution(
+    scope: &mut Scope<'_, '_>,
+    experiment: &Experiment,
+) -> Option<(String, String, u64)> {
+    let section = &experiment.evolution;
+    let strategy = match section.strategy.as_str() {
+        "RPM" => Some(section.strategy.clone()),
+        "SAM" => {
+            scope.report(
+                "evolution.strategy",
+                Diagnostic::warning(
+                    "strategy-sam",
+                    "the service may offer only RPM; a SAM execution may be refused",
+                )
+                .seen("SAM"),
+            );
+            Some(section.strategy.clone())
+        }
+        other => {
+            scope.report(
+                "evolution.strategy",
+                Diagnostic::error("strategy", "evolution.strategy must be RPM or SAM")
+                    .seen(format!("{other:?}"))
+                    .help_if(
+                        ["RPM", "SAM"]
+                            .iter()
+                            .find(|known| known.eq_ignore_ascii_case(other))
+                            .map(|known| format!("write it in capitals: \"{known}\"")),
+                    ),
+            );
+            None
+        }
+    };
+    let model = check_model(scope, "evolution.model", "evolution-model", &section.model)
+        .then(|| section.model.clone());
+    let budget = if section.budget < 1 {
+        scope.report(
+            "evolution.budget",
+            Diagnostic::error("budget-min", "evolution.budget must be at least 1")
+                .seen(section.budget)
+                .help("every inference request of the evolution costs 1; 25 to 50 is recommended"),
+        );
+        None
+    } else {
+        if section.budget < LOW_BUDGET {
+            scope.report(
+                "evolution.budget",
+                Diagnostic::warning(
+                    "budget-low",
+                    format!("a budget below {LOW_BUDGET} rarely leaves room to improve the prompt"),
+                )
+                .seen(section.budget)
+                .help("25 to 50 is recommended"),
+            );
+        }
+        u64::try_from(section.budget).ok()
+    };
+    Some((strategy?, model?, budget?))
+}
+
+fn check_evaluator(scope: &mut Scope<'_, '_>, experiment: &Experiment) -> Option<Evaluator> {
+    let section = &experiment.evaluator;
+    let model_ok = check_model(scope, "evaluator.model", "evaluator-model", &section.model);
+    if let Some(metric) = &section.metric
+        && !KNOWN_METRICS.contains(&metric.as_str())
+    {
+        scope.report(
+            "evaluator.metric",
+            Diagnostic::warning(
+                "evaluator-metric",
+                "not a metric the service is known to offer; it is sent as written",
+            )
+            .seen(format!("{metric:?}"))
+            .help_if(
+                closest(metric, KNOWN_METRICS)
+                    .map(|s| format!("did you mean \"{s}\"? known: {}", KNOWN_METRICS.join(", "))),
+            ),
+        );
+    }
+    if let Some(threshold) = section.threshold
+        && (!threshold.is_finite() || !(0.0..=1.0).contains(&threshold))
+    {
+        scope.report(
+            "evaluator.threshold",
+            Diagnostic::error(
+                "evaluator-threshold",
+                "evaluator.threshold must be a number from 0 to 1",
+            )
+            .seen(threshold),
+        );
+        return None;
+    }
+    model_ok.then(|| Evaluator {
+        model: section.model.clone(),
+        metric: section.metric.clone(),
+        threshold: section.threshold,
+        partial_credit: section.partial_credit,
+    })
+}
+
+fn check_replay(scope: &mut Scope<'_, '_>, replay: &ReplaySection) -> Option<ReplayPlan> {
+    let mut ok = true;
+    if replay.models.is_empty() {
+        ok = false;
+        scope.report(
+            "replay.models",
+            Diagnostic::error("replay-models", "replay.models needs at least 1 model id")
+                .seen("[]")
+                .help("name inference model ids, or \"local\" for the embedded model; remove [replay] to skip replay"),
+        );
+    }
+    for (index, model) in replay.models.iter().enumerate() {
+        if model.trim().is_empty() || replay.models[..index].contains(model) {
+            ok = false;
+            scope.report(
+                &format!("replay.models.{index}"),
+                Diagnostic::error(
+                    "replay-models",
+                    "each replay model must be a non-empty id, listed once",
+                )
+                .seen(format!("{model:?}")),
+            );
+        }
+    }
+    let mut positive = |key: &str, rule: &'static str, value: i64| {
+        if value < 1 {
+            scope.report(
+                &format!("replay.{key}"),
+                Diagnostic::error(rule, format!("replay.{key} must be at least 1")).seen(value),
+            );
+            None
+        } else {
+            Some(value)
+        }
+    };
+    let top = positive("top", "replay-top", replay.top);
+    let concurrency = positive("concurrency", "replay-concurrency", replay.concurrency);
+    let max_tokens = match replay.max_tokens {
+        Some(tokens) => positive("max_tokens", "replay-max-tokens", tokens).map(Some),
+        None => Some(None),
+    };
+    if !replay.temperature.is_finite() || replay.temperature < 0.0 {
+        ok = false;
+        scope.report(
+            "replay.temperature",
+            Diagnostic::error(
+                "replay-temperature",
+                "replay.temperature must be a number >= 0",
+            )
+            .seen(replay.temperature),
+        );
+    }
+    let scorer = match replay.scorer.parse::<ScorerSpec>() {
+        Ok(ScorerSpec::JsonSchema { schema }) => {
+            let full = scope.checker.base_dir.join(&schema);
+            match crate::score::load_schema(&full) {
+                Ok(_) => Some(ScorerSpec::JsonSchema { schema: full }),
+                Err(err) => {
+                    scope.report(
+                        "replay.scorer",
+                        Diagnostic::error("replay-scorer", err.to_string()).seen(&replay.scorer),
+                    );
+                    None
+                }
+            }
+        }
+        Ok(ScorerSpec::Judge) if replay.judge.is_none() => {
+            scope.report(
+                "replay.scorer",
+                Diagnostic::error(
+                    "replay-judge",
+                    "the judge scorer needs a [replay.judge] table with `model` and `rubric`",
+                )
+                .seen("judge"),
+            );
+            None
+        }
+        Ok(spec) => Some(spec),
+        Err(err) => {
+            let names = SCORER_NAMES.map(|name| name.split([':', '[']).next().unwrap_or(name));
+            let head = replay.scorer.split(':').next().unwrap_or_default();
+            scope.report(
+                "replay.scorer",
+                Diagnostic::error("replay-scorer", format!("replay.scorer: {err}"))
+                    .seen(format!("{:?}", replay.scorer))
+                    .help_if(closest(head, names).map(|s| format!("did you mean \"{s}\"?"))),
+            );
+            None
+        }
+    };
+    let judge = replay.judge.as_ref().map(|judge| JudgePlan {
+        model: judge.model.clone(),
+        rubric: judge.rubric.clone(),
+    });
+    if !ok {
+        return None;
+    }
+    Some(ReplayPlan {
+        models: replay.models.clone(),
+        top: usize::try_from(top?).ok()?,
+        scorer: scorer?,
+        temperature: replay.temperature,
+        max_tokens: max_tokens?.and_then(|tokens| u32::try_from(tokens).ok()),
+        concurrency: usize::try_from(concurrency?).ok()?,
+        judge,
+    })
+}
+
+/// One diagnostic per problem: an error in a base table is found once per variant but reported
+/// once, without a variant tag.
+fn dedupe(diagnostics: Vec<Diagnostic>) -> Vec<Diagnostic> {
+    let mut out: Vec<Diagnostic> = Vec::with_capacity(diagnostics.len());
+    for diagnostic in diagnostics {
+        let same = out.iter_mut().find(|seen| {
+            seen.rule == diagnostic.rule
+                && seen.message == diagnostic.message
+                && seen.location == diagnostic.location
+                && seen.seen == diagnostic.seen
+        });
+        match same {
+            Some(seen) if seen.variant != diagnostic.variant => seen.variant = None,
+            Some(_) => {}
+            None => out.push(diagnostic),
+        }
+    }
+    out
+}

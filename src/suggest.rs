@@ -1,0 +1,34 @@
+//! "Did you mean …?": the closest known name to a misspelt one.
+
+/// The candidate closest to `seen`, if it is close enough to be a likely typo: a Jaro–Winkler
+/// similarity of at least 0.8, or a case-insensitive match.
+pub fn closest<'a>(seen: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let lowered = seen.to_lowercase();
+    candidates
+        .into_iter()
+        .map(|candidate| {
+            let similarity = if candidate.to_lowercase() == lowered {
+                1.0
+            } else {
+                strsim::jaro_winkler(&lowered, &candidate.to_lowercase())
+            };
+            (similarity, candidate)
+        })
+        .filter(|(similarity, _)| *similarity >= 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, candidate)| candidate)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::closest;
+
+    #[test]
+    fn suggests_near_names_only() {
+        let keys = ["minibatch", "pareto", "holdout", "shuffle_seed"];
+        assert_eq!(closest("minibach", keys), Some("minibatch"));
+        assert_eq!(closest("Pareto", keys), Some("pareto"));
+        assert_eq!(closest("shuffle", keys), Some("shuffle_seed"));
+        assert_eq!(closest("temperature", keys), None);
+    }
+}
