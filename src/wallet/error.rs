@@ -1,0 +1,42 @@
+use std::path::PathBuf;
+
+use super::{Address, Signature};
+
+/// Everything that can go wrong in the wallet. Variants name the file, variable or field and the
+/// value seen, except for private keys, whose text is never repeated.
+#[derive(Debug, thiserror::Error)]
+pub enum WalletError {
+    #[error(
+        "environment variable {var} is not set; it should hold the wallet's private key (64 hex digits)"
+    )]
+    MissingKeyEnv { var: String },
+
+    #[error("private key from {origin} is malformed: {reason}")]
+    MalformedKey { origin: String, reason: String },
+
+    #[error("cannot read private key file {}", path.display())]
+    KeyFileRead {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error(
+        "private key file {} has mode {mode:04o}, so others may read it; allow only its owner (chmod 600 {})",
+        path.display(),
+        path.display()
+    )]
+    KeyFileTooOpen { path: PathBuf, mode: u32 },
+
+    #[error("address {value:?} is malformed: {reason}")]
+    MalformedAddress { value: String, reason: String },
+
+    #[error("address {value} fails its EIP-55 checksum; the checksummed form is {expected}")]
+    AddressChecksum { value: String, expected: Address },
+
+    #[error("signature {value:?} is malformed: {reason}")]
+    MalformedSignature { value: String, reason: String },
+
+    #[error("signature {signature} does not recover to a public key for this message")]
+    UnrecoverableSignature { signature: Signature },
+}

@@ -1,0 +1,34 @@
+//! The wallet: the user's private key and everything signed with it. Owns key loading (hex,
+//! environment variable, owner-only file), EIP-55 addresses and EIP-191 personal signatures (the
+//! wallet login). Pure computation: no HTTP and no clock; `account` and `server` decide when to
+//! sign and what to accept.
+
+mod address;
+mod error;
+mod key;
+
+pub use address::{Address, keccak256};
+pub use error::WalletError;
+pub use key::{PrivateKey, Signature, personal_message_hash, recover_digest, recover_personal};
+
+/// Fills `out` from hex digits, with or without `0x`. The reason it returns never quotes the
+/// input, because the input may be a private key.
+fn decode_hex_into(text: &str, out: &mut [u8]) -> Result<(), String> {
+    let digits = text
+        .strip_prefix("0x")
+        .or_else(|| text.strip_prefix("0X"))
+        .unwrap_or(text);
+    if digits.len() != 2 * out.len() {
+        return Err(format!(
+            "expected {} hex digits, found {}",
+            2 * out.len(),
+            digits.chars().count()
+        ));
+    }
+    hex::decode_to_slice(digits, out)
+        .map_err(|_| "contains a character that is not a hex digit".to_string())
+}
+
+fn to_0x_hex(bytes: &[u8]) -> String {
+    format!("0x{}", hex::encode(bytes))
+}
