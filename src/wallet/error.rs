@@ -39,4 +39,7 @@ pub enum WalletError {
 
     #[error("signature {signature} does not recover to a public key for this message")]
     UnrecoverableSignature { signature: Signature },
+
+    #[error("typed data {type_name:?}: {reason}")]
+    TypedData { type_name: String, reason: String },
 }

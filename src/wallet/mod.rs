@@ -1,13 +1,17 @@
 //! The wallet: the user's private key and everything signed with it. Owns key loading (hex,
 //! environment variable, owner-only file), EIP-55 addresses and EIP-191 personal signatures (the
-//! wallet login). Pure computation: no HTTP and no clock; `account` and `server` decide when to
-//! sign and what to accept.
+//! wallet login) and a small EIP-712 encoder. Pure computation: no HTTP and no clock; `account`
+//! and `server` decide when to sign and what to accept.
 
 mod address;
+mod eip712;
 mod error;
 mod key;
 
 pub use address::{Address, keccak256};
+pub use eip712::{
+    EIP712_DOMAIN_TYPE, Eip712Domain, Eip712Value, eip712_digest, hash_struct, type_hash,
+};
 pub use error::WalletError;
 pub use key::{PrivateKey, Signature, personal_message_hash, recover_digest, recover_personal};
 
