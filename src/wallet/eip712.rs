@@ -161,7 +161,7 @@ pub fn hash_struct(encode_type: &str, values: &[Eip712Value]) -> Result<[u8; 32]
 }
 
 /// `keccak256(typeHash ‖ encodeData)`, for callers that already know the values fit the type.
-fn hash_encoded(encode_type: &str, values: &[Eip712Value]) -> [u8; 32] {
+pub(super) fn hash_encoded(encode_type: &str, values: &[Eip712Value]) -> [u8; 32] {
     let mut hasher = Keccak256::new();
     hasher.update(type_hash(encode_type));
     for value in values {

@@ -1,6 +1,6 @@
 use std::path::PathBuf;
 
-use super::{Address, Signature};
+use super::{Address, Network, Signature};
 
 /// Everything that can go wrong in the wallet. Variants name the file, variable or field and the
 /// value seen, except for private keys, whose text is never repeated.
@@ -42,4 +42,26 @@ pub enum WalletError {
 
     #[error("typed data {type_name:?}: {reason}")]
     TypedData { type_name: String, reason: String },
+
+    #[error("unknown network {name:?}; known networks: base, base-sepolia")]
+    UnknownNetwork { name: String },
+
+    #[error("X-PAYMENT value is not an x402 payment payload: {reason}")]
+    PaymentEncoding { reason: String },
+
+    #[error("payment field {field} is {value:?}: {reason}")]
+    PaymentField {
+        field: &'static str,
+        value: String,
+        reason: String,
+    },
+
+    #[error("payment authorization is signed by {signer}, not by its payer {from}")]
+    SignerMismatch { from: Address, signer: Address },
+
+    #[error("signing domain has chain id {chain_id}, but network {network} is chain {}", network.chain_id())]
+    ChainMismatch { network: Network, chain_id: u64 },
+
+    #[error("the operating system's random number generator failed")]
+    Randomness(#[source] rand::rand_core::OsError),
 }

@@ -1,12 +1,15 @@
 //! The wallet: the user's private key and everything signed with it. Owns key loading (hex,
-//! environment variable, owner-only file), EIP-55 addresses and EIP-191 personal signatures (the
-//! wallet login) and a small EIP-712 encoder. Pure computation: no HTTP and no clock; `account`
-//! and `server` decide when to sign and what to accept.
+//! environment variable, owner-only file), EIP-55 addresses, EIP-191 personal signatures (the
+//! wallet login), a small EIP-712 encoder, and the x402 `exact` payment (a USDC
+//! `TransferWithAuthorization`) with its `X-PAYMENT` header, for both the paying client and the
+//! verifying server. Pure computation: no HTTP and no clock; `account` and `server` decide when
+//! to sign and what to accept.
 
 mod address;
 mod eip712;
 mod error;
 mod key;
+mod x402;
 
 pub use address::{Address, keccak256};
 pub use eip712::{
@@ -14,6 +17,10 @@ pub use eip712::{
 };
 pub use error::WalletError;
 pub use key::{PrivateKey, Signature, personal_message_hash, recover_digest, recover_personal};
+pub use x402::{
+    Network, PaymentPayload, TRANSFER_WITH_AUTHORIZATION_TYPE, TransferWithAuthorization,
+    VALID_AFTER_SLACK_SECONDS, X402_VERSION, random_nonce,
+};
 
 /// Fills `out` from hex digits, with or without `0x`. The reason it returns never quotes the
 /// input, because the input may be a private key.
