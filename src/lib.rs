@@ -1,6 +1,6 @@
 //! gepa-lab: run prompt-optimization (GEPA) experiments, replay the prompts they find on held-out
-//! rows, and report the results. See `DESIGN.md` in the README for the flow; each module's own
-//! comment says what it owns.
+//! rows, and report the results. The flow, the backends and the module map are described in the
+//! README; each module's own comment says what it owns.
 
 pub mod cli;
 pub mod dataset;
@@ -9,3 +9,4 @@ pub mod experiment;
 pub mod prompt;
 pub mod score;
 pub mod suggest;
+pub mod wallet;
