@@ -3,13 +3,16 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use super::exit;
-use crate::experiment::{Plan, Validation, validate_file};
+use crate::experiment::{Plan, Rule, Validation, validate_file};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Experiment files (TOML).
-    #[arg(required = true, value_name = "FILE")]
+    #[arg(required_unless_present = "rules", value_name = "FILE")]
     files: Vec<PathBuf>,
+    /// List every rule the validator enforces, as a Markdown table, and exit.
+    #[arg(long, exclusive = true)]
+    rules: bool,
     /// Print the diagnostics as JSON, one object per file.
     #[arg(long)]
     json: bool,
@@ -18,6 +21,13 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.rules {
+        println!("| rule | requires |\n|---|---|");
+        for rule in Rule::ALL {
+            println!("| `{}` | {} |", rule.id(), rule.summary());
+        }
+        return Ok(ExitCode::from(exit::OK));
+    }
     let settings = args.settings.settings();
     let results: Vec<(PathBuf, Validation)> = args
         .files

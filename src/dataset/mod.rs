@@ -143,18 +143,6 @@ pub enum RowProblemKind {
     EmptyInput { column: String },
 }
 
-impl RowProblemKind {
-    /// A stable identifier of the rule, for diagnostics and tests.
-    pub fn rule(&self) -> &'static str {
-        match self {
-            Self::Ragged { .. } => "dataset-ragged-row",
-            Self::Encoding { .. } => "dataset-encoding",
-            Self::EmptyExpected { .. } => "dataset-expected-empty",
-            Self::EmptyInput { .. } => "dataset-input-empty",
-        }
-    }
-}
-
 impl std::fmt::Display for RowProblemKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

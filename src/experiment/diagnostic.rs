@@ -4,6 +4,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use super::rules::Rule;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
@@ -25,7 +27,7 @@ pub struct Location {
 pub struct Diagnostic {
     pub severity: Severity,
     /// Stable identifier of the rule, listed in the README.
-    pub rule: &'static str,
+    pub rule: Rule,
     pub message: String,
     pub location: Option<Location>,
     /// The offending value as written.
@@ -40,15 +42,15 @@ pub struct Diagnostic {
 }
 
 impl Diagnostic {
-    pub fn error(rule: &'static str, message: impl Into<String>) -> Self {
+    pub fn error(rule: Rule, message: impl Into<String>) -> Self {
         Self::new(Severity::Error, rule, message)
     }
 
-    pub fn warning(rule: &'static str, message: impl Into<String>) -> Self {
+    pub fn warning(rule: Rule, message: impl Into<String>) -> Self {
         Self::new(Severity::Warning, rule, message)
     }
 
-    fn new(severity: Severity, rule: &'static str, message: impl Into<String>) -> Self {
+    fn new(severity: Severity, rule: Rule, message: impl Into<String>) -> Self {
         Self {
             severity,
             rule,
@@ -148,7 +150,7 @@ mod tests {
 
     #[test]
     fn renders_location_caret_seen_and_help() {
-        let diagnostic = Diagnostic::error("budget-min", "evolution.budget must be at least 1")
+        let diagnostic = Diagnostic::error(Rule::BudgetMin, "evolution.budget must be at least 1")
             .at(Some(Location {
                 file: "x.toml".into(),
                 line: 12,

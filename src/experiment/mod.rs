@@ -6,6 +6,7 @@
 mod diagnostic;
 mod file;
 mod plan;
+mod rules;
 mod schema;
 mod source;
 mod validate;
@@ -13,5 +14,6 @@ mod validate;
 pub use diagnostic::{Diagnostic, Location, Severity};
 pub use file::*;
 pub use plan::{DatasetPlan, Estimate, ExecutionPlan, JudgePlan, Plan, ReplayPlan};
+pub use rules::Rule;
 pub use schema::json_schema;
 pub use validate::{KNOWN_METRICS, Settings, Validation, validate_file};

@@ -15,6 +15,7 @@ use toml::de::{DeTable, DeValue, ValueDeserializer};
 use super::diagnostic::{Diagnostic, Location};
 use super::file::DatasetSection;
 use super::file::{EvaluatorSection, EvolutionSection, Experiment, PromptSection, ReplaySection};
+use super::rules::Rule;
 use super::schema::{TableShape, json_schema};
 
 /// The text of a file and a way to turn byte offsets into lines and columns.
@@ -133,7 +134,7 @@ pub fn load(path: &Path) -> Result<Loaded, Box<Diagnostic>> {
     let text = std::fs::read_to_string(path).map_err(|err| {
         Box::new(
             Diagnostic::error(
-                "file-read",
+                Rule::FileRead,
                 format!("cannot read the experiment file: {err}"),
             )
             .in_file(path),
@@ -156,7 +157,7 @@ fn resolve(source: &SourceFile, diagnostics: &mut Vec<Diagnostic>) -> Vec<Resolv
             let location = error.span().map(|span| source.location(span.start));
             diagnostics.push(
                 Diagnostic::error(
-                    "toml-syntax",
+                    Rule::TomlSyntax,
                     format!("not valid TOML: {}", error.message().trim()),
                 )
                 .at(location.or_else(|| Some(source.location(0)))),
@@ -178,7 +179,7 @@ fn resolve(source: &SourceFile, diagnostics: &mut Vec<Diagnostic>) -> Vec<Resolv
             let span = variants.as_ref().map(Spanned::span);
             diagnostics.push(
                 Diagnostic::error(
-                    "type",
+                    Rule::Type,
                     "`variants` must be an array of tables, written as [[variants]]",
                 )
                 .at(span.map(|span| source.location(span.start))),
@@ -201,7 +202,8 @@ fn resolve(source: &SourceFile, diagnostics: &mut Vec<Diagnostic>) -> Vec<Resolv
             let location = source.location(variant.span().start);
             let Some(table) = variant.get_ref().as_table() else {
                 diagnostics.push(
-                    Diagnostic::error("type", "each variant must be a table").at(Some(location)),
+                    Diagnostic::error(Rule::Type, "each variant must be a table")
+                        .at(Some(location)),
                 );
                 return Resolved {
                     variant: Some(format!("#{}", index + 1)),
@@ -217,7 +219,7 @@ fn resolve(source: &SourceFile, diagnostics: &mut Vec<Diagnostic>) -> Vec<Resolv
                 Some((_, Some(name))) => name.to_owned(),
                 Some((name, None)) => {
                     diagnostics.push(
-                        Diagnostic::error("type", "a variant's `name` must be a string")
+                        Diagnostic::error(Rule::Type, "a variant's `name` must be a string")
                             .at(Some(source.location(name.span().start))),
                     );
                     format!("#{}", index + 1)
@@ -225,7 +227,7 @@ fn resolve(source: &SourceFile, diagnostics: &mut Vec<Diagnostic>) -> Vec<Resolv
                 None => {
                     diagnostics.push(
                         Diagnostic::error(
-                            "required",
+                            Rule::Required,
                             format!("variant #{} has no `name`", index + 1),
                         )
                         .at(Some(location))
@@ -280,7 +282,7 @@ fn check_keys(
             let suggestion = crate::suggest::closest(name, shape.keys());
             let allowed: Vec<&str> = shape.keys().collect();
             diagnostics.push(
-                Diagnostic::error("unknown-key", format!("unknown key `{here}`"))
+                Diagnostic::error(Rule::UnknownKey, format!("unknown key `{here}`"))
                     .at(Some(source.location(key.span().start)))
                     .seen(name)
                     .help(match suggestion {
@@ -382,7 +384,7 @@ impl SectionReader<'_, '_> {
                 format!("table [{key}]")
             };
             self.diagnostics.push(
-                Diagnostic::error("required", format!("missing required {what}"))
+                Diagnostic::error(Rule::Required, format!("missing required {what}"))
                     .at(Some(self.source.location(0)))
                     .help(format!(
                         "see the reference experiment in the README for the keys of {what}"
@@ -402,9 +404,9 @@ impl SectionReader<'_, '_> {
                 let span = error.span().unwrap_or_else(|| value.span());
                 let message = error.message().trim().to_owned();
                 let rule = if message.starts_with("missing field") {
-                    "required"
+                    Rule::Required
                 } else {
-                    "type"
+                    Rule::Type
                 };
                 // Not tagged with the variant: the span already points at the value, and an error in
                 // a base table then reads the same for every variant and is reported once.

@@ -8,6 +8,7 @@ use sha2::{Digest, Sha256};
 use super::diagnostic::{Diagnostic, Location};
 use super::file::{Experiment, Holdout, ReplaySection};
 use super::plan::{DatasetPlan, Estimate, ExecutionPlan, JudgePlan, Plan, ReplayPlan};
+use super::rules::Rule;
 use super::source::{Loaded, Resolved, load};
 use crate::dataset::{self, HoldoutSize, Split};
 use crate::evolution::ServiceProfile;
@@ -158,7 +159,7 @@ impl Scope<'_, '_> {
                 self.report(
                     "prompt",
                     Diagnostic::error(
-                        "prompt-source",
+                        Rule::PromptSource,
                         if both {
                             "[prompt] sets both `seed` and `seed_file`; exactly one is allowed"
                         } else {
@@ -171,7 +172,7 @@ impl Scope<'_, '_> {
             }
             (Some(seed), None) => (seed.clone(), "prompt.seed"),
             (None, Some(file)) => {
-                let full = self.checker.base_dir.join(file);
+                let full = resolve_path(&self.checker.base_dir, file);
                 match std::fs::read_to_string(&full) {
                     Ok(text) => {
                         self.checker.seed_texts.insert(full, text.clone());
@@ -181,7 +182,7 @@ impl Scope<'_, '_> {
                         self.report(
                             "prompt.seed_file",
                             Diagnostic::error(
-                                "prompt-file",
+                                Rule::PromptFile,
                                 format!("cannot read the seed prompt file: {err}"),
                             )
                             .seen(full.display()),
@@ -195,7 +196,7 @@ impl Scope<'_, '_> {
             self.report(
                 path,
                 Diagnostic::error(
-                    "prompt-empty",
+                    Rule::PromptEmpty,
                     "the seed prompt is empty; it needs at least 1 character",
                 )
                 .seen(format!("{text:?}")),
@@ -207,7 +208,7 @@ impl Scope<'_, '_> {
             Err(err) => {
                 self.report(
                     path,
-                    Diagnostic::error("prompt-syntax", format!("in the seed prompt: {err}")),
+                    Diagnostic::error(Rule::PromptSyntax, format!("in the seed prompt: {err}")),
                 );
                 return None;
             }
@@ -219,7 +220,7 @@ impl Scope<'_, '_> {
                 self.report(
                     path,
                     Diagnostic::error(
-                        "prompt-variable",
+                        Rule::PromptVariable,
                         format!("the prompt uses `{{{variable}}}`, which is not one of dataset.inputs"),
                     )
                     .seen(format!("{{{variable}}}; inputs are {inputs:?}"))
@@ -236,7 +237,7 @@ impl Scope<'_, '_> {
                 self.report(
                     &format!("dataset.inputs.{index}"),
                     Diagnostic::warning(
-                        "prompt-unused-input",
+                        Rule::PromptUnusedInput,
                         format!("input column \"{input}\" is never used in the prompt"),
                     )
                     .help(format!(
@@ -261,7 +262,7 @@ impl Scope<'_, '_> {
             self.report(
                 "dataset.inputs",
                 Diagnostic::error(
-                    "dataset-inputs",
+                    Rule::DatasetInputs,
                     "dataset.inputs needs at least 1 column name",
                 )
                 .seen("[]"),
@@ -273,7 +274,7 @@ impl Scope<'_, '_> {
                 self.report(
                     &format!("dataset.inputs.{index}"),
                     Diagnostic::error(
-                        "dataset-inputs",
+                        Rule::DatasetInputs,
                         format!("input column \"{input}\" is listed twice"),
                     )
                     .seen(input),
@@ -284,14 +285,14 @@ impl Scope<'_, '_> {
                 self.report(
                     &format!("dataset.inputs.{index}"),
                     Diagnostic::error(
-                        "dataset-expected-in-inputs",
+                        Rule::DatasetExpectedInInputs,
                         format!("\"{input}\" is both an input and the expected column; the prompt would show the model the answer"),
                     )
                     .seen(input),
                 );
             }
         }
-        let file = self.checker.base_dir.join(&section.file);
+        let file = resolve_path(&self.checker.base_dir, &section.file);
         let key = (
             file.clone(),
             section.inputs.clone(),
@@ -322,7 +323,7 @@ impl Scope<'_, '_> {
                 self.report(
                     "dataset.pareto",
                     Diagnostic::error(
-                        "dataset-rows",
+                        Rule::DatasetRows,
                         format!("the dataset has {rows} usable rows but minibatch + pareto needs {needed}"),
                     )
                     .seen(format!("minibatch = {minibatch}, pareto = {pareto}, rows = {}", outcome.scan.rows))
@@ -334,7 +335,7 @@ impl Scope<'_, '_> {
                 self.report(
                     "dataset.holdout",
                     Diagnostic::error(
-                        "holdout-size",
+                        Rule::HoldoutSize,
                         format!("holdout asks for {asked} rows but only {left} remain after minibatch and pareto"),
                     )
                     .seen(asked)
@@ -357,7 +358,7 @@ impl Scope<'_, '_> {
             Err(err) => {
                 self.report(
                     "dataset.file",
-                    Diagnostic::error("dataset-file", err.to_string()),
+                    Diagnostic::error(Rule::DatasetFile, err.to_string()),
                 );
                 return None;
             }
@@ -431,9 +432,12 @@ impl<'a> Checker<'a> {
             );
             scope.report(
                 "dataset.holdout",
-                Diagnostic::error("holdout-empty", "replay is on but the holdout has no rows")
-                    .seen(format!("{:?}", experiment.dataset.holdout))
-                    .help(help),
+                Diagnostic::error(
+                    Rule::HoldoutEmpty,
+                    "replay is on but the holdout has no rows",
+                )
+                .seen(format!("{:?}", experiment.dataset.holdout))
+                .help(help),
             );
         }
         let failed = scope.failed;
@@ -506,7 +510,7 @@ impl<'a> Checker<'a> {
             if !is_valid_name(name) {
                 self.diagnostics.push(
                     Diagnostic::error(
-                        "variant-name",
+                        Rule::VariantName,
                         "a variant name may use only a-z, 0-9, `_` and `-`, at most 40 characters",
                     )
                     .at(location.clone())
@@ -517,7 +521,7 @@ impl<'a> Checker<'a> {
                 *count += 1;
                 self.diagnostics.push(
                     Diagnostic::error(
-                        "variant-name-unique",
+                        Rule::VariantNameUnique,
                         format!("variant name \"{name}\" is used more than once"),
                     )
                     .at(location)
@@ -578,7 +582,7 @@ impl<'a> Checker<'a> {
             let len = id.chars().count();
             if len > MAX_CUSTOM_ID_LEN {
                 let mut diagnostic = Diagnostic::error(
-                    "custom-id-length",
+                    Rule::CustomIdLength,
                     format!("the customId would be {len} characters; the service allows at most {MAX_CUSTOM_ID_LEN}"),
                 )
                 .at(location.clone())
@@ -593,7 +597,7 @@ impl<'a> Checker<'a> {
             }
             if let Some(other) = ids.get(&id) {
                 let mut diagnostic = Diagnostic::error(
-                    "custom-id-unique",
+                    Rule::CustomIdUnique,
                     format!(
                         "two executions would share the customId \"{id}\" (also variant {})",
                         other.as_deref().unwrap_or("-")
@@ -645,7 +649,7 @@ fn check_name(scope: &mut Scope<'_, '_>, name: &str) {
         scope.report(
             "name",
             Diagnostic::error(
-                "name-format",
+                Rule::NameFormat,
                 format!(
                     "`name` may use only a-z, 0-9, `_` and `-`, 1 to {MAX_NAME_LEN} characters"
                 ),
@@ -662,7 +666,7 @@ fn check_counts(
     experiment: &Experiment,
 ) -> Option<(usize, usize, HoldoutSize)> {
     let section = &experiment.dataset;
-    let mut count = |key: &str, rule: &'static str, value: i64| {
+    let mut count = |key: &str, rule: Rule, value: i64| {
         if value < 1 {
             scope.report(
                 &format!("dataset.{key}"),
@@ -673,8 +677,8 @@ fn check_counts(
             usize::try_from(value).ok()
         }
     };
-    let minibatch = count("minibatch", "minibatch-min", section.minibatch);
-    let pareto = count("pareto", "pareto-min", section.pareto);
+    let minibatch = count("minibatch", Rule::MinibatchMin, section.minibatch);
+    let pareto = count("pareto", Rule::ParetoMin, section.pareto);
     let holdout = match &section.holdout {
         Holdout::Word(word) if word == "rest" => Some(HoldoutSize::Rest),
         Holdout::Word(word) if word == "none" => Some(HoldoutSize::None),
@@ -689,7 +693,7 @@ fn check_counts(
             scope.report(
                 "dataset.holdout",
                 Diagnostic::error(
-                    "holdout-value",
+                    Rule::HoldoutValue,
                     "dataset.holdout must be \"rest\", \"none\" or a row count >= 0",
                 )
                 .seen(seen),
@@ -711,8 +715,8 @@ fn scan_dataset(
         Ok(header) => header,
         Err(err) => {
             let rule = match err {
-                dataset::DatasetError::Open { .. } => "dataset-file",
-                _ => "dataset-header",
+                dataset::DatasetError::Open { .. } => Rule::DatasetFile,
+                _ => Rule::DatasetHeader,
             };
             scope.report(
                 "dataset.file",
@@ -732,7 +736,7 @@ fn scan_dataset(
                 scope.report(
                     &path,
                     Diagnostic::error(
-                        "dataset-column",
+                        Rule::DatasetColumn,
                         format!(
                             "column \"{}\" is not in the header of {}",
                             column.name,
@@ -751,7 +755,7 @@ fn scan_dataset(
         Err(err) => {
             scope.report(
                 "dataset.file",
-                Diagnostic::error("dataset-csv", err.to_string()),
+                Diagnostic::error(Rule::DatasetFile, err.to_string()),
             );
             return None;
         }
@@ -759,8 +763,8 @@ fn scan_dataset(
     for problem in &scan.problems {
         let message = format!("row {} {}", problem.row, problem.kind);
         let diagnostic = match problem.severity {
-            dataset::Severity::Error => Diagnostic::error(problem.kind.rule(), message),
-            dataset::Severity::Warning => Diagnostic::warning(problem.kind.rule(), message),
+            dataset::Severity::Error => Diagnostic::error(row_rule(&problem.kind), message),
+            dataset::Severity::Warning => Diagnostic::warning(row_rule(&problem.kind), message),
         };
         scope.report(
             "dataset.file",
@@ -782,16 +786,16 @@ fn scan_dataset(
             scan.warning_count
         );
         let diagnostic = if scan.error_count > 0 {
-            Diagnostic::error("dataset-rows-summary", summary)
+            Diagnostic::error(Rule::DatasetRowsSummary, summary)
         } else {
-            Diagnostic::warning("dataset-rows-summary", summary)
+            Diagnostic::warning(Rule::DatasetRowsSummary, summary)
         };
         scope.report("dataset.file", diagnostic.in_file(file));
     }
     Some(ScanOutcome { scan, columns })
 }
 
-fn check_model(scope: &mut Scope<'_, '_>, path: &str, rule: &'static str, model: &str) -> bool {
+fn check_model(scope: &mut Scope<'_, '_>, path: &str, rule: Rule, model: &str) -> bool {
     let profile = &scope.checker.settings.profile;
     if profile.supports(model) {
         return true;
@@ -824,7 +828,7 @@ fn check_evolution(
             scope.report(
                 "evolution.strategy",
                 Diagnostic::warning(
-                    "strategy-sam",
+                    Rule::StrategySam,
                     "the service may offer only RPM; a SAM execution may be refused",
                 )
                 .seen("SAM"),
@@ -834,7 +838,7 @@ fn check_evolution(
         other => {
             scope.report(
                 "evolution.strategy",
-                Diagnostic::error("strategy", "evolution.strategy must be RPM or SAM")
+                Diagnostic::error(Rule::Strategy, "evolution.strategy must be RPM or SAM")
                     .seen(format!("{other:?}"))
                     .help_if(
                         ["RPM", "SAM"]
@@ -846,12 +850,17 @@ fn check_evolution(
             None
         }
     };
-    let model = check_model(scope, "evolution.model", "evolution-model", &section.model)
-        .then(|| section.model.clone());
+    let model = check_model(
+        scope,
+        "evolution.model",
+        Rule::EvolutionModel,
+        &section.model,
+    )
+    .then(|| section.model.clone());
     let budget = if section.budget < 1 {
         scope.report(
             "evolution.budget",
-            Diagnostic::error("budget-min", "evolution.budget must be at least 1")
+            Diagnostic::error(Rule::BudgetMin, "evolution.budget must be at least 1")
                 .seen(section.budget)
                 .help("every inference request of the evolution costs 1; 25 to 50 is recommended"),
         );
@@ -861,7 +870,7 @@ fn check_evolution(
             scope.report(
                 "evolution.budget",
                 Diagnostic::warning(
-                    "budget-low",
+                    Rule::BudgetLow,
                     format!("a budget below {LOW_BUDGET} rarely leaves room to improve the prompt"),
                 )
                 .seen(section.budget)
@@ -875,14 +884,19 @@ fn check_evolution(
 
 fn check_evaluator(scope: &mut Scope<'_, '_>, experiment: &Experiment) -> Option<Evaluator> {
     let section = &experiment.evaluator;
-    let model_ok = check_model(scope, "evaluator.model", "evaluator-model", &section.model);
+    let model_ok = check_model(
+        scope,
+        "evaluator.model",
+        Rule::EvaluatorModel,
+        &section.model,
+    );
     if let Some(metric) = &section.metric
         && !KNOWN_METRICS.contains(&metric.as_str())
     {
         scope.report(
             "evaluator.metric",
             Diagnostic::warning(
-                "evaluator-metric",
+                Rule::EvaluatorMetric,
                 "not a metric the service is known to offer; it is sent as written",
             )
             .seen(format!("{metric:?}"))
@@ -898,7 +912,7 @@ fn check_evaluator(scope: &mut Scope<'_, '_>, experiment: &Experiment) -> Option
         scope.report(
             "evaluator.threshold",
             Diagnostic::error(
-                "evaluator-threshold",
+                Rule::EvaluatorThreshold,
                 "evaluator.threshold must be a number from 0 to 1",
             )
             .seen(threshold),
@@ -919,7 +933,7 @@ fn check_replay(scope: &mut Scope<'_, '_>, replay: &ReplaySection) -> Option<Rep
         ok = false;
         scope.report(
             "replay.models",
-            Diagnostic::error("replay-models", "replay.models needs at least 1 model id")
+            Diagnostic::error(Rule::ReplayModels, "replay.models needs at least 1 model id")
                 .seen("[]")
                 .help("name inference model ids, or \"local\" for the embedded model; remove [replay] to skip replay"),
         );
@@ -930,14 +944,14 @@ fn check_replay(scope: &mut Scope<'_, '_>, replay: &ReplaySection) -> Option<Rep
             scope.report(
                 &format!("replay.models.{index}"),
                 Diagnostic::error(
-                    "replay-models",
+                    Rule::ReplayModels,
                     "each replay model must be a non-empty id, listed once",
                 )
                 .seen(format!("{model:?}")),
             );
         }
     }
-    let mut positive = |key: &str, rule: &'static str, value: i64| {
+    let mut positive = |key: &str, rule: Rule, value: i64| {
         if value < 1 {
             scope.report(
                 &format!("replay.{key}"),
@@ -948,10 +962,10 @@ fn check_replay(scope: &mut Scope<'_, '_>, replay: &ReplaySection) -> Option<Rep
             Some(value)
         }
     };
-    let top = positive("top", "replay-top", replay.top);
-    let concurrency = positive("concurrency", "replay-concurrency", replay.concurrency);
+    let top = positive("top", Rule::ReplayTop, replay.top);
+    let concurrency = positive("concurrency", Rule::ReplayConcurrency, replay.concurrency);
     let max_tokens = match replay.max_tokens {
-        Some(tokens) => positive("max_tokens", "replay-max-tokens", tokens).map(Some),
+        Some(tokens) => positive("max_tokens", Rule::ReplayMaxTokens, tokens).map(Some),
         None => Some(None),
     };
     if !replay.temperature.is_finite() || replay.temperature < 0.0 {
@@ -959,7 +973,7 @@ fn check_replay(scope: &mut Scope<'_, '_>, replay: &ReplaySection) -> Option<Rep
         scope.report(
             "replay.temperature",
             Diagnostic::error(
-                "replay-temperature",
+                Rule::ReplayTemperature,
                 "replay.temperature must be a number >= 0",
             )
             .seen(replay.temperature),
@@ -967,13 +981,13 @@ fn check_replay(scope: &mut Scope<'_, '_>, replay: &ReplaySection) -> Option<Rep
     }
     let scorer = match replay.scorer.parse::<ScorerSpec>() {
         Ok(ScorerSpec::JsonSchema { schema }) => {
-            let full = scope.checker.base_dir.join(&schema);
+            let full = resolve_path(&scope.checker.base_dir, &schema);
             match crate::score::load_schema(&full) {
                 Ok(_) => Some(ScorerSpec::JsonSchema { schema: full }),
                 Err(err) => {
                     scope.report(
                         "replay.scorer",
-                        Diagnostic::error("replay-scorer", err.to_string()).seen(&replay.scorer),
+                        Diagnostic::error(Rule::ReplayScorer, err.to_string()).seen(&replay.scorer),
                     );
                     None
                 }
@@ -983,7 +997,7 @@ fn check_replay(scope: &mut Scope<'_, '_>, replay: &ReplaySection) -> Option<Rep
             scope.report(
                 "replay.scorer",
                 Diagnostic::error(
-                    "replay-judge",
+                    Rule::ReplayJudge,
                     "the judge scorer needs a [replay.judge] table with `model` and `rubric`",
                 )
                 .seen("judge"),
@@ -996,7 +1010,7 @@ fn check_replay(scope: &mut Scope<'_, '_>, replay: &ReplaySection) -> Option<Rep
             let head = replay.scorer.split(':').next().unwrap_or_default();
             scope.report(
                 "replay.scorer",
-                Diagnostic::error("replay-scorer", format!("replay.scorer: {err}"))
+                Diagnostic::error(Rule::ReplayScorer, format!("replay.scorer: {err}"))
                     .seen(format!("{:?}", replay.scorer))
                     .help_if(closest(head, names).map(|s| format!("did you mean \"{s}\"?"))),
             );
@@ -1036,6 +1050,34 @@ fn dedupe(diagnostics: Vec<Diagnostic>) -> Vec<Diagnostic> {
             Some(seen) if seen.variant != diagnostic.variant => seen.variant = None,
             Some(_) => {}
             None => out.push(diagnostic),
+        }
+    }
+    out
+}
+
+fn row_rule(kind: &dataset::RowProblemKind) -> Rule {
+    match kind {
+        dataset::RowProblemKind::Ragged { .. } => Rule::DatasetRaggedRow,
+        dataset::RowProblemKind::Encoding { .. } => Rule::DatasetEncoding,
+        dataset::RowProblemKind::EmptyExpected { .. } => Rule::DatasetExpectedEmpty,
+        dataset::RowProblemKind::EmptyInput { .. } => Rule::DatasetInputEmpty,
+    }
+}
+
+/// `base/rel` with `dir/..` pairs folded away, so messages show `datasets/x.csv` rather than
+/// `experiments/../datasets/x.csv`. Purely lexical: symbolic links are not followed.
+fn resolve_path(base: &Path, relative: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for component in base.join(relative).components() {
+        match component {
+            Component::ParentDir
+                if matches!(out.components().next_back(), Some(Component::Normal(_))) =>
+            {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
         }
     }
     out

@@ -1,0 +1,91 @@
+//! Every rule the validator enforces, with a stable id for diagnostics, tests and the README.
+use serde::Serialize;
+
+macro_rules! rules {
+    ($($variant:ident => $id:literal, $summary:literal;)*) => {
+        /// A validation rule. `id` is stable: scripts and editors may match on it.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Rule {
+            $($variant,)*
+        }
+
+        impl Rule {
+            pub const ALL: &[Rule] = &[$(Rule::$variant,)*];
+
+            pub fn id(self) -> &'static str {
+                match self {
+                    $(Rule::$variant => $id,)*
+                }
+            }
+
+            /// What the rule requires, in one line.
+            pub fn summary(self) -> &'static str {
+                match self {
+                    $(Rule::$variant => $summary,)*
+                }
+            }
+        }
+    };
+}
+
+rules! {
+    FileRead => "file-read", "the experiment file exists and is readable";
+    TomlSyntax => "toml-syntax", "the file is valid TOML";
+    UnknownKey => "unknown-key", "every key is one the format defines (the closest known key is suggested)";
+    Type => "type", "every value has the type its key needs";
+    Required => "required", "required tables and keys are present";
+    NameFormat => "name-format", "`name` uses only a-z, 0-9, `_` and `-`, 1 to 40 characters";
+    CustomIdLength => "custom-id-length", "each execution's customId is at most 50 characters";
+    CustomIdUnique => "custom-id-unique", "no two executions of a file share a customId";
+    PromptSource => "prompt-source", "exactly one of `prompt.seed` and `prompt.seed_file`";
+    PromptFile => "prompt-file", "`prompt.seed_file` exists and is readable UTF-8";
+    PromptEmpty => "prompt-empty", "the seed prompt has at least 1 character";
+    PromptSyntax => "prompt-syntax", "every `{` in the prompt is closed; `{{` and `}}` are literal braces";
+    PromptVariable => "prompt-variable", "every `{variable}` in the prompt names a column of `dataset.inputs`";
+    PromptUnusedInput => "prompt-unused-input", "(warning) every input column is used in the prompt";
+    DatasetInputs => "dataset-inputs", "`dataset.inputs` lists at least 1 column, each once";
+    DatasetExpectedInInputs => "dataset-expected-in-inputs", "the expected column is not also an input (the prompt would show the answer)";
+    DatasetFile => "dataset-file", "`dataset.file` exists and is readable";
+    DatasetHeader => "dataset-header", "the CSV has a UTF-8 header row without duplicate names";
+    DatasetColumn => "dataset-column", "every input and the expected column are header columns (the closest is suggested)";
+    DatasetRaggedRow => "dataset-ragged-row", "every row has as many fields as the header";
+    DatasetEncoding => "dataset-encoding", "every field is valid UTF-8";
+    DatasetExpectedEmpty => "dataset-expected-empty", "every expected value has at least 1 character after trimming";
+    DatasetInputEmpty => "dataset-input-empty", "(warning) input values are not empty";
+    DatasetRowsSummary => "dataset-rows-summary", "row problems beyond the first 20 are counted in one line";
+    MinibatchMin => "minibatch-min", "`dataset.minibatch` is at least 1";
+    ParetoMin => "pareto-min", "`dataset.pareto` is at least 1";
+    DatasetRows => "dataset-rows", "the CSV has at least minibatch + pareto usable rows";
+    HoldoutValue => "holdout-value", "`dataset.holdout` is \"rest\", \"none\" or a count >= 0";
+    HoldoutSize => "holdout-size", "a holdout count fits in the rows left after minibatch and pareto";
+    HoldoutEmpty => "holdout-empty", "with [replay], the holdout has at least 1 row";
+    Strategy => "strategy", "`evolution.strategy` is RPM or SAM";
+    StrategySam => "strategy-sam", "(warning) the service may offer only RPM";
+    EvolutionModel => "evolution-model", "`evolution.model` is a supported evolution model";
+    EvaluatorModel => "evaluator-model", "`evaluator.model` is a supported evolution model";
+    BudgetMin => "budget-min", "`evolution.budget` is at least 1";
+    BudgetLow => "budget-low", "(warning) `evolution.budget` is at least 10; 25-50 is recommended";
+    EvaluatorMetric => "evaluator-metric", "(warning) `evaluator.metric` is accuracy, exact_match or coherence";
+    EvaluatorThreshold => "evaluator-threshold", "`evaluator.threshold` is a number from 0 to 1";
+    ReplayModels => "replay-models", "`replay.models` lists at least 1 model, each once";
+    ReplayTop => "replay-top", "`replay.top` is at least 1";
+    ReplayConcurrency => "replay-concurrency", "`replay.concurrency` is at least 1";
+    ReplayMaxTokens => "replay-max-tokens", "`replay.max_tokens` is at least 1";
+    ReplayTemperature => "replay-temperature", "`replay.temperature` is a number >= 0";
+    ReplayScorer => "replay-scorer", "`replay.scorer` is a known scorer whose pattern or schema file is valid";
+    ReplayJudge => "replay-judge", "the judge scorer has a [replay.judge] table";
+    VariantName => "variant-name", "a variant name uses only a-z, 0-9, `_` and `-`";
+    VariantNameUnique => "variant-name-unique", "variant names are unique";
+}
+
+impl Serialize for Rule {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.id())
+    }
+}
+
+impl std::fmt::Display for Rule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.id())
+    }
+}

@@ -1,0 +1,175 @@
+//! CSV files as users really have them: byte-order marks, CRLF, quoted newlines, broken rows,
+//! and files too large to hold in memory.
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::common::{gepa_lab, stdout, validate_json};
+
+/// Writes `data.csv` and an experiment using it (inputs `text`, expected `label`) into `dir`.
+fn experiment(dir: &Path, csv: &[u8], minibatch: usize, pareto: usize) -> PathBuf {
+    std::fs::write(dir.join("data.csv"), csv).unwrap();
+    experiment_file(dir, minibatch, pareto)
+}
+
+/// Writes only the experiment; `data.csv` is the caller's.
+fn experiment_file(dir: &Path, minibatch: usize, pareto: usize) -> PathBuf {
+    let file = dir.join("experiment.toml");
+    std::fs::write(
+        &file,
+        format!(
+            r#"name = "csv-edge"
+[prompt]
+seed = "Label this: {{text}}"
+[dataset]
+file = "data.csv"
+inputs = ["text"]
+expected = "label"
+minibatch = {minibatch}
+pareto = {pareto}
+holdout = "rest"
+[evolution]
+strategy = "RPM"
+model = "gpt-4o-mini"
+budget = 30
+[evaluator]
+model = "gpt-4o-mini"
+"#
+        ),
+    )
+    .unwrap();
+    file
+}
+
+fn plan_json(file: &Path) -> serde_json::Value {
+    let output = gepa_lab(&["plan", "--json", file.to_str().unwrap()]);
+    assert!(
+        output.status.success(),
+        "{}{}",
+        stdout(&output),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("plan --json prints JSON")
+}
+
+#[test]
+fn bom_crlf_and_quoted_newlines_are_read_as_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = b"\xEF\xBB\xBFtext,label\r\n\"first line\r\nsecond line, with comma\",yes\r\n\"She said \"\"hi\"\"\",no\r\nplain,yes\r\n";
+    let file = experiment(dir.path(), csv, 1, 2);
+    let plan = plan_json(&file);
+    let items = &plan["executions"][0]["start"]["dataset"];
+    assert_eq!(
+        items[0]["input"]["text"],
+        "first line\r\nsecond line, with comma"
+    );
+    assert_eq!(items[0]["expectedOutput"], "yes");
+    assert_eq!(items[1]["input"]["text"], "She said \"hi\"");
+    assert_eq!(items[2]["expectedOutput"], "yes");
+    assert_eq!(plan["executions"][0]["dataset"]["rows"], 3);
+}
+
+#[test]
+fn problems_name_the_row_the_line_and_the_column() {
+    let dir = tempfile::tempdir().unwrap();
+    // The quoted newline in row 1 makes file lines and row numbers differ.
+    let csv = b"text,label\n\"two\nlines\",yes\nfine,no\nragged,no,extra\nblank,\"  \"\n";
+    let file = experiment(dir.path(), csv, 1, 1);
+    let (report, code) = validate_json(&file);
+    assert_eq!(code, 1);
+    let diagnostics = report["diagnostics"].as_array().unwrap();
+    let find = |rule: &str| {
+        diagnostics
+            .iter()
+            .find(|d| d["rule"] == rule)
+            .unwrap_or_else(|| panic!("{rule} missing in {diagnostics:?}"))
+    };
+    let ragged = find("dataset-ragged-row");
+    assert_eq!(ragged["location"]["line"], 5);
+    assert_eq!(ragged["message"], "row 3 has 3 fields but the header has 2");
+    let blank = find("dataset-expected-empty");
+    assert_eq!(blank["location"]["line"], 6);
+    assert!(
+        blank["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("row 4 column \"label\" (expected output) is empty"),
+        "{blank}"
+    );
+}
+
+#[test]
+fn a_missing_column_suggests_the_closest_header() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = experiment(dir.path(), b"txt,label\na,b\nc,d\n", 1, 1);
+    let (report, _) = validate_json(&file);
+    let column = report["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["rule"] == "dataset-column")
+        .cloned()
+        .expect("dataset-column reported");
+    assert_eq!(column["help"], "did you mean \"txt\"?");
+    assert_eq!(column["seen"], "header: txt, label");
+}
+
+#[test]
+fn an_empty_file_is_an_error_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = experiment(dir.path(), b"", 1, 1);
+    let (report, code) = validate_json(&file);
+    assert_eq!(code, 1);
+    assert_eq!(
+        report["diagnostics"][0]["rule"], "dataset-header",
+        "{report}"
+    );
+}
+
+/// Peak resident memory in KiB: of this process (`libc::RUSAGE_SELF`), or of the largest child it
+/// has waited for (`libc::RUSAGE_CHILDREN`).
+fn peak_rss_kib(who: libc::c_int) -> i64 {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage only writes into the struct we hand it.
+    let status = unsafe { libc::getrusage(who, usage.as_mut_ptr()) };
+    assert_eq!(status, 0, "getrusage failed");
+    // SAFETY: getrusage returned 0, so the struct is initialised.
+    unsafe { usage.assume_init() }.ru_maxrss
+}
+
+#[test]
+fn a_million_row_file_validates_in_bounded_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("data.csv");
+    let mut out = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+    writeln!(out, "text,label").unwrap();
+    for row in 0..1_000_000u32 {
+        let label = if row % 3 == 0 { "negative" } else { "positive" };
+        writeln!(
+            out,
+            "\"Review {row}: the blender arrived on time, works as described, and cleans up easily.\",{label}"
+        )
+        .unwrap();
+    }
+    out.into_inner().unwrap().sync_all().unwrap();
+    let size = std::fs::metadata(&path).unwrap().len();
+    assert!(size > 90_000_000, "the file should be large: {size} bytes");
+    let file = experiment_file(dir.path(), 4, 8);
+
+    let output = gepa_lab(&["validate", file.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", stdout(&output));
+    assert!(
+        stdout(&output).contains("valid (0 errors"),
+        "{}",
+        stdout(&output)
+    );
+    // The file is ~95 MB; holding it would need at least that. The row index of the split is
+    // 8 MB; everything else is a few buffers. A child's peak as Linux counts it also includes
+    // this test process's own peak at spawn time (the child starts in a copy of it), which is
+    // why this test never holds the file in memory itself.
+    let children = peak_rss_kib(libc::RUSAGE_CHILDREN);
+    let own = peak_rss_kib(libc::RUSAGE_SELF);
+    assert!(
+        children < 48 * 1024,
+        "validate peaked at {children} KiB for a {size}-byte file (this test process: {own} KiB)"
+    );
+}

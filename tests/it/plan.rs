@@ -1,0 +1,96 @@
+//! `gepa-lab plan --json`: the exact bodies sent to the evolution service, snapshot-tested for
+//! the example experiments so that any change to what we send shows up in review.
+use crate::common::{gepa_lab, stdout};
+
+fn plan(file: &str) -> serde_json::Value {
+    let output = gepa_lab(&["plan", "--json", file]);
+    assert!(
+        output.status.success(),
+        "{}{}",
+        stdout(&output),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("JSON")
+}
+
+#[test]
+fn sentiment_plan() {
+    let plan = plan("experiments/sentiment.toml");
+    let start = &plan["executions"][0]["start"];
+    assert_eq!(
+        start["dataset"].as_array().unwrap().len(),
+        12,
+        "minibatch 4 + pareto 8"
+    );
+    assert_eq!(start["minibatchSize"], 4);
+    assert_eq!(start["paretoSize"], 8);
+    let evaluator: serde_json::Value = serde_json::from_str(
+        start["evaluator"]
+            .as_str()
+            .expect("evaluator is a JSON string"),
+    )
+    .unwrap();
+    assert_eq!(
+        evaluator,
+        serde_json::json!({"model": "gpt-4o-mini", "metric": "exact_match"})
+    );
+    insta::assert_json_snapshot!(plan);
+}
+
+#[test]
+fn support_tickets_plan() {
+    insta::assert_json_snapshot!(plan("experiments/support_tickets.toml"));
+}
+
+#[test]
+fn extraction_plan() {
+    insta::assert_json_snapshot!(plan("experiments/extraction.toml"));
+}
+
+#[test]
+fn variants_plan() {
+    let plan = plan("experiments/sentiment_budgets.toml");
+    let executions = plan["executions"].as_array().unwrap();
+    let budgets: Vec<u64> = executions
+        .iter()
+        .map(|e| e["start"]["budget"].as_u64().unwrap())
+        .collect();
+    assert_eq!(budgets, [10, 25, 50]);
+    for execution in executions {
+        let id = execution["start"]["customId"].as_str().unwrap();
+        assert!(
+            id.len() <= 50 && id.starts_with("sentiment-budgets-budget-"),
+            "{id}"
+        );
+    }
+    insta::assert_json_snapshot!(plan);
+}
+
+#[test]
+fn human_plan_prints_each_body() {
+    let output = gepa_lab(&["plan", "experiments/sentiment_budgets.toml"]);
+    let text = stdout(&output);
+    assert!(output.status.success());
+    assert_eq!(
+        text.matches("POST /gepa/start_execution").count(),
+        3,
+        "{text}"
+    );
+    assert!(text.contains("\"minibatchSize\": 4"), "{text}");
+}
+
+#[test]
+fn schema_lists_every_table() {
+    let output = gepa_lab(&["schema"]);
+    let schema: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    for table in [
+        "prompt",
+        "dataset",
+        "evolution",
+        "evaluator",
+        "replay",
+        "variants",
+    ] {
+        assert!(schema["properties"].get(table).is_some(), "{table} missing");
+    }
+}
