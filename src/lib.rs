@@ -8,5 +8,6 @@ pub mod evolution;
 pub mod experiment;
 pub mod prompt;
 pub mod score;
+pub mod store;
 pub mod suggest;
 pub mod wallet;

@@ -1,11 +1,11 @@
 //! The seeded split of a dataset's rows into minibatch, Pareto and holdout parts.
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::{RngCore, SeedableRng};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 /// How many rows after the minibatch and Pareto parts are kept for replay.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum HoldoutSize {
     /// Every remaining row.

@@ -1,13 +1,13 @@
 //! The Plan: a validated experiment, ready to run. Everything after validation reads only this.
 use std::path::PathBuf;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::dataset::{HoldoutSize, Split};
 use crate::evolution::wire::StartExecution;
 use crate::score::ScorerSpec;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Plan {
     /// The experiment file, as named on the command line.
     pub file: PathBuf,
@@ -22,7 +22,7 @@ pub struct Plan {
     pub estimate: Estimate,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ExecutionPlan {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub variant: Option<String>,
@@ -34,7 +34,7 @@ pub struct ExecutionPlan {
     pub estimate: Estimate,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DatasetPlan {
     /// Resolved against the experiment file's folder.
     pub file: PathBuf,
@@ -50,12 +50,13 @@ pub struct DatasetPlan {
     pub minibatch_rows: Vec<usize>,
     pub pareto_rows: Vec<usize>,
     pub holdout_rows: usize,
-    /// 0-based row indices of every part; the holdout may be large, so it is not printed.
+    /// 0-based row indices of every part. Not stored: the holdout may be large, and
+    /// [`DatasetPlan::split`] recomputes it exactly from the sizes and the seed.
     #[serde(skip)]
-    pub split: Split,
+    pub(super) split: Option<Split>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ReplayPlan {
     pub models: Vec<String>,
     pub top: usize,
@@ -68,7 +69,7 @@ pub struct ReplayPlan {
     pub judge: Option<JudgePlan>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct JudgePlan {
     pub model: String,
     pub rubric: String,
@@ -76,7 +77,7 @@ pub struct JudgePlan {
 
 /// What a run will spend, at most. Replay counts assume every execution yields `top` distinct
 /// prompts better than the seed; fewer prompts mean fewer calls.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Estimate {
     /// Sum of the evolution budgets: inference calls the service may spend on evolution.
     pub evolution_calls: u64,
@@ -108,5 +109,23 @@ impl std::ops::Add for Estimate {
 impl std::iter::Sum for Estimate {
     fn sum<I: Iterator<Item = Self>>(iter: I) -> Self {
         iter.fold(Self::default(), |total, next| total + next)
+    }
+}
+
+impl DatasetPlan {
+    /// The rows of each part. Recomputed from the plan's own numbers when the plan was read back
+    /// from a run directory: the split of a seed never changes.
+    pub fn split(&self) -> Split {
+        self.split.clone().unwrap_or_else(|| {
+            let usable = self.rows;
+            Split::new(
+                usable,
+                self.minibatch_rows.len(),
+                self.pareto_rows.len(),
+                self.holdout,
+                self.shuffle_seed,
+            )
+            .expect("a validated plan splits")
+        })
     }
 }

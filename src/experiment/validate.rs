@@ -383,7 +383,7 @@ impl Scope<'_, '_> {
                 minibatch_rows: one_based(&split.minibatch),
                 pareto_rows: one_based(&split.pareto),
                 holdout_rows: split.holdout.len(),
-                split,
+                split: Some(split),
             },
             items,
         ))

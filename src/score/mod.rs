@@ -8,11 +8,11 @@
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 /// A scorer as written in an experiment file.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ScorerSpec {
     /// The trimmed answer equals the trimmed expected output, case-sensitive.

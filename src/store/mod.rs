@@ -1,0 +1,335 @@
+//! The run directory: the single source of truth of a run, `reports/<name>/<run-id>/`.
+//!
+//! ```text
+//! run.json       RunManifest: plan, backend, execution ids and statuses (rewritten atomically)
+//! events.jsonl   one JSON object per line, append-only: request outcomes, poll snapshots
+//! history.csv    HistoryRow per generation of each execution
+//! replay.csv     ReplayRow per (prompt version, model, holdout row)
+//! ```
+//! `report`, `compare` and `resume` read only these files. This module owns their layout and
+//! record types and how they are written (atomic replace, or append); it never calls a service
+//! and never sees a secret: nothing with a key or a private key is a field here.
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::experiment::Plan;
+
+/// Version of the run-directory format; bumped when a reader would misread an older one.
+pub const FORMAT_VERSION: u32 = 1;
+
+pub const MANIFEST_FILE: &str = "run.json";
+pub const EVENTS_FILE: &str = "events.jsonl";
+pub const HISTORY_FILE: &str = "history.csv";
+pub const REPLAY_FILE: &str = "replay.csv";
+
+#[derive(Debug, Error)]
+pub enum StoreError {
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}: not a valid run file: {message}", path.display())]
+    Format { path: PathBuf, message: String },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
+    move |source| StoreError::Io {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// Where the services of a run were.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Backend {
+    /// The public services.
+    Remote {
+        evolution_url: String,
+        inference_url: String,
+    },
+    /// The built-in engine and the embedded model, in process.
+    Local,
+    /// A `gepa-lab serve` (or another deployment of both APIs) at one address.
+    Url { url: String },
+}
+
+/// What the service (or the local engine) last said about an execution.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExecutionRecord {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
+    pub custom_id: String,
+    /// Set once the service answered the start request. `start_sent` without an id means the
+    /// request may have reached the service: resume must look the customId up before resending.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evolution_id: Option<String>,
+    #[serde(default)]
+    pub start_sent: bool,
+    /// `pending`, `in_progress`, `completed`, `failed`, or whatever the service said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+/// `run.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunManifest {
+    pub format_version: u32,
+    pub run_id: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub backend: Backend,
+    /// True when any answer came from the deterministic test stand-in model: such a run says
+    /// nothing about real models, and every report of it says so.
+    #[serde(default)]
+    pub simulated: bool,
+    pub plan: Plan,
+    pub executions: Vec<ExecutionRecord>,
+}
+
+/// One line of `history.csv`: a generation of an execution as the service reported it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistoryRow {
+    /// Empty for a file without variants.
+    pub variant: String,
+    pub evolution_id: String,
+    pub generation: u32,
+    pub score: f64,
+    pub prompt: String,
+}
+
+/// One line of `replay.csv`: one prompt version answering one holdout row on one model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReplayRow {
+    pub variant: String,
+    /// `seed`, or `g<generation>` of the execution's history.
+    pub version: String,
+    /// The model asked.
+    pub model: String,
+    /// The model that answered (differs from `model` after a 503 fallback).
+    pub answered_by: String,
+    /// 1-based data row of the dataset file.
+    pub row: usize,
+    pub expected: String,
+    pub output: String,
+    pub score: f64,
+    pub feedback: String,
+    pub latency_ms: u64,
+    pub prompt_tokens: u32,
+    pub completion_tokens: u32,
+    pub node_id: String,
+    /// Why there is no answer (after retries and fallbacks); empty when there is one.
+    pub error: String,
+}
+
+/// A run directory on disk.
+#[derive(Debug, Clone)]
+pub struct RunDir {
+    pub path: PathBuf,
+}
+
+impl RunDir {
+    /// Creates `root/<name>/<run_id>/`; fails if it already exists, so two runs never mix.
+    pub fn create(root: &Path, name: &str, run_id: &str) -> Result<Self, StoreError> {
+        let parent = root.join(name);
+        std::fs::create_dir_all(&parent).map_err(io(&parent))?;
+        let path = parent.join(run_id);
+        std::fs::create_dir(&path).map_err(io(&path))?;
+        Ok(Self { path })
+    }
+
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        let manifest = path.join(MANIFEST_FILE);
+        if !manifest.is_file() {
+            return Err(StoreError::Format {
+                path: path.to_owned(),
+                message: format!("no {MANIFEST_FILE}; is this a run directory?"),
+            });
+        }
+        Ok(Self {
+            path: path.to_owned(),
+        })
+    }
+
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.path.join(name)
+    }
+
+    pub fn read_manifest(&self) -> Result<RunManifest, StoreError> {
+        let path = self.file(MANIFEST_FILE);
+        let text = std::fs::read_to_string(&path).map_err(io(&path))?;
+        serde_json::from_str(&text).map_err(|err| StoreError::Format {
+            path,
+            message: err.to_string(),
+        })
+    }
+
+    /// Replaces `run.json` atomically: a crash leaves the old or the new file, never half of one.
+    pub fn write_manifest(&self, manifest: &RunManifest) -> Result<(), StoreError> {
+        let text = serde_json::to_vec_pretty(manifest).expect("a manifest is plain JSON");
+        write_atomic(&self.file(MANIFEST_FILE), &text)
+    }
+
+    /// Appends one event, stamped with the time, as one line of `events.jsonl`.
+    pub fn append_event(&self, event: &impl Serialize) -> Result<(), StoreError> {
+        #[derive(Serialize)]
+        struct Stamped<'a, E> {
+            at: DateTime<Utc>,
+            #[serde(flatten)]
+            event: &'a E,
+        }
+        let mut line = serde_json::to_vec(&Stamped {
+            at: Utc::now(),
+            event,
+        })
+        .expect("events are plain JSON");
+        line.push(b'\n');
+        let path = self.file(EVENTS_FILE);
+        let mut file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(io(&path))?;
+        // One write call per line: concurrent appends of short lines do not interleave.
+        file.write_all(&line).map_err(io(&path))
+    }
+
+    /// Rewrites a CSV file of records atomically.
+    pub fn write_csv<T: Serialize>(&self, name: &str, rows: &[T]) -> Result<(), StoreError> {
+        let path = self.file(name);
+        let mut writer = csv::Writer::from_writer(Vec::new());
+        for row in rows {
+            writer.serialize(row).map_err(|err| StoreError::Format {
+                path: path.clone(),
+                message: err.to_string(),
+            })?;
+        }
+        let bytes = writer.into_inner().map_err(|err| StoreError::Format {
+            path: path.clone(),
+            message: err.to_string(),
+        })?;
+        write_atomic(&path, &bytes)
+    }
+
+    /// Reads a CSV file of records; a missing file is an empty table.
+    pub fn read_csv<T: for<'de> Deserialize<'de>>(&self, name: &str) -> Result<Vec<T>, StoreError> {
+        let path = self.file(name);
+        let file = match File::open(&path) {
+            Ok(file) => file,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(err) => return Err(io(&path)(err)),
+        };
+        csv::Reader::from_reader(std::io::BufReader::new(file))
+            .deserialize()
+            .enumerate()
+            .map(|(index, row)| {
+                row.map_err(|err| StoreError::Format {
+                    path: path.clone(),
+                    message: format!("record {}: {err}", index + 1),
+                })
+            })
+            .collect()
+    }
+}
+
+/// Writes `bytes` to a temporary file beside `path`, flushes it to disk, then renames it over
+/// `path`.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut temp = tempfile::NamedTempFile::new_in(dir).map_err(io(path))?;
+    {
+        let mut writer = BufWriter::new(temp.as_file_mut());
+        writer.write_all(bytes).map_err(io(path))?;
+        writer.flush().map_err(io(path))?;
+    }
+    temp.as_file().sync_all().map_err(io(path))?;
+    temp.persist(path).map_err(|err| io(path)(err.error))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(generation: u32) -> HistoryRow {
+        HistoryRow {
+            variant: "budget-10".into(),
+            evolution_id: "e1".into(),
+            generation,
+            score: 0.5,
+            prompt: "Line one, with comma\nline \"two\"".into(),
+        }
+    }
+
+    #[test]
+    fn csv_round_trips_quotes_commas_and_newlines() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDir::create(dir.path(), "x", "r1").unwrap();
+        run.write_csv(HISTORY_FILE, &[row(0), row(1)]).unwrap();
+        let back: Vec<HistoryRow> = run.read_csv(HISTORY_FILE).unwrap();
+        assert_eq!(back, vec![row(0), row(1)]);
+        assert!(
+            run.read_csv::<ReplayRow>(REPLAY_FILE).unwrap().is_empty(),
+            "missing file is empty"
+        );
+    }
+
+    #[test]
+    fn events_append_one_line_each_with_a_timestamp() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDir::create(dir.path(), "x", "r1").unwrap();
+        run.append_event(&serde_json::json!({"kind": "poll", "status": "pending"}))
+            .unwrap();
+        run.append_event(&serde_json::json!({"kind": "poll", "status": "completed"}))
+            .unwrap();
+        let text = std::fs::read_to_string(run.file(EVENTS_FILE)).unwrap();
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[1]["status"], "completed");
+        assert!(lines[0]["at"].as_str().is_some_and(|at| at.ends_with('Z')));
+    }
+
+    #[test]
+    fn a_run_directory_is_never_reused_and_must_have_a_manifest() {
+        let dir = tempfile::tempdir().unwrap();
+        RunDir::create(dir.path(), "x", "r1").unwrap();
+        assert!(matches!(
+            RunDir::create(dir.path(), "x", "r1"),
+            Err(StoreError::Io { .. })
+        ));
+        assert!(matches!(
+            RunDir::open(&dir.path().join("x/r1")),
+            Err(StoreError::Format { .. })
+        ));
+    }
+
+    #[test]
+    fn atomic_write_replaces_the_whole_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.json");
+        write_atomic(&path, b"old content that is longer").unwrap();
+        write_atomic(&path, b"new").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"new");
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "no temporary file left"
+        );
+    }
+}
