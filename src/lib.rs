@@ -3,3 +3,4 @@
 //! comment says what it owns.
 
 pub mod cli;
+pub mod engine;
