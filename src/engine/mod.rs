@@ -19,6 +19,7 @@ mod budget;
 mod cache;
 mod config;
 mod error;
+mod merge;
 mod placeholders;
 mod pool;
 mod records;
