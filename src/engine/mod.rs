@@ -24,7 +24,10 @@ mod placeholders;
 mod pool;
 mod records;
 mod reflection;
+mod run;
 mod sampler;
+#[cfg(test)]
+mod stand_in;
 mod task;
 
 pub use budget::Spent;
@@ -34,4 +37,5 @@ pub use records::{
     CallKind, CandidateRecord, EngineEvent, Failure, IterationRecord, MergeRecord, MutationRecord,
     Outcome, Progress, ProposalFailure, Run, StopReason,
 };
+pub use run::run;
 pub use task::{Evaluation, ExampleView, Task};
