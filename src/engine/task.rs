@@ -11,7 +11,8 @@ use super::error::TaskError;
 ///
 /// Examples are indexes into the task's dataset: `0..minibatch` is the feedback set and
 /// `minibatch..minibatch + pareto` the Pareto set. Each call to `evaluate` or `reflect` is one
-/// paid request; the engine never calls either twice for the same question within a run.
+/// paid request; within a run the engine never evaluates the same prompt on the same example
+/// twice.
 pub trait Task: Send + Sync {
     /// Run `prompt` (a `{variable}` template) on example `example` and score the answer.
     fn evaluate(
