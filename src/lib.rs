@@ -4,6 +4,7 @@
 
 pub mod cli;
 pub mod dataset;
+pub mod engine;
 pub mod evolution;
 pub mod experiment;
 pub mod prompt;

@@ -1,0 +1,156 @@
+//! Settings of one engine run, with their defaults and rules.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::error::EngineError;
+
+/// Settings of one run. Build it with [`EngineConfig::new`] and change the fields you need.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EngineConfig {
+    /// Size of the feedback set: the first `minibatch` examples (the API's `minibatchSize`).
+    pub minibatch: usize,
+    /// Size of the Pareto set: the next `pareto` examples (the API's `paretoSize`).
+    pub pareto: usize,
+    /// Total calls the run may make, task and reflection calls alike (the API's `budget`).
+    pub budget: u64,
+    /// Seeds every random choice; the same seed, data and model answers give the same run.
+    pub seed: u64,
+    /// Examples shown to the reflection model per iteration (the reference's default is 3);
+    /// capped at the feedback set's size.
+    pub reflection_minibatch: usize,
+    /// Stop when this much wall-clock time has passed. Checked between iterations: an
+    /// iteration in flight finishes, so its calls are not wasted.
+    pub time_limit: Option<Duration>,
+    /// Stop after this many iterations in a row without an accepted candidate.
+    pub stall_iterations: Option<usize>,
+    /// Stop as soon as the best mean Pareto score reaches this value, in `[0, 1]`.
+    pub score_threshold: Option<f64>,
+    /// Merge two lineages now and then (the paper's GEPA+Merge); `None` turns merging off.
+    pub merge: Option<MergeConfig>,
+    /// What a failed `evaluate` or `reflect` does to the run.
+    pub on_task_error: OnTaskError,
+    /// How many `evaluate` calls may be in flight at once. Results are used in example order,
+    /// so this changes speed, never the run.
+    pub parallel_calls: usize,
+}
+
+impl EngineConfig {
+    /// A run over `minibatch` feedback and `pareto` Pareto examples with `budget` calls, with the
+    /// reference implementation's defaults elsewhere and no stop condition but the budget.
+    pub fn new(minibatch: usize, pareto: usize, budget: u64) -> Self {
+        Self {
+            minibatch,
+            pareto,
+            budget,
+            seed: 0,
+            reflection_minibatch: 3,
+            time_limit: None,
+            stall_iterations: None,
+            score_threshold: None,
+            merge: None,
+            on_task_error: OnTaskError::Fail,
+            // Hides most of a remote model's latency; the `http` layer paces requests per minute.
+            parallel_calls: 4,
+        }
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), EngineError> {
+        let rule = |field: &'static str, value: String, rule: &'static str| {
+            Err(EngineError::Config { field, value, rule })
+        };
+        if self.minibatch == 0 {
+            return rule(
+                "minibatch",
+                "0".into(),
+                "the feedback set needs at least 1 example",
+            );
+        }
+        if self.pareto == 0 {
+            return rule(
+                "pareto",
+                "0".into(),
+                "the Pareto set needs at least 1 example",
+            );
+        }
+        if self.reflection_minibatch == 0 {
+            return rule(
+                "reflection_minibatch",
+                "0".into(),
+                "the reflection model needs at least 1 example",
+            );
+        }
+        if self.parallel_calls == 0 {
+            return rule("parallel_calls", "0".into(), "must be at least 1");
+        }
+        if let Some(threshold) = self.score_threshold
+            && !(0.0..=1.0).contains(&threshold)
+        {
+            return rule(
+                "score_threshold",
+                threshold.to_string(),
+                "must be between 0 and 1",
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Merge settings, as the reference implementation schedules merges: one merge attempt becomes
+/// due after each accepted mutation, tried in the next iteration, until `max_merges` merged
+/// candidates have been accepted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MergeConfig {
+    /// Accepted merges after which no more are scheduled (the reference's default is 5).
+    pub max_merges: usize,
+}
+
+impl Default for MergeConfig {
+    fn default() -> Self {
+        Self { max_merges: 5 }
+    }
+}
+
+/// What a failed task call does.
+///
+/// The default stops the run: a failure is usually systematic (a wrong key, no credits, a model
+/// that is not served), and going on would spend budget on scores of 0 that say nothing about the
+/// prompt. The run still returns its records up to the failure.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnTaskError {
+    /// Stop the run with [`StopReason::Failed`](super::StopReason) and the error.
+    #[default]
+    Fail,
+    /// Score a failed evaluation 0 with the error as its feedback (kept like any other score, so
+    /// it is not paid for twice), and count a failed reflection as a failed iteration.
+    ScoreZero,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_settings_that_cannot_run() {
+        let good = EngineConfig::new(3, 2, 10);
+        assert!(good.validate().is_ok());
+        type Break = fn(&mut EngineConfig);
+        let cases: [(&str, Break); 5] = [
+            ("minibatch", |c| c.minibatch = 0),
+            ("pareto", |c| c.pareto = 0),
+            ("reflection_minibatch", |c| c.reflection_minibatch = 0),
+            ("parallel_calls", |c| c.parallel_calls = 0),
+            ("score_threshold", |c| c.score_threshold = Some(f64::NAN)),
+        ];
+        for (name, break_it) in cases {
+            let mut config = good.clone();
+            break_it(&mut config);
+            match config.validate() {
+                Err(EngineError::Config { field, .. }) => assert_eq!(field, name),
+                other => panic!("{name}: expected a config error, got {other:?}"),
+            }
+        }
+    }
+}

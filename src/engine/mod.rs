@@ -1,0 +1,41 @@
+//! The local GEPA engine: the algorithm of the GEPA paper (arXiv 2507.19457) and its reference
+//! implementation, run in-process.
+//!
+//! It owns the candidate pool with per-instance Pareto scores, parent selection, the epoch-shuffled
+//! feedback sampler, reflective mutation (building the reflection text and parsing the answer),
+//! strict-improvement acceptance, the optional merge of two lineages, budget accounting, stop
+//! conditions, and the records of a run.
+//!
+//! It does not own models, prompt rendering, scoring or wire types: everything that touches the
+//! outside world goes through the [`Task`] trait, which an adapter implements over the `inference`
+//! and `score` modules. The `Evolution` backend (`LocalEvolution`) turns a [`Run`] and its
+//! [`EngineEvent`]s into the evolution API's executions and history records.
+//!
+//! Data layout follows the evolution API: of the task's examples, the first `minibatch` are the
+//! feedback set (the reflection model learns from them) and the next `pareto` are the Pareto set
+//! (candidates are compared on them).
+
+mod budget;
+mod cache;
+mod config;
+mod error;
+mod merge;
+mod placeholders;
+mod pool;
+mod records;
+mod reflection;
+mod run;
+mod sampler;
+#[cfg(test)]
+mod stand_in;
+mod task;
+
+pub use budget::Spent;
+pub use config::{EngineConfig, MergeConfig, OnTaskError};
+pub use error::{EngineError, TaskError};
+pub use records::{
+    CallKind, CandidateRecord, EngineEvent, Failure, IterationRecord, MergeRecord, MutationRecord,
+    Outcome, Progress, ProposalFailure, Run, StopReason,
+};
+pub use run::run;
+pub use task::{Evaluation, ExampleView, Task};

@@ -1,0 +1,265 @@
+//! What a run leaves behind and what it reports while it goes: candidates (the history), one
+//! record per iteration, progress events, and why it stopped. All of it serialises, so the
+//! caller can write it to the run directory as it comes.
+
+use std::fmt;
+
+use serde::Serialize;
+
+use super::budget::Spent;
+use super::error::TaskError;
+
+/// A candidate in the pool: the seed (generation 0) or an accepted child. The caller turns these
+/// into the evolution API's history records {generation, score, prompt}.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CandidateRecord {
+    /// Order of acceptance: 0 is the seed, 1 the first accepted child, and so on. It is also the
+    /// candidate's id in every other record.
+    pub generation: usize,
+    /// Mean score on the Pareto set.
+    pub score: f64,
+    pub prompt: String,
+    /// Per Pareto example, in order: `pareto_scores[i]` is example `minibatch + i`.
+    pub pareto_scores: Vec<f64>,
+    /// Generations it was made from: none for the seed, one for a mutation, two for a merge.
+    pub parents: Vec<usize>,
+    /// The iteration that produced it; 0 for the seed.
+    pub iteration: usize,
+    /// Calls spent when it had been scored on the Pareto set.
+    pub spent: Spent,
+}
+
+/// One iteration: a reflective mutation or a merge attempt.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum IterationRecord {
+    Mutation(MutationRecord),
+    Merge(MergeRecord),
+}
+
+impl IterationRecord {
+    /// 1-based index of the iteration.
+    pub fn iteration(&self) -> usize {
+        match self {
+            Self::Mutation(record) => record.iteration,
+            Self::Merge(record) => record.iteration,
+        }
+    }
+
+    pub fn outcome(&self) -> &Outcome {
+        match self {
+            Self::Mutation(record) => &record.outcome,
+            Self::Merge(record) => &record.outcome,
+        }
+    }
+
+    /// Calls spent when the iteration ended.
+    pub fn spent(&self) -> Spent {
+        match self {
+            Self::Mutation(record) => record.spent,
+            Self::Merge(record) => record.spent,
+        }
+    }
+}
+
+/// A reflective mutation: the parent ran on a minibatch of feedback examples, the reflection
+/// model proposed a child, and the child ran on the same minibatch.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MutationRecord {
+    pub iteration: usize,
+    /// Generation of the parent.
+    pub parent: usize,
+    /// Feedback examples (dataset indexes) both prompts ran on.
+    pub minibatch: Vec<usize>,
+    pub parent_scores: Vec<f64>,
+    /// The proposed prompt, when one could be parsed from the reflection answer.
+    pub child_prompt: Option<String>,
+    /// Empty when the child was never run (skipped or failed proposal).
+    pub child_scores: Vec<f64>,
+    pub outcome: Outcome,
+    pub spent: Spent,
+}
+
+/// A merge: two candidates that share an ancestor, combined by the reflection model, scored on
+/// a few Pareto examples where they differ.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MergeRecord {
+    pub iteration: usize,
+    /// Generations of the two candidates merged.
+    pub parents: [usize; 2],
+    /// Their common ancestor.
+    pub ancestor: usize,
+    /// Pareto examples (dataset indexes) the merged prompt ran on first.
+    pub subsample: Vec<usize>,
+    /// Each parent's known scores on the subsample.
+    pub parent_scores: [Vec<f64>; 2],
+    pub child_prompt: Option<String>,
+    pub child_scores: Vec<f64>,
+    pub outcome: Outcome,
+    pub spent: Spent,
+}
+
+/// How an iteration ended.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum Outcome {
+    /// The child won and joined the pool as this generation.
+    Accepted { generation: usize },
+    /// The child did not beat its parent on the minibatch (a merge: did not match the better
+    /// parent on the subsample).
+    Rejected,
+    /// The parent was perfect on the minibatch: nothing to learn from it.
+    SkippedPerfect,
+    /// No usable child came out of the reflection.
+    Failed { reason: ProposalFailure },
+}
+
+/// Why a reflection produced no child worth running.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum ProposalFailure {
+    /// The answer has no ``` fenced block.
+    NoFencedBlock { answer: String },
+    /// The fenced block is empty.
+    EmptyInstruction,
+    /// The child dropped `{variable}` placeholders the seed uses, so it could not be rendered
+    /// with an example's inputs.
+    MissingPlaceholders { missing: Vec<String> },
+    /// The child uses `{variable}` placeholders that are neither dataset inputs nor in the seed.
+    UnknownPlaceholders { unknown: Vec<String> },
+    /// The child is a prompt already in the pool.
+    Duplicate { generation: usize },
+    /// The reflection call failed (only with [`OnTaskError::ScoreZero`](super::OnTaskError)).
+    ReflectionError { error: TaskError },
+}
+
+/// Which kind of call failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallKind {
+    Evaluate,
+    Reflect,
+}
+
+/// The task error that stopped a run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Failure {
+    /// 0 while the seed was being scored.
+    pub iteration: usize,
+    pub call: CallKind,
+    /// The example being evaluated; `None` for a reflection.
+    pub example: Option<usize>,
+    pub error: TaskError,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.call, self.example) {
+            (CallKind::Evaluate, Some(example)) => write!(
+                f,
+                "iteration {}: evaluating example {example} failed: {}",
+                self.iteration, self.error
+            ),
+            _ => write!(
+                f,
+                "iteration {}: the reflection call failed: {}",
+                self.iteration, self.error
+            ),
+        }
+    }
+}
+
+/// Why a run stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The remaining budget could not pay for the next iteration's worst case.
+    Budget,
+    /// The time limit passed.
+    Time,
+    /// No candidate was accepted for `stall_iterations` iterations.
+    Stalled,
+    /// The best mean Pareto score reached the threshold.
+    Threshold,
+    /// Every candidate the selector can pick is perfect on the whole feedback set, so reflection
+    /// has nothing left to learn from (and further iterations would cost nothing and do nothing).
+    Solved,
+    /// A task call failed and the config says to stop; see [`Run::failure`].
+    Failed,
+}
+
+/// A snapshot for progress displays, sent after every batch of paid calls.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Progress {
+    /// Current iteration, 0 while the seed is being scored.
+    pub iteration: usize,
+    /// Latest accepted generation (0, the seed, while it is being scored).
+    pub generation: usize,
+    /// Generation with the best mean Pareto score so far, and that score; `None` until the seed
+    /// has been scored.
+    pub best_generation: usize,
+    pub best_score: Option<f64>,
+    pub spent: Spent,
+    pub budget: u64,
+}
+
+/// What the engine tells its observer while it runs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum EngineEvent {
+    Progress(Progress),
+    /// A candidate joined the pool (the seed first).
+    Candidate(CandidateRecord),
+    /// An iteration ended.
+    Iteration(IterationRecord),
+    /// The run is over.
+    Finished {
+        stop: StopReason,
+        progress: Progress,
+    },
+}
+
+/// The result of a run that got as far as scoring its seed.
+#[derive(Debug, Clone, Serialize)]
+pub struct Run {
+    pub(crate) stop: StopReason,
+    pub(crate) failure: Option<Failure>,
+    pub(crate) best: usize,
+    pub(crate) candidates: Vec<CandidateRecord>,
+    pub(crate) iterations: Vec<IterationRecord>,
+    pub(crate) spent: Spent,
+    pub(crate) budget: u64,
+}
+
+impl Run {
+    pub fn stop(&self) -> StopReason {
+        self.stop
+    }
+
+    /// The error that stopped the run, when `stop()` is [`StopReason::Failed`].
+    pub fn failure(&self) -> Option<&Failure> {
+        self.failure.as_ref()
+    }
+
+    /// The candidate with the highest mean Pareto score; the earlier one on a tie.
+    pub fn best(&self) -> &CandidateRecord {
+        &self.candidates[self.best]
+    }
+
+    /// Every accepted candidate in generation order, the seed first: the run's history.
+    pub fn candidates(&self) -> &[CandidateRecord] {
+        &self.candidates
+    }
+
+    pub fn iterations(&self) -> &[IterationRecord] {
+        &self.iterations
+    }
+
+    pub fn spent(&self) -> Spent {
+        self.spent
+    }
+
+    pub fn budget(&self) -> u64 {
+        self.budget
+    }
+}

@@ -1,0 +1,605 @@
+//! The run loop: score the seed, then iterate (a merge when one is due, otherwise a reflective
+//! mutation) until a stop condition holds, paying for every call and recording every step.
+
+use std::time::Instant;
+
+use futures_util::future::join_all;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+use super::budget::Budget;
+use super::cache::{EvaluationCache, PromptId};
+use super::config::{EngineConfig, OnTaskError};
+use super::error::{EngineError, TaskError};
+use super::merge::{self, MergeScheduler, Triplet};
+use super::placeholders::Placeholders;
+use super::pool::Pool;
+use super::records::{
+    CallKind, CandidateRecord, EngineEvent, Failure, IterationRecord, MergeRecord, MutationRecord,
+    Outcome, Progress, ProposalFailure, Run, StopReason,
+};
+use super::reflection::{self, Revision, Shown};
+use super::sampler::EpochSampler;
+use super::task::{Evaluation, ExampleView, Task};
+
+/// Scores are in [0, 1]; a parent at 1 on every minibatch example has nothing to learn there.
+const PERFECT: f64 = 1.0;
+
+// Independent random streams, so turning merge on does not change which minibatches or parents
+// a run draws.
+const SELECTION_STREAM: u64 = 0;
+const SAMPLER_STREAM: u64 = 1;
+const MERGE_STREAM: u64 = 2;
+
+/// Runs GEPA from `seed_prompt` on `task` and returns its records.
+///
+/// `observer` sees every [`EngineEvent`] as it happens (progress after each batch of calls, each
+/// candidate, each iteration, the end). An `Err` means nothing usable came out: bad settings, a
+/// dataset or budget too small to start (nothing spent), or a failed seed evaluation. A task
+/// error later on ends the run with [`StopReason::Failed`] and keeps what was found so far.
+pub async fn run<T: Task>(
+    task: &T,
+    seed_prompt: &str,
+    config: &EngineConfig,
+    observer: impl FnMut(&EngineEvent) + Send,
+) -> Result<Run, EngineError> {
+    config.validate()?;
+    if seed_prompt.is_empty() {
+        return Err(EngineError::Config {
+            field: "seed_prompt",
+            value: "empty".into(),
+            rule: "the seed prompt needs at least 1 character",
+        });
+    }
+    let available = task.example_count();
+    if config
+        .minibatch
+        .checked_add(config.pareto)
+        .is_none_or(|needed| needed > available)
+    {
+        return Err(EngineError::Dataset {
+            available,
+            minibatch: config.minibatch,
+            pareto: config.pareto,
+        });
+    }
+    let seed_cost = config.pareto as u64;
+    if config.budget < seed_cost {
+        return Err(EngineError::BudgetTooSmall {
+            budget: config.budget,
+            needed: seed_cost,
+        });
+    }
+    Engine::new(task, seed_prompt, config, observer)
+        .run(seed_prompt)
+        .await
+}
+
+/// Why an iteration could not finish.
+enum Halt {
+    /// Paying for the next call would exceed the budget.
+    Budget,
+    /// A task call failed and the config says to stop.
+    Failed(Failure),
+}
+
+/// A reflection that produced no child worth running.
+struct Rejection {
+    prompt: Option<String>,
+    reason: ProposalFailure,
+}
+
+struct Engine<'a, T, O> {
+    task: &'a T,
+    config: &'a EngineConfig,
+    observer: O,
+    started: Instant,
+    budget: Budget,
+    cache: EvaluationCache,
+    placeholders: Placeholders,
+    sampler: EpochSampler,
+    selection_rng: ChaCha8Rng,
+    merge_rng: ChaCha8Rng,
+    merges: Option<MergeScheduler>,
+    pareto_examples: Vec<usize>,
+    // By generation.
+    candidate_prompts: Vec<PromptId>,
+    best: Option<(usize, f64)>,
+    iterations: Vec<IterationRecord>,
+    // The current iteration; 0 while the seed is scored.
+    iteration: usize,
+    since_accepted: usize,
+}
+
+fn random_stream(seed: u64, stream: u64) -> ChaCha8Rng {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    rng.set_stream(stream);
+    rng
+}
+
+fn sum(scores: &[f64]) -> f64 {
+    scores.iter().sum()
+}
+
+fn scores(evaluations: &[Evaluation]) -> Vec<f64> {
+    evaluations
+        .iter()
+        .map(|evaluation| evaluation.score)
+        .collect()
+}
+
+fn checked(evaluation: Evaluation) -> Result<Evaluation, TaskError> {
+    if (0.0..=1.0).contains(&evaluation.score) {
+        Ok(evaluation)
+    } else {
+        Err(TaskError::new(format!(
+            "the scorer returned {}, outside [0, 1]",
+            evaluation.score
+        )))
+    }
+}
+
+impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
+    fn new(task: &'a T, seed_prompt: &str, config: &'a EngineConfig, observer: O) -> Self {
+        let examples = config.minibatch + config.pareto;
+        let mut inputs: Vec<String> = Vec::new();
+        for example in 0..examples {
+            for (name, _) in task.describe(example).inputs {
+                if !inputs.contains(&name) {
+                    inputs.push(name);
+                }
+            }
+        }
+        Self {
+            task,
+            config,
+            observer,
+            started: Instant::now(),
+            budget: Budget::new(config.budget),
+            cache: EvaluationCache::default(),
+            placeholders: Placeholders::new(seed_prompt, &inputs),
+            sampler: EpochSampler::new(
+                (0..config.minibatch).collect(),
+                config.reflection_minibatch,
+                random_stream(config.seed, SAMPLER_STREAM),
+            ),
+            selection_rng: random_stream(config.seed, SELECTION_STREAM),
+            merge_rng: random_stream(config.seed, MERGE_STREAM),
+            merges: config.merge.as_ref().map(MergeScheduler::new),
+            pareto_examples: (config.minibatch..examples).collect(),
+            candidate_prompts: Vec::new(),
+            best: None,
+            iterations: Vec::new(),
+            iteration: 0,
+            since_accepted: 0,
+        }
+    }
+
+    async fn run(mut self, seed_prompt: &str) -> Result<Run, EngineError> {
+        let seed = self.cache.intern(seed_prompt);
+        let pareto_scores = match self.score_on_pareto(&seed).await {
+            Ok(scores) => scores,
+            Err(Halt::Failed(failure)) => {
+                return Err(EngineError::SeedEvaluation {
+                    spent: self.budget.spent(),
+                    failure,
+                });
+            }
+            // `run` checked that the budget covers this.
+            Err(Halt::Budget) => {
+                return Err(EngineError::BudgetTooSmall {
+                    budget: self.budget.limit(),
+                    needed: self.pareto_examples.len() as u64,
+                });
+            }
+        };
+        let record = self.candidate_record(0, &seed, pareto_scores, Vec::new());
+        let mut pool = Pool::new(record.clone());
+        self.candidate_added(&pool, seed, record);
+
+        let (stop, failure) = loop {
+            if let Some(stop) = self.should_stop(&pool) {
+                break (stop, None);
+            }
+            match self.iterate(&mut pool).await {
+                Ok(record) => self.iteration_finished(record),
+                Err(Halt::Budget) => break (StopReason::Budget, None),
+                Err(Halt::Failed(failure)) => break (StopReason::Failed, Some(failure)),
+            }
+        };
+        let progress = self.progress();
+        (self.observer)(&EngineEvent::Finished { stop, progress });
+        Ok(Run {
+            stop,
+            failure,
+            best: pool.best(),
+            candidates: pool.into_candidates(),
+            iterations: self.iterations,
+            spent: self.budget.spent(),
+            budget: self.budget.limit(),
+        })
+    }
+
+    /// The stop conditions checked between iterations; the budget is checked when the next
+    /// iteration's cost is known.
+    fn should_stop(&self, pool: &Pool) -> Option<StopReason> {
+        let best = pool.get(pool.best()).score;
+        // A merge that is due still runs: it learns from the Pareto set, not from feedback.
+        let merge_due = self.merges.as_ref().is_some_and(|m| m.turn_pending());
+        if self.config.score_threshold.is_some_and(|t| best >= t) {
+            Some(StopReason::Threshold)
+        } else if self
+            .config
+            .stall_iterations
+            .is_some_and(|limit| self.since_accepted >= limit)
+        {
+            Some(StopReason::Stalled)
+        } else if self
+            .config
+            .time_limit
+            .is_some_and(|limit| self.started.elapsed() >= limit)
+        {
+            Some(StopReason::Time)
+        } else if !merge_due && self.feedback_solved(pool) {
+            Some(StopReason::Solved)
+        } else {
+            None
+        }
+    }
+
+    /// Every candidate selection can pick is known to be perfect on the whole feedback set.
+    fn feedback_solved(&self, pool: &Pool) -> bool {
+        pool.leaders().iter().all(|&(generation, _)| {
+            let prompt = &self.candidate_prompts[generation];
+            (0..self.config.minibatch).all(|example| {
+                self.cache
+                    .get(prompt, example)
+                    .is_some_and(|evaluation| evaluation.score >= PERFECT)
+            })
+        })
+    }
+
+    /// Starts an iteration only if the budget covers its worst case.
+    fn afford(&self, worst_case: usize) -> Result<(), Halt> {
+        if (worst_case as u64) > self.budget.remaining() {
+            return Err(Halt::Budget);
+        }
+        Ok(())
+    }
+
+    async fn iterate(&mut self, pool: &mut Pool) -> Result<IterationRecord, Halt> {
+        let pareto = self.pareto_examples.len();
+        if let Some(merges) = self.merges.as_mut()
+            && merges.take_turn()
+            && let Some(triplet) = merges.find_triplet(pool, &mut self.merge_rng)
+        {
+            // One reflection, then at most the whole Pareto set (the subsample is part of it).
+            self.afford(1 + pareto)?;
+            self.iteration += 1;
+            return self.merge(pool, triplet).await.map(IterationRecord::Merge);
+        }
+        let parent = pool.select_parent(&mut self.selection_rng);
+        let minibatch = self.sampler.next_batch();
+        let parent_prompt = self.candidate_prompts[parent].clone();
+        // The parent's unknown scores, one reflection, the child on the minibatch, and the
+        // child on the Pareto set. A child is never a prompt of the pool, so none of its Pareto
+        // scores can be known.
+        let worst_case =
+            self.cache.uncached(&parent_prompt, &minibatch) + 1 + minibatch.len() + pareto;
+        self.afford(worst_case)?;
+        self.iteration += 1;
+        self.mutate(pool, parent, parent_prompt, minibatch)
+            .await
+            .map(IterationRecord::Mutation)
+    }
+
+    async fn mutate(
+        &mut self,
+        pool: &mut Pool,
+        parent: usize,
+        parent_prompt: PromptId,
+        minibatch: Vec<usize>,
+    ) -> Result<MutationRecord, Halt> {
+        let parent_evaluations = self.evaluate(&parent_prompt, &minibatch).await?;
+        let mut record = MutationRecord {
+            iteration: self.iteration,
+            parent,
+            parent_scores: scores(&parent_evaluations),
+            minibatch,
+            child_prompt: None,
+            child_scores: Vec::new(),
+            outcome: Outcome::SkippedPerfect,
+            spent: self.budget.spent(),
+        };
+        if record.parent_scores.iter().all(|&score| score >= PERFECT) {
+            return Ok(record);
+        }
+        let request = {
+            let views: Vec<ExampleView> = record
+                .minibatch
+                .iter()
+                .map(|&example| self.task.describe(example))
+                .collect();
+            let shown: Vec<Shown> = views
+                .iter()
+                .zip(&parent_evaluations)
+                .map(|(view, evaluation)| Shown {
+                    view,
+                    output: &evaluation.output,
+                    feedback: &evaluation.feedback,
+                })
+                .collect();
+            reflection::mutation_request(parent_prompt.text(), &shown, self.placeholders.required())
+        };
+        let child = match self.propose(&request).await? {
+            Ok(child) => child,
+            Err(rejection) => {
+                record.child_prompt = rejection.prompt;
+                record.outcome = Outcome::Failed {
+                    reason: rejection.reason,
+                };
+                record.spent = self.budget.spent();
+                return Ok(record);
+            }
+        };
+        record.child_prompt = Some(child.text().to_string());
+        record.child_scores = scores(&self.evaluate(&child, &record.minibatch).await?);
+        // Strict improvement on the same examples, as in the paper: a tie is not progress.
+        record.outcome = if sum(&record.child_scores) > sum(&record.parent_scores) {
+            let generation = self.add_candidate(pool, child, vec![parent]).await?;
+            if let Some(merges) = self.merges.as_mut() {
+                merges.mutation_accepted();
+            }
+            Outcome::Accepted { generation }
+        } else {
+            Outcome::Rejected
+        };
+        record.spent = self.budget.spent();
+        Ok(record)
+    }
+
+    async fn merge(&mut self, pool: &mut Pool, triplet: Triplet) -> Result<MergeRecord, Halt> {
+        let instances = merge::subsample(pool, triplet, &mut self.merge_rng);
+        let pareto_scores = [triplet.first, triplet.second].map(|g| &pool.get(g).pareto_scores);
+        let mut record = MergeRecord {
+            iteration: self.iteration,
+            parents: [triplet.first, triplet.second],
+            ancestor: triplet.ancestor,
+            subsample: instances
+                .iter()
+                .map(|&instance| self.pareto_examples[instance])
+                .collect(),
+            parent_scores: pareto_scores
+                .map(|scores| instances.iter().map(|&instance| scores[instance]).collect()),
+            child_prompt: None,
+            child_scores: Vec::new(),
+            outcome: Outcome::Rejected,
+            spent: self.budget.spent(),
+        };
+        let wins = |a: &[f64], b: &[f64]| a.iter().zip(b).filter(|(x, y)| x > y).count();
+        let [first, second] = [triplet.first, triplet.second].map(|g| pool.get(g));
+        let request = reflection::merge_request(
+            &pool.get(triplet.ancestor).prompt,
+            [
+                Revision {
+                    prompt: &first.prompt,
+                    score: first.score,
+                    wins: wins(&first.pareto_scores, &second.pareto_scores),
+                },
+                Revision {
+                    prompt: &second.prompt,
+                    score: second.score,
+                    wins: wins(&second.pareto_scores, &first.pareto_scores),
+                },
+            ],
+            self.pareto_examples.len(),
+            self.placeholders.required(),
+        );
+        let child = match self.propose(&request).await? {
+            Ok(child) => child,
+            Err(rejection) => {
+                record.child_prompt = rejection.prompt;
+                record.outcome = Outcome::Failed {
+                    reason: rejection.reason,
+                };
+                record.spent = self.budget.spent();
+                return Ok(record);
+            }
+        };
+        record.child_prompt = Some(child.text().to_string());
+        record.child_scores = scores(&self.evaluate(&child, &record.subsample).await?);
+        // The reference's rule for merges: at least as good as the better parent on the
+        // subsample (not strictly better, unlike a mutation).
+        let bar = sum(&record.parent_scores[0]).max(sum(&record.parent_scores[1]));
+        record.outcome = if sum(&record.child_scores) >= bar {
+            let generation = self
+                .add_candidate(pool, child, vec![triplet.first, triplet.second])
+                .await?;
+            if let Some(merges) = self.merges.as_mut() {
+                merges.merge_accepted();
+            }
+            Outcome::Accepted { generation }
+        } else {
+            Outcome::Rejected
+        };
+        record.spent = self.budget.spent();
+        Ok(record)
+    }
+
+    /// Asks the reflection model and checks that its answer is a new, renderable prompt.
+    async fn propose(&mut self, request: &str) -> Result<Result<PromptId, Rejection>, Halt> {
+        let rejection = |prompt, reason| Ok(Err(Rejection { prompt, reason }));
+        let answer = match self.reflect(request).await? {
+            Ok(answer) => answer,
+            Err(reason) => return rejection(None, reason),
+        };
+        let text = match reflection::extract_instruction(&answer) {
+            Ok(text) => text,
+            Err(reason) => return rejection(None, reason),
+        };
+        if let Err(reason) = self.placeholders.check(&text) {
+            return rejection(Some(text), reason);
+        }
+        let child = self.cache.intern(&text);
+        if let Some(generation) = self.candidate_prompts.iter().position(|p| *p == child) {
+            return rejection(Some(text), ProposalFailure::Duplicate { generation });
+        }
+        Ok(Ok(child))
+    }
+
+    /// Scores an accepted child on the Pareto set and adds it to the pool.
+    async fn add_candidate(
+        &mut self,
+        pool: &mut Pool,
+        prompt: PromptId,
+        parents: Vec<usize>,
+    ) -> Result<usize, Halt> {
+        let pareto_scores = self.score_on_pareto(&prompt).await?;
+        let generation = pool.len();
+        let record = self.candidate_record(generation, &prompt, pareto_scores, parents);
+        pool.add(record.clone());
+        self.candidate_added(pool, prompt, record);
+        Ok(generation)
+    }
+
+    async fn score_on_pareto(&mut self, prompt: &PromptId) -> Result<Vec<f64>, Halt> {
+        let examples = self.pareto_examples.clone();
+        Ok(scores(&self.evaluate(prompt, &examples).await?))
+    }
+
+    fn candidate_record(
+        &self,
+        generation: usize,
+        prompt: &PromptId,
+        pareto_scores: Vec<f64>,
+        parents: Vec<usize>,
+    ) -> CandidateRecord {
+        CandidateRecord {
+            generation,
+            score: sum(&pareto_scores) / pareto_scores.len() as f64,
+            prompt: prompt.text().to_string(),
+            pareto_scores,
+            parents,
+            iteration: self.iteration,
+            spent: self.budget.spent(),
+        }
+    }
+
+    fn candidate_added(&mut self, pool: &Pool, prompt: PromptId, record: CandidateRecord) {
+        self.candidate_prompts.push(prompt);
+        let best = pool.best();
+        self.best = Some((best, pool.get(best).score));
+        (self.observer)(&EngineEvent::Candidate(record));
+        self.report_progress();
+    }
+
+    fn iteration_finished(&mut self, record: IterationRecord) {
+        if matches!(record.outcome(), Outcome::Accepted { .. }) {
+            self.since_accepted = 0;
+        } else {
+            self.since_accepted += 1;
+        }
+        (self.observer)(&EngineEvent::Iteration(record.clone()));
+        self.iterations.push(record);
+    }
+
+    /// Runs `prompt` on `examples`, paying only for evaluations not already known, and returns
+    /// the evaluations in the order of `examples`.
+    async fn evaluate(
+        &mut self,
+        prompt: &PromptId,
+        examples: &[usize],
+    ) -> Result<Vec<Evaluation>, Halt> {
+        let mut evaluations: Vec<Option<Evaluation>> = examples
+            .iter()
+            .map(|&example| self.cache.get(prompt, example).cloned())
+            .collect();
+        let unknown: Vec<usize> = (0..examples.len())
+            .filter(|&position| evaluations[position].is_none())
+            .collect();
+        let task = self.task;
+        for batch in unknown.chunks(self.config.parallel_calls) {
+            self.budget
+                .pay_task_calls(batch.len() as u64)
+                .map_err(|_| Halt::Budget)?;
+            let results = join_all(
+                batch
+                    .iter()
+                    .map(|&position| task.evaluate(prompt.text(), examples[position])),
+            )
+            .await;
+            let mut failure = None;
+            for (&position, result) in batch.iter().zip(results) {
+                let example = examples[position];
+                let evaluation = match result.and_then(checked) {
+                    Ok(evaluation) => evaluation,
+                    Err(error) => match self.config.on_task_error {
+                        OnTaskError::ScoreZero => Evaluation {
+                            output: String::new(),
+                            score: 0.0,
+                            feedback: error.to_string(),
+                        },
+                        OnTaskError::Fail => {
+                            if failure.is_none() {
+                                failure = Some(Failure {
+                                    iteration: self.iteration,
+                                    call: CallKind::Evaluate,
+                                    example: Some(example),
+                                    error,
+                                });
+                            }
+                            continue;
+                        }
+                    },
+                };
+                self.cache.insert(prompt, example, evaluation.clone());
+                evaluations[position] = Some(evaluation);
+            }
+            self.report_progress();
+            if let Some(failure) = failure {
+                return Err(Halt::Failed(failure));
+            }
+        }
+        // Every empty slot was in `unknown` and has been filled, or we returned above.
+        Ok(evaluations.into_iter().flatten().collect())
+    }
+
+    /// Sends `request` to the reflection model. With `OnTaskError::ScoreZero` a failed call
+    /// fails only the proposal.
+    async fn reflect(&mut self, request: &str) -> Result<Result<String, ProposalFailure>, Halt> {
+        self.budget.pay_reflection().map_err(|_| Halt::Budget)?;
+        let result = self.task.reflect(request).await;
+        self.report_progress();
+        match (result, self.config.on_task_error) {
+            (Ok(answer), _) => Ok(Ok(answer)),
+            (Err(error), OnTaskError::ScoreZero) => {
+                Ok(Err(ProposalFailure::ReflectionError { error }))
+            }
+            (Err(error), OnTaskError::Fail) => Err(Halt::Failed(Failure {
+                iteration: self.iteration,
+                call: CallKind::Reflect,
+                example: None,
+                error,
+            })),
+        }
+    }
+
+    fn progress(&self) -> Progress {
+        Progress {
+            iteration: self.iteration,
+            generation: self.candidate_prompts.len().saturating_sub(1),
+            best_generation: self.best.map_or(0, |(generation, _)| generation),
+            best_score: self.best.map(|(_, score)| score),
+            spent: self.budget.spent(),
+            budget: self.budget.limit(),
+        }
+    }
+
+    fn report_progress(&mut self) {
+        let progress = self.progress();
+        (self.observer)(&EngineEvent::Progress(progress));
+    }
+}
+
+#[cfg(test)]
+mod tests;

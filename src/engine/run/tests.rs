@@ -1,0 +1,550 @@
+//! Whole runs against the deterministic stand-in task.
+
+use std::collections::{BTreeSet, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use super::*;
+use crate::engine::config::MergeConfig;
+use crate::engine::stand_in::{StandIn, fenced_blocks, keyword_reflection};
+
+const SEED: &str = "Answer {question}.";
+
+/// Feedback rows then Pareto rows, three keywords in each.
+const ROWS: [&str; 12] = [
+    "alpha", "bravo", "charlie", "alpha", "bravo", "charlie", //
+    "alpha", "bravo", "charlie", "alpha", "bravo", "charlie",
+];
+
+fn config(budget: u64) -> EngineConfig {
+    EngineConfig::new(6, 6, budget)
+}
+
+async fn run_quietly(task: &StandIn, config: &EngineConfig) -> Result<Run, EngineError> {
+    run(task, SEED, config, |_| {}).await
+}
+
+fn spent_calls(run: &Run) -> u64 {
+    run.spent().total()
+}
+
+#[tokio::test]
+async fn reflection_improves_the_seed_and_every_step_is_recorded() {
+    let task = StandIn::new(&ROWS);
+    let run = run_quietly(&task, &config(200)).await.expect("run");
+
+    assert_eq!(run.stop(), StopReason::Solved);
+    assert_eq!(run.best().score, 1.0);
+    for keyword in ["alpha", "bravo", "charlie"] {
+        assert!(run.best().prompt.contains(keyword), "{}", run.best().prompt);
+    }
+    let seed = &run.candidates()[0];
+    assert_eq!((seed.generation, seed.iteration), (0, 0));
+    assert!(seed.parents.is_empty());
+    assert_eq!(seed.prompt, SEED);
+    assert_eq!(seed.score, 0.0);
+    for (generation, candidate) in run.candidates().iter().enumerate().skip(1) {
+        assert_eq!(candidate.generation, generation);
+        assert_eq!(candidate.parents.len(), 1);
+        assert!(candidate.parents[0] < generation);
+        let parent = &run.candidates()[candidate.parents[0]];
+        assert!(candidate.score > parent.score);
+    }
+    // Every accepted mutation beat its parent on the same minibatch.
+    for record in run.iterations() {
+        let IterationRecord::Mutation(mutation) = record else {
+            panic!("merge is off");
+        };
+        assert_eq!(mutation.minibatch.len(), 3);
+        assert!(mutation.minibatch.iter().all(|&example| example < 6));
+        if let Outcome::Accepted { .. } = mutation.outcome {
+            assert!(sum(&mutation.child_scores) > sum(&mutation.parent_scores));
+        }
+    }
+    assert_eq!(spent_calls(&run), task.calls_made());
+    assert_eq!(
+        run.spent().reflection_calls,
+        task.reflections.load(Ordering::SeqCst)
+    );
+}
+
+#[tokio::test]
+async fn a_known_score_is_never_paid_twice() {
+    let rows = [
+        "alpha", "bravo", "alpha", "", "alpha", "bravo", "alpha", "bravo", "", "alpha", "bravo", "",
+    ];
+    let task = StandIn::new(&rows);
+    let mut config = config(300);
+    config.merge = Some(MergeConfig::default());
+    config.stall_iterations = Some(20);
+    run_quietly(&task, &config).await.expect("run");
+    let calls = task
+        .calls
+        .lock()
+        .map(|calls| calls.clone())
+        .unwrap_or_default();
+    let distinct: HashSet<&(String, usize)> = calls.iter().collect();
+    assert_eq!(distinct.len(), calls.len());
+}
+
+#[tokio::test]
+async fn a_tie_on_the_minibatch_is_rejected() {
+    // The child adds no keyword: same scores as its parent.
+    let task = StandIn::new(&ROWS).reflecting(|request| {
+        Ok(format!(
+            "```\n{} Be careful.\n```",
+            fenced_blocks(request)[0]
+        ))
+    });
+    let mut config = config(100);
+    config.stall_iterations = Some(2);
+    let run = run_quietly(&task, &config).await.expect("run");
+    assert_eq!(run.candidates().len(), 1);
+    assert_eq!(run.stop(), StopReason::Stalled);
+    for record in run.iterations() {
+        let IterationRecord::Mutation(mutation) = record else {
+            panic!("merge is off");
+        };
+        assert_eq!(mutation.outcome, Outcome::Rejected);
+        assert_eq!(mutation.child_scores, mutation.parent_scores);
+        assert_eq!(
+            mutation.child_prompt.as_deref(),
+            Some("Answer {question}. Be careful.")
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_child_that_drops_a_placeholder_is_rejected_before_it_costs_anything() {
+    let task = StandIn::new(&ROWS)
+        .reflecting(|_| Ok("```\nAnswer the question. Mention alpha.\n```".into()));
+    let mut config = config(100);
+    config.stall_iterations = Some(1);
+    let run = run_quietly(&task, &config).await.expect("run");
+    let [IterationRecord::Mutation(mutation)] = run.iterations() else {
+        panic!("expected one mutation, got {:?}", run.iterations());
+    };
+    assert_eq!(
+        mutation.outcome,
+        Outcome::Failed {
+            reason: ProposalFailure::MissingPlaceholders {
+                missing: vec!["question".into()]
+            }
+        }
+    );
+    assert_eq!(
+        mutation.child_prompt.as_deref(),
+        Some("Answer the question. Mention alpha.")
+    );
+    assert!(mutation.child_scores.is_empty());
+    // Seed on the Pareto set, parent on the minibatch, one reflection: nothing for the child.
+    assert_eq!(run.spent().task_calls, 6 + 3);
+    assert_eq!(run.spent().reflection_calls, 1);
+}
+
+#[tokio::test]
+async fn unusable_answers_fail_the_iteration_not_the_run() {
+    let answers = [
+        (
+            "Mention alpha, I think.",
+            ProposalFailure::NoFencedBlock {
+                answer: "Mention alpha, I think.".into(),
+            },
+        ),
+        ("```\n\n```", ProposalFailure::EmptyInstruction),
+        (
+            "```\nAnswer {question}.\n```",
+            ProposalFailure::Duplicate { generation: 0 },
+        ),
+    ];
+    for (answer, reason) in answers {
+        let task = StandIn::new(&ROWS).reflecting(move |_| Ok(answer.to_string()));
+        let mut config = config(100);
+        config.stall_iterations = Some(1);
+        let run = run_quietly(&task, &config).await.expect("run");
+        assert_eq!(run.stop(), StopReason::Stalled);
+        assert_eq!(
+            run.iterations()[0].outcome(),
+            &Outcome::Failed { reason },
+            "answer {answer:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn same_seed_same_run() {
+    let mut config = config(150);
+    config.merge = Some(MergeConfig::default());
+    let rows = [
+        "alpha", "", "bravo", "charlie", "", "delta", "alpha", "", "bravo", "charlie", "", "delta",
+    ];
+    let mut runs = Vec::new();
+    for seed in [7, 7, 8, 9, 10] {
+        config.seed = seed;
+        let task = StandIn::new(&rows);
+        let mut events = Vec::new();
+        let run = run(&task, SEED, &config, |event| events.push(event.clone()))
+            .await
+            .expect("run");
+        let json = serde_json::to_string(&(&run, &events)).expect("records serialise");
+        runs.push(json);
+    }
+    assert_eq!(runs[0], runs[1]);
+    let distinct: BTreeSet<&String> = runs.iter().collect();
+    assert!(distinct.len() > 2, "the seed should change the run");
+}
+
+#[tokio::test]
+async fn budget_is_never_exceeded() {
+    // Many seeds, budgets and settings, with answers that are now and then unusable and calls
+    // that now and then fail, to go through every path that spends.
+    let rows = [
+        "alpha", "bravo", "charlie", "alpha", "bravo", //
+        "alpha", "", "bravo", "charlie", "", "alpha", "delta",
+    ];
+    // (merge, on task error, fail every nth evaluation)
+    let settings = [
+        (false, OnTaskError::Fail, None),
+        (true, OnTaskError::Fail, None),
+        (true, OnTaskError::ScoreZero, Some(13)),
+        (true, OnTaskError::Fail, Some(97)),
+    ];
+    let mut finished = 0;
+    let mut merges = 0;
+    for seed in 0..12u64 {
+        for budget in [5, 6, 7, 9, 13, 20, 31, 47, 80, 130, 210] {
+            for (merge, on_task_error, fail_every) in settings {
+                let reflections = AtomicU64::new(0);
+                let evaluations = AtomicU64::new(0);
+                let task = StandIn::new(&rows)
+                    .reflecting(move |request| {
+                        match reflections.fetch_add(1, Ordering::SeqCst) + seed {
+                            n if n % 5 == 4 => Ok("no fence".into()),
+                            n if n % 7 == 6 => Ok("```\nforgot the placeholder\n```".into()),
+                            n if n % 11 == 10 && fail_every.is_some() => {
+                                Err(TaskError::new("reflection model overloaded"))
+                            }
+                            _ => keyword_reflection(request),
+                        }
+                    })
+                    .failing(move |_, _| {
+                        let n = evaluations.fetch_add(1, Ordering::SeqCst) + 1;
+                        fail_every
+                            .is_some_and(|every| n.is_multiple_of(every))
+                            .then(|| TaskError::new("task model timed out"))
+                    });
+                let mut config = EngineConfig::new(5, 7, budget);
+                config.seed = seed;
+                config.merge = merge.then(MergeConfig::default);
+                config.on_task_error = on_task_error;
+                config.parallel_calls = 1 + seed as usize % 3;
+                let mut last_spent = 0;
+                let result = run(&task, SEED, &config, |event| {
+                    if let EngineEvent::Progress(progress) = event {
+                        assert!(progress.spent.total() >= last_spent);
+                        last_spent = progress.spent.total();
+                        assert!(last_spent <= budget);
+                    }
+                })
+                .await;
+                assert!(task.calls_made() <= budget, "seed {seed} budget {budget}");
+                match result {
+                    Ok(run) => {
+                        assert_eq!(spent_calls(&run), task.calls_made());
+                        if run.stop() == StopReason::Budget {
+                            // It stopped because the worst case of one more iteration did not
+                            // fit, not earlier: 3 + 1 + 3 + 7 calls at most.
+                            assert!(budget - spent_calls(&run) < 14, "stopped early");
+                        }
+                        finished += 1;
+                        merges += run
+                            .iterations()
+                            .iter()
+                            .filter(|record| matches!(record, IterationRecord::Merge(_)))
+                            .count();
+                    }
+                    Err(EngineError::BudgetTooSmall { needed, .. }) => {
+                        assert!(budget < needed);
+                        assert_eq!(task.calls_made(), 0);
+                    }
+                    Err(other) => panic!("unexpected error {other}"),
+                }
+            }
+        }
+    }
+    assert!(finished > 350, "only {finished} runs got past the seed");
+    assert!(merges > 20, "only {merges} merges were tried");
+}
+
+#[tokio::test]
+async fn stops_when_the_time_limit_has_passed() {
+    let task = StandIn::new(&ROWS);
+    let mut config = config(200);
+    config.time_limit = Some(Duration::ZERO);
+    let run = run_quietly(&task, &config).await.expect("run");
+    assert_eq!(run.stop(), StopReason::Time);
+    assert!(run.iterations().is_empty());
+    assert_eq!(task.calls_made(), 6);
+}
+
+#[tokio::test]
+async fn stops_at_the_score_threshold() {
+    let task = StandIn::new(&ROWS);
+    let mut config = config(200);
+    config.score_threshold = Some(0.6);
+    let run = run_quietly(&task, &config).await.expect("run");
+    assert_eq!(run.stop(), StopReason::Threshold);
+    // Each keyword is a third of the Pareto set: two keywords reach 0.6.
+    assert!((run.best().score - 2.0 / 3.0).abs() < 1e-9);
+
+    config.score_threshold = Some(0.0);
+    let run = run_quietly(&StandIn::new(&ROWS), &config)
+        .await
+        .expect("run");
+    assert_eq!(run.stop(), StopReason::Threshold);
+    assert!(run.iterations().is_empty());
+}
+
+#[tokio::test]
+async fn stops_when_nothing_is_accepted_for_n_iterations() {
+    let task = StandIn::new(&ROWS).reflecting(|_| Ok("no fence".into()));
+    let mut config = config(200);
+    config.stall_iterations = Some(4);
+    let run = run_quietly(&task, &config).await.expect("run");
+    assert_eq!(run.stop(), StopReason::Stalled);
+    assert_eq!(run.iterations().len(), 4);
+}
+
+#[tokio::test]
+async fn stops_on_budget_before_an_iteration_it_cannot_finish() {
+    let task = StandIn::new(&ROWS);
+    // Seed 6; the first iteration costs at most 3 + 1 + 3 + 6 = 13; the 12 left cannot pay for
+    // a second one whose parent, the new child, has no known minibatch scores (13 again).
+    let run = run_quietly(&task, &config(6 + 13 + 12)).await.expect("run");
+    assert_eq!(run.stop(), StopReason::Budget);
+    assert_eq!(run.iterations().len(), 1);
+    assert!(spent_calls(&run) <= 31);
+}
+
+#[tokio::test]
+async fn stops_when_the_feedback_set_is_solved() {
+    // The seed already mentions every feedback keyword, but the Pareto set has one it lacks:
+    // reflection has nothing to learn from.
+    let rows = ["alpha", "alpha", "alpha", "alpha", "delta", "delta"];
+    let task = StandIn::new(&rows);
+    let config = EngineConfig::new(3, 3, 100);
+    let run = run(&task, "Answer {question}. Mention alpha.", &config, |_| {})
+        .await
+        .expect("run");
+    assert_eq!(run.stop(), StopReason::Solved);
+    assert!(
+        run.iterations()
+            .iter()
+            .all(|record| record.outcome() == &Outcome::SkippedPerfect)
+    );
+    assert_eq!(run.spent().reflection_calls, 0);
+    assert_eq!(run.spent().task_calls, 6);
+}
+
+#[tokio::test]
+async fn a_task_error_stops_the_run_by_default_and_keeps_its_records() {
+    let task = StandIn::new(&ROWS).failing(|prompt, example| {
+        (prompt.contains("bravo") && example == 8).then(|| TaskError::new("503: no node for model"))
+    });
+    let run = run_quietly(&task, &config(200)).await.expect("run");
+    assert_eq!(run.stop(), StopReason::Failed);
+    let failure = run.failure().expect("failure");
+    assert_eq!(failure.call, CallKind::Evaluate);
+    assert_eq!(failure.example, Some(8));
+    assert!(failure.iteration >= 1);
+    assert_eq!(failure.error.to_string(), "503: no node for model");
+    assert!(!run.candidates().is_empty());
+    assert_eq!(
+        spent_calls(&run),
+        task.calls_made(),
+        "failed calls are paid too"
+    );
+}
+
+#[tokio::test]
+async fn with_score_zero_a_failed_evaluation_scores_0_and_the_run_goes_on() {
+    let task = StandIn::new(&ROWS).failing(|prompt, example| {
+        (prompt.contains("bravo") && example == 7).then(|| TaskError::new("timeout"))
+    });
+    let mut config = config(200);
+    config.on_task_error = OnTaskError::ScoreZero;
+    config.stall_iterations = Some(10);
+    let run = run_quietly(&task, &config).await.expect("run");
+    assert_ne!(run.stop(), StopReason::Failed);
+    let with_bravo = run
+        .candidates()
+        .iter()
+        .find(|candidate| candidate.prompt.contains("bravo"))
+        .expect("a candidate with bravo");
+    // Example 7 is the second Pareto example, a bravo row the prompt would have solved.
+    assert_eq!(with_bravo.pareto_scores[1], 0.0);
+}
+
+#[tokio::test]
+async fn a_failed_reflection_fails_the_run_or_only_its_iteration() {
+    let failing = || StandIn::new(&ROWS).reflecting(|_| Err(TaskError::new("429 quota exhausted")));
+    let run = run_quietly(&failing(), &config(100)).await.expect("run");
+    assert_eq!(run.stop(), StopReason::Failed);
+    assert_eq!(run.failure().map(|f| f.call), Some(CallKind::Reflect));
+
+    let mut config = config(100);
+    config.on_task_error = OnTaskError::ScoreZero;
+    config.stall_iterations = Some(2);
+    let run = run_quietly(&failing(), &config).await.expect("run");
+    assert_eq!(run.stop(), StopReason::Stalled);
+    assert!(matches!(
+        run.iterations()[0].outcome(),
+        Outcome::Failed {
+            reason: ProposalFailure::ReflectionError { .. }
+        }
+    ));
+}
+
+#[tokio::test]
+async fn a_score_outside_0_1_is_a_task_error() {
+    struct Broken(StandIn);
+    impl Task for Broken {
+        async fn evaluate(&self, prompt: &str, example: usize) -> Result<Evaluation, TaskError> {
+            let mut evaluation = self.0.evaluate(prompt, example).await?;
+            evaluation.score *= 2.0;
+            Ok(evaluation)
+        }
+        async fn reflect(&self, request: &str) -> Result<String, TaskError> {
+            self.0.reflect(request).await
+        }
+        fn describe(&self, example: usize) -> ExampleView {
+            self.0.describe(example)
+        }
+        fn example_count(&self) -> usize {
+            self.0.example_count()
+        }
+    }
+    let task = Broken(StandIn::new(&ROWS));
+    let seed = "Answer {question}. Mention alpha.";
+    match run(&task, seed, &config(100), |_| {}).await {
+        Err(EngineError::SeedEvaluation { failure, .. }) => {
+            assert_eq!(failure.iteration, 0);
+            assert!(failure.error.to_string().contains("outside [0, 1]"));
+        }
+        other => panic!("expected a seed failure, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn refuses_to_start_what_it_cannot_pay_for_or_read() {
+    let task = StandIn::new(&ROWS);
+    match run_quietly(&task, &config(5)).await {
+        Err(EngineError::BudgetTooSmall {
+            budget: 5,
+            needed: 6,
+        }) => {}
+        other => panic!("expected BudgetTooSmall, got {other:?}"),
+    }
+    assert_eq!(task.calls_made(), 0);
+    match run_quietly(&task, &EngineConfig::new(6, 7, 100)).await {
+        Err(EngineError::Dataset { available: 12, .. }) => {}
+        other => panic!("expected Dataset, got {other:?}"),
+    }
+    match run(&task, "", &config(100), |_| {}).await {
+        Err(EngineError::Config {
+            field: "seed_prompt",
+            ..
+        }) => {}
+        other => panic!("expected a seed_prompt error, got {other:?}"),
+    }
+    assert_eq!(task.calls_made(), 0);
+}
+
+#[tokio::test]
+async fn merges_combine_lineages_that_share_an_ancestor() {
+    // Plain rows punish a prompt with two keywords, so single-keyword lineages coexist on the
+    // front and a merge has two to combine.
+    let rows = [
+        "alpha", "bravo", "alpha", "bravo", "alpha", "bravo", //
+        "alpha", "bravo", "", "alpha", "bravo", "",
+    ];
+    let mut merges_accepted = 0;
+    for seed in 0..10 {
+        let task = StandIn::new(&rows);
+        let mut config = config(300);
+        config.seed = seed;
+        config.stall_iterations = Some(15);
+        config.merge = Some(MergeConfig::default());
+        let run = run_quietly(&task, &config).await.expect("run");
+        let ancestors = |generation: usize| {
+            let mut found = BTreeSet::new();
+            let mut stack = run.candidates()[generation].parents.clone();
+            while let Some(parent) = stack.pop() {
+                if found.insert(parent) {
+                    stack.extend(run.candidates()[parent].parents.iter().copied());
+                }
+            }
+            found
+        };
+        for record in run.iterations() {
+            let IterationRecord::Merge(merge) = record else {
+                continue;
+            };
+            let [first, second] = merge.parents;
+            assert!(!ancestors(first).contains(&second) && !ancestors(second).contains(&first));
+            assert!(ancestors(first).contains(&merge.ancestor));
+            assert!(ancestors(second).contains(&merge.ancestor));
+            let score = |generation: usize| run.candidates()[generation].score;
+            assert!(score(merge.ancestor) <= score(first).min(score(second)));
+            assert!(
+                merge
+                    .subsample
+                    .iter()
+                    .all(|&example| (6..12).contains(&example))
+            );
+            if let Outcome::Accepted { generation } = merge.outcome {
+                assert_eq!(run.candidates()[generation].parents, vec![first, second]);
+                assert!(sum(&merge.child_scores) >= sum(&merge.parent_scores[0]));
+                merges_accepted += 1;
+            }
+        }
+    }
+    assert!(merges_accepted > 0, "no merge was ever accepted");
+}
+
+#[tokio::test]
+async fn the_observer_sees_the_seed_first_progress_as_it_goes_and_the_end_last() {
+    let task = StandIn::new(&ROWS);
+    let mut events = Vec::new();
+    let run = run(&task, SEED, &config(200), |event| {
+        events.push(event.clone())
+    })
+    .await
+    .expect("run");
+    let first_candidate = events.iter().find_map(|event| match event {
+        EngineEvent::Candidate(candidate) => Some(candidate.generation),
+        _ => None,
+    });
+    assert_eq!(first_candidate, Some(0));
+    let Some(EngineEvent::Finished { stop, progress }) = events.last() else {
+        panic!("the last event should be Finished");
+    };
+    assert_eq!(*stop, run.stop());
+    assert_eq!(progress.spent, run.spent());
+    assert_eq!(progress.best_score, Some(run.best().score));
+    assert_eq!(progress.generation, run.candidates().len() - 1);
+    let iterations = events
+        .iter()
+        .filter(|event| matches!(event, EngineEvent::Iteration(_)))
+        .count();
+    assert_eq!(iterations, run.iterations().len());
+    // Events serialise with their kind, for events.jsonl.
+    let line = serde_json::to_value(&events[0]).expect("serialise");
+    assert_eq!(line["event"], "progress");
+    let mutation = events
+        .iter()
+        .find(|e| matches!(e, EngineEvent::Iteration(_)));
+    let line = serde_json::to_value(mutation).expect("serialise");
+    assert_eq!(line["kind"], "mutation");
+    assert!(line["outcome"]["status"].is_string());
+}
