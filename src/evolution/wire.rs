@@ -48,9 +48,210 @@ impl Evaluator {
     }
 }
 
+/// Response of `POST /gepa/start_execution`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Started {
+    pub evolution_id: String,
+}
+
+/// The states the contract names. Anything else a service says is kept as written, so that a new
+/// state is shown to the user instead of failing the poll.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Status {
+    Pending,
+    InProgress,
+    Completed,
+    Failed,
+    Other(String),
+}
+
+impl Status {
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Pending => "pending",
+            Self::InProgress => "in_progress",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::Other(other) => other,
+        }
+    }
+
+    /// `completed` and `failed` end an execution; polling stops there.
+    pub fn is_final(&self) -> bool {
+        matches!(self, Self::Completed | Self::Failed)
+    }
+}
+
+impl From<&str> for Status {
+    fn from(text: &str) -> Self {
+        match text {
+            "pending" => Self::Pending,
+            "in_progress" => Self::InProgress,
+            "completed" => Self::Completed,
+            "failed" => Self::Failed,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+}
+
+impl Serialize for Status {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Status {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        Ok(Self::from(text.as_str()))
+    }
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The current state of an evolution, as `get_single_execution` reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptState {
+    #[serde(default)]
+    pub current_prompt: Option<String>,
+    #[serde(default)]
+    pub current_prompt_score: Option<f64>,
+    #[serde(default)]
+    pub current_generation: Option<f64>,
+}
+
+/// An evolution session. Parsed leniently: the contract documents `prompt` as required but
+/// clients must tolerate its absence, and the single-execution response has no `evolutionId`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Execution {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evolution_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub custom_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<String>,
+    pub status: Status,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<PromptState>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<String>,
+    /// Why a failed execution failed, when the service says (not in the contract; `serve` and the
+    /// local engine fill it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// One generation of an evolution's history.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistoryRecord {
+    pub generation: f64,
+    pub score: f64,
+    pub prompt: String,
+}
+
+/// Response of `get_execution_prompts`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PromptsPage {
+    #[serde(default)]
+    pub prompts: Vec<HistoryRecord>,
+}
+
+/// Response of `get_all_executions`. Its shape is not in the contract, so a bare array and an
+/// object holding the array under a common key are both accepted.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ExecutionList {
+    pub executions: Vec<Execution>,
+}
+
+impl<'de> Deserialize<'de> for ExecutionList {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let value = serde_json::Value::deserialize(deserializer)?;
+        let items = match &value {
+            serde_json::Value::Array(_) => value.clone(),
+            serde_json::Value::Object(object) => ["executions", "data", "items", "results"]
+                .iter()
+                .find_map(|key| object.get(*key).filter(|v| v.is_array()).cloned())
+                .ok_or_else(|| D::Error::custom("no array of executions in the response"))?,
+            _ => {
+                return Err(D::Error::custom(
+                    "expected an array or an object of executions",
+                ));
+            }
+        };
+        let executions = serde_json::from_value(items).map_err(D::Error::custom)?;
+        Ok(Self { executions })
+    }
+}
+
+/// One batch job of the caller.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BatchJob {
+    #[serde(default)]
+    pub status: Option<String>,
+    #[serde(default)]
+    pub created_at: Option<String>,
+    #[serde(default)]
+    pub file_id: Option<String>,
+    #[serde(default)]
+    pub task_count: Option<u64>,
+    #[serde(default)]
+    pub error_message: Option<String>,
+    #[serde(default)]
+    pub result_url: Option<String>,
+}
+
+/// Response of `GET /batch/all_jobs`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BatchJobs {
+    #[serde(default)]
+    pub success: bool,
+    #[serde(default)]
+    pub jobs: Vec<BatchJob>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn execution_tolerates_missing_prompt_unknown_status_and_fields() {
+        let execution: Execution = serde_json::from_str(
+            r#"{"status":"paused","customId":"x","budget":30,"createdAt":"2026-01-01T00:00:00Z","extra":1}"#,
+        )
+        .unwrap();
+        assert_eq!(execution.status, Status::Other("paused".into()));
+        assert!(!execution.status.is_final());
+        assert!(execution.prompt.is_none());
+        let full: Execution = serde_json::from_str(
+            r#"{"status":"completed","prompt":{"currentPrompt":"p","currentPromptScore":0.8,"currentGeneration":3}}"#,
+        )
+        .unwrap();
+        assert!(full.status.is_final());
+        assert_eq!(full.prompt.unwrap().current_generation, Some(3.0));
+    }
+
+    #[test]
+    fn execution_lists_in_any_common_shape() {
+        for body in [
+            r#"[{"status":"pending"}]"#,
+            r#"{"executions":[{"status":"pending"}],"total":1}"#,
+            r#"{"data":[{"status":"pending"}]}"#,
+        ] {
+            let list: ExecutionList = serde_json::from_str(body).unwrap();
+            assert_eq!(list.executions.len(), 1, "{body}");
+        }
+        assert!(serde_json::from_str::<ExecutionList>(r#"{"count":0}"#).is_err());
+    }
 
     #[test]
     fn start_execution_uses_the_service_field_names() {
