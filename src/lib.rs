@@ -3,3 +3,5 @@
 //! comment says what it owns.
 
 pub mod cli;
+pub mod http;
+pub mod inference;
