@@ -5,3 +5,4 @@
 pub mod cli;
 pub mod http;
 pub mod inference;
+pub mod server;
