@@ -84,8 +84,9 @@ pub fn text(status: StatusCode, body: impl Into<String>) -> Response {
         .into_response()
 }
 
-/// Middleware: 401 without a known Bearer key, 429 past the key's rpm limit; otherwise counts
-/// the request and passes it on with a `Caller`.
+/// Middleware: 401 without a known Bearer key, 429 past the key's rpm limit; otherwise passes
+/// the request on with a `Caller`, then records it in the key's usage, adding the `UsageRow`
+/// (token counts) a handler may have put in the response's extensions.
 pub async fn require_key(
     State(state): State<AppState>,
     mut request: Request,
@@ -112,48 +113,45 @@ pub async fn require_key(
             return text(StatusCode::INTERNAL_SERVER_ERROR, "key lookup failed");
         }
     };
-    let usage = match state.rate_limits.check(&record.id, record.rpm_limit) {
-        Ok(()) => UsageRow {
-            requests: 1,
+    if let Err(wait) = state.rate_limits.check(&record.id, record.rpm_limit) {
+        let secs = retry_after_secs(wait);
+        let limited = UsageRow {
+            rate_limited: 1,
             ..UsageRow::default()
-        },
-        Err(wait) => {
-            let secs = retry_after_secs(wait);
-            if let Err(err) = state
-                .db
-                .add_usage(
-                    &record.id,
-                    UsageRow {
-                        rate_limited: 1,
-                        ..UsageRow::default()
-                    },
-                )
-                .await
-            {
-                tracing::error!(%err, "usage update failed");
-            }
-            tracing::info!(%method, %path, key = %record.id, status = 429, retry_after = secs);
-            let mut response = text(
-                StatusCode::TOO_MANY_REQUESTS,
-                format!(
-                    "rate limit of {} requests per minute exceeded; retry after {secs} s",
-                    record.rpm_limit
-                ),
-            );
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, secs.into());
-            return response;
+        };
+        if let Err(err) = state.db.add_usage(&record.id, limited).await {
+            tracing::error!(%err, "usage update failed");
         }
-    };
-    if let Err(err) = state.db.add_usage(&record.id, usage).await {
-        tracing::error!(%err, "usage update failed");
+        tracing::info!(%method, %path, key = %record.id, status = 429, retry_after = secs);
+        let mut response = text(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!(
+                "rate limit of {} requests per minute exceeded; retry after {secs} s",
+                record.rpm_limit
+            ),
+        );
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, secs.into());
+        return response;
     }
     request.extensions_mut().insert(Caller {
         key_id: record.id.clone(),
         rpm_limit: record.rpm_limit,
     });
     let response = next.run(request).await;
+    // One write per request: the handler leaves its token counts in the response.
+    let usage = UsageRow {
+        requests: 1,
+        ..response
+            .extensions()
+            .get::<UsageRow>()
+            .copied()
+            .unwrap_or_default()
+    };
+    if let Err(err) = state.db.add_usage(&record.id, usage).await {
+        tracing::error!(%err, "usage update failed");
+    }
     tracing::info!(
         %method, %path, key = %record.id, status = response.status().as_u16(),
         ms = started.elapsed().as_millis() as u64

@@ -88,20 +88,21 @@ async fn chat_completions(
         Ok(Ok(answer)) => answer,
     };
     let mut answer = answer;
+    let node_id = node_id(&node.name, answer.node_id());
+    tracing::debug!(key = %caller.key_id, model = %request.model, node = %node_id, "answered");
     answer.metadata = Some(Metadata {
-        node_id: Some(node_id(&node.name, answer.node_id())),
+        node_id: Some(node_id),
     });
-    if let Some(usage) = answer.usage {
-        let delta = UsageRow {
-            prompt_tokens: usage.prompt_tokens,
-            completion_tokens: usage.completion_tokens,
-            ..UsageRow::default()
-        };
-        if let Err(err) = state.db.add_usage(&caller.key_id, delta).await {
-            tracing::error!(%err, "usage update failed");
-        }
+    let usage = answer.usage.map(|usage| UsageRow {
+        prompt_tokens: usage.prompt_tokens,
+        completion_tokens: usage.completion_tokens,
+        ..UsageRow::default()
+    });
+    let mut response = axum::Json(answer).into_response();
+    if let Some(usage) = usage {
+        response.extensions_mut().insert(usage);
     }
-    axum::Json(answer).into_response()
+    response
 }
 
 /// The serving node, and the upstream's own node when it names one.
