@@ -1,3 +1,4 @@
+//! `gepa-lab chat`: one message to a model, the answer on stdout.
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -20,7 +21,7 @@ pub struct Args {
     #[command(flatten)]
     pub inference: InferenceArgs,
     /// Model id. Repeat to name fallbacks, tried in order when a model has no node (503).
-    #[arg(long = "model", required = true)]
+    #[arg(long = "model", value_name = "MODEL", required = true)]
     pub models: Vec<String>,
     /// System message.
     #[arg(long)]
@@ -35,8 +36,10 @@ pub struct Args {
     /// Print the answer as it is generated.
     #[arg(long)]
     pub stream: bool,
+    /// Most tokens to generate (the service's default is 2048).
     #[arg(long)]
     pub max_tokens: Option<u32>,
+    /// Sampling temperature (the service's default is 0.7).
     #[arg(long)]
     pub temperature: Option<f64>,
     /// The user message.

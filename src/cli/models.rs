@@ -1,3 +1,4 @@
+//! `gepa-lab models`: the models of an inference API as a table.
 use std::process::ExitCode;
 
 use anyhow::Context;

@@ -1,3 +1,4 @@
+//! `gepa-lab serve`: start the local server and report its address.
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -21,11 +22,12 @@ pub struct Args {
     /// Where answers come from: `sim` or `sim:OPTIONS` (the simulated model, for tests), or the
     /// http(s) base URL of an OpenAI-compatible server. Repeat to add nodes; a model served by
     /// several upstreams has that many nodes.
-    #[arg(long = "upstream", required = true)]
+    #[arg(long = "upstream", value_name = "UPSTREAM", required = true)]
     pub upstreams: Vec<UpstreamSpec>,
     /// A key to accept, with its requests-per-minute limit: KEY[:RPM] (default 60). Repeatable.
     #[arg(
         long = "api-key",
+        value_name = "KEY[:RPM]",
         env = "GEPA_LAB_SERVE_KEYS",
         value_delimiter = ',',
         hide_env_values = true

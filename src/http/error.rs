@@ -1,3 +1,4 @@
+//! `ApiError`, the one error type of the HTTP layer, and reading `Retry-After`.
 use std::time::Duration;
 
 use reqwest::StatusCode;

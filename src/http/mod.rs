@@ -201,10 +201,6 @@ impl HttpClient {
         })
     }
 
-    pub fn base_url(&self) -> &str {
-        self.base_url.as_str()
-    }
-
     pub fn stats(&self) -> Stats {
         Stats {
             attempts: self.counters.attempts.load(Ordering::Relaxed),

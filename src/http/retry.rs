@@ -36,14 +36,6 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
-    /// A policy that sends each request once; for callers that handle failures themselves.
-    pub fn never() -> Self {
-        RetryPolicy {
-            max_attempts: 1,
-            ..RetryPolicy::default()
-        }
-    }
-
     /// Exponential backoff for retry number `retry` (0 for the first retry), scaled by `jitter`
     /// in [0, 1): the wait is drawn from the upper half of the exponential step ("equal
     /// jitter"), so concurrent clients spread out but none retries immediately.
@@ -205,7 +197,11 @@ mod tests {
             Decision::GiveUp
         );
         assert_eq!(
-            RetryPolicy::never().decide(1, Duration::ZERO, &status(500, None), 0.5),
+            RetryPolicy {
+                max_attempts: 1,
+                ..p
+            }
+            .decide(1, Duration::ZERO, &status(500, None), 0.5),
             Decision::GiveUp
         );
     }

@@ -35,10 +35,6 @@ impl Fallback {
         Ok(Fallback { inference, models })
     }
 
-    pub fn models(&self) -> &[String] {
-        &self.models
-    }
-
     /// Sends `request` to each model in turn (its own `model` field is replaced) until one is
     /// not unavailable.
     pub async fn chat(

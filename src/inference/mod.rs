@@ -7,7 +7,6 @@
 //! Not here: retries, pacing and the HTTP error type (`http`), the routes that serve this API
 //! (`server`), and what callers do with answers (scoring, replay).
 use std::pin::Pin;
-use std::sync::Arc;
 
 use async_trait::async_trait;
 use futures::Stream;
@@ -48,21 +47,6 @@ pub trait Inference: Send + Sync {
     /// The answer as it is generated. Errors that happen before the first chunk (401, 429, 503)
     /// are returned here; errors during the stream are items of it.
     async fn chat_stream(&self, request: &ChatRequest) -> Result<ChunkStream, InferenceError>;
-}
-
-#[async_trait]
-impl<T: Inference + ?Sized> Inference for Arc<T> {
-    async fn models(&self) -> Result<Vec<Model>, InferenceError> {
-        (**self).models().await
-    }
-
-    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, InferenceError> {
-        (**self).chat(request).await
-    }
-
-    async fn chat_stream(&self, request: &ChatRequest) -> Result<ChunkStream, InferenceError> {
-        (**self).chat_stream(request).await
-    }
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -233,10 +233,6 @@ impl SimModel {
         }
     }
 
-    pub fn config(&self) -> &SimConfig {
-        &self.config
-    }
-
     /// Checks, waits and fails as configured; on success returns the fault that shapes the
     /// answer (`None`, `Slow`, `Truncated` or `NonConforming`).
     async fn admit(&self, request: &ChatRequest) -> Result<Fault, InferenceError> {
