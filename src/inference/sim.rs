@@ -170,7 +170,8 @@ impl FromStr for SimConfig {
 ///   optimizers therefore get a different, parseable candidate for each reflection prompt.
 /// - **Classification**: when a line reads `Answer with one of: a, b, c` (also `one of:`,
 ///   `labels:`, `options:`, `choices:`, `choose from:`, `categories:`, or those words followed
-///   by a bullet list), the answer is exactly one of those labels, picked by a hash of the
+///   by a bullet list) in the last user message, or else in an earlier message such as the
+///   system instruction, the answer is exactly one of those labels, picked by a hash of the
 ///   whole prompt (system message included). A different instruction thus yields different
 ///   picks across rows, and so a different accuracy, which is what an optimizer needs to see.
 /// - **Structured output**: with a `json_schema` response format, a JSON value built from the
@@ -430,7 +431,9 @@ fn answer_text(request: &ChatRequest, rng: &mut ChaCha8Rng) -> String {
         .find(|m| m.role == Role::User)
         .map(|m| m.text())
         .unwrap_or_default();
-    match task_of(&last_user) {
+    // Labels are often listed in the instruction (system message) rather than with the input.
+    let earlier: Vec<String> = request.messages.iter().rev().map(|m| m.text()).collect();
+    match task_of(&last_user, &earlier) {
         Task::Rewrite(current) => rewrite(&current, rng),
         Task::Classify(labels) => labels[rng.random_range(0..labels.len())].clone(),
         Task::Free => {
@@ -448,14 +451,18 @@ fn answer_text(request: &ChatRequest, rng: &mut ChaCha8Rng) -> String {
     }
 }
 
-fn task_of(message: &str) -> Task {
+/// `message` is the last user message; `others` every message, newest first, where labels are
+/// looked for when the message itself lists none.
+fn task_of(message: &str, others: &[String]) -> Task {
     if let Some((before, block, after)) = fenced_block(message) {
         let context = format!("{before} {after}").to_lowercase();
         if context.contains("instruction") || context.contains("prompt") {
             return Task::Rewrite(block.to_owned());
         }
     }
-    match candidate_labels(message) {
+    let labels =
+        candidate_labels(message).or_else(|| others.iter().find_map(|text| candidate_labels(text)));
+    match labels {
         Some(labels) => Task::Classify(labels),
         None => Task::Free,
     }
@@ -736,6 +743,20 @@ mod tests {
             picks_by_prompt.push(picks);
         }
         assert_ne!(picks_by_prompt[0], picks_by_prompt[1]);
+        // Labels given in the instruction rather than with the input count too.
+        let answer = model
+            .chat(&ask(
+                "sim-text",
+                "Label the mood. Options: calm | tense",
+                "The storm broke.",
+            ))
+            .await
+            .unwrap();
+        assert!(
+            ["calm", "tense"].contains(&answer.content()),
+            "{}",
+            answer.content()
+        );
         // Bullet lists and other markers work too.
         let answer = model
             .chat(&ask("sim-text", "", "Which?\nLabels:\n- spam\n- ham\n"))
