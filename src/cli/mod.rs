@@ -4,10 +4,15 @@
 //! exit code. `anyhow` is used here and only here; library modules return their own error enums.
 use std::process::ExitCode;
 
+use anyhow::Context;
 use clap::{Parser, Subcommand};
 
+mod chat;
+mod inference_args;
+mod models;
 mod plan;
 mod schema;
+mod serve;
 mod validate;
 
 /// Exit codes shared by every subcommand.
@@ -38,6 +43,12 @@ enum Command {
     Plan(plan::Args),
     /// Print the JSON Schema of the experiment file format (for editors).
     Schema(schema::Args),
+    /// List the models of an inference API, most available first.
+    Models(models::Args),
+    /// Send one chat message to an inference API and print the answer.
+    Chat(chat::Args),
+    /// Serve the inference API on this machine, backed by upstream servers or the simulated model.
+    Serve(serve::Args),
 }
 
 /// Options that change how experiments are checked and estimated, shared by `validate`, `plan`
@@ -80,6 +91,9 @@ pub fn main() -> ExitCode {
         Command::Validate(args) => validate::run(args),
         Command::Plan(args) => plan::run(args),
         Command::Schema(args) => schema::run(args),
+        Command::Models(args) => models::run(args),
+        Command::Chat(args) => chat::run(args),
+        Command::Serve(args) => serve::run(args),
     };
     match result {
         Ok(code) => code,
@@ -88,4 +102,12 @@ pub fn main() -> ExitCode {
             ExitCode::from(exit::FAILURE)
         }
     }
+}
+
+/// The async runtime for subcommands that talk to services.
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
 }

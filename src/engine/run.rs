@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use futures_util::future::join_all;
+use futures::future::join_all;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 

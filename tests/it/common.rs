@@ -1,6 +1,110 @@
-//! Helpers shared by the integration tests.
+//! Helpers shared by the integration tests: running the binary, and starting `gepa-lab serve`
+//! on an ephemeral port with clients for it.
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, ChildStdout, Command, Output, Stdio};
+use std::time::Duration;
+
+use gepa_lab::http::{RetryPolicy, Secret};
+use gepa_lab::inference::{HttpInference, InferenceConfig};
+
+/// A running `serve`, killed when dropped.
+pub struct Serve {
+    child: Child,
+    _stdout: BufReader<ChildStdout>,
+    pub url: String,
+    pub db: PathBuf,
+    dir: tempfile::TempDir,
+}
+
+impl Serve {
+    /// Starts `serve` with these `--upstream` specs and `--api-key` specs.
+    pub fn start(upstreams: &[&str], keys: &[&str]) -> Serve {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let db = dir.path().join("serve.sqlite3");
+        let log = std::fs::File::create(dir.path().join("serve.log")).expect("log file");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_gepa-lab"));
+        command
+            .args(["serve", "--bind", "127.0.0.1:0", "--db"])
+            .arg(&db)
+            .env_remove("GEPA_LAB_SERVE_KEYS")
+            .env_remove("GEPA_LAB_UPSTREAM_KEY")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log);
+        for upstream in upstreams {
+            command.args(["--upstream", upstream]);
+        }
+        for key in keys {
+            command.args(["--api-key", key]);
+        }
+        let mut child = command.spawn().expect("spawn gepa-lab serve");
+        let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
+        let mut first = String::new();
+        stdout
+            .read_line(&mut first)
+            .expect("read serve's first line");
+        let Some(addr) = first.trim().strip_prefix("listening on ") else {
+            let _ = child.kill();
+            let log = std::fs::read_to_string(dir.path().join("serve.log")).unwrap_or_default();
+            panic!("serve did not start: first line {first:?}; log:\n{log}");
+        };
+        Serve {
+            url: addr.to_owned(),
+            child,
+            _stdout: stdout,
+            db,
+            dir,
+        }
+    }
+
+    /// A client with fast retries, as a test wants them.
+    pub fn client(&self, key: Option<&str>) -> HttpInference {
+        self.client_with(key, None)
+    }
+
+    pub fn client_with(&self, key: Option<&str>, rpm: Option<u32>) -> HttpInference {
+        let mut config = InferenceConfig::new(self.url.clone(), key.map(Secret::new));
+        config.rpm = rpm.and_then(std::num::NonZeroU32::new);
+        config.retry = RetryPolicy {
+            base_delay: Duration::from_millis(20),
+            max_elapsed: Duration::from_secs(30),
+            ..config.retry
+        };
+        HttpInference::new(config).expect("client")
+    }
+
+    /// What the server logged so far, for failure messages.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("serve.log")).unwrap_or_default()
+    }
+
+    /// `(requests, rate_limited, prompt_tokens)` recorded for the only key with that rpm.
+    pub fn usage_of_key_with_rpm(&self, rpm: u32) -> (u64, u64, u64) {
+        let conn = rusqlite::Connection::open(&self.db).expect("open db");
+        conn.query_row(
+            "SELECT u.requests, u.rate_limited, u.prompt_tokens FROM usage u
+             JOIN api_keys k ON k.id = u.key_id WHERE k.rpm_limit = ?1",
+            [rpm],
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+        )
+        .expect("usage row")
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A plain reqwest client, for checking raw statuses, headers and bodies.
+pub fn raw() -> reqwest::Client {
+    gepa_lab::http::client_builder()
+        .build()
+        .expect("reqwest client")
+}
 
 /// The repository root; tests run the binary from here, as the README does.
 pub fn root() -> PathBuf {

@@ -1,0 +1,235 @@
+//! `gepa-lab chat`: one message to a model, the answer on stdout.
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use base64::Engine;
+use futures::StreamExt;
+
+use super::exit;
+use super::inference_args::InferenceArgs;
+use crate::inference::wire::{JsonSchemaFormat, ResponseFormat, UrlRef};
+use crate::inference::{
+    ChatMessage, ChatRequest, Content, ContentPart, Fallback, InferenceError, Role, check_schema,
+    validate_answer,
+};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    pub inference: InferenceArgs,
+    /// Model id. Repeat to name fallbacks, tried in order when a model has no node (503).
+    #[arg(long = "model", value_name = "MODEL", required = true)]
+    pub models: Vec<String>,
+    /// System message.
+    #[arg(long)]
+    pub system: Option<String>,
+    /// Image file (png, jpeg, gif, webp) sent inline as a base64 data URL; needs a vision
+    /// model (an id containing "-vl").
+    #[arg(long)]
+    pub image: Option<PathBuf>,
+    /// JSON Schema file: asks for structured output and checks the answer against it.
+    #[arg(long)]
+    pub schema: Option<PathBuf>,
+    /// Print the answer as it is generated.
+    #[arg(long)]
+    pub stream: bool,
+    /// Most tokens to generate (the service's default is 2048).
+    #[arg(long)]
+    pub max_tokens: Option<u32>,
+    /// Sampling temperature (the service's default is 0.7).
+    #[arg(long)]
+    pub temperature: Option<f64>,
+    /// The user message.
+    pub text: String,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let content = match &args.image {
+        None => Content::Text(args.text.clone()),
+        Some(path) => Content::Parts(vec![
+            ContentPart::Text {
+                text: args.text.clone(),
+            },
+            ContentPart::ImageUrl {
+                image_url: UrlRef {
+                    url: data_url(path)?,
+                },
+            },
+        ]),
+    };
+    let mut messages = Vec::new();
+    if let Some(system) = &args.system {
+        messages.push(ChatMessage::system(system.clone()));
+    }
+    messages.push(ChatMessage {
+        role: Role::User,
+        content,
+    });
+    let mut request = ChatRequest::new(args.models[0].clone(), messages);
+    request.max_tokens = args.max_tokens;
+    request.temperature = args.temperature;
+    if let Some(path) = &args.schema {
+        request.response_format = Some(ResponseFormat::JsonSchema {
+            json_schema: read_schema(path)?,
+        });
+    }
+    let client = Arc::new(args.inference.client()?);
+    let fallback = Fallback::new(client, args.models.clone())?;
+    let runtime = super::runtime()?;
+    let result = if args.stream {
+        runtime.block_on(stream(&fallback, &request))
+    } else {
+        runtime.block_on(plain(&fallback, &request))
+    };
+    match result {
+        Ok(code) => Ok(code),
+        Err(InferenceError::InvalidRequest { field, reason }) => {
+            eprintln!("error: {field}: {reason}");
+            Ok(ExitCode::from(exit::INVALID))
+        }
+        Err(InferenceError::SchemaMismatch {
+            content, errors, ..
+        }) => {
+            println!("{content}");
+            report_mismatch(&errors);
+            Ok(ExitCode::from(exit::INVALID))
+        }
+        Err(err) => Err(err).context("chat"),
+    }
+}
+
+async fn plain(fallback: &Fallback, request: &ChatRequest) -> Result<ExitCode, InferenceError> {
+    let answered = fallback.chat(request).await?;
+    println!("{}", answered.response.content());
+    note_answerer(
+        &answered.model,
+        &answered.unavailable,
+        answered.response.node_id(),
+    );
+    Ok(ExitCode::from(exit::OK))
+}
+
+async fn stream(fallback: &Fallback, request: &ChatRequest) -> Result<ExitCode, InferenceError> {
+    let answered = fallback.chat_stream(request).await?;
+    let mut chunks = answered.response;
+    let mut content = String::new();
+    let mut node = None;
+    let mut stdout = std::io::stdout();
+    while let Some(chunk) = chunks.next().await {
+        let chunk = match chunk {
+            Ok(chunk) => chunk,
+            Err(err) => {
+                // Keep what arrived visible, on its own line, before the error.
+                println!();
+                return Err(err);
+            }
+        };
+        if node.is_none() {
+            node = chunk.metadata.as_ref().and_then(|m| m.node_id.clone());
+        }
+        content.push_str(chunk.content());
+        print!("{}", chunk.content());
+        // A failed flush only delays the text; the answer is still complete at the end.
+        stdout.flush().ok();
+    }
+    println!();
+    note_answerer(&answered.model, &answered.unavailable, node.as_deref());
+    if let Some(schema) = request.json_schema()
+        && let Err(errors) = validate_answer(schema, &content)
+    {
+        report_mismatch(&errors);
+        return Ok(ExitCode::from(exit::INVALID));
+    }
+    Ok(ExitCode::from(exit::OK))
+}
+
+fn note_answerer(model: &str, unavailable: &[String], node: Option<&str>) {
+    if !unavailable.is_empty() {
+        eprintln!(
+            "note: no node for {}; answered by {model}",
+            unavailable.join(", ")
+        );
+    }
+    if let Some(node) = node {
+        eprintln!("model {model}, node {node}");
+    }
+}
+
+fn report_mismatch(errors: &[String]) {
+    eprintln!("error: the answer does not conform to the schema:");
+    for error in errors {
+        eprintln!("  - {error}");
+    }
+}
+
+fn data_url(path: &Path) -> anyhow::Result<String> {
+    let extension = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    let media_type = match extension.as_deref() {
+        Some("png") => "image/png",
+        Some("jpg" | "jpeg") => "image/jpeg",
+        Some("gif") => "image/gif",
+        Some("webp") => "image/webp",
+        other => anyhow::bail!(
+            "--image {}: unsupported image type {:?} (png, jpeg, gif, webp)",
+            path.display(),
+            other.unwrap_or("")
+        ),
+    };
+    let bytes = std::fs::read(path).with_context(|| format!("--image {}", path.display()))?;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(bytes);
+    Ok(format!("data:{media_type};base64,{encoded}"))
+}
+
+fn read_schema(path: &Path) -> anyhow::Result<JsonSchemaFormat> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("--schema {}", path.display()))?;
+    let schema: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("--schema {}: not JSON", path.display()))?;
+    check_schema(&schema)
+        .map_err(|reason| anyhow::anyhow!("--schema {}: {reason}", path.display()))?;
+    let name = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .filter(|s| !s.is_empty())
+        .unwrap_or("answer")
+        .to_owned();
+    Ok(JsonSchemaFormat { name, schema })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn images_become_base64_data_urls_by_extension() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pixel.PNG");
+        std::fs::write(&path, [0x89, b'P', b'N', b'G']).unwrap();
+        assert_eq!(data_url(&path).unwrap(), "data:image/png;base64,iVBORw==");
+        let bmp = dir.path().join("x.bmp");
+        std::fs::write(&bmp, [0]).unwrap();
+        assert!(
+            data_url(&bmp)
+                .unwrap_err()
+                .to_string()
+                .contains("unsupported")
+        );
+    }
+
+    #[test]
+    fn schema_files_are_checked_and_named_after_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("verdict.json");
+        std::fs::write(&path, r#"{"type":"object"}"#).unwrap();
+        assert_eq!(read_schema(&path).unwrap().name, "verdict");
+        std::fs::write(&path, r#"{"type":"nope"}"#).unwrap();
+        let err = read_schema(&path).unwrap_err().to_string();
+        assert!(err.contains("verdict.json"), "{err}");
+    }
+}

@@ -1,0 +1,94 @@
+//! `gepa-lab serve`: start the local server and report its address.
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+
+use super::exit;
+use super::inference_args::parse_secret;
+use crate::http::Secret;
+use crate::server::{AppState, KeySpec, ServeConfig, Server, UpstreamSpec};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Address to listen on; port 0 picks a free port (the first line of output names it).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub bind: SocketAddr,
+    /// SQLite file holding keys and usage; created if missing.
+    #[arg(long, default_value = "gepa-lab-serve.sqlite3")]
+    pub db: PathBuf,
+    /// Where answers come from: `sim` or `sim:OPTIONS` (the simulated model, for tests), or the
+    /// http(s) base URL of an OpenAI-compatible server. Repeat to add nodes; a model served by
+    /// several upstreams has that many nodes.
+    #[arg(long = "upstream", value_name = "UPSTREAM", required = true)]
+    pub upstreams: Vec<UpstreamSpec>,
+    /// A key to accept, with its requests-per-minute limit: KEY[:RPM] (default 60). Repeatable.
+    #[arg(
+        long = "api-key",
+        value_name = "KEY[:RPM]",
+        env = "GEPA_LAB_SERVE_KEYS",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    pub keys: Vec<KeySpec>,
+    /// Bearer key for http(s) upstreams.
+    #[arg(long, env = "GEPA_LAB_UPSTREAM_KEY", hide_env_values = true, value_parser = parse_secret)]
+    pub upstream_key: Option<Secret>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    // Logs go to stderr: stdout's first line is the address, which scripts and tests read.
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .try_init()
+        .ok();
+    let config = ServeConfig {
+        db: args.db,
+        keys: args.keys,
+        upstreams: args.upstreams,
+        upstream_key: args.upstream_key,
+    };
+    super::runtime()?.block_on(async {
+        let state = AppState::new(&config)
+            .await
+            .context("starting the server")?;
+        let server = Server::bind(args.bind, state).await?;
+        let addr = server.local_addr()?;
+        let mut stdout = std::io::stdout();
+        writeln!(stdout, "listening on http://{addr}").context("writing to stdout")?;
+        stdout.flush().context("writing to stdout")?;
+        server.run(shutdown_signal()).await?;
+        Ok(ExitCode::from(exit::OK))
+    })
+}
+
+/// Ctrl-C or SIGTERM; requests in flight are finished first.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+    tracing::info!("shutting down");
+}

@@ -1,0 +1,126 @@
+//! `ApiError`, the one error type of the HTTP layer, and reading `Retry-After`.
+use std::time::Duration;
+
+use reqwest::StatusCode;
+
+/// What went wrong talking to a service, with what a caller needs to act on it.
+///
+/// Service error bodies are plain text (see `protocol-notes.md`), so `body` keeps them verbatim
+/// rather than trying to parse a JSON error object.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The service answered with a non-success status.
+    #[error("{status}{}: {}", retry_after_note(*.retry_after), body_excerpt(.body))]
+    Status {
+        status: StatusCode,
+        /// The `Retry-After` header in seconds, when the service sent one.
+        retry_after: Option<Duration>,
+        /// The raw response body (plain text on this API).
+        body: String,
+    },
+    /// No HTTP answer: connection refused or reset, DNS failure, time-out.
+    #[error("request failed: {0}")]
+    Transport(#[source] reqwest::Error),
+    /// A success status whose body is not the JSON we expected; the raw text is kept.
+    #[error("response body does not parse ({source}): {}", body_excerpt(.body))]
+    Decode {
+        #[source]
+        source: serde_json::Error,
+        body: String,
+    },
+    /// The client itself could not be set up (bad base URL, bad header value, bad TLS setup).
+    #[error("invalid client configuration: {0}")]
+    Config(String),
+}
+
+impl ApiError {
+    pub fn status(&self) -> Option<StatusCode> {
+        match self {
+            ApiError::Status { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ApiError::Status { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+}
+
+fn retry_after_note(retry_after: Option<Duration>) -> String {
+    retry_after
+        .map(|d| format!(" (retry after {}s)", d.as_secs()))
+        .unwrap_or_default()
+}
+
+/// Bodies can be whole HTML error pages from a proxy; a log line needs only the start.
+fn body_excerpt(body: &str) -> String {
+    const MAX: usize = 300;
+    let trimmed = body.trim();
+    if trimmed.is_empty() {
+        return "(empty body)".to_owned();
+    }
+    match trimmed.char_indices().nth(MAX) {
+        Some((cut, _)) => format!("{}…", &trimmed[..cut]),
+        None => trimmed.to_owned(),
+    }
+}
+
+/// Parses `Retry-After` as the contract gives it: whole seconds. The HTTP-date form is not used
+/// by these services; a value we cannot read is treated as absent, so backoff applies instead.
+pub(crate) fn parse_retry_after(value: &str) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(secs) = value.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    value
+        .parse::<f64>()
+        .ok()
+        .filter(|secs| secs.is_finite() && *secs >= 0.0)
+        .map(Duration::from_secs_f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_reads_whole_and_fractional_seconds() {
+        assert_eq!(parse_retry_after("3"), Some(Duration::from_secs(3)));
+        assert_eq!(parse_retry_after(" 0 "), Some(Duration::ZERO));
+        assert_eq!(parse_retry_after("1.5"), Some(Duration::from_millis(1500)));
+        assert_eq!(parse_retry_after("-1"), None);
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
+    }
+
+    #[test]
+    fn status_error_message_keeps_status_retry_after_and_body() {
+        let err = ApiError::Status {
+            status: StatusCode::TOO_MANY_REQUESTS,
+            retry_after: Some(Duration::from_secs(2)),
+            body: "rate limit exceeded".into(),
+        };
+        let text = err.to_string();
+        assert!(text.contains("429"), "{text}");
+        assert!(text.contains("retry after 2s"), "{text}");
+        assert!(text.contains("rate limit exceeded"), "{text}");
+        assert_eq!(err.retry_after(), Some(Duration::from_secs(2)));
+    }
+
+    #[test]
+    fn long_bodies_are_cut_in_messages_but_kept_whole() {
+        let body = "x".repeat(1000);
+        let err = ApiError::Status {
+            status: StatusCode::BAD_GATEWAY,
+            retry_after: None,
+            body: body.clone(),
+        };
+        assert!(err.to_string().len() < 400);
+        match err {
+            ApiError::Status { body: kept, .. } => assert_eq!(kept, body),
+            _ => unreachable!(),
+        }
+    }
+}

@@ -1,0 +1,366 @@
+//! The one HTTP client layer of gepa-lab: the shared reqwest client builder, authentication as a
+//! parameter (Bearer for the inference API, a named header such as `x-api-key` for the evolution
+//! API), client-side pacing to a requests-per-minute limit, the retry loop, and `ApiError`.
+//!
+//! It knows nothing about any service's paths or wire types; `inference` and `evolution` build
+//! their clients on `HttpClient`. Secrets passed in are held in `Secret`, which never prints.
+use std::fmt;
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use rand::{Rng, SeedableRng};
+use reqwest::header::{HeaderName, HeaderValue, RETRY_AFTER};
+use reqwest::{Method, Response, Url};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+mod error;
+mod retry;
+
+pub use error::ApiError;
+pub(crate) use error::parse_retry_after;
+pub use retry::{Decision, RetryPolicy};
+
+/// The reqwest builder every client of gepa-lab starts from, so TLS (rustls), the user agent and
+/// the connect time-out are decided once.
+pub fn client_builder() -> reqwest::ClientBuilder {
+    reqwest::Client::builder()
+        .user_agent(concat!("gepa-lab/", env!("CARGO_PKG_VERSION")))
+        .connect_timeout(Duration::from_secs(10))
+}
+
+/// A credential. `Debug` shows only that one is set, and there is no `Display`, so a key cannot
+/// reach a log line or an error message by accident.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Secret(value.into())
+    }
+
+    /// The secret itself, for the one place that must send or hash it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+/// How requests prove who sends them.
+#[derive(Debug, Clone)]
+pub enum Auth {
+    None,
+    /// `Authorization: Bearer <key>` (the inference API).
+    Bearer(Secret),
+    /// A header of its own, e.g. `x-api-key: <key>` (the evolution API).
+    Header {
+        name: HeaderName,
+        value: Secret,
+    },
+}
+
+/// Everything that shapes one `HttpClient`.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// Service address; request paths are appended to it.
+    pub base_url: String,
+    pub auth: Auth,
+    /// Client-side pacing to the key's requests-per-minute limit; `None` sends as fast as asked.
+    pub rpm: Option<NonZeroU32>,
+    pub retry: RetryPolicy,
+    /// Time-out for one attempt, response body included, unless a call sets its own.
+    pub timeout: Duration,
+}
+
+impl ClientConfig {
+    pub fn new(base_url: impl Into<String>, auth: Auth) -> Self {
+        ClientConfig {
+            base_url: base_url.into(),
+            auth,
+            rpm: None,
+            retry: RetryPolicy::default(),
+            timeout: Duration::from_secs(130),
+        }
+    }
+}
+
+/// Counts of what a client has seen since it was made; shared by its clones.
+#[derive(Debug, Default)]
+struct Counters {
+    attempts: AtomicU64,
+    retries: AtomicU64,
+    rate_limited: AtomicU64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Stats {
+    /// Requests put on the wire, retries included.
+    pub attempts: u64,
+    /// Attempts that were followed by another one.
+    pub retries: u64,
+    /// 429 answers received.
+    pub rate_limited: u64,
+}
+
+/// One request to send: rebuilt from these parts on every attempt, since a reqwest request
+/// (and a streamed body) cannot be replayed.
+#[derive(Debug, Clone)]
+pub struct Call {
+    pub method: Method,
+    pub path: String,
+    body: Option<Vec<u8>>,
+    pub timeout: Option<Duration>,
+}
+
+impl Call {
+    pub fn get(path: impl Into<String>) -> Self {
+        Call {
+            method: Method::GET,
+            path: path.into(),
+            body: None,
+            timeout: None,
+        }
+    }
+
+    pub fn post_json<B: Serialize + ?Sized>(
+        path: impl Into<String>,
+        body: &B,
+    ) -> Result<Self, ApiError> {
+        let body = serde_json::to_vec(body)
+            .map_err(|e| ApiError::Config(format!("request body does not serialise: {e}")))?;
+        Ok(Call {
+            method: Method::POST,
+            path: path.into(),
+            body: Some(body),
+            timeout: None,
+        })
+    }
+
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+}
+
+/// A paced, retrying client for one service and one credential. Cheap to clone; clones share
+/// the connection pool, the pacing and the counters.
+#[derive(Clone)]
+pub struct HttpClient {
+    inner: reqwest::Client,
+    base_url: Url,
+    auth: Auth,
+    retry: RetryPolicy,
+    timeout: Duration,
+    pacing: Option<Arc<DefaultDirectRateLimiter>>,
+    counters: Arc<Counters>,
+}
+
+impl fmt::Debug for HttpClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpClient")
+            .field("base_url", &self.base_url.as_str())
+            .field("auth", &self.auth)
+            .field("retry", &self.retry)
+            .field("paced", &self.pacing.is_some())
+            .finish()
+    }
+}
+
+impl HttpClient {
+    pub fn new(config: ClientConfig) -> Result<Self, ApiError> {
+        let inner = client_builder()
+            .build()
+            .map_err(|e| ApiError::Config(format!("HTTP client: {e}")))?;
+        let base = config.base_url.trim_end_matches('/');
+        let base_url =
+            Url::parse(base).map_err(|e| ApiError::Config(format!("base URL {base:?}: {e}")))?;
+        if !matches!(base_url.scheme(), "http" | "https") {
+            return Err(ApiError::Config(format!(
+                "base URL {base:?}: scheme must be http or https"
+            )));
+        }
+        let pacing = config
+            .rpm
+            .map(|rpm| Arc::new(RateLimiter::direct(pacing_quota(rpm))));
+        Ok(HttpClient {
+            inner,
+            base_url,
+            auth: config.auth,
+            retry: config.retry,
+            timeout: config.timeout,
+            pacing,
+            counters: Arc::default(),
+        })
+    }
+
+    pub fn stats(&self) -> Stats {
+        Stats {
+            attempts: self.counters.attempts.load(Ordering::Relaxed),
+            retries: self.counters.retries.load(Ordering::Relaxed),
+            rate_limited: self.counters.rate_limited.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Sends `call`, pacing every attempt and retrying as the policy says. Returns the response
+    /// of the first attempt with a success status, body unread (it may be a stream).
+    pub async fn send(&self, call: &Call) -> Result<Response, ApiError> {
+        let started = Instant::now();
+        let mut jitter = rand_chacha::ChaCha8Rng::seed_from_u64(jitter_seed());
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            if let Some(pacing) = &self.pacing {
+                pacing.until_ready().await;
+            }
+            self.counters.attempts.fetch_add(1, Ordering::Relaxed);
+            let error = match self.attempt(call).await {
+                Ok(response) => return Ok(response),
+                Err(error) => error,
+            };
+            if error.status() == Some(reqwest::StatusCode::TOO_MANY_REQUESTS) {
+                self.counters.rate_limited.fetch_add(1, Ordering::Relaxed);
+            }
+            match self
+                .retry
+                .decide(attempt, started.elapsed(), &error, jitter.random())
+            {
+                Decision::GiveUp => return Err(error),
+                Decision::RetryAfter(wait) => {
+                    tracing::debug!(path = %call.path, attempt, ?wait, %error, "retrying");
+                    self.counters.retries.fetch_add(1, Ordering::Relaxed);
+                    tokio::time::sleep(wait).await;
+                }
+            }
+        }
+    }
+
+    /// `send`, then the body read as JSON.
+    pub async fn send_json<T: DeserializeOwned>(&self, call: &Call) -> Result<T, ApiError> {
+        let response = self.send(call).await?;
+        let body = response.text().await.map_err(ApiError::Transport)?;
+        serde_json::from_str(&body).map_err(|source| ApiError::Decode { source, body })
+    }
+
+    async fn attempt(&self, call: &Call) -> Result<Response, ApiError> {
+        let url = format!(
+            "{}{}",
+            self.base_url.as_str().trim_end_matches('/'),
+            call.path
+        );
+        let mut request = self
+            .inner
+            .request(call.method.clone(), url)
+            .timeout(call.timeout.unwrap_or(self.timeout));
+        request = match &self.auth {
+            Auth::None => request,
+            Auth::Bearer(key) => request.bearer_auth(key.expose()),
+            Auth::Header { name, value } => {
+                let mut value = HeaderValue::from_str(value.expose())
+                    .map_err(|_| ApiError::Config(format!("{name} value is not a valid header")))?;
+                value.set_sensitive(true);
+                request.header(name.clone(), value)
+            }
+        };
+        if let Some(body) = &call.body {
+            request = request
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(body.clone());
+        }
+        let response = request.send().await.map_err(ApiError::Transport)?;
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
+        let retry_after = response
+            .headers()
+            .get(RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(parse_retry_after);
+        // A body that cannot be read is still an error with a status; keep what we have.
+        let body = response.text().await.unwrap_or_default();
+        Err(ApiError::Status {
+            status,
+            retry_after,
+            body,
+        })
+    }
+}
+
+/// Even spacing at the key's rate, with no burst: the server counts a burst against the same
+/// minute, and requests spaced exactly one period apart can never exceed a limit of `rpm` per
+/// minute however the server's window is aligned or how much latency jitter reorders arrivals.
+fn pacing_quota(rpm: NonZeroU32) -> Quota {
+    let period = Duration::from_secs(60) / rpm.get();
+    // `with_period` is `None` only for a zero period, impossible for rpm <= u32::MAX.
+    Quota::with_period(period.max(Duration::from_nanos(1)))
+        .unwrap_or_else(|| Quota::per_second(NonZeroU32::MIN))
+}
+
+/// Jitter only has to differ between concurrent callers, not be unpredictable.
+fn jitter_seed() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or_default();
+    now ^ NEXT.fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_never_print() {
+        let auth = Auth::Bearer(Secret::new("dkn_live_abcdef"));
+        let shown = format!("{auth:?}");
+        assert!(!shown.contains("dkn_live"), "{shown}");
+        let client = HttpClient::new(ClientConfig::new("http://127.0.0.1:9", auth)).unwrap();
+        let shown = format!("{client:?}");
+        assert!(!shown.contains("abcdef"), "{shown}");
+    }
+
+    #[test]
+    fn base_url_must_be_http() {
+        for bad in ["ftp://example.org", "not a url", ""] {
+            let err = HttpClient::new(ClientConfig::new(bad, Auth::None)).unwrap_err();
+            assert!(matches!(err, ApiError::Config(_)), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn pacing_spaces_requests_one_period_apart() {
+        let quota = pacing_quota(NonZeroU32::new(120).unwrap());
+        assert_eq!(quota.replenish_interval(), Duration::from_millis(500));
+        assert_eq!(quota.burst_size().get(), 1);
+    }
+
+    #[tokio::test]
+    async fn connection_errors_are_retried_then_reported() {
+        // A port just released by the OS has no listener: every attempt is refused at once.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut config = ClientConfig::new(format!("http://127.0.0.1:{port}"), Auth::None);
+        config.retry = RetryPolicy {
+            max_attempts: 3,
+            base_delay: Duration::from_millis(1),
+            ..RetryPolicy::default()
+        };
+        let client = HttpClient::new(config).unwrap();
+        let err = client.send(&Call::get("/v1/models")).await.unwrap_err();
+        assert!(matches!(err, ApiError::Transport(_)), "{err}");
+        assert_eq!(client.stats().attempts, 3);
+        assert_eq!(client.stats().retries, 2);
+    }
+}

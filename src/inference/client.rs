@@ -1,0 +1,238 @@
+//! `HttpInference`: the inference API, or any OpenAI-compatible server, over `http::HttpClient`.
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use eventsource_stream::Eventsource;
+use futures::StreamExt;
+
+use super::structured::validate_answer;
+use super::wire::{ChatRequest, ChatResponse, Model, ModelList, StreamChunk};
+use super::{ChunkStream, Inference, InferenceError, check_request};
+use crate::http::{ApiError, Auth, Call, ClientConfig, HttpClient, RetryPolicy, Secret, Stats};
+
+/// The public inference service.
+pub const DEFAULT_BASE_URL: &str = "https://inference.dria.co";
+
+/// Time granted beyond the request's own `timeout_secs`, so the server's time-out answer (with
+/// its status and body) arrives before ours fires.
+const TIMEOUT_GRACE: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Clone)]
+pub struct InferenceConfig {
+    pub base_url: String,
+    /// Sent as `Authorization: Bearer`; local servers (Ollama, llama.cpp) need none.
+    pub key: Option<Secret>,
+    /// The key's `rpmLimit`: requests are spaced so that the server never has to answer 429.
+    pub rpm: Option<NonZeroU32>,
+    pub retry: RetryPolicy,
+}
+
+impl InferenceConfig {
+    pub fn new(base_url: impl Into<String>, key: Option<Secret>) -> Self {
+        InferenceConfig {
+            base_url: base_url.into(),
+            key,
+            rpm: None,
+            // 503 means "no node serves this model": the fallback list, not waiting, helps.
+            retry: RetryPolicy {
+                retry_unavailable: false,
+                ..RetryPolicy::default()
+            },
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct HttpInference {
+    http: HttpClient,
+}
+
+impl HttpInference {
+    pub fn new(config: InferenceConfig) -> Result<Self, InferenceError> {
+        let auth = match config.key {
+            Some(key) => Auth::Bearer(key),
+            None => Auth::None,
+        };
+        let mut client = ClientConfig::new(config.base_url, auth);
+        client.rpm = config.rpm;
+        client.retry = config.retry;
+        Ok(HttpInference {
+            http: HttpClient::new(client)?,
+        })
+    }
+
+    /// Attempts, retries and 429s seen so far.
+    pub fn stats(&self) -> Stats {
+        self.http.stats()
+    }
+
+    fn chat_call(request: &ChatRequest, stream: bool) -> Result<Call, InferenceError> {
+        check_request(request)?;
+        let mut body = request.clone();
+        body.stream = stream.then_some(true);
+        let timeout = Duration::from_secs(request.timeout_secs()) + TIMEOUT_GRACE;
+        Ok(Call::post_json("/v1/chat/completions", &body)?.with_timeout(timeout))
+    }
+}
+
+#[async_trait]
+impl Inference for HttpInference {
+    async fn models(&self) -> Result<Vec<Model>, InferenceError> {
+        let list: ModelList = self.http.send_json(&Call::get("/v1/models")).await?;
+        Ok(list.data)
+    }
+
+    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, InferenceError> {
+        let call = Self::chat_call(request, false)?;
+        let response: ChatResponse = self.http.send_json(&call).await?;
+        if let Some(schema) = request.json_schema()
+            && let Err(errors) = validate_answer(schema, response.content())
+        {
+            return Err(InferenceError::SchemaMismatch {
+                model: response.model.clone(),
+                content: response.content().to_owned(),
+                errors,
+            });
+        }
+        Ok(response)
+    }
+
+    async fn chat_stream(&self, request: &ChatRequest) -> Result<ChunkStream, InferenceError> {
+        let call = Self::chat_call(request, true)?;
+        let response = self.http.send(&call).await?;
+        let events = response.bytes_stream().eventsource();
+        Ok(chunks_until_done(events))
+    }
+}
+
+/// Turns SSE events into chunks, stopping at `data: [DONE]`. If the events run out first, the
+/// last item is `StreamTruncated`: a short answer must never pass for a whole one.
+fn chunks_until_done<S, E>(events: S) -> ChunkStream
+where
+    S: futures::Stream<Item = Result<eventsource_stream::Event, E>> + Send + Unpin + 'static,
+    E: std::fmt::Display + Send,
+{
+    struct State<S> {
+        events: S,
+        chunks: usize,
+        finished: bool,
+    }
+    let state = State {
+        events,
+        chunks: 0,
+        finished: false,
+    };
+    Box::pin(futures::stream::unfold(state, |mut state| async move {
+        if state.finished {
+            return None;
+        }
+        loop {
+            let item = match state.events.next().await {
+                None => {
+                    state.finished = true;
+                    let chunks = state.chunks;
+                    return Some((Err(InferenceError::StreamTruncated { chunks }), state));
+                }
+                Some(Err(e)) => {
+                    state.finished = true;
+                    Err(InferenceError::Stream(e.to_string()))
+                }
+                Some(Ok(event)) => {
+                    let data = event.data.trim();
+                    if data == "[DONE]" {
+                        return None;
+                    }
+                    // Comments and keep-alives carry no data.
+                    if data.is_empty() {
+                        continue;
+                    }
+                    match serde_json::from_str::<StreamChunk>(data) {
+                        Ok(chunk) => {
+                            state.chunks += 1;
+                            Ok(chunk)
+                        }
+                        Err(source) => {
+                            state.finished = true;
+                            Err(InferenceError::Api(ApiError::Decode {
+                                source,
+                                body: data.to_owned(),
+                            }))
+                        }
+                    }
+                }
+            };
+            return Some((item, state));
+        }
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::stream;
+
+    fn events(lines: &[&str]) -> ChunkStream {
+        let body = lines.concat();
+        let bytes = stream::iter(vec![Ok::<_, std::convert::Infallible>(body.into_bytes())]);
+        chunks_until_done(bytes.eventsource())
+    }
+
+    async fn collect(stream: ChunkStream) -> Vec<Result<String, String>> {
+        stream
+            .map(|item| {
+                item.map(|c| c.content().to_owned())
+                    .map_err(|e| e.to_string())
+            })
+            .collect()
+            .await
+    }
+
+    #[tokio::test]
+    async fn a_stream_ends_cleanly_at_done() {
+        let got = collect(events(&[
+            "data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\n",
+            ": keep-alive\n\n",
+            "data: {\"choices\":[{\"delta\":{\"content\":\"lo\"}}]}\n\n",
+            "data: [DONE]\n\n",
+            "data: {\"choices\":[{\"delta\":{\"content\":\"ignored\"}}]}\n\n",
+        ]))
+        .await;
+        assert_eq!(got, vec![Ok("Hel".into()), Ok("lo".into())]);
+    }
+
+    #[tokio::test]
+    async fn a_stream_without_done_is_truncated() {
+        let got = collect(events(&[
+            "data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\n",
+        ]))
+        .await;
+        assert_eq!(got.len(), 2);
+        assert!(
+            got[1]
+                .as_ref()
+                .unwrap_err()
+                .contains("without [DONE] after 1 chunks")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_chunk_that_does_not_parse_ends_the_stream_with_an_error() {
+        let got = collect(events(&["data: {not json}\n\n", "data: [DONE]\n\n"])).await;
+        assert_eq!(got.len(), 1);
+        assert!(got[0].as_ref().unwrap_err().contains("{not json}"));
+    }
+
+    #[tokio::test]
+    async fn rule_violations_are_refused_before_anything_is_sent() {
+        // Nothing listens on this address; a request that went out would be a transport error.
+        let client = HttpInference::new(InferenceConfig::new("http://127.0.0.1:9", None)).unwrap();
+        let request = ChatRequest::new("m", vec![]);
+        let err = client.chat(&request).await.unwrap_err();
+        assert!(
+            matches!(err, InferenceError::InvalidRequest { .. }),
+            "{err}"
+        );
+        assert_eq!(client.stats().attempts, 0);
+    }
+}

@@ -1,0 +1,85 @@
+//! Text generation behind one trait, `Inference`, and everything that talks the inference API:
+//! its wire types (`wire`), the HTTP client for any OpenAI-compatible endpoint
+//! (`HttpInference`, with SSE streaming), the model-class rules checked before a request leaves,
+//! structured-output validation, fallback to the next model on 503, and `SimModel`, the
+//! deterministic stand-in used by tests.
+//!
+//! Not here: retries, pacing and the HTTP error type (`http`), the routes that serve this API
+//! (`server`), and what callers do with answers (scoring, replay).
+use std::pin::Pin;
+
+use async_trait::async_trait;
+use futures::Stream;
+
+use crate::http::ApiError;
+
+mod client;
+mod fallback;
+mod rules;
+mod sim;
+mod structured;
+pub mod wire;
+
+pub use client::{DEFAULT_BASE_URL, HttpInference, InferenceConfig};
+pub use fallback::{Answered, Fallback};
+pub use rules::{ModelClass, check_request};
+pub use sim::{Fault, SimConfig, SimConfigError, SimModel};
+pub use structured::{check_schema, validate_answer};
+pub use wire::{
+    ChatMessage, ChatRequest, ChatResponse, Content, ContentPart, Model, Role, StreamChunk,
+};
+
+/// Chunks of a streaming answer, in order. It ends after the server's `data: [DONE]`; a stream
+/// cut short yields `InferenceError::StreamTruncated` as its last item instead.
+pub type ChunkStream = Pin<Box<dyn Stream<Item = Result<StreamChunk, InferenceError>> + Send>>;
+
+/// A source of chat completions: the inference API or any OpenAI-compatible server, the
+/// embedded model, or the simulated one. Object-safe, so callers hold `Arc<dyn Inference>`.
+#[async_trait]
+pub trait Inference: Send + Sync {
+    /// Models this source serves, with how many nodes serve each.
+    async fn models(&self) -> Result<Vec<Model>, InferenceError>;
+
+    /// One complete answer. When the request carries a JSON schema, an answer that does not
+    /// conform is `InferenceError::SchemaMismatch`, not a success.
+    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, InferenceError>;
+
+    /// The answer as it is generated. Errors that happen before the first chunk (401, 429, 503)
+    /// are returned here; errors during the stream are items of it.
+    async fn chat_stream(&self, request: &ChatRequest) -> Result<ChunkStream, InferenceError>;
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum InferenceError {
+    /// The service (or, for `SimModel`, the simulated service) answered with an error status,
+    /// or could not be reached.
+    #[error(transparent)]
+    Api(#[from] ApiError),
+    /// The request breaks a rule of the contract and was not sent; `field` is its JSON path.
+    #[error("invalid request: {field}: {reason}")]
+    InvalidRequest { field: String, reason: String },
+    /// An SSE event or chunk that does not parse.
+    #[error("malformed stream: {0}")]
+    Stream(String),
+    /// The stream ended without `data: [DONE]`: the answer is incomplete.
+    #[error("stream ended without [DONE] after {chunks} chunks: the answer is incomplete")]
+    StreamTruncated { chunks: usize },
+    /// Structured output was asked for and the answer does not conform to the schema. The
+    /// answer is kept so that callers can still show or score it.
+    #[error("answer of {model} does not conform to the schema: {}", errors.join("; "))]
+    SchemaMismatch {
+        model: String,
+        content: String,
+        errors: Vec<String>,
+    },
+    /// Every model of a fallback list answered 503.
+    #[error("no node is available for any of the models {}", tried.join(", "))]
+    NoModelAvailable { tried: Vec<String> },
+}
+
+impl InferenceError {
+    /// True for the contract's "no node is available for the requested model".
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, InferenceError::Api(err) if err.status() == Some(reqwest::StatusCode::SERVICE_UNAVAILABLE))
+    }
+}

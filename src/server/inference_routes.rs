@@ -1,0 +1,217 @@
+//! `GET /v1/models` and `POST /v1/chat/completions` (plain and SSE) with the contract's status
+//! codes and plain-text error bodies: 400 naming the invalid parameter, 503 when no node serves
+//! the model, and the upstream's own 429/5xx passed on with their `Retry-After`.
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Extension, State};
+use axum::http::{StatusCode, header};
+use axum::response::sse::{Event, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use futures::StreamExt;
+
+use super::AppState;
+use super::auth::{Caller, text};
+use super::db::UsageRow;
+use crate::http::ApiError;
+use crate::inference::wire::{ChatRequest, Metadata, ModelList};
+use crate::inference::{ChunkStream, InferenceError, check_request};
+
+/// Images travel inline as base64 data URLs; axum's 2 MB default is too small for a photo.
+const BODY_LIMIT: usize = 32 * 1024 * 1024;
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/v1/models", get(list_models))
+        .route("/v1/chat/completions", post(chat_completions))
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+}
+
+async fn list_models(State(state): State<AppState>) -> Response {
+    axum::Json(ModelList {
+        data: state.catalog.models(),
+    })
+    .into_response()
+}
+
+async fn chat_completions(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    body: Bytes,
+) -> Response {
+    let mut deserializer = serde_json::Deserializer::from_slice(&body);
+    let request: ChatRequest = match serde_path_to_error::deserialize(&mut deserializer) {
+        Ok(request) => request,
+        Err(err) => {
+            let path = err.path().to_string();
+            let inner = err.into_inner();
+            let message = if !inner.is_data() {
+                format!("invalid parameters: the body is not JSON: {inner}")
+            } else if path == "." {
+                format!("invalid parameters: {inner}")
+            } else {
+                format!("invalid parameter {path}: {inner}")
+            };
+            return text(StatusCode::BAD_REQUEST, message);
+        }
+    };
+    if let Err(err) = check_request(&request) {
+        return error_response(&err);
+    }
+    let Some(node) = state.catalog.pick(&request.model) else {
+        return text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("no node is available for model {}", request.model),
+        );
+    };
+    let deadline = Duration::from_secs(request.timeout_secs());
+    let timed_out = || {
+        text(
+            StatusCode::GATEWAY_TIMEOUT,
+            format!("generation timed out after {} s", deadline.as_secs()),
+        )
+    };
+    if request.stream == Some(true) {
+        let started = tokio::time::timeout(deadline, node.inference.chat_stream(&request)).await;
+        return match started {
+            Err(_) => timed_out(),
+            Ok(Err(err)) => error_response(&err),
+            Ok(Ok(chunks)) => sse(chunks, node.name.clone()),
+        };
+    }
+    let answer = match tokio::time::timeout(deadline, node.inference.chat(&request)).await {
+        Err(_) => return timed_out(),
+        Ok(Err(err)) => return error_response(&err),
+        Ok(Ok(answer)) => answer,
+    };
+    let mut answer = answer;
+    let node_id = node_id(&node.name, answer.node_id());
+    tracing::debug!(key = %caller.key_id, model = %request.model, node = %node_id, "answered");
+    answer.metadata = Some(Metadata {
+        node_id: Some(node_id),
+    });
+    let usage = answer.usage.map(|usage| UsageRow {
+        prompt_tokens: usage.prompt_tokens,
+        completion_tokens: usage.completion_tokens,
+        ..UsageRow::default()
+    });
+    let mut response = axum::Json(answer).into_response();
+    if let Some(usage) = usage {
+        response.extensions_mut().insert(usage);
+    }
+    response
+}
+
+/// The serving node, and the upstream's own node when it names one.
+fn node_id(node: &str, upstream: Option<&str>) -> String {
+    match upstream {
+        Some(inner) if !inner.is_empty() => format!("{node}/{inner}"),
+        _ => node.to_owned(),
+    }
+}
+
+/// Chunks as `data:` events, then `data: [DONE]`. If the source fails mid-way the stream just
+/// stops without `[DONE]`, which is how a client learns the answer is incomplete.
+fn sse(chunks: ChunkStream, node: String) -> Response {
+    enum Phase {
+        Streaming(ChunkStream),
+        Finished,
+    }
+    let events = futures::stream::unfold(Phase::Streaming(chunks), move |phase| {
+        let node = node.clone();
+        async move {
+            let Phase::Streaming(mut chunks) = phase else {
+                return None;
+            };
+            match chunks.next().await {
+                Some(Ok(mut chunk)) => {
+                    let upstream = chunk.metadata.as_ref().and_then(|m| m.node_id.clone());
+                    chunk.metadata = Some(Metadata {
+                        node_id: Some(node_id(&node, upstream.as_deref())),
+                    });
+                    let data = serde_json::to_string(&chunk).unwrap_or_default();
+                    Some((
+                        Ok::<_, Infallible>(Event::default().data(data)),
+                        Phase::Streaming(chunks),
+                    ))
+                }
+                Some(Err(err)) => {
+                    tracing::warn!(%err, %node, "stream cut short");
+                    None
+                }
+                None => Some((Ok(Event::default().data("[DONE]")), Phase::Finished)),
+            }
+        }
+    });
+    Sse::new(events).into_response()
+}
+
+/// How an `Inference` failure is told to the caller.
+fn error_response(err: &InferenceError) -> Response {
+    match err {
+        InferenceError::InvalidRequest { field, reason } => text(
+            StatusCode::BAD_REQUEST,
+            format!("invalid parameter {field}: {reason}"),
+        ),
+        InferenceError::Api(ApiError::Status {
+            status,
+            retry_after,
+            body,
+        }) => {
+            // The upstream refusing *our* credentials or payment is our failure, not the
+            // caller's: passing 401/402 on would tell them their own key is bad.
+            let status = match status.as_u16() {
+                401..=403 => StatusCode::BAD_GATEWAY,
+                _ => *status,
+            };
+            let mut response = text(status, body.clone());
+            if let Some(wait) = retry_after {
+                let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, secs.into());
+            }
+            response
+        }
+        InferenceError::NoModelAvailable { .. } => {
+            text(StatusCode::SERVICE_UNAVAILABLE, err.to_string())
+        }
+        other => text(StatusCode::BAD_GATEWAY, format!("upstream failed: {other}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upstream_statuses_pass_through_except_credential_failures() {
+        let status = |code: u16| {
+            let err = InferenceError::Api(ApiError::Status {
+                status: StatusCode::from_u16(code).unwrap(),
+                retry_after: Some(Duration::from_millis(1500)),
+                body: "b".into(),
+            });
+            let response = error_response(&err);
+            let retry = response
+                .headers()
+                .get(header::RETRY_AFTER)
+                .map(|v| v.to_str().unwrap().to_owned());
+            (response.status().as_u16(), retry)
+        };
+        assert_eq!(status(429), (429, Some("2".into())));
+        assert_eq!(status(503).0, 503);
+        assert_eq!(status(500).0, 500);
+        assert_eq!(status(401).0, 502);
+        assert_eq!(status(402).0, 502);
+    }
+
+    #[test]
+    fn node_ids_nest_the_upstream_node() {
+        assert_eq!(node_id("sim-0", Some("sim-node-7")), "sim-0/sim-node-7");
+        assert_eq!(node_id("upstream-1", None), "upstream-1");
+    }
+}

@@ -1,0 +1,370 @@
+//! `HttpInference` against `serve`: every behaviour the contract gives the inference API.
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use gepa_lab::http::ApiError;
+use gepa_lab::inference::wire::{JsonSchemaFormat, ResponseFormat, UrlRef};
+use gepa_lab::inference::{
+    ChatMessage, ChatRequest, Content, ContentPart, Fallback, Inference, InferenceError, Role,
+    validate_answer,
+};
+use serde_json::json;
+
+use crate::common::{Serve, raw};
+
+const KEY: &str = "dkn_live_test_key";
+
+fn ask(model: &str, text: &str) -> ChatRequest {
+    ChatRequest::new(
+        model,
+        vec![
+            ChatMessage::system("You are terse."),
+            ChatMessage::user(text),
+        ],
+    )
+}
+
+fn with_image(model: &str) -> ChatRequest {
+    ChatRequest::new(
+        model,
+        vec![ChatMessage {
+            role: Role::User,
+            content: Content::Parts(vec![
+                ContentPart::Text {
+                    text: "What is in this picture?\nAnswer with one of: cat, dog".into(),
+                },
+                ContentPart::ImageUrl {
+                    image_url: UrlRef {
+                        url: "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==".into(),
+                    },
+                },
+            ]),
+        }],
+    )
+}
+
+fn status_of(err: &InferenceError) -> Option<u16> {
+    match err {
+        InferenceError::Api(api) => api.status().map(|s| s.as_u16()),
+        _ => None,
+    }
+}
+
+#[tokio::test]
+async fn plain_chat_is_answered_labelled_and_counted() {
+    let serve = Serve::start(&["sim:model=qwen-text,seed=4"], &[&format!("{KEY}:600")]);
+    let client = serve.client(Some(KEY));
+    let answer = client
+        .chat(&ask(
+            "qwen-text",
+            "Is the sky blue?\nAnswer with one of: yes, no",
+        ))
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", serve.log()));
+    assert!(
+        ["yes", "no"].contains(&answer.content()),
+        "{}",
+        answer.content()
+    );
+    assert_eq!(answer.model, "qwen-text (simulated)");
+    assert_eq!(answer.node_id(), Some("sim-0/sim-node-4"));
+    let usage = answer.usage.expect("usage");
+    assert_eq!(
+        usage.total_tokens,
+        usage.prompt_tokens + usage.completion_tokens
+    );
+    let (requests, rate_limited, prompt_tokens) = serve.usage_of_key_with_rpm(600);
+    assert_eq!((requests, rate_limited), (1, 0));
+    assert_eq!(prompt_tokens, usage.prompt_tokens);
+}
+
+#[tokio::test]
+async fn models_list_node_counts_across_upstreams() {
+    let serve = Serve::start(
+        &["sim:model=shared,model=solo-vl", "sim:model=shared"],
+        &[KEY],
+    );
+    let mut models = serve.client(Some(KEY)).models().await.unwrap();
+    models.sort_by(|a, b| a.id.cmp(&b.id));
+    let counts: Vec<_> = models
+        .iter()
+        .map(|m| (m.id.as_str(), m.node_count))
+        .collect();
+    assert_eq!(counts, vec![("shared", 2), ("solo-vl", 1)]);
+}
+
+#[tokio::test]
+async fn streaming_gives_the_same_answer_and_ends_at_done() {
+    let serve = Serve::start(&["sim:model=qwen-text"], &[KEY]);
+    let client = serve.client(Some(KEY));
+    let request = ask(
+        "qwen-text",
+        "Describe a quiet harbour at dawn in a few words",
+    );
+    let whole = client.chat(&request).await.unwrap();
+    let mut chunks = client.chat_stream(&request).await.unwrap();
+    let mut text = String::new();
+    let mut count = 0;
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.unwrap_or_else(|e| panic!("{e}"));
+        text.push_str(chunk.content());
+        count += 1;
+        let node = chunk.metadata.and_then(|m| m.node_id).unwrap_or_default();
+        assert!(node.starts_with("sim-0/"), "{node}");
+    }
+    assert!(count > 2, "expected several chunks, got {count}");
+    assert_eq!(text, whole.content());
+}
+
+#[tokio::test]
+async fn a_stream_cut_short_is_an_error_not_a_short_answer() {
+    let serve = Serve::start(&["sim:model=qwen-text,faults=truncate"], &[KEY]);
+    let client = serve.client(Some(KEY));
+    let request = ask(
+        "qwen-text",
+        "Describe a quiet harbour at dawn in a few words",
+    );
+    let items: Vec<_> = client.chat_stream(&request).await.unwrap().collect().await;
+    assert!(items.len() >= 2, "{items:?}");
+    assert!(items[..items.len() - 1].iter().all(Result::is_ok));
+    assert!(
+        matches!(items.last(), Some(Err(InferenceError::StreamTruncated { chunks })) if *chunks > 0),
+        "{:?}",
+        items.last()
+    );
+}
+
+#[tokio::test]
+async fn a_vision_model_accepts_a_data_url_image() {
+    let serve = Serve::start(&["sim:model=tiny-vl,model=tiny-text"], &[KEY]);
+    let answer = serve
+        .client(Some(KEY))
+        .chat(&with_image("tiny-vl"))
+        .await
+        .unwrap();
+    assert!(
+        ["cat", "dog"].contains(&answer.content()),
+        "{}",
+        answer.content()
+    );
+}
+
+#[tokio::test]
+async fn a_text_model_refuses_images_in_the_client_and_with_400_on_the_server() {
+    let serve = Serve::start(&["sim:model=tiny-vl,model=tiny-text"], &[KEY]);
+    let client = serve.client(Some(KEY));
+    let err = client.chat(&with_image("tiny-text")).await.unwrap_err();
+    assert!(
+        matches!(&err, InferenceError::InvalidRequest { field, .. } if field == "messages[0].content[1].image_url"),
+        "{err}"
+    );
+    assert_eq!(client.stats().attempts, 0, "nothing may be sent");
+    // A client without the rule gets the contract's 400 with a text body naming the field.
+    let response = raw()
+        .post(format!("{}/v1/chat/completions", serve.url))
+        .bearer_auth(KEY)
+        .json(&with_image("tiny-text"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    let body = response.text().await.unwrap();
+    assert!(body.contains("messages[0].content[1].image_url"), "{body}");
+}
+
+#[tokio::test]
+async fn invalid_parameters_get_400_naming_the_parameter() {
+    let serve = Serve::start(&["sim:model=m"], &[KEY]);
+    let cases = [
+        (
+            json!({"model": "m", "messages": [{"role": "user", "content": "x"}], "temperature": "hot"}),
+            "temperature",
+        ),
+        (
+            json!({"model": "m", "messages": [{"role": "robot", "content": "x"}]}),
+            "messages[0].role",
+        ),
+        (json!({"model": "m", "messages": []}), "messages"),
+        (
+            json!({"messages": [{"role": "user", "content": "x"}]}),
+            "model",
+        ),
+        (
+            json!({"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": 0}),
+            "max_tokens",
+        ),
+    ];
+    for (body, field) in cases {
+        let response = raw()
+            .post(format!("{}/v1/chat/completions", serve.url))
+            .bearer_auth(KEY)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 400, "{body}");
+        let text = response.text().await.unwrap();
+        assert!(text.contains(field), "{body} -> {text}");
+    }
+}
+
+fn structured(model: &str) -> (ChatRequest, serde_json::Value) {
+    let schema = json!({
+        "type": "object",
+        "required": ["label", "confidence"],
+        "properties": {
+            "label": {"enum": ["positive", "negative"]},
+            "confidence": {"type": "number", "minimum": 0, "maximum": 1}
+        }
+    });
+    let mut request = ask(model, "Rate: 'what a lovely day'");
+    request.response_format = Some(ResponseFormat::JsonSchema {
+        json_schema: JsonSchemaFormat {
+            name: "rating".into(),
+            schema: schema.clone(),
+        },
+    });
+    (request, schema)
+}
+
+#[tokio::test]
+async fn structured_output_is_validated_both_ways() {
+    // The simulated model breaks the schema on its first answer only.
+    let serve = Serve::start(&["sim:model=m,faults=nonconforming"], &[KEY]);
+    let client = serve.client(Some(KEY));
+    let (request, schema) = structured("m");
+    let err = client.chat(&request).await.unwrap_err();
+    match &err {
+        InferenceError::SchemaMismatch {
+            content, errors, ..
+        } => {
+            assert!(!content.is_empty());
+            assert!(!errors.is_empty());
+        }
+        other => panic!("expected SchemaMismatch, got {other}"),
+    }
+    let answer = client.chat(&request).await.unwrap();
+    let value = validate_answer(&schema, answer.content()).unwrap();
+    assert!(["positive", "negative"].contains(&value["label"].as_str().unwrap()));
+}
+
+#[tokio::test]
+async fn missing_and_wrong_keys_get_401_with_a_text_body() {
+    let serve = Serve::start(&["sim:model=m"], &[KEY]);
+    for key in [None, Some("dkn_live_wrong")] {
+        let err = serve.client(key).models().await.unwrap_err();
+        match err {
+            InferenceError::Api(ApiError::Status { status, body, .. }) => {
+                assert_eq!(status, 401);
+                assert!(!body.is_empty());
+                assert!(!body.contains("dkn_live_wrong"), "{body}");
+            }
+            other => panic!("expected 401, got {other}"),
+        }
+    }
+    let err = serve.client(None).chat(&ask("m", "hi")).await.unwrap_err();
+    assert_eq!(status_of(&err), Some(401));
+}
+
+#[tokio::test]
+async fn the_rpm_limit_answers_429_with_retry_after_then_the_client_succeeds() {
+    // 30 rpm: a burst of 3, then one request every 2 s.
+    let serve = Serve::start(&["sim:model=m"], &[&format!("{KEY}:30"), "dkn_live_one:1"]);
+    let client = serve.client(Some(KEY));
+    let started = Instant::now();
+    for _ in 0..4 {
+        client.chat(&ask("m", "hi")).await.unwrap();
+    }
+    let stats = client.stats();
+    assert_eq!(stats.rate_limited, 1, "{stats:?}");
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        started.elapsed()
+    );
+    let (requests, rate_limited, _) = serve.usage_of_key_with_rpm(30);
+    assert_eq!((requests, rate_limited), (4, 1));
+
+    // What the 429 itself looks like on the wire.
+    let send = || {
+        raw()
+            .get(format!("{}/v1/models", serve.url))
+            .bearer_auth("dkn_live_one")
+            .send()
+    };
+    assert_eq!(send().await.unwrap().status(), 200);
+    let limited = send().await.unwrap();
+    assert_eq!(limited.status(), 429);
+    let retry_after: u64 = limited.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=60).contains(&retry_after), "{retry_after}");
+    assert!(limited.text().await.unwrap().contains("per minute"));
+}
+
+#[tokio::test]
+async fn an_upstream_429_burst_is_waited_out_as_announced() {
+    let serve = Serve::start(&["sim:model=m,faults=429*2,retry_after=1"], &[KEY]);
+    let client = serve.client(Some(KEY));
+    let started = Instant::now();
+    let answer = client.chat(&ask("m", "hi")).await.unwrap();
+    assert!(!answer.content().is_empty());
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(client.stats().rate_limited, 2);
+}
+
+#[tokio::test]
+async fn server_errors_are_retried_with_backoff() {
+    let serve = Serve::start(&["sim:model=m,faults=500*2"], &[KEY]);
+    let client = serve.client(Some(KEY));
+    client.chat(&ask("m", "hi")).await.unwrap();
+    let stats = client.stats();
+    assert_eq!((stats.attempts, stats.retries), (3, 2));
+}
+
+#[tokio::test]
+async fn pacing_to_the_rpm_limit_sees_no_429() {
+    // 600 rpm allows a burst of 60; 64 requests sent at once would be refused past it.
+    let serve = Serve::start(&["sim:model=m"], &[&format!("{KEY}:600")]);
+    let client = Arc::new(serve.client_with(Some(KEY), Some(600)));
+    let started = Instant::now();
+    let results: Vec<_> = futures::stream::iter(0..64)
+        .map(|i| {
+            let client = Arc::clone(&client);
+            async move { client.chat(&ask("m", &format!("request {i}"))).await }
+        })
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    assert!(results.iter().all(Result::is_ok));
+    assert_eq!(client.stats().rate_limited, 0);
+    // Evenly spaced at 100 ms: 63 gaps.
+    assert!(
+        started.elapsed() >= Duration::from_millis(6200),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn unserved_models_get_503_and_fall_back_to_the_next_model() {
+    let serve = Serve::start(&["sim:model=small"], &[KEY]);
+    let client = Arc::new(serve.client(Some(KEY)));
+    let err = client.chat(&ask("big", "hi")).await.unwrap_err();
+    assert_eq!(status_of(&err), Some(503));
+    assert!(err.to_string().contains("big"), "{err}");
+    let fallback = Fallback::new(client.clone(), vec!["big".into(), "small".into()]).unwrap();
+    let answered = fallback.chat(&ask("big", "hi")).await.unwrap();
+    assert_eq!(answered.model, "small");
+    assert_eq!(answered.unavailable, vec!["big"]);
+    assert_eq!(answered.response.model, "small (simulated)");
+    let answered = fallback.chat_stream(&ask("big", "hi")).await.unwrap();
+    assert_eq!(answered.model, "small");
+}
