@@ -1,6 +1,51 @@
-//! The prompt-evolution service (GEPA): its wire types, defined once here for the client, the
-//! local engine's adapter and `serve` alike.
+//! The prompt-evolution service (GEPA): the `Evolution` trait every backend implements, its wire
+//! types (defined once here for the client, the local engine's adapter and `serve` alike), and
+//! reading histories page by page.
+mod history;
 pub mod wire;
+
+use async_trait::async_trait;
+
+pub use history::{History, PAGE_LIMIT, fetch_history, find_by_custom_id};
+use wire::{BatchJobs, Execution, HistoryRecord, StartExecution};
+
+use crate::http::ApiError;
+
+/// A prompt-evolution backend: the service over HTTP, or the built-in engine in process.
+#[async_trait]
+pub trait Evolution: Send + Sync {
+    /// Starts an execution and returns its evolutionId. The evolution runs asynchronously.
+    async fn start(&self, request: &StartExecution) -> Result<String, EvolutionError>;
+    /// The current state of one execution.
+    async fn get(&self, evolution_id: &str) -> Result<Execution, EvolutionError>;
+    /// One page (numbered from 1) of the caller's executions.
+    async fn list(
+        &self,
+        page: Option<u32>,
+        limit: Option<u32>,
+    ) -> Result<Vec<Execution>, EvolutionError>;
+    /// One page (numbered from 1) of an execution's history.
+    async fn prompts(
+        &self,
+        evolution_id: &str,
+        page: Option<u32>,
+        limit: Option<u32>,
+    ) -> Result<Vec<HistoryRecord>, EvolutionError>;
+    async fn batch_jobs(&self) -> Result<BatchJobs, EvolutionError>;
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EvolutionError {
+    /// The service answered with an error, or did not answer.
+    #[error(transparent)]
+    Api(#[from] ApiError),
+    /// No execution has this id.
+    #[error("no execution with evolutionId {0}")]
+    NotFound(String),
+    /// The request breaks a rule of the contract (checked before sending, or by a local backend).
+    #[error("invalid start request: {0}")]
+    Invalid(String),
+}
 
 /// Model suffixes the evolution service supports; ids are `<word>-<suffix>`, where the word is
 /// configuration (see [`ServiceProfile`]).

@@ -1,0 +1,233 @@
+//! Reading every page of an evolution's history, and finding an execution by its customId.
+//!
+//! Page numbering is not in the contract; gepa-lab numbers pages from 1 (as `serve` does) and
+//! stops at the first empty page, a page shorter than the limit, or a page that repeats the
+//! previous one (a service that ignores `page` would otherwise be read forever).
+use std::collections::BTreeMap;
+
+use super::wire::{Execution, HistoryRecord};
+use super::{Evolution, EvolutionError};
+
+/// Records per history or list page asked for.
+pub const PAGE_LIMIT: u32 = 50;
+/// A bound on pages read, far above any real history, so a misbehaving service cannot loop us.
+const MAX_PAGES: u32 = 10_000;
+
+/// Every generation of an execution's history, one record per generation (the last one seen
+/// wins), in generation order, with what paging noticed on the way.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct History {
+    pub records: Vec<HistoryRecord>,
+    pub pages: u32,
+    /// A page came back identical to the one before it; paging stopped there.
+    pub repeated_page: bool,
+    /// Records whose generation was already seen on an earlier page.
+    pub duplicates: usize,
+}
+
+pub async fn fetch_history(
+    evolution: &dyn Evolution,
+    evolution_id: &str,
+    limit: u32,
+) -> Result<History, EvolutionError> {
+    let mut history = History::default();
+    let mut by_generation: BTreeMap<u64, HistoryRecord> = BTreeMap::new();
+    let mut previous: Option<Vec<HistoryRecord>> = None;
+    for page in 1..=MAX_PAGES {
+        let records = evolution
+            .prompts(evolution_id, Some(page), Some(limit))
+            .await?;
+        history.pages = page;
+        if records.is_empty() {
+            break;
+        }
+        if previous.as_ref() == Some(&records) {
+            history.repeated_page = true;
+            break;
+        }
+        for record in &records {
+            // Generations are numbers on the wire; a fractional one is not a generation we know.
+            let generation = record.generation.max(0.0).round() as u64;
+            if by_generation.insert(generation, record.clone()).is_some() {
+                history.duplicates += 1;
+            }
+        }
+        let short = records.len() < limit as usize;
+        previous = Some(records);
+        if short {
+            break;
+        }
+    }
+    history.records = by_generation.into_values().collect();
+    Ok(history)
+}
+
+/// Looks an execution up by its customId across every page of `get_all_executions`: how resume
+/// finds an execution whose start request may have reached the service before a crash.
+pub async fn find_by_custom_id(
+    evolution: &dyn Evolution,
+    custom_id: &str,
+) -> Result<Option<Execution>, EvolutionError> {
+    let mut previous: Option<Vec<Execution>> = None;
+    for page in 1..=MAX_PAGES {
+        let executions = evolution.list(Some(page), Some(PAGE_LIMIT)).await?;
+        if let Some(found) = executions
+            .iter()
+            .find(|execution| execution.custom_id.as_deref() == Some(custom_id))
+        {
+            return Ok(Some(found.clone()));
+        }
+        if executions.len() < PAGE_LIMIT as usize || previous.as_ref() == Some(&executions) {
+            break;
+        }
+        previous = Some(executions);
+    }
+    Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use async_trait::async_trait;
+
+    use super::*;
+    use crate::evolution::wire::{BatchJobs, StartExecution, Status};
+
+    /// Serves a fixed list of history pages; `page` beyond them is empty unless `sticky`, which
+    /// answers every page with the first one (a service that ignores `page`).
+    struct Pages {
+        pages: Vec<Vec<HistoryRecord>>,
+        sticky: bool,
+        asked: Mutex<Vec<u32>>,
+    }
+
+    fn record(generation: u32) -> HistoryRecord {
+        HistoryRecord {
+            generation: f64::from(generation),
+            score: f64::from(generation) / 10.0,
+            prompt: format!("prompt {generation}"),
+        }
+    }
+
+    #[async_trait]
+    impl Evolution for Pages {
+        async fn start(&self, _: &StartExecution) -> Result<String, EvolutionError> {
+            unreachable!("not used")
+        }
+        async fn get(&self, _: &str) -> Result<Execution, EvolutionError> {
+            unreachable!("not used")
+        }
+        async fn list(
+            &self,
+            page: Option<u32>,
+            _: Option<u32>,
+        ) -> Result<Vec<Execution>, EvolutionError> {
+            let execution = |id: &str| Execution {
+                evolution_id: Some(id.into()),
+                custom_id: Some(id.into()),
+                strategy: None,
+                status: Status::Pending,
+                budget: None,
+                prompt: None,
+                created_at: None,
+                error: None,
+            };
+            Ok(match page {
+                Some(1) => (0..PAGE_LIMIT)
+                    .map(|i| execution(&format!("a{i}")))
+                    .collect(),
+                Some(2) => vec![execution("wanted")],
+                _ => Vec::new(),
+            })
+        }
+        async fn prompts(
+            &self,
+            _: &str,
+            page: Option<u32>,
+            _: Option<u32>,
+        ) -> Result<Vec<HistoryRecord>, EvolutionError> {
+            let page = page.expect("always paged");
+            self.asked.lock().unwrap().push(page);
+            let index = if self.sticky { 0 } else { page as usize - 1 };
+            Ok(self.pages.get(index).cloned().unwrap_or_default())
+        }
+        async fn batch_jobs(&self) -> Result<BatchJobs, EvolutionError> {
+            unreachable!("not used")
+        }
+    }
+
+    fn pages(pages: Vec<Vec<HistoryRecord>>, sticky: bool) -> Pages {
+        Pages {
+            pages,
+            sticky,
+            asked: Mutex::new(Vec::new()),
+        }
+    }
+
+    #[tokio::test]
+    async fn reads_until_a_short_page() {
+        let service = pages(vec![vec![record(0), record(1)], vec![record(2)]], false);
+        let history = fetch_history(&service, "e", 2).await.unwrap();
+        assert_eq!(
+            history
+                .records
+                .iter()
+                .map(|r| r.generation)
+                .collect::<Vec<_>>(),
+            [0.0, 1.0, 2.0]
+        );
+        assert_eq!(*service.asked.lock().unwrap(), [1, 2]);
+    }
+
+    #[tokio::test]
+    async fn reads_until_an_empty_page_on_an_exact_boundary() {
+        let service = pages(
+            vec![vec![record(0), record(1)], vec![record(2), record(3)]],
+            false,
+        );
+        let history = fetch_history(&service, "e", 2).await.unwrap();
+        assert_eq!(history.records.len(), 4);
+        assert_eq!(*service.asked.lock().unwrap(), [1, 2, 3]);
+    }
+
+    #[tokio::test]
+    async fn a_repeated_page_stops_paging() {
+        let service = pages(vec![vec![record(0), record(1)]], true);
+        let history = fetch_history(&service, "e", 2).await.unwrap();
+        assert!(history.repeated_page);
+        assert_eq!(history.records.len(), 2);
+        assert_eq!(*service.asked.lock().unwrap(), [1, 2]);
+    }
+
+    #[tokio::test]
+    async fn overlapping_pages_are_deduplicated_by_generation() {
+        let service = pages(
+            vec![
+                vec![record(0), record(1)],
+                vec![record(1), record(2)],
+                vec![],
+            ],
+            false,
+        );
+        let history = fetch_history(&service, "e", 2).await.unwrap();
+        assert_eq!(history.records.len(), 3);
+        assert_eq!(history.duplicates, 1);
+    }
+
+    #[tokio::test]
+    async fn finds_an_execution_on_a_later_page() {
+        let service = pages(Vec::new(), false);
+        let found = find_by_custom_id(&service, "wanted").await.unwrap();
+        assert_eq!(
+            found.and_then(|e| e.evolution_id).as_deref(),
+            Some("wanted")
+        );
+        assert!(
+            find_by_custom_id(&service, "absent")
+                .await
+                .unwrap()
+                .is_none()
+        );
+    }
+}
