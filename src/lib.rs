@@ -10,6 +10,7 @@ pub mod experiment;
 pub mod http;
 pub mod inference;
 pub mod prompt;
+pub mod runner;
 pub mod score;
 pub mod server;
 pub mod store;

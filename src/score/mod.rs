@@ -5,6 +5,8 @@
 //! [`ScorerSpec`] parses and checks it, [`Scorer`] is the ready-to-run form. The `judge` scorer
 //! needs an inference model, so it is run by the caller that owns one; this module only knows it
 //! by name.
+pub mod judge;
+
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 

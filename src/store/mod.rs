@@ -5,6 +5,8 @@
 //! events.jsonl   one JSON object per line, append-only: request outcomes, poll snapshots
 //! history.csv    HistoryRow per generation of each execution
 //! replay.csv     ReplayRow per (prompt version, model, holdout row)
+//! cache.jsonl    CachedAnswer per inference request answered, append-only, so that a resumed
+//!                run never pays for an answer twice
 //! ```
 //! `report`, `compare` and `resume` read only these files. This module owns their layout and
 //! record types and how they are written (atomic replace, or append); it never calls a service
@@ -26,6 +28,7 @@ pub const MANIFEST_FILE: &str = "run.json";
 pub const EVENTS_FILE: &str = "events.jsonl";
 pub const HISTORY_FILE: &str = "history.csv";
 pub const REPLAY_FILE: &str = "replay.csv";
+pub const CACHE_FILE: &str = "cache.jsonl";
 
 #[derive(Debug, Error)]
 pub enum StoreError {
@@ -135,6 +138,21 @@ pub struct ReplayRow {
     pub error: String,
 }
 
+/// One answered inference request, keyed by a hash of everything that was asked (model,
+/// messages, parameters). Appended the moment the answer arrives.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CachedAnswer {
+    pub key: String,
+    pub answered_by: String,
+    pub output: String,
+    pub node_id: String,
+    pub latency_ms: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    /// The answer came from the deterministic test stand-in model.
+    pub simulated: bool,
+}
+
 /// A run directory on disk.
 #[derive(Debug, Clone)]
 pub struct RunDir {
@@ -205,6 +223,49 @@ impl RunDir {
             .map_err(io(&path))?;
         // One write call per line: concurrent appends of short lines do not interleave.
         file.write_all(&line).map_err(io(&path))
+    }
+
+    /// Records one answer in `cache.jsonl`.
+    pub fn append_cached(&self, answer: &CachedAnswer) -> Result<(), StoreError> {
+        let mut line = serde_json::to_vec(answer).expect("a cached answer is plain JSON");
+        line.push(b'\n');
+        let path = self.file(CACHE_FILE);
+        let mut file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(io(&path))?;
+        file.write_all(&line).map_err(io(&path))
+    }
+
+    /// Every cached answer by key. A process killed mid-write can leave a torn last line; it is
+    /// skipped (that answer is simply asked again), while a bad line elsewhere is an error.
+    pub fn read_cache(
+        &self,
+    ) -> Result<std::collections::HashMap<String, CachedAnswer>, StoreError> {
+        let path = self.file(CACHE_FILE);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Default::default()),
+            Err(err) => return Err(io(&path)(err)),
+        };
+        let lines: Vec<&str> = text.lines().collect();
+        let mut answers = std::collections::HashMap::with_capacity(lines.len());
+        for (index, line) in lines.iter().enumerate() {
+            match serde_json::from_str::<CachedAnswer>(line) {
+                Ok(answer) => {
+                    answers.insert(answer.key.clone(), answer);
+                }
+                Err(_) if index + 1 == lines.len() && !text.ends_with('\n') => {}
+                Err(err) => {
+                    return Err(StoreError::Format {
+                        path,
+                        message: format!("line {}: {err}", index + 1),
+                    });
+                }
+            }
+        }
+        Ok(answers)
     }
 
     /// Rewrites a CSV file of records atomically.
@@ -317,6 +378,33 @@ mod tests {
             RunDir::open(&dir.path().join("x/r1")),
             Err(StoreError::Format { .. })
         ));
+    }
+
+    #[test]
+    fn cache_survives_a_torn_last_line_but_not_a_corrupt_middle() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDir::create(dir.path(), "x", "r1").unwrap();
+        let answer = |key: &str| CachedAnswer {
+            key: key.into(),
+            answered_by: "m".into(),
+            output: "positive".into(),
+            node_id: "n".into(),
+            latency_ms: 3,
+            prompt_tokens: 10,
+            completion_tokens: 1,
+            simulated: false,
+        };
+        run.append_cached(&answer("a")).unwrap();
+        run.append_cached(&answer("b")).unwrap();
+        let path = run.file(CACHE_FILE);
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        text.push_str("{\"key\":\"c\",\"answ");
+        std::fs::write(&path, &text).unwrap();
+        let cache = run.read_cache().unwrap();
+        assert_eq!(cache.len(), 2);
+        assert_eq!(cache["b"], answer("b"));
+        std::fs::write(&path, format!("garbage\n{text}")).unwrap();
+        assert!(matches!(run.read_cache(), Err(StoreError::Format { .. })));
     }
 
     #[test]

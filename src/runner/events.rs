@@ -1,0 +1,101 @@
+//! What the runner reports as it goes: every event is appended to `events.jsonl` and handed to an
+//! [`Observer`] (the terminal's progress bars).
+use serde::Serialize;
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    RunStarted {
+        run_id: String,
+        backend: String,
+        executions: usize,
+        resumed: bool,
+    },
+    /// About to send a start request; from here on the service may know the execution.
+    StartSending {
+        variant: String,
+        custom_id: String,
+    },
+    Started {
+        variant: String,
+        custom_id: String,
+        evolution_id: String,
+    },
+    /// A start request that may have reached the service before a crash, found again by customId.
+    StartRecovered {
+        variant: String,
+        custom_id: String,
+        evolution_id: String,
+    },
+    StartFailed {
+        variant: String,
+        custom_id: String,
+        error: String,
+    },
+    Poll {
+        variant: String,
+        evolution_id: String,
+        status: String,
+        generation: Option<f64>,
+        score: Option<f64>,
+        budget: Option<f64>,
+    },
+    PollFailed {
+        variant: String,
+        evolution_id: String,
+        error: String,
+    },
+    Finished {
+        variant: String,
+        evolution_id: String,
+        status: String,
+        error: Option<String>,
+    },
+    TimedOut {
+        variant: String,
+        evolution_id: String,
+    },
+    History {
+        variant: String,
+        evolution_id: String,
+        generations: usize,
+        pages: u32,
+        repeated_page: bool,
+        duplicates: usize,
+    },
+    HistoryFailed {
+        variant: String,
+        evolution_id: String,
+        error: String,
+    },
+    ReplayPlanned {
+        requests: usize,
+        cached: usize,
+    },
+    /// One replay request's outcome (a cached answer is not sent and not reported here).
+    Answer {
+        variant: String,
+        version: String,
+        model: String,
+        row: usize,
+        answered_by: String,
+        latency_ms: u64,
+        error: Option<String>,
+    },
+    RunFinished {
+        executions_completed: usize,
+        executions_failed: usize,
+        replay_rows: usize,
+        replay_errors: usize,
+    },
+}
+
+/// Receives the runner's events as they happen. Every method has a default that does nothing.
+pub trait Observer: Send + Sync {
+    fn event(&self, _event: &Event) {}
+}
+
+/// An observer for callers that want only the files.
+pub struct Silent;
+
+impl Observer for Silent {}

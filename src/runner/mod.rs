@@ -1,0 +1,723 @@
+//! Executing a Plan: start one execution per variant (never twice), poll them, fetch every page
+//! of their history, replay the seed and the best prompts on the holdout rows, score the answers,
+//! and keep the run directory up to date all along so that a run killed at any point resumes.
+//!
+//! The runner reads only the Plan and the run directory, talks to services only through the
+//! `Evolution` and `Inference` traits, and writes only through `store`.
+mod events;
+mod replay;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use rand::Rng;
+use thiserror::Error;
+
+pub use events::{Event, Observer, Silent};
+
+use crate::evolution::wire::Status;
+use crate::evolution::{Evolution, EvolutionError, PAGE_LIMIT, fetch_history, find_by_custom_id};
+use crate::experiment::Plan;
+use crate::inference::Inference;
+use crate::store::{
+    Backend, ExecutionRecord, FORMAT_VERSION, HISTORY_FILE, HistoryRow, REPLAY_FILE, ReplayRow,
+    RunDir, RunManifest, StoreError,
+};
+
+/// The two services a run talks to, and how to describe them in `run.json`.
+#[derive(Clone)]
+pub struct Backends {
+    pub evolution: Arc<dyn Evolution>,
+    pub inference: Arc<dyn Inference>,
+    pub description: Backend,
+}
+
+/// How patiently the runner waits.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Time between two polls of an execution (plus up to `poll_jitter`).
+    pub poll_interval: Duration,
+    pub poll_jitter: Duration,
+    /// The whole wait for executions to finish; what is still running then is reported as timed
+    /// out and the run goes on with what it has.
+    pub timeout: Duration,
+}
+
+impl RunOptions {
+    /// The public service asks to be polled every 10 to 30 seconds.
+    pub fn remote() -> Self {
+        Self {
+            poll_interval: Duration::from_secs(10),
+            poll_jitter: Duration::from_secs(20),
+            timeout: Duration::from_secs(6 * 3600),
+        }
+    }
+
+    /// A local engine or a `serve` on this machine can be asked every second.
+    pub fn local() -> Self {
+        Self {
+            poll_interval: Duration::from_millis(500),
+            poll_jitter: Duration::from_millis(500),
+            timeout: Duration::from_secs(6 * 3600),
+        }
+    }
+}
+
+#[derive(Debug, Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{0}")]
+    Dataset(#[from] crate::dataset::DatasetError),
+    #[error("replay scorer: {0}")]
+    Scorer(#[from] crate::score::ScorerError),
+    #[error(
+        "the dataset {file} changed since the run started (sha256 {expected}, now {found}); a resumed run must replay the same rows"
+    )]
+    DatasetChanged {
+        file: String,
+        expected: String,
+        found: String,
+    },
+}
+
+/// What a finished (or timed-out) run produced.
+#[derive(Debug)]
+pub struct Outcome {
+    pub dir: RunDir,
+    pub manifest: RunManifest,
+    pub history: Vec<HistoryRow>,
+    pub replay: Vec<ReplayRow>,
+}
+
+/// A new run directory for `plan`, with its first manifest written.
+pub fn create_run(
+    root: &std::path::Path,
+    plan: &Plan,
+    backend: Backend,
+) -> Result<(RunDir, RunManifest), RunError> {
+    let now = Utc::now();
+    let run_id = format!(
+        "{}-{:04x}",
+        now.format("%Y%m%d-%H%M%S"),
+        rand::rng().random::<u16>()
+    );
+    let dir = RunDir::create(root, &plan.name, &run_id)?;
+    let manifest = RunManifest {
+        format_version: FORMAT_VERSION,
+        run_id,
+        created_at: now,
+        updated_at: now,
+        backend,
+        simulated: false,
+        plan: plan.clone(),
+        executions: plan
+            .executions
+            .iter()
+            .map(|execution| ExecutionRecord {
+                variant: execution.variant.clone(),
+                custom_id: execution.start.custom_id.clone().unwrap_or_default(),
+                evolution_id: None,
+                start_sent: false,
+                status: None,
+                error: None,
+                started_at: None,
+                finished_at: None,
+            })
+            .collect(),
+    };
+    dir.write_manifest(&manifest)?;
+    Ok((dir, manifest))
+}
+
+/// Runs (or resumes) the run in `dir` to the end.
+pub async fn execute(
+    dir: RunDir,
+    manifest: RunManifest,
+    backends: &Backends,
+    options: &RunOptions,
+    observer: &dyn Observer,
+) -> Result<Outcome, RunError> {
+    let resumed = manifest.executions.iter().any(|e| e.start_sent);
+    let mut run = Runner {
+        dir,
+        manifest,
+        backends,
+        observer,
+    };
+    run.emit(Event::RunStarted {
+        run_id: run.manifest.run_id.clone(),
+        backend: backend_label(&run.manifest.backend),
+        executions: run.manifest.executions.len(),
+        resumed,
+    })?;
+    run.check_datasets()?;
+    run.start_all().await?;
+    run.poll_all(options).await?;
+    let history = run.fetch_histories().await?;
+    let replay = replay::replay(&mut run, &history).await?;
+    let failed = run
+        .manifest
+        .executions
+        .iter()
+        .filter(|e| e.status.as_deref() != Some("completed"))
+        .count();
+    run.emit(Event::RunFinished {
+        executions_completed: run.manifest.executions.len() - failed,
+        executions_failed: failed,
+        replay_rows: replay.len(),
+        replay_errors: replay.iter().filter(|row| !row.error.is_empty()).count(),
+    })?;
+    run.save()?;
+    Ok(Outcome {
+        dir: run.dir,
+        manifest: run.manifest,
+        history,
+        replay,
+    })
+}
+
+pub fn backend_label(backend: &Backend) -> String {
+    match backend {
+        Backend::Remote { .. } => "remote".to_owned(),
+        Backend::Local => "local".to_owned(),
+        Backend::Url { url } => url.clone(),
+    }
+}
+
+/// The state of one run while it executes.
+struct Runner<'a> {
+    dir: RunDir,
+    manifest: RunManifest,
+    backends: &'a Backends,
+    observer: &'a dyn Observer,
+}
+
+impl Runner<'_> {
+    fn emit(&self, event: Event) -> Result<(), RunError> {
+        self.dir.append_event(&event)?;
+        self.observer.event(&event);
+        Ok(())
+    }
+
+    fn save(&mut self) -> Result<(), RunError> {
+        self.manifest.updated_at = Utc::now();
+        self.dir.write_manifest(&self.manifest)?;
+        Ok(())
+    }
+
+    fn variant(&self, index: usize) -> String {
+        self.manifest.executions[index]
+            .variant
+            .clone()
+            .unwrap_or_default()
+    }
+
+    /// A resumed run must see the rows it started with.
+    fn check_datasets(&self) -> Result<(), RunError> {
+        for execution in &self.manifest.plan.executions {
+            let dataset = &execution.dataset;
+            let header = crate::dataset::read_header(&dataset.file)?;
+            let Ok(columns) = header.columns(&dataset.inputs, &dataset.expected) else {
+                return Err(RunError::DatasetChanged {
+                    file: dataset.file.display().to_string(),
+                    expected: dataset.sha256.clone(),
+                    found: "a header without the planned columns".to_owned(),
+                });
+            };
+            let scan = crate::dataset::scan(&dataset.file, &columns, 0)?;
+            if scan.sha256 != dataset.sha256 {
+                return Err(RunError::DatasetChanged {
+                    file: dataset.file.display().to_string(),
+                    expected: dataset.sha256.clone(),
+                    found: scan.sha256,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts every execution that has no evolutionId yet. An execution whose start request was
+    /// sent before (a crash between sending and recording the answer) is first looked up by its
+    /// customId, so that it is never started twice.
+    async fn start_all(&mut self) -> Result<(), RunError> {
+        for index in 0..self.manifest.executions.len() {
+            let record = &self.manifest.executions[index];
+            if record.evolution_id.is_some() || record.status.as_deref() == Some("failed") {
+                continue;
+            }
+            let custom_id = record.custom_id.clone();
+            let variant = self.variant(index);
+            if record.start_sent {
+                match find_by_custom_id(self.backends.evolution.as_ref(), &custom_id).await {
+                    Ok(Some(found)) if found.evolution_id.is_some() => {
+                        let evolution_id = found.evolution_id.unwrap_or_default();
+                        let record = &mut self.manifest.executions[index];
+                        record.evolution_id = Some(evolution_id.clone());
+                        record.status = Some(found.status.to_string());
+                        self.save()?;
+                        self.emit(Event::StartRecovered {
+                            variant,
+                            custom_id,
+                            evolution_id,
+                        })?;
+                        continue;
+                    }
+                    Ok(_) => {}
+                    Err(err) => {
+                        // Without the lookup, resending could start the execution twice.
+                        self.emit(Event::StartFailed {
+                            variant,
+                            custom_id,
+                            error: format!(
+                                "cannot check whether the earlier start reached the service: {err}"
+                            ),
+                        })?;
+                        continue;
+                    }
+                }
+            }
+            self.manifest.executions[index].start_sent = true;
+            self.save()?;
+            self.emit(Event::StartSending {
+                variant: variant.clone(),
+                custom_id: custom_id.clone(),
+            })?;
+            let request = &self.manifest.plan.executions[index].start;
+            let result = self.backends.evolution.start(request).await;
+            let record = &mut self.manifest.executions[index];
+            match result {
+                Ok(evolution_id) => {
+                    record.evolution_id = Some(evolution_id.clone());
+                    record.status = Some(Status::Pending.to_string());
+                    record.started_at = Some(Utc::now());
+                    self.save()?;
+                    self.emit(Event::Started {
+                        variant,
+                        custom_id,
+                        evolution_id,
+                    })?;
+                }
+                Err(err) => {
+                    // A refusal (4xx) means nothing started; anything else leaves `start_sent` set
+                    // so that a resume looks the customId up first.
+                    if refused(&err) {
+                        record.status = Some(Status::Failed.to_string());
+                    }
+                    record.error = Some(err.to_string());
+                    self.save()?;
+                    self.emit(Event::StartFailed {
+                        variant,
+                        custom_id,
+                        error: err.to_string(),
+                    })?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Polls every started execution until all are final or the timeout passes.
+    async fn poll_all(&mut self, options: &RunOptions) -> Result<(), RunError> {
+        let deadline = Instant::now() + options.timeout;
+        loop {
+            let waiting: Vec<usize> = (0..self.manifest.executions.len())
+                .filter(|&i| {
+                    let record = &self.manifest.executions[i];
+                    record.evolution_id.is_some()
+                        && !Status::from(record.status.as_deref().unwrap_or("pending")).is_final()
+                })
+                .collect();
+            if waiting.is_empty() {
+                return Ok(());
+            }
+            for index in waiting {
+                self.poll_one(index).await?;
+            }
+            if Instant::now() >= deadline {
+                for index in 0..self.manifest.executions.len() {
+                    let record = &mut self.manifest.executions[index];
+                    let Some(evolution_id) = record.evolution_id.clone() else {
+                        continue;
+                    };
+                    if !Status::from(record.status.as_deref().unwrap_or("pending")).is_final() {
+                        record.error = Some(format!(
+                            "still running after the {:?} time-out",
+                            options.timeout
+                        ));
+                        let variant = self.variant(index);
+                        self.emit(Event::TimedOut {
+                            variant,
+                            evolution_id,
+                        })?;
+                    }
+                }
+                self.save()?;
+                return Ok(());
+            }
+            let jitter = options.poll_jitter.mul_f64(rand::rng().random::<f64>());
+            tokio::time::sleep(options.poll_interval + jitter).await;
+        }
+    }
+
+    async fn poll_one(&mut self, index: usize) -> Result<(), RunError> {
+        let variant = self.variant(index);
+        let evolution_id = self.manifest.executions[index]
+            .evolution_id
+            .clone()
+            .unwrap_or_default();
+        match self.backends.evolution.get(&evolution_id).await {
+            Ok(execution) => {
+                let prompt = execution.prompt.as_ref();
+                self.emit(Event::Poll {
+                    variant: variant.clone(),
+                    evolution_id: evolution_id.clone(),
+                    status: execution.status.to_string(),
+                    generation: prompt.and_then(|p| p.current_generation),
+                    score: prompt.and_then(|p| p.current_prompt_score),
+                    budget: execution.budget,
+                })?;
+                let record = &mut self.manifest.executions[index];
+                let changed = record.status.as_deref() != Some(execution.status.as_str());
+                record.status = Some(execution.status.to_string());
+                if execution.status.is_final() {
+                    record.finished_at = Some(Utc::now());
+                    if execution.status == Status::Failed {
+                        record.error = Some(execution.error.clone().unwrap_or_else(|| {
+                            "the service reported the execution as failed, without a reason".into()
+                        }));
+                    }
+                    let error = record.error.clone();
+                    self.emit(Event::Finished {
+                        variant,
+                        evolution_id,
+                        status: execution.status.to_string(),
+                        error,
+                    })?;
+                }
+                if changed {
+                    self.save()?;
+                }
+            }
+            Err(EvolutionError::NotFound(_)) => {
+                let record = &mut self.manifest.executions[index];
+                record.status = Some(Status::Failed.to_string());
+                record.error = Some(format!(
+                    "the service does not know evolutionId {evolution_id}"
+                ));
+                record.finished_at = Some(Utc::now());
+                let error = record.error.clone();
+                self.save()?;
+                self.emit(Event::Finished {
+                    variant,
+                    evolution_id,
+                    status: Status::Failed.to_string(),
+                    error,
+                })?;
+            }
+            // The HTTP layer already retried; the next round tries again until the time-out.
+            Err(err) => self.emit(Event::PollFailed {
+                variant,
+                evolution_id,
+                error: err.to_string(),
+            })?,
+        }
+        Ok(())
+    }
+
+    /// Every page of every started execution's history, written to `history.csv`.
+    async fn fetch_histories(&mut self) -> Result<Vec<HistoryRow>, RunError> {
+        let mut rows = Vec::new();
+        for index in 0..self.manifest.executions.len() {
+            let Some(evolution_id) = self.manifest.executions[index].evolution_id.clone() else {
+                continue;
+            };
+            let variant = self.variant(index);
+            match fetch_history(self.backends.evolution.as_ref(), &evolution_id, PAGE_LIMIT).await {
+                Ok(history) => {
+                    self.emit(Event::History {
+                        variant: variant.clone(),
+                        evolution_id: evolution_id.clone(),
+                        generations: history.records.len(),
+                        pages: history.pages,
+                        repeated_page: history.repeated_page,
+                        duplicates: history.duplicates,
+                    })?;
+                    rows.extend(history.records.into_iter().map(|record| HistoryRow {
+                        variant: variant.clone(),
+                        evolution_id: evolution_id.clone(),
+                        generation: record.generation.max(0.0).round() as u32,
+                        score: record.score,
+                        prompt: record.prompt,
+                    }));
+                }
+                Err(err) => self.emit(Event::HistoryFailed {
+                    variant,
+                    evolution_id,
+                    error: err.to_string(),
+                })?,
+            }
+        }
+        self.dir.write_csv(HISTORY_FILE, &rows)?;
+        Ok(rows)
+    }
+
+    fn write_replay(&self, rows: &[ReplayRow]) -> Result<(), RunError> {
+        self.dir.write_csv(REPLAY_FILE, rows)?;
+        Ok(())
+    }
+}
+
+/// The service said no to the request itself: nothing was started.
+fn refused(err: &EvolutionError) -> bool {
+    match err {
+        EvolutionError::Invalid(_) => true,
+        EvolutionError::Api(api) => api.status().is_some_and(|status| status.is_client_error()),
+        EvolutionError::NotFound(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use async_trait::async_trait;
+
+    use super::*;
+    use crate::evolution::wire::{
+        BatchJobs, Execution, HistoryRecord, PromptState, StartExecution,
+    };
+    use crate::experiment::{Settings, validate_file};
+    use crate::inference::{SimConfig, SimModel};
+    use crate::store::{CACHE_FILE, EVENTS_FILE};
+
+    /// An evolution service in memory: each execution is pending, then in progress, then
+    /// completed (or failed for a customId containing "fail"), with a two-generation history.
+    #[derive(Default)]
+    struct Scripted {
+        starts: Mutex<Vec<String>>,
+        polls: Mutex<HashMap<String, u32>>,
+    }
+
+    use std::collections::HashMap;
+
+    #[async_trait]
+    impl Evolution for Scripted {
+        async fn start(&self, request: &StartExecution) -> Result<String, EvolutionError> {
+            let mut starts = self.starts.lock().unwrap();
+            starts.push(request.custom_id.clone().unwrap_or_default());
+            Ok(format!("evo-{}", starts.len()))
+        }
+        async fn get(&self, id: &str) -> Result<Execution, EvolutionError> {
+            let mut polls = self.polls.lock().unwrap();
+            let count = polls.entry(id.to_owned()).or_default();
+            *count += 1;
+            let index: usize = id.trim_start_matches("evo-").parse().unwrap();
+            let failing = self.starts.lock().unwrap()[index - 1].contains("fail");
+            let status = match *count {
+                1 => Status::Pending,
+                2 => Status::InProgress,
+                _ if failing => Status::Failed,
+                _ => Status::Completed,
+            };
+            Ok(Execution {
+                evolution_id: None,
+                custom_id: None,
+                strategy: Some("RPM".into()),
+                error: (status == Status::Failed).then(|| "reflection model unavailable".into()),
+                status,
+                budget: Some(30.0),
+                prompt: (*count > 1).then(|| PromptState {
+                    current_prompt: Some("p".into()),
+                    current_prompt_score: Some(0.5),
+                    current_generation: Some(1.0),
+                }),
+                created_at: None,
+            })
+        }
+        async fn list(
+            &self,
+            _: Option<u32>,
+            _: Option<u32>,
+        ) -> Result<Vec<Execution>, EvolutionError> {
+            Ok(Vec::new())
+        }
+        async fn prompts(
+            &self,
+            _: &str,
+            page: Option<u32>,
+            _: Option<u32>,
+        ) -> Result<Vec<HistoryRecord>, EvolutionError> {
+            if page != Some(1) {
+                return Ok(Vec::new());
+            }
+            Ok(vec![
+                HistoryRecord {
+                    generation: 0.0,
+                    score: 0.5,
+                    prompt: "Is this review positive or negative?\nReview: {review}".into(),
+                },
+                HistoryRecord {
+                    generation: 1.0,
+                    score: 0.75,
+                    prompt: "Answer with one of: positive, negative\nReview: {review}".into(),
+                },
+            ])
+        }
+        async fn batch_jobs(&self) -> Result<BatchJobs, EvolutionError> {
+            Ok(BatchJobs {
+                success: true,
+                jobs: Vec::new(),
+            })
+        }
+    }
+
+    fn backends(evolution: Arc<Scripted>) -> Backends {
+        let sim: SimConfig = "model=local,seed=1".parse().unwrap();
+        Backends {
+            evolution,
+            inference: Arc::new(SimModel::new(sim)),
+            description: Backend::Local,
+        }
+    }
+
+    fn fast() -> RunOptions {
+        RunOptions {
+            poll_interval: Duration::from_millis(1),
+            poll_jitter: Duration::from_millis(1),
+            timeout: Duration::from_secs(30),
+        }
+    }
+
+    fn plan() -> Plan {
+        let file =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/valid.toml");
+        validate_file(&file, &Settings::default())
+            .plan
+            .expect("the fixture is valid")
+    }
+
+    #[tokio::test]
+    async fn a_run_goes_from_start_to_scored_replay() {
+        let root = tempfile::tempdir().unwrap();
+        let evolution = Arc::new(Scripted::default());
+        let (dir, manifest) = create_run(root.path(), &plan(), Backend::Local).unwrap();
+        let outcome = execute(
+            dir,
+            manifest,
+            &backends(evolution.clone()),
+            &fast(),
+            &Silent,
+        )
+        .await
+        .unwrap();
+
+        assert_eq!(evolution.starts.lock().unwrap().len(), 1);
+        assert_eq!(
+            outcome.manifest.executions[0].status.as_deref(),
+            Some("completed")
+        );
+        assert!(
+            outcome.manifest.simulated,
+            "answers from SimModel mark the run simulated"
+        );
+        assert_eq!(outcome.history.len(), 2);
+        // holdout 14 rows × (seed + g1; g0 repeats the seed) × 1 model
+        assert_eq!(outcome.replay.len(), 28);
+        assert!(outcome.replay.iter().all(|row| row.error.is_empty()));
+        assert!(outcome.replay.iter().any(|row| row.version == "g1"));
+        let g1_correct = outcome
+            .replay
+            .iter()
+            .filter(|r| r.version == "g1" && r.score == 1.0)
+            .count();
+        assert!(
+            g1_correct > 0,
+            "the labelled prompt gets some rows right: {:?}",
+            outcome.replay
+        );
+        let events = std::fs::read_to_string(outcome.dir.file(EVENTS_FILE)).unwrap();
+        for kind in [
+            "run_started",
+            "start_sending",
+            "started",
+            "poll",
+            "finished",
+            "history",
+            "answer",
+            "run_finished",
+        ] {
+            assert!(
+                events.contains(&format!("\"event\":\"{kind}\"")),
+                "no {kind} event"
+            );
+        }
+        let written: Vec<ReplayRow> = outcome.dir.read_csv(REPLAY_FILE).unwrap();
+        assert_eq!(written, outcome.replay);
+    }
+
+    #[tokio::test]
+    async fn a_resumed_run_neither_restarts_nor_reasks() {
+        let root = tempfile::tempdir().unwrap();
+        let evolution = Arc::new(Scripted::default());
+        let (dir, manifest) = create_run(root.path(), &plan(), Backend::Local).unwrap();
+        let first = execute(
+            dir,
+            manifest,
+            &backends(evolution.clone()),
+            &fast(),
+            &Silent,
+        )
+        .await
+        .unwrap();
+        let answers = std::fs::read_to_string(first.dir.file(CACHE_FILE))
+            .unwrap()
+            .lines()
+            .count();
+
+        let dir = RunDir::open(&first.dir.path).unwrap();
+        let manifest = dir.read_manifest().unwrap();
+        let second = execute(
+            dir,
+            manifest,
+            &backends(evolution.clone()),
+            &fast(),
+            &Silent,
+        )
+        .await
+        .unwrap();
+        assert_eq!(evolution.starts.lock().unwrap().len(), 1, "no second start");
+        let after = std::fs::read_to_string(second.dir.file(CACHE_FILE))
+            .unwrap()
+            .lines()
+            .count();
+        assert_eq!(answers, after, "every answer came from the cache");
+        assert_eq!(first.replay, second.replay);
+    }
+
+    #[tokio::test]
+    async fn a_failed_execution_is_recorded_and_its_seed_still_replayed() {
+        let root = tempfile::tempdir().unwrap();
+        let mut plan = plan();
+        plan.executions[0].start.custom_id = Some("will-fail".into());
+        let (dir, mut manifest) = create_run(root.path(), &plan, Backend::Local).unwrap();
+        manifest.executions[0].custom_id = "will-fail".into();
+        let outcome = execute(
+            dir,
+            manifest,
+            &backends(Arc::new(Scripted::default())),
+            &fast(),
+            &Silent,
+        )
+        .await
+        .unwrap();
+        let record = &outcome.manifest.executions[0];
+        assert_eq!(record.status.as_deref(), Some("failed"));
+        assert_eq!(
+            record.error.as_deref(),
+            Some("reflection model unavailable")
+        );
+        assert!(outcome.replay.iter().any(|row| row.version == "seed"));
+    }
+}

@@ -1,0 +1,464 @@
+//! Replay: the seed and the best prompts of each execution, answered by each replay model on
+//! every holdout row, and scored.
+//!
+//! Identical requests (the same model, messages and parameters: a seed shared by variants, for
+//! instance) are sent once. Every answer is appended to the run's cache the moment it arrives, so
+//! a resumed run asks only what was never answered.
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::StreamExt;
+use sha2::{Digest, Sha256};
+
+use super::{Event, RunError, Runner};
+use crate::experiment::{ExecutionPlan, ReplayPlan};
+use crate::inference::{ChatMessage, ChatRequest, Inference};
+use crate::prompt::Template;
+use crate::score::{Score, Scorer, ScorerSpec, judge};
+use crate::store::{CachedAnswer, HistoryRow, ReplayRow};
+
+/// A prompt to replay: `seed` or `g<generation>` of one execution.
+#[derive(Debug, Clone)]
+struct Version {
+    label: String,
+    prompt: String,
+}
+
+/// The seed, then the best `top` distinct prompts of the history (highest score first, ties to
+/// the earlier generation). A history prompt identical to the seed is the seed.
+fn versions(seed: &str, history: &[&HistoryRow], top: usize) -> Vec<Version> {
+    let mut ranked: Vec<&&HistoryRow> = history.iter().collect();
+    ranked.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then(a.generation.cmp(&b.generation))
+    });
+    let mut out = vec![Version {
+        label: "seed".to_owned(),
+        prompt: seed.to_owned(),
+    }];
+    for row in ranked {
+        if out.len() > top {
+            break;
+        }
+        if out.iter().any(|version| version.prompt == row.prompt) {
+            continue;
+        }
+        out.push(Version {
+            label: format!("g{}", row.generation),
+            prompt: row.prompt.clone(),
+        });
+    }
+    out
+}
+
+/// One cell of the replay: which answer a (variant, version, model, row) needs.
+struct Cell {
+    variant: String,
+    version: String,
+    model: String,
+    row: usize,
+    expected: String,
+    key: String,
+    /// Set when the prompt could not even be rendered for the row.
+    error: Option<String>,
+}
+
+/// Who waits for an answer: one cell of the replay table.
+struct Waiting {
+    variant: String,
+    version: String,
+    row: usize,
+}
+
+/// A request to send and the cells waiting for its answer.
+struct Pending {
+    key: String,
+    request: ChatRequest,
+    waiting: Vec<Waiting>,
+}
+
+/// Requests not yet answered, each once, in the order first asked for.
+#[derive(Default)]
+struct Queue {
+    items: Vec<Pending>,
+    by_key: HashMap<String, usize>,
+}
+
+impl Queue {
+    fn push(&mut self, key: String, request: ChatRequest, waiting: Waiting) {
+        match self.by_key.get(&key) {
+            Some(&at) => self.items[at].waiting.push(waiting),
+            None => {
+                self.by_key.insert(key.clone(), self.items.len());
+                self.items.push(Pending {
+                    key,
+                    request,
+                    waiting: vec![waiting],
+                });
+            }
+        }
+    }
+
+    fn cells(&self) -> usize {
+        self.items.iter().map(|pending| pending.waiting.len()).sum()
+    }
+}
+
+fn cache_key(request: &ChatRequest) -> String {
+    let bytes = serde_json::to_vec(request).expect("a chat request is plain JSON");
+    format!("{:x}", Sha256::digest(bytes))
+}
+
+fn replay_request(replay: &ReplayPlan, model: &str, prompt: String) -> ChatRequest {
+    let mut request = ChatRequest::new(model, vec![ChatMessage::user(prompt)]);
+    request.temperature = Some(replay.temperature);
+    request.max_tokens = replay.max_tokens;
+    request
+}
+
+/// Answers every request not in the cache, at most `concurrency` at a time.
+async fn answer_all(
+    run: &Runner<'_>,
+    queue: Queue,
+    concurrency: usize,
+    cache: &mut HashMap<String, CachedAnswer>,
+    errors: &mut HashMap<String, String>,
+) -> Result<(), RunError> {
+    let inference: Arc<dyn Inference> = run.backends.inference.clone();
+    let mut answers = futures::stream::iter(queue.items.into_iter().map(|pending| {
+        let inference = inference.clone();
+        async move {
+            let started = Instant::now();
+            let result = inference.chat(&pending.request).await;
+            (pending, started.elapsed(), result)
+        }
+    }))
+    .buffer_unordered(concurrency.max(1));
+    while let Some((
+        Pending {
+            key,
+            request,
+            waiting,
+        },
+        elapsed,
+        result,
+    )) = answers.next().await
+    {
+        let latency_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
+        let error = match result {
+            Ok(response) => {
+                let usage = response.usage.unwrap_or_default();
+                let answer = CachedAnswer {
+                    key: key.clone(),
+                    answered_by: response.model.trim_end_matches(" (simulated)").to_owned(),
+                    simulated: response.model.ends_with("(simulated)"),
+                    output: response.content().to_owned(),
+                    node_id: response.node_id().unwrap_or_default().to_owned(),
+                    latency_ms,
+                    prompt_tokens: usage.prompt_tokens,
+                    completion_tokens: usage.completion_tokens,
+                };
+                run.dir.append_cached(&answer)?;
+                cache.insert(key.clone(), answer);
+                None
+            }
+            Err(err) => {
+                errors.insert(key.clone(), err.to_string());
+                Some(err.to_string())
+            }
+        };
+        for Waiting {
+            variant,
+            version,
+            row,
+        } in waiting
+        {
+            run.emit(Event::Answer {
+                variant,
+                version,
+                model: request.model.clone(),
+                row,
+                answered_by: cache
+                    .get(&key)
+                    .map(|a| a.answered_by.clone())
+                    .unwrap_or_default(),
+                latency_ms,
+                error: error.clone(),
+            })?;
+        }
+    }
+    Ok(())
+}
+
+pub(super) async fn replay(
+    run: &mut Runner<'_>,
+    history: &[HistoryRow],
+) -> Result<Vec<ReplayRow>, RunError> {
+    let mut cache = run.dir.read_cache()?;
+    let mut errors: HashMap<String, String> = HashMap::new();
+    let mut cells: Vec<Cell> = Vec::new();
+    let mut queue = Queue::default();
+    // Scorers by variant; a variant graded by the judge has none.
+    let mut scorers: HashMap<String, Scorer> = HashMap::new();
+    let mut concurrency = 1;
+    for (index, execution) in run.manifest.plan.executions.iter().enumerate() {
+        let Some(replay) = &execution.replay else {
+            continue;
+        };
+        concurrency = concurrency.max(replay.concurrency);
+        let variant = run.manifest.executions[index]
+            .variant
+            .clone()
+            .unwrap_or_default();
+        let own_history: Vec<&HistoryRow> = history
+            .iter()
+            .filter(|row| row.variant == variant)
+            .collect();
+        let versions = versions(&execution.start.prompt, &own_history, replay.top);
+        let rows = holdout_rows(execution)?;
+        if !matches!(replay.scorer, ScorerSpec::Judge) {
+            // Schema paths in a plan are already resolved against the experiment file.
+            let scorer = Scorer::new(&replay.scorer, std::path::Path::new("."))?;
+            scorers.insert(variant.clone(), scorer);
+        }
+        for model in &replay.models {
+            for version in &versions {
+                let template = Template::parse(&version.prompt);
+                for row in &rows {
+                    let rendered = template
+                        .as_ref()
+                        .map_err(ToString::to_string)
+                        .and_then(|t| {
+                            t.render(|name| row.inputs.get(name).map(String::as_str))
+                                .map_err(|e| e.to_string())
+                        });
+                    let (key, error) = match rendered {
+                        Ok(prompt) => {
+                            let request = replay_request(replay, model, prompt);
+                            let key = cache_key(&request);
+                            if !cache.contains_key(&key) {
+                                let waiting = Waiting {
+                                    variant: variant.clone(),
+                                    version: version.label.clone(),
+                                    row: row.index + 1,
+                                };
+                                queue.push(key.clone(), request, waiting);
+                            }
+                            (key, None)
+                        }
+                        Err(error) => (
+                            String::new(),
+                            Some(format!(
+                                "the prompt cannot be rendered for this row: {error}"
+                            )),
+                        ),
+                    };
+                    cells.push(Cell {
+                        variant: variant.clone(),
+                        version: version.label.clone(),
+                        model: model.clone(),
+                        row: row.index + 1,
+                        expected: row.expected.clone(),
+                        key,
+                        error,
+                    });
+                }
+            }
+        }
+    }
+    run.emit(Event::ReplayPlanned {
+        requests: queue.items.len(),
+        cached: cells.len() - queue.cells(),
+    })?;
+    answer_all(run, queue, concurrency, &mut cache, &mut errors).await?;
+
+    let judged = judge_answers(run, &cells, &mut cache, concurrency, &mut errors).await?;
+    let rows: Vec<ReplayRow> = cells
+        .iter()
+        .map(|cell| {
+            let answer = cache.get(&cell.key);
+            let error = cell
+                .error
+                .clone()
+                .or_else(|| errors.get(&cell.key).cloned())
+                .unwrap_or_default();
+            let score = match (answer, scorers.get(&cell.variant)) {
+                (Some(answer), Some(scorer)) => scorer.score(&answer.output, &cell.expected),
+                (Some(answer), None) => judged
+                    .get(&(cell.variant.clone(), answer.key.clone()))
+                    .cloned()
+                    .unwrap_or(Score {
+                        value: 0.0,
+                        feedback: "the judge gave no grade".to_owned(),
+                    }),
+                (None, _) => Score {
+                    value: 0.0,
+                    feedback: "no answer".to_owned(),
+                },
+            };
+            ReplayRow {
+                variant: cell.variant.clone(),
+                version: cell.version.clone(),
+                model: cell.model.clone(),
+                answered_by: answer.map(|a| a.answered_by.clone()).unwrap_or_default(),
+                row: cell.row,
+                expected: cell.expected.clone(),
+                output: answer.map(|a| a.output.clone()).unwrap_or_default(),
+                score: score.value,
+                feedback: score.feedback,
+                latency_ms: answer.map_or(0, |a| a.latency_ms),
+                prompt_tokens: answer
+                    .map_or(0, |a| u32::try_from(a.prompt_tokens).unwrap_or(u32::MAX)),
+                completion_tokens: answer.map_or(0, |a| {
+                    u32::try_from(a.completion_tokens).unwrap_or(u32::MAX)
+                }),
+                node_id: answer.map(|a| a.node_id.clone()).unwrap_or_default(),
+                error,
+            }
+        })
+        .collect();
+    if cache.values().any(|answer| answer.simulated) && !run.manifest.simulated {
+        run.manifest.simulated = true;
+        run.save()?;
+    }
+    run.write_replay(&rows)?;
+    Ok(rows)
+}
+
+/// Grades answers with the judge model of executions whose scorer is `judge`. Judge requests go
+/// through the same cache as replay requests.
+async fn judge_answers(
+    run: &Runner<'_>,
+    cells: &[Cell],
+    cache: &mut HashMap<String, CachedAnswer>,
+    concurrency: usize,
+    errors: &mut HashMap<String, String>,
+) -> Result<HashMap<(String, String), Score>, RunError> {
+    let judges: HashMap<String, crate::experiment::JudgePlan> = run
+        .manifest
+        .plan
+        .executions
+        .iter()
+        .zip(&run.manifest.executions)
+        .filter_map(|(plan, record): (&ExecutionPlan, _)| {
+            let replay = plan.replay.as_ref()?;
+            let judge = replay
+                .judge
+                .clone()
+                .filter(|_| matches!(replay.scorer, ScorerSpec::Judge))?;
+            Some((record.variant.clone().unwrap_or_default(), judge))
+        })
+        .collect();
+    if judges.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let mut wanted: Vec<(String, String, String)> = Vec::new(); // (variant, answer key, judge key)
+    let mut queue = Queue::default();
+    for cell in cells {
+        let (Some(judge_plan), Some(answer)) = (judges.get(&cell.variant), cache.get(&cell.key))
+        else {
+            continue;
+        };
+        let request = judge::request(judge_plan, &answer.output, &cell.expected);
+        let key = cache_key(&request);
+        if !cache.contains_key(&key) {
+            let waiting = Waiting {
+                variant: cell.variant.clone(),
+                version: format!("judge:{}", cell.version),
+                row: cell.row,
+            };
+            queue.push(key.clone(), request, waiting);
+        }
+        wanted.push((cell.variant.clone(), cell.key.clone(), key));
+    }
+    answer_all(run, queue, concurrency, cache, errors).await?;
+    Ok(wanted
+        .into_iter()
+        .filter_map(|(variant, answer_key, judge_key)| {
+            let grade = cache.get(&judge_key)?;
+            Some(((variant, answer_key), judge::parse(&grade.output)))
+        })
+        .collect())
+}
+
+fn holdout_rows(execution: &ExecutionPlan) -> Result<Vec<crate::dataset::Row>, RunError> {
+    let dataset = &execution.dataset;
+    let header = crate::dataset::read_header(&dataset.file)?;
+    let columns = header
+        .columns(&dataset.inputs, &dataset.expected)
+        .map_err(|missing| RunError::DatasetChanged {
+            file: dataset.file.display().to_string(),
+            expected: dataset.sha256.clone(),
+            found: format!(
+                "missing columns {:?}",
+                missing.iter().map(|m| &m.name).collect::<Vec<_>>()
+            ),
+        })?;
+    Ok(crate::dataset::read_rows(
+        &dataset.file,
+        &columns,
+        &dataset.split().holdout,
+    )?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(generation: u32, score: f64, prompt: &str) -> HistoryRow {
+        HistoryRow {
+            variant: String::new(),
+            evolution_id: "e".into(),
+            generation,
+            score,
+            prompt: prompt.into(),
+        }
+    }
+
+    #[test]
+    fn versions_are_the_seed_then_the_best_distinct_prompts() {
+        let history = [
+            row(0, 0.5, "seed {x}"),
+            row(1, 0.7, "a {x}"),
+            row(2, 0.9, "b {x}"),
+            row(3, 0.7, "c {x}"),
+            row(4, 0.9, "b {x}"),
+        ];
+        let refs: Vec<&HistoryRow> = history.iter().collect();
+        let labels: Vec<String> = versions("seed {x}", &refs, 3)
+            .into_iter()
+            .map(|v| v.label)
+            .collect();
+        // b (0.9, gen 2 before its repeat in gen 4), then the 0.7 tie goes to the earlier gen 1.
+        assert_eq!(labels, ["seed", "g2", "g1", "g3"]);
+        let labels: Vec<String> = versions("seed {x}", &refs, 1)
+            .into_iter()
+            .map(|v| v.label)
+            .collect();
+        assert_eq!(labels, ["seed", "g2"]);
+    }
+
+    #[test]
+    fn the_cache_key_covers_model_messages_and_parameters() {
+        let replay = ReplayPlan {
+            models: vec!["m".into()],
+            top: 1,
+            scorer: ScorerSpec::ExactMatch,
+            temperature: 0.0,
+            max_tokens: Some(8),
+            concurrency: 1,
+            judge: None,
+        };
+        let a = cache_key(&replay_request(&replay, "m", "hi".into()));
+        assert_eq!(a, cache_key(&replay_request(&replay, "m", "hi".into())));
+        assert_ne!(a, cache_key(&replay_request(&replay, "n", "hi".into())));
+        assert_ne!(a, cache_key(&replay_request(&replay, "m", "hello".into())));
+        let hotter = ReplayPlan {
+            temperature: 0.7,
+            ..replay.clone()
+        };
+        assert_ne!(a, cache_key(&replay_request(&hotter, "m", "hi".into())));
+    }
+}
