@@ -15,6 +15,7 @@ use crate::http::ApiError;
 
 mod client;
 mod fallback;
+mod router;
 mod rules;
 mod sim;
 mod structured;
@@ -22,6 +23,7 @@ pub mod wire;
 
 pub use client::{DEFAULT_BASE_URL, HttpInference, InferenceConfig};
 pub use fallback::{Answered, Fallback};
+pub use router::{ModelRouter, is_local_model};
 pub use rules::{ModelClass, check_request};
 pub use sim::{Fault, SimConfig, SimConfigError, SimModel};
 pub use structured::{check_schema, validate_answer};

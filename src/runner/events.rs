@@ -12,10 +12,7 @@ pub enum Event {
         resumed: bool,
     },
     /// About to send a start request; from here on the service may know the execution.
-    StartSending {
-        variant: String,
-        custom_id: String,
-    },
+    StartSending { variant: String, custom_id: String },
     Started {
         variant: String,
         custom_id: String,
@@ -68,8 +65,11 @@ pub enum Event {
         evolution_id: String,
         error: String,
     },
+    /// `requests` distinct requests to send for `waiting` cells of the replay table; `cached`
+    /// cells already have their answer.
     ReplayPlanned {
         requests: usize,
+        waiting: usize,
         cached: usize,
     },
     /// One replay request's outcome (a cached answer is not sent and not reported here).

@@ -6,6 +6,7 @@
 //! `Evolution` and `Inference` traits, and writes only through `store`.
 mod events;
 mod replay;
+mod summary;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,6 +16,7 @@ use rand::Rng;
 use thiserror::Error;
 
 pub use events::{Event, Observer, Silent};
+pub use summary::{Summary, VersionScore, summary};
 
 use crate::evolution::wire::Status;
 use crate::evolution::{Evolution, EvolutionError, PAGE_LIMIT, fetch_history, find_by_custom_id};
@@ -111,6 +113,7 @@ pub fn create_run(
         updated_at: now,
         backend,
         simulated: false,
+        finished_at: None,
         plan: plan.clone(),
         executions: plan
             .executions
@@ -169,6 +172,7 @@ pub async fn execute(
         replay_rows: replay.len(),
         replay_errors: replay.iter().filter(|row| !row.error.is_empty()).count(),
     })?;
+    run.manifest.finished_at = Some(Utc::now());
     run.save()?;
     Ok(Outcome {
         dir: run.dir,

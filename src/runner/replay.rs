@@ -270,6 +270,7 @@ pub(super) async fn replay(
     }
     run.emit(Event::ReplayPlanned {
         requests: queue.items.len(),
+        waiting: queue.cells(),
         cached: cells.len() - queue.cells(),
     })?;
     answer_all(run, queue, concurrency, &mut cache, &mut errors).await?;

@@ -99,6 +99,10 @@ pub struct RunManifest {
     /// nothing about real models, and every report of it says so.
     #[serde(default)]
     pub simulated: bool,
+    /// Set when the run went through to the end (executions final or timed out, replay written);
+    /// a run without it can be resumed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<DateTime<Utc>>,
     pub plan: Plan,
     pub executions: Vec<ExecutionRecord>,
 }
