@@ -13,6 +13,7 @@ mod models;
 mod plan;
 mod schema;
 mod serve;
+mod serve_account;
 mod validate;
 
 /// Exit codes shared by every subcommand.
