@@ -2,6 +2,7 @@
 //! rows, and report the results. The flow, the backends and the module map are described in the
 //! README; each module's own comment says what it owns.
 
+pub mod account;
 pub mod cli;
 pub mod dataset;
 pub mod engine;

@@ -1,8 +1,10 @@
-//! Flags shared by the subcommands that call an inference API (`models`, `chat`).
+//! Flags shared by the subcommands that call an inference API (`models`, `chat`, `credits`,
+//! `channel`), and the one place that decides which key and rpm limit they use.
 use std::num::NonZeroU32;
 
 use anyhow::Context;
 
+use crate::account::{AccountClient, AccountConfig, UserConfig, config_path};
 use crate::http::Secret;
 use crate::inference::{DEFAULT_BASE_URL, HttpInference, InferenceConfig};
 
@@ -12,18 +14,64 @@ pub struct InferenceArgs {
     #[arg(long = "url", env = "GEPA_LAB_INFERENCE_URL", default_value = DEFAULT_BASE_URL)]
     pub base_url: String,
     /// API key, sent as a Bearer token. Prefer the environment variable: a command line is
-    /// visible to other users of the machine.
+    /// visible to other users of the machine. Without one, the key `auth wallet` stored in the
+    /// config file for this URL is used.
     #[arg(long, env = "GEPA_LAB_INFERENCE_KEY", hide_env_values = true, value_parser = parse_secret)]
     pub key: Option<Secret>,
-    /// The key's requests-per-minute limit; requests are spaced to stay under it.
+    /// The key's requests-per-minute limit; requests are spaced to stay under it. Defaults to
+    /// the stored rpmLimit when the key comes from the config file.
     #[arg(long, env = "GEPA_LAB_INFERENCE_RPM")]
     pub rpm: Option<NonZeroU32>,
 }
 
+/// The key and pacing a client of `base_url` uses.
+#[derive(Debug, Clone)]
+pub struct Credentials {
+    pub base_url: String,
+    pub key: Option<Secret>,
+    pub rpm: Option<NonZeroU32>,
+}
+
 impl InferenceArgs {
+    /// A key given by flag or environment wins. Otherwise the config file's key for this very
+    /// URL is used, with its rpmLimit for pacing; the file is not read at all when a key is
+    /// given, so a broken config cannot stop a command that does not need it.
+    pub fn credentials(&self) -> anyhow::Result<Credentials> {
+        if let Some(key) = &self.key {
+            return Ok(Credentials {
+                base_url: self.base_url.clone(),
+                key: Some(key.clone()),
+                rpm: self.rpm,
+            });
+        }
+        let path = config_path()?;
+        let config = UserConfig::load(&path)?;
+        let stored = config.service(&self.base_url);
+        Ok(Credentials {
+            base_url: self.base_url.clone(),
+            key: stored.and_then(|s| s.key.clone()),
+            rpm: self.rpm.or_else(|| stored.and_then(|s| s.rpm_limit)),
+        })
+    }
+
+    /// A client for the account routes, which all need a key.
+    pub fn account_client(&self) -> anyhow::Result<AccountClient> {
+        let credentials = self.credentials()?;
+        let Some(key) = credentials.key else {
+            anyhow::bail!(
+                "no API key for {}: run `gepa-lab auth wallet`, or set GEPA_LAB_INFERENCE_KEY",
+                credentials.base_url
+            );
+        };
+        let mut config = AccountConfig::new(credentials.base_url, Some(key));
+        config.rpm = credentials.rpm;
+        AccountClient::new(config).with_context(|| format!("inference API at {}", self.base_url))
+    }
+
     pub fn client(&self) -> anyhow::Result<HttpInference> {
-        let mut config = InferenceConfig::new(self.base_url.clone(), self.key.clone());
-        config.rpm = self.rpm;
+        let credentials = self.credentials()?;
+        let mut config = InferenceConfig::new(credentials.base_url, credentials.key);
+        config.rpm = credentials.rpm;
         HttpInference::new(config).with_context(|| format!("inference API at {}", self.base_url))
     }
 }

@@ -7,13 +7,18 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
+mod auth;
+mod channel;
 mod chat;
+mod credits;
 mod inference_args;
 mod models;
 mod plan;
 mod schema;
 mod serve;
+mod serve_account;
 mod validate;
+mod wallet_args;
 
 /// Exit codes shared by every subcommand.
 pub mod exit {
@@ -49,6 +54,12 @@ enum Command {
     Chat(chat::Args),
     /// Serve the inference API on this machine, backed by upstream servers or the simulated model.
     Serve(serve::Args),
+    /// Log in to the inference API with a wallet and store the API key it issues.
+    Auth(auth::Args),
+    /// Credit balance, and top-ups paid in USDC (x402).
+    Credits(credits::Args),
+    /// Post to and read the community channels.
+    Channel(channel::Args),
 }
 
 /// Options that change how experiments are checked and estimated, shared by `validate`, `plan`
@@ -94,6 +105,9 @@ pub fn main() -> ExitCode {
         Command::Models(args) => models::run(args),
         Command::Chat(args) => chat::run(args),
         Command::Serve(args) => serve::run(args),
+        Command::Auth(args) => auth::run(args),
+        Command::Credits(args) => credits::run(args),
+        Command::Channel(args) => channel::run(args),
     };
     match result {
         Ok(code) => code,

@@ -8,6 +8,7 @@ use anyhow::Context;
 
 use super::exit;
 use super::inference_args::parse_secret;
+use super::serve_account::ServeAccountArgs;
 use crate::http::Secret;
 use crate::server::{AppState, KeySpec, ServeConfig, Server, UpstreamSpec};
 
@@ -36,6 +37,8 @@ pub struct Args {
     /// Bearer key for http(s) upstreams.
     #[arg(long, env = "GEPA_LAB_UPSTREAM_KEY", hide_env_values = true, value_parser = parse_secret)]
     pub upstream_key: Option<Secret>,
+    #[command(flatten)]
+    pub account: ServeAccountArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -53,6 +56,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         keys: args.keys,
         upstreams: args.upstreams,
         upstream_key: args.upstream_key,
+        account: args.account.settings(),
     };
     super::runtime()?.block_on(async {
         let state = AppState::new(&config)

@@ -117,6 +117,8 @@ pub struct Call {
     pub method: Method,
     pub path: String,
     body: Option<Vec<u8>>,
+    /// Extra headers of this call only, such as x402's `X-PAYMENT`.
+    headers: Vec<(HeaderName, HeaderValue)>,
     pub timeout: Option<Duration>,
 }
 
@@ -126,6 +128,7 @@ impl Call {
             method: Method::GET,
             path: path.into(),
             body: None,
+            headers: Vec::new(),
             timeout: None,
         }
     }
@@ -140,6 +143,7 @@ impl Call {
             method: Method::POST,
             path: path.into(),
             body: Some(body),
+            headers: Vec::new(),
             timeout: None,
         })
     }
@@ -147,6 +151,16 @@ impl Call {
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
         self
+    }
+
+    /// Adds a header to every attempt of this call. The value is marked sensitive, so `Debug`
+    /// of the call never shows it: such headers carry signed payments.
+    pub fn with_header(mut self, name: HeaderName, value: &str) -> Result<Self, ApiError> {
+        let mut value = HeaderValue::from_str(value)
+            .map_err(|_| ApiError::Config(format!("{name} value is not a valid header")))?;
+        value.set_sensitive(true);
+        self.headers.push((name, value));
+        Ok(self)
     }
 }
 
@@ -269,6 +283,9 @@ impl HttpClient {
                 request.header(name.clone(), value)
             }
         };
+        for (name, value) in &call.headers {
+            request = request.header(name.clone(), value.clone());
+        }
         if let Some(body) = &call.body {
             request = request
                 .header(reqwest::header::CONTENT_TYPE, "application/json")

@@ -28,6 +28,8 @@ const MIGRATIONS: &[&str] = &[
         prompt_tokens INTEGER NOT NULL DEFAULT 0,
         completion_tokens INTEGER NOT NULL DEFAULT 0
     );",
+    // 2: credit accounts, payments, login signatures, channel messages.
+    super::account_db::ACCOUNT_SCHEMA,
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -88,7 +90,7 @@ impl Db {
         })
     }
 
-    async fn call<T, F>(&self, f: F) -> Result<T, DbError>
+    pub(super) async fn call<T, F>(&self, f: F) -> Result<T, DbError>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,

@@ -4,8 +4,9 @@
 //! (`inference_routes` for `/v1/models` and `/v1/chat/completions`), authentication and rate
 //! limits in `auth`, the schema in `db`.
 //!
-//! Not here yet: the evolution routes (`/api/v0`) and wallet, credits and channel routes; they
-//! are added as further route files merged in `router`.
+//! The wallet, credits and channel routes live in `account_routes` (state in `account_db`).
+//! Not here yet: the evolution routes (`/api/v0`); they are added as a further route file
+//! merged in `router`.
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
@@ -22,10 +23,13 @@ use crate::inference::{
     HttpInference, Inference, InferenceConfig, InferenceError, SimConfig, SimConfigError, SimModel,
 };
 
+mod account_db;
+pub mod account_routes;
 pub mod auth;
 pub mod db;
 mod inference_routes;
 
+use account_routes::AccountSettings;
 use auth::RateLimits;
 use db::{Db, DbError};
 
@@ -137,6 +141,7 @@ pub struct ServeConfig {
     pub upstreams: Vec<UpstreamSpec>,
     /// Bearer key for HTTP upstreams.
     pub upstream_key: Option<Secret>,
+    pub account: AccountSettings,
 }
 
 /// One source of answers. `name` is what `metadata.node_id` reports.
@@ -194,6 +199,7 @@ pub struct AppState {
     pub db: Db,
     pub rate_limits: Arc<RateLimits>,
     pub catalog: Arc<Catalog>,
+    pub account: Arc<AccountSettings>,
 }
 
 impl AppState {
@@ -207,7 +213,9 @@ impl AppState {
             db.upsert_key(&spec.key, spec.rpm_limit.get()).await?;
         }
         if db.count_keys().await? == 0 {
-            tracing::warn!("no API key is configured: every request will get 401");
+            tracing::warn!(
+                "no API key is configured: only keys from POST /v1/auth/wallet will work"
+            );
         }
         let mut catalog = Catalog::default();
         for (i, spec) in config.upstreams.iter().enumerate() {
@@ -241,17 +249,27 @@ impl AppState {
             db,
             rate_limits: Arc::default(),
             catalog: Arc::new(catalog),
+            account: Arc::new(config.account.clone()),
         })
     }
 }
 
 /// Every route of the server. Route groups that need a Bearer key sit behind `auth::require_key`.
 pub fn router(state: AppState) -> Router {
-    let inference = inference_routes::routes().route_layer(axum::middleware::from_fn_with_state(
-        state.clone(),
-        auth::require_key,
-    ));
-    Router::new().merge(inference).with_state(state)
+    let inference = inference_routes::routes()
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            account_routes::meter_chat,
+        ))
+        .merge(account_routes::routes())
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_key,
+        ));
+    Router::new()
+        .merge(inference)
+        .merge(account_routes::login_routes())
+        .with_state(state)
 }
 
 /// A bound listener and its router, so the caller can report the address before serving.

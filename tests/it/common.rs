@@ -20,6 +20,11 @@ pub struct Serve {
 impl Serve {
     /// Starts `serve` with these `--upstream` specs and `--api-key` specs.
     pub fn start(upstreams: &[&str], keys: &[&str]) -> Serve {
+        Serve::start_with(upstreams, keys, &[])
+    }
+
+    /// `start`, with further flags (the account settings, for instance).
+    pub fn start_with(upstreams: &[&str], keys: &[&str], flags: &[&str]) -> Serve {
         let dir = tempfile::tempdir().expect("temp dir");
         let db = dir.path().join("serve.sqlite3");
         let log = std::fs::File::create(dir.path().join("serve.log")).expect("log file");
@@ -29,6 +34,9 @@ impl Serve {
             .arg(&db)
             .env_remove("GEPA_LAB_SERVE_KEYS")
             .env_remove("GEPA_LAB_UPSTREAM_KEY")
+            .env_remove("GEPA_LAB_LOGIN_WORD")
+            .env_remove("GEPA_LAB_SERVE_PAY_TO")
+            .args(flags)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(log);

@@ -1,6 +1,7 @@
 //! Integration tests: the real `gepa-lab` binary and the real HTTP clients, against
 //! `gepa-lab serve` on 127.0.0.1 where a service is needed. One test crate with a module per
 //! feature, because every test binary links the whole dependency tree.
+mod account;
 mod cli;
 mod common;
 mod dataset_files;
