@@ -1,7 +1,9 @@
 //! The prompt-evolution service (GEPA): the `Evolution` trait every backend implements, its wire
-//! types (defined once here for the client, the local engine's adapter and `serve` alike), and
-//! reading histories page by page.
+//! types (defined once here for the client, the local engine's adapter and `serve` alike), the
+//! contract's start rules (shared by every backend that runs executions), and reading histories
+//! page by page.
 mod history;
+pub mod rules;
 pub mod wire;
 
 use async_trait::async_trait;
@@ -42,8 +44,9 @@ pub enum EvolutionError {
     /// No execution has this id.
     #[error("no execution with evolutionId {0}")]
     NotFound(String),
-    /// The request breaks a rule of the contract (checked before sending, or by a local backend).
-    #[error("invalid start request: {0}")]
+    /// The request breaks a rule of the contract (a start request's rules, or a page numbered
+    /// from 0), as a local backend checks it; the text names each rule and the value seen.
+    #[error("invalid request: {0}")]
     Invalid(String),
 }
 
