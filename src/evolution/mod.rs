@@ -1,13 +1,15 @@
 //! The prompt-evolution service (GEPA): the `Evolution` trait every backend implements, its wire
 //! types (defined once here for the client, the local engine's adapter and `serve` alike), the
-//! contract's start rules (shared by every backend that runs executions), and reading histories
-//! page by page.
+//! contract's start rules (shared by every backend that runs executions), reading histories page
+//! by page, and `HttpEvolution`, the service over HTTP.
+mod client;
 mod history;
 pub mod rules;
 pub mod wire;
 
 use async_trait::async_trait;
 
+pub use client::{DEFAULT_EVOLUTION_URL, EvolutionConfig, HttpEvolution};
 pub use history::{History, PAGE_LIMIT, fetch_history, find_by_custom_id};
 use wire::{BatchJobs, Execution, HistoryRecord, StartExecution};
 
