@@ -47,7 +47,8 @@ enum Command {
     Models(models::Args),
     /// Send one chat message to an inference API and print the answer.
     Chat(chat::Args),
-    /// Serve the inference API on this machine, backed by upstream servers or the simulated model.
+    /// Serve the inference and evolution APIs on this machine, backed by upstream servers or the
+    /// simulated model.
     Serve(serve::Args),
 }
 

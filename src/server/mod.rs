@@ -1,11 +1,12 @@
 //! `gepa-lab serve`: the two service APIs over HTTP (axum), backed by any `Inference` sources,
 //! with state in SQLite. This module owns the shared state, the catalog of served models and the
 //! nodes serving them, router assembly and start-up; route groups live in their own files
-//! (`inference_routes` for `/v1/models` and `/v1/chat/completions`), authentication and rate
-//! limits in `auth`, the schema in `db`.
+//! (`inference_routes` for `/v1/models` and `/v1/chat/completions`, `evolution_routes` for
+//! `/api/v0`, with the engine behind it in `evolution_backend` and its tables in
+//! `evolution_store`), authentication and rate limits in `auth`, the schema in `db`.
 //!
-//! Not here yet: the evolution routes (`/api/v0`) and wallet, credits and channel routes; they
-//! are added as further route files merged in `router`.
+//! Not here yet: wallet, credits and channel routes; they are added as further route files
+//! merged in `router`.
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
@@ -16,6 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use axum::Router;
 
+use crate::evolution::LocalEvolution;
 use crate::http::Secret;
 use crate::inference::wire::Model;
 use crate::inference::{
@@ -24,7 +26,12 @@ use crate::inference::{
 
 pub mod auth;
 pub mod db;
+mod evolution_backend;
+mod evolution_routes;
+mod evolution_store;
 mod inference_routes;
+
+pub use evolution_backend::{EvolutionServeConfig, EvolutionSetupError};
 
 use auth::RateLimits;
 use db::{Db, DbError};
@@ -50,6 +57,8 @@ pub enum ServerError {
     NoUpstream,
     #[error(transparent)]
     Db(#[from] DbError),
+    #[error(transparent)]
+    Evolution(#[from] EvolutionSetupError),
     #[error("{action}: {source}")]
     Io {
         action: String,
@@ -137,6 +146,7 @@ pub struct ServeConfig {
     pub upstreams: Vec<UpstreamSpec>,
     /// Bearer key for HTTP upstreams.
     pub upstream_key: Option<Secret>,
+    pub evolution: EvolutionServeConfig,
 }
 
 /// One source of answers. `name` is what `metadata.node_id` reports.
@@ -194,6 +204,7 @@ pub struct AppState {
     pub db: Db,
     pub rate_limits: Arc<RateLimits>,
     pub catalog: Arc<Catalog>,
+    pub evolution: LocalEvolution,
 }
 
 impl AppState {
@@ -237,10 +248,13 @@ impl AppState {
             tracing::info!(node = %name, models = models.len(), "upstream ready");
             catalog.add(Node { name, inference }, models);
         }
+        let catalog = Arc::new(catalog);
+        let evolution = evolution_backend::start(&db, &catalog, &config.evolution).await?;
         Ok(AppState {
             db,
             rate_limits: Arc::default(),
-            catalog: Arc::new(catalog),
+            catalog,
+            evolution,
         })
     }
 }
@@ -251,7 +265,10 @@ pub fn router(state: AppState) -> Router {
         state.clone(),
         auth::require_key,
     ));
-    Router::new().merge(inference).with_state(state)
+    Router::new()
+        .merge(inference)
+        .merge(evolution_routes::routes(state.clone()))
+        .with_state(state)
 }
 
 /// A bound listener and its router, so the caller can report the address before serving.
