@@ -7,7 +7,10 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
+mod batch;
 mod chat;
+mod evolution_args;
+mod executions;
 mod inference_args;
 mod models;
 mod plan;
@@ -50,6 +53,10 @@ enum Command {
     /// Serve the inference and evolution APIs on this machine, backed by upstream servers or the
     /// simulated model.
     Serve(serve::Args),
+    /// Read executions of a prompt-evolution API: list, show one, or read its history.
+    Executions(executions::Args),
+    /// Batch jobs of a prompt-evolution API.
+    Batch(batch::Args),
 }
 
 /// Options that change how experiments are checked and estimated, shared by `validate`, `plan`
@@ -95,6 +102,8 @@ pub fn main() -> ExitCode {
         Command::Models(args) => models::run(args),
         Command::Chat(args) => chat::run(args),
         Command::Serve(args) => serve::run(args),
+        Command::Executions(args) => executions::run(args),
+        Command::Batch(args) => batch::run(args),
     };
     match result {
         Ok(code) => code,
