@@ -14,6 +14,9 @@
 //! with the caller's reason, since the engine cannot continue a run it did not checkpoint and
 //! running it again would spend the budget twice.
 //!
+//! The engine's seed is a hash of the request (customId included): the same request makes the
+//! same random choices.
+//!
 //! Strategy `RPM` runs reflective mutation only; `SAM` adds the engine's merge of two lineages
 //! (our reading of "system-aware merge", which the service does not define).
 use std::collections::HashMap;
@@ -180,8 +183,8 @@ impl LocalEvolution {
     ) -> Result<String, EvolutionError> {
         validate_start(request, &self.inner.settings.profile)
             .map_err(|violations| EvolutionError::Invalid(violations.to_string()))?;
-        let uuid = uuid::Uuid::new_v4();
-        let evolution_id = uuid.to_string();
+        let evolution_id = uuid::Uuid::new_v4().to_string();
+        let seed = seed_of(request);
         let mut request = request.clone();
         if request.custom_id.is_none() {
             request.custom_id = Some(format!("local-{}", &evolution_id[..8]));
@@ -190,8 +193,7 @@ impl LocalEvolution {
             evolution_id: evolution_id.clone(),
             owner: owner.map(str::to_owned),
             request,
-            // 63 bits, so that stores with signed 64-bit integers (SQLite) keep it exactly.
-            seed: (uuid.as_u128() as u64) & (i64::MAX as u64),
+            seed,
             state: ExecutionState {
                 status: Status::Pending,
                 prompt: None,
@@ -318,6 +320,20 @@ impl Evolution for LocalEvolution {
             jobs: Vec::new(),
         })
     }
+}
+
+/// The engine's seed for a request: a hash of the request as sent, customId included, so the
+/// same request makes the same random choices (a run can be reproduced, and tests are exact),
+/// while variants and replicates with their own customIds differ. 63 bits, so that stores with
+/// signed 64-bit integers (SQLite) keep it exactly.
+fn seed_of(request: &StartExecution) -> u64 {
+    use sha2::{Digest, Sha256};
+    // A request always serialises; an empty text would only make the seed a constant.
+    let text = serde_json::to_vec(request).unwrap_or_default();
+    let digest = Sha256::digest(&text);
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    u64::from_le_bytes(first) & (i64::MAX as u64)
 }
 
 fn now() -> String {

@@ -355,6 +355,29 @@ async fn a_resumed_execution_repeats_the_run_its_seed_gives() {
 }
 
 #[tokio::test]
+async fn the_same_request_makes_the_same_run_and_another_custom_id_another() {
+    let Setup { local, .. } = setup("model=local-sim,seed=5", 2, None);
+    let mut request = request(40, 3, 5);
+    request.custom_id = Some("replicate-1".into());
+    let first = local.start(&request).await.unwrap();
+    let second = local.start(&request).await.unwrap();
+    request.custom_id = Some("replicate-2".into());
+    let third = local.start(&request).await.unwrap();
+    for id in [&first, &second, &third] {
+        finished(&local, id).await;
+    }
+    assert_ne!(first, second);
+    assert_eq!(
+        history(&local, &first).await,
+        history(&local, &second).await
+    );
+    assert_ne!(seed_of(&request), {
+        request.custom_id = Some("replicate-1".into());
+        seed_of(&request)
+    });
+}
+
+#[tokio::test]
 async fn pages_are_numbered_from_1_and_executions_are_seen_by_their_owner_only() {
     assert_eq!(
         Paging::new(None, None),
