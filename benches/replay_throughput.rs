@@ -70,6 +70,7 @@ async fn start_server(scenario: &Scenario, db: std::path::PathBuf) -> String {
         upstreams: vec![UpstreamSpec::Sim(sim)],
         upstream_key: None,
         account: Default::default(),
+        evolution: Default::default(),
     };
     let state = AppState::new(&config).await.expect("server state");
     let server = Server::bind("127.0.0.1:0".parse().expect("address"), state)

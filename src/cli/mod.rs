@@ -8,9 +8,12 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 mod auth;
+mod batch;
 mod channel;
 mod chat;
 mod credits;
+mod evolution_args;
+mod executions;
 mod inference_args;
 mod models;
 mod plan;
@@ -52,7 +55,8 @@ enum Command {
     Models(models::Args),
     /// Send one chat message to an inference API and print the answer.
     Chat(chat::Args),
-    /// Serve the inference API on this machine, backed by upstream servers or the simulated model.
+    /// Serve the inference and evolution APIs on this machine, backed by upstream servers or the
+    /// simulated model.
     Serve(serve::Args),
     /// Log in to the inference API with a wallet and store the API key it issues.
     Auth(auth::Args),
@@ -60,6 +64,10 @@ enum Command {
     Credits(credits::Args),
     /// Post to and read the community channels.
     Channel(channel::Args),
+    /// Read executions of a prompt-evolution API: list, show one, or read its history.
+    Executions(executions::Args),
+    /// Batch jobs of a prompt-evolution API.
+    Batch(batch::Args),
 }
 
 /// Options that change how experiments are checked and estimated, shared by `validate`, `plan`
@@ -108,6 +116,8 @@ pub fn main() -> ExitCode {
         Command::Auth(args) => auth::run(args),
         Command::Credits(args) => credits::run(args),
         Command::Channel(args) => channel::run(args),
+        Command::Executions(args) => executions::run(args),
+        Command::Batch(args) => batch::run(args),
     };
     match result {
         Ok(code) => code,

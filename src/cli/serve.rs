@@ -1,4 +1,5 @@
-//! `gepa-lab serve`: start the local server and report its address.
+//! `gepa-lab serve`: start the local server (inference and evolution APIs) and report its
+//! address.
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -9,8 +10,9 @@ use anyhow::Context;
 use super::exit;
 use super::inference_args::parse_secret;
 use super::serve_account::ServeAccountArgs;
+use crate::evolution::ServiceProfile;
 use crate::http::Secret;
-use crate::server::{AppState, KeySpec, ServeConfig, Server, UpstreamSpec};
+use crate::server::{AppState, EvolutionServeConfig, KeySpec, ServeConfig, Server, UpstreamSpec};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -39,6 +41,31 @@ pub struct Args {
     pub upstream_key: Option<Secret>,
     #[command(flatten)]
     pub account: ServeAccountArgs,
+    #[command(flatten)]
+    pub evolution: EngineArgs,
+}
+
+/// How the evolution routes (`/api/v0`) run executions.
+#[derive(Debug, clap::Args)]
+pub struct EngineArgs {
+    /// Upstream model that runs every execution's prompts, whatever evolution model a request
+    /// names (default: the first text model the upstreams serve).
+    #[arg(long, value_name = "MODEL")]
+    pub evolution_model: Option<String>,
+    /// Upstream model that writes new prompts (default: the evolution model).
+    #[arg(long, value_name = "MODEL")]
+    pub reflection_model: Option<String>,
+    /// Executions that run at once; later ones wait as pending.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..))]
+    pub max_running_executions: u16,
+    /// The fixed word of evolution model ids (`<word>-4o-mini`) that requests may name.
+    #[arg(
+        long,
+        env = "GEPA_LAB_MODEL_WORD",
+        default_value = "gpt",
+        value_name = "WORD"
+    )]
+    pub model_word: String,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -57,6 +84,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         upstreams: args.upstreams,
         upstream_key: args.upstream_key,
         account: args.account.settings(),
+        evolution: EvolutionServeConfig {
+            task_model: args.evolution.evolution_model,
+            reflection_model: args.evolution.reflection_model,
+            max_running: Some(usize::from(args.evolution.max_running_executions)),
+            profile: ServiceProfile {
+                model_word: args.evolution.model_word,
+            },
+        },
     };
     super::runtime()?.block_on(async {
         let state = AppState::new(&config)

@@ -1,12 +1,23 @@
 //! The prompt-evolution service (GEPA): the `Evolution` trait every backend implements, its wire
-//! types (defined once here for the client, the local engine's adapter and `serve` alike), and
-//! reading histories page by page.
+//! types (defined once here for the client, the local engine's adapter and `serve` alike), the
+//! contract's start rules (shared by every backend that runs executions), reading histories page
+//! by page, and the two backends: `HttpEvolution` (the service over HTTP) and `LocalEvolution`
+//! (the built-in engine in process, with a persistence hook that `serve` uses).
+mod adapter;
+mod client;
 mod history;
+mod local;
+pub mod rules;
+mod store;
 pub mod wire;
 
 use async_trait::async_trait;
 
+pub use adapter::{InferenceTask, ModelSettings, evaluator_metric, scorer_for_metric};
+pub use client::{DEFAULT_EVOLUTION_URL, EvolutionConfig, HttpEvolution};
 pub use history::{History, PAGE_LIMIT, fetch_history, find_by_custom_id};
+pub use local::{LocalEvolution, LocalSettings, Paging, Restored};
+pub use store::{ExecutionState, ExecutionStore, StoreError, StoredExecution};
 use wire::{BatchJobs, Execution, HistoryRecord, StartExecution};
 
 use crate::http::ApiError;
@@ -42,9 +53,13 @@ pub enum EvolutionError {
     /// No execution has this id.
     #[error("no execution with evolutionId {0}")]
     NotFound(String),
-    /// The request breaks a rule of the contract (checked before sending, or by a local backend).
-    #[error("invalid start request: {0}")]
+    /// The request breaks a rule of the contract (a start request's rules, or a page numbered
+    /// from 0), as a local backend checks it; the text names each rule and the value seen.
+    #[error("invalid request: {0}")]
     Invalid(String),
+    /// A local backend could not record an execution; nothing was started.
+    #[error(transparent)]
+    Store(#[from] StoreError),
 }
 
 /// Model suffixes the evolution service supports; ids are `<word>-<suffix>`, where the word is

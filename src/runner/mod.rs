@@ -478,7 +478,7 @@ fn refused(err: &EvolutionError) -> bool {
     match err {
         EvolutionError::Invalid(_) => true,
         EvolutionError::Api(api) => api.status().is_some_and(|status| status.is_client_error()),
-        EvolutionError::NotFound(_) => false,
+        EvolutionError::NotFound(_) | EvolutionError::Store(_) => false,
     }
 }
 

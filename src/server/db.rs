@@ -1,4 +1,5 @@
-//! The server's SQLite state: API keys with their rpm limits, and usage counts per key.
+//! The server's SQLite state: API keys with their rpm limits, usage counts per key, and the
+//! tables of the evolution half (read and written by `evolution_store`).
 //!
 //! The schema grows by appending statements to `MIGRATIONS`; `PRAGMA user_version` records how
 //! many have run, so a database made by an older build is brought up to date on open. Keys are
@@ -30,6 +31,40 @@ const MIGRATIONS: &[&str] = &[
     );",
     // 2: credit accounts, payments, login signatures, channel messages.
     super::account_db::ACCOUNT_SCHEMA,
+    // 3: evolution executions in creation order (`seq`), their history, and batch jobs
+    // (`evolution_store`). The request is kept whole so a queued execution can be run after a
+    // restart.
+    "CREATE TABLE evolution_executions (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        evolution_id TEXT NOT NULL UNIQUE,
+        owner TEXT,
+        custom_id TEXT,
+        request TEXT NOT NULL,
+        seed INTEGER NOT NULL,
+        status TEXT NOT NULL,
+        current_prompt TEXT,
+        current_score REAL,
+        current_generation REAL,
+        error TEXT,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    );
+    CREATE TABLE evolution_history (
+        evolution_id TEXT NOT NULL REFERENCES evolution_executions(evolution_id),
+        generation INTEGER NOT NULL,
+        score REAL NOT NULL,
+        prompt TEXT NOT NULL,
+        PRIMARY KEY (evolution_id, generation)
+    );
+    CREATE TABLE batch_jobs (
+        file_id TEXT PRIMARY KEY,
+        key_id TEXT NOT NULL REFERENCES api_keys(id),
+        status TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        task_count INTEGER NOT NULL,
+        error_message TEXT,
+        result_url TEXT
+    );",
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -90,7 +125,7 @@ impl Db {
         })
     }
 
-    pub(super) async fn call<T, F>(&self, f: F) -> Result<T, DbError>
+    pub(crate) async fn call<T, F>(&self, f: F) -> Result<T, DbError>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,

@@ -1,12 +1,12 @@
 //! `gepa-lab serve`: the two service APIs over HTTP (axum), backed by any `Inference` sources,
 //! with state in SQLite. This module owns the shared state, the catalog of served models and the
 //! nodes serving them, router assembly and start-up; route groups live in their own files
-//! (`inference_routes` for `/v1/models` and `/v1/chat/completions`), authentication and rate
-//! limits in `auth`, the schema in `db`.
+//! (`inference_routes` for `/v1/models` and `/v1/chat/completions`, `evolution_routes` for
+//! `/api/v0`, with the engine behind it in `evolution_backend` and its tables in
+//! `evolution_store`), authentication and rate limits in `auth`, the schema in `db`.
 //!
-//! The wallet, credits and channel routes live in `account_routes` (state in `account_db`).
-//! Not here yet: the evolution routes (`/api/v0`); they are added as a further route file
-//! merged in `router`.
+//! The wallet, credits and channel routes live in `account_routes` (state in `account_db`). All
+//! route groups are merged in `router`.
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use axum::Router;
 
+use crate::evolution::LocalEvolution;
 use crate::http::Secret;
 use crate::inference::wire::Model;
 use crate::inference::{
@@ -27,9 +28,14 @@ mod account_db;
 pub mod account_routes;
 pub mod auth;
 pub mod db;
+mod evolution_backend;
+mod evolution_routes;
+mod evolution_store;
 mod inference_routes;
 
 use account_routes::AccountSettings;
+pub use evolution_backend::{EvolutionServeConfig, EvolutionSetupError};
+
 use auth::RateLimits;
 use db::{Db, DbError};
 
@@ -54,6 +60,8 @@ pub enum ServerError {
     NoUpstream,
     #[error(transparent)]
     Db(#[from] DbError),
+    #[error(transparent)]
+    Evolution(#[from] EvolutionSetupError),
     #[error("{action}: {source}")]
     Io {
         action: String,
@@ -142,6 +150,7 @@ pub struct ServeConfig {
     /// Bearer key for HTTP upstreams.
     pub upstream_key: Option<Secret>,
     pub account: AccountSettings,
+    pub evolution: EvolutionServeConfig,
 }
 
 /// One source of answers. `name` is what `metadata.node_id` reports.
@@ -200,6 +209,7 @@ pub struct AppState {
     pub rate_limits: Arc<RateLimits>,
     pub catalog: Arc<Catalog>,
     pub account: Arc<AccountSettings>,
+    pub evolution: LocalEvolution,
 }
 
 impl AppState {
@@ -245,11 +255,14 @@ impl AppState {
             tracing::info!(node = %name, models = models.len(), "upstream ready");
             catalog.add(Node { name, inference }, models);
         }
+        let catalog = Arc::new(catalog);
+        let evolution = evolution_backend::start(&db, &catalog, &config.evolution).await?;
         Ok(AppState {
             db,
             rate_limits: Arc::default(),
-            catalog: Arc::new(catalog),
+            catalog,
             account: Arc::new(config.account.clone()),
+            evolution,
         })
     }
 }
@@ -269,6 +282,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(inference)
         .merge(account_routes::login_routes())
+        .merge(evolution_routes::routes(state.clone()))
         .with_state(state)
 }
 

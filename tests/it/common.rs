@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Output, Stdio};
 use std::time::Duration;
 
+use gepa_lab::evolution::{EvolutionConfig, HttpEvolution};
 use gepa_lab::http::{RetryPolicy, Secret};
 use gepa_lab::inference::{HttpInference, InferenceConfig};
 
@@ -14,29 +15,50 @@ pub struct Serve {
     _stdout: BufReader<ChildStdout>,
     pub url: String,
     pub db: PathBuf,
-    dir: tempfile::TempDir,
+    // Taken by `kill`, so the database outlives the process for a restart.
+    dir: Option<tempfile::TempDir>,
 }
 
 impl Serve {
     /// Starts `serve` with these `--upstream` specs and `--api-key` specs.
     pub fn start(upstreams: &[&str], keys: &[&str]) -> Serve {
-        Serve::start_with(upstreams, keys, &[])
+        Serve::start_in(tempfile::tempdir().expect("temp dir"), upstreams, keys, &[])
     }
 
     /// `start`, with further flags (the account settings, for instance).
     pub fn start_with(upstreams: &[&str], keys: &[&str], flags: &[&str]) -> Serve {
-        let dir = tempfile::tempdir().expect("temp dir");
+        Serve::start_in(
+            tempfile::tempdir().expect("temp dir"),
+            upstreams,
+            keys,
+            flags,
+        )
+    }
+
+    /// Starts `serve` on the database in `dir` (new or left by an earlier `serve`), with extra
+    /// arguments.
+    pub fn start_in(
+        dir: tempfile::TempDir,
+        upstreams: &[&str],
+        keys: &[&str],
+        extra: &[&str],
+    ) -> Serve {
         let db = dir.path().join("serve.sqlite3");
-        let log = std::fs::File::create(dir.path().join("serve.log")).expect("log file");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.path().join("serve.log"))
+            .expect("log file");
         let mut command = Command::new(env!("CARGO_BIN_EXE_gepa-lab"));
         command
             .args(["serve", "--bind", "127.0.0.1:0", "--db"])
             .arg(&db)
+            .args(extra)
             .env_remove("GEPA_LAB_SERVE_KEYS")
             .env_remove("GEPA_LAB_UPSTREAM_KEY")
             .env_remove("GEPA_LAB_LOGIN_WORD")
             .env_remove("GEPA_LAB_SERVE_PAY_TO")
-            .args(flags)
+            .env_remove("GEPA_LAB_MODEL_WORD")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(log);
@@ -62,8 +84,27 @@ impl Serve {
             child,
             _stdout: stdout,
             db,
-            dir,
+            dir: Some(dir),
         }
+    }
+
+    /// Kills the process at once (no graceful shutdown, as in a crash) and hands back its
+    /// folder, database and log included.
+    pub fn kill(mut self) -> tempfile::TempDir {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.dir.take().expect("the folder is still held")
+    }
+
+    /// An evolution client with fast retries, as a test wants them.
+    pub fn evolution(&self, key: Option<&str>) -> HttpEvolution {
+        let mut config = EvolutionConfig::new(self.url.clone(), key.map(Secret::new));
+        config.retry = RetryPolicy {
+            base_delay: Duration::from_millis(20),
+            max_elapsed: Duration::from_secs(30),
+            ..config.retry
+        };
+        HttpEvolution::new(config).expect("evolution client")
     }
 
     /// A client with fast retries, as a test wants them.
@@ -84,7 +125,10 @@ impl Serve {
 
     /// What the server logged so far, for failure messages.
     pub fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("serve.log")).unwrap_or_default()
+        self.dir
+            .as_ref()
+            .and_then(|dir| std::fs::read_to_string(dir.path().join("serve.log")).ok())
+            .unwrap_or_default()
     }
 
     /// `(requests, rate_limited, prompt_tokens)` recorded for the only key with that rpm.

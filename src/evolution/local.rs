@@ -1,0 +1,540 @@
+//! `LocalEvolution`: the built-in GEPA engine behind the `Evolution` trait.
+//!
+//! `start` checks the request with the contract's rules (the same function `serve` uses), records
+//! the execution as `pending` and returns its id; a background tokio task then waits for a
+//! running slot, records `in_progress` (before any model call), runs the engine over an
+//! [`InferenceTask`], and ends `completed`, or `failed` with the engine's error as the reason.
+//! While it runs, each accepted candidate (the seed prompt first, as generation 0) becomes a
+//! history record and the execution's `prompt` shows that latest generation; once it is over,
+//! `prompt` shows the best generation (highest mean Pareto score, the earlier on a tie).
+//!
+//! Executions live in memory. An [`ExecutionStore`] hook, when given, is told of every change
+//! so that a caller can make them durable; [`LocalEvolution::restore`] loads them back after a
+//! restart: `pending` ones (nothing spent yet) are run, `in_progress` ones are marked failed
+//! with the caller's reason, since the engine cannot continue a run it did not checkpoint and
+//! running it again would spend the budget twice.
+//!
+//! The engine's seed is a hash of the request (customId included): the same request makes the
+//! same random choices.
+//!
+//! Strategy `RPM` runs reflective mutation only; `SAM` adds the engine's merge of two lineages
+//! (our reading of "system-aware merge", which the service does not define).
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use async_trait::async_trait;
+use chrono::{SecondsFormat, Utc};
+use tokio::sync::Semaphore;
+
+use super::adapter::{InferenceTask, ModelSettings, evaluator_metric, scorer_for_metric};
+use super::history::PAGE_LIMIT;
+use super::rules::validate_start;
+use super::store::{ExecutionState, ExecutionStore, StoredExecution};
+use super::wire::{BatchJobs, Execution, HistoryRecord, PromptState, StartExecution, Status};
+use super::{Evolution, EvolutionError, ServiceProfile};
+use crate::engine::{self, CandidateRecord, EngineConfig, EngineEvent, MergeConfig};
+use crate::inference::Inference;
+
+/// How a `LocalEvolution` runs its executions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LocalSettings {
+    pub models: ModelSettings,
+    /// Which evolution model ids a request may name.
+    pub profile: ServiceProfile,
+    /// Executions running at once; later ones wait as `pending`, as the service queues jobs.
+    pub max_running: usize,
+    /// Task calls in flight within one execution.
+    pub parallel_calls: usize,
+}
+
+impl LocalSettings {
+    pub fn new(models: ModelSettings) -> Self {
+        Self {
+            models,
+            profile: ServiceProfile::default(),
+            max_running: 2,
+            parallel_calls: 4,
+        }
+    }
+}
+
+/// A page of a list, numbered from 1 (the convention `fetch_history` documents).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Paging {
+    pub page: u32,
+    pub limit: u32,
+}
+
+impl Paging {
+    /// Page 1 and [`PAGE_LIMIT`] when not given; 0 for either is refused, with the reason.
+    pub fn new(page: Option<u32>, limit: Option<u32>) -> Result<Self, String> {
+        let page = page.unwrap_or(1);
+        let limit = limit.unwrap_or(PAGE_LIMIT);
+        if page == 0 {
+            return Err("page: pages are numbered from 1; seen: 0".into());
+        }
+        if limit == 0 {
+            return Err("limit: must be at least 1; seen: 0".into());
+        }
+        Ok(Self { page, limit })
+    }
+
+    /// The slice of `items` on this page; empty past the end.
+    pub fn slice<'a, T>(&self, items: &'a [T]) -> &'a [T] {
+        let start = u64::from(self.page - 1) * u64::from(self.limit);
+        let start = usize::try_from(start)
+            .unwrap_or(usize::MAX)
+            .min(items.len());
+        let end = start.saturating_add(self.limit as usize).min(items.len());
+        &items[start..end]
+    }
+}
+
+/// What [`LocalEvolution::restore`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Restored {
+    /// Executions loaded, whatever their status.
+    pub loaded: usize,
+    /// `pending` executions started again from their request and seed.
+    pub resumed: Vec<String>,
+    /// `in_progress` executions marked failed.
+    pub interrupted: Vec<String>,
+    /// Ids already known, left as they were.
+    pub skipped: Vec<String>,
+}
+
+/// The built-in engine as an evolution backend. Cheap to clone; clones share executions.
+#[derive(Clone)]
+pub struct LocalEvolution {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    task_model: Arc<dyn Inference>,
+    reflection_model: Arc<dyn Inference>,
+    settings: LocalSettings,
+    store: Option<Arc<dyn ExecutionStore>>,
+    slots: Arc<Semaphore>,
+    registry: Mutex<Registry>,
+}
+
+/// Executions in creation order, so pages stay stable as new executions are added at the end.
+#[derive(Default)]
+struct Registry {
+    executions: Vec<StoredExecution>,
+    by_id: HashMap<String, usize>,
+}
+
+impl Registry {
+    fn get(&self, id: &str) -> Option<&StoredExecution> {
+        self.by_id.get(id).map(|&i| &self.executions[i])
+    }
+
+    fn get_mut(&mut self, id: &str) -> Option<&mut StoredExecution> {
+        self.by_id.get(id).map(|&i| &mut self.executions[i])
+    }
+
+    fn insert(&mut self, execution: StoredExecution) {
+        self.by_id
+            .insert(execution.evolution_id.clone(), self.executions.len());
+        self.executions.push(execution);
+    }
+
+    fn visible<'a>(
+        &'a self,
+        owner: Option<&'a str>,
+    ) -> impl Iterator<Item = &'a StoredExecution> + 'a {
+        self.executions
+            .iter()
+            .filter(move |e| e.owner.as_deref() == owner)
+    }
+}
+
+impl LocalEvolution {
+    /// `store`, when given, is told of every change (see [`ExecutionStore`]).
+    pub fn new(
+        task_model: Arc<dyn Inference>,
+        reflection_model: Arc<dyn Inference>,
+        settings: LocalSettings,
+        store: Option<Arc<dyn ExecutionStore>>,
+    ) -> Self {
+        let slots = Arc::new(Semaphore::new(settings.max_running.max(1)));
+        Self {
+            inner: Arc::new(Inner {
+                task_model,
+                reflection_model,
+                settings,
+                store,
+                slots,
+                registry: Mutex::new(Registry::default()),
+            }),
+        }
+    }
+
+    pub fn settings(&self) -> &LocalSettings {
+        &self.inner.settings
+    }
+
+    /// Starts an execution on behalf of `owner`; only the same owner sees it afterwards.
+    pub async fn start_as(
+        &self,
+        owner: Option<&str>,
+        request: &StartExecution,
+    ) -> Result<String, EvolutionError> {
+        validate_start(request, &self.inner.settings.profile)
+            .map_err(|violations| EvolutionError::Invalid(violations.to_string()))?;
+        let evolution_id = uuid::Uuid::new_v4().to_string();
+        let seed = seed_of(request);
+        let mut request = request.clone();
+        if request.custom_id.is_none() {
+            request.custom_id = Some(format!("local-{}", &evolution_id[..8]));
+        }
+        let execution = StoredExecution {
+            evolution_id: evolution_id.clone(),
+            owner: owner.map(str::to_owned),
+            request,
+            seed,
+            state: ExecutionState {
+                status: Status::Pending,
+                prompt: None,
+                error: None,
+            },
+            created_at: now(),
+            history: Vec::new(),
+        };
+        if let Some(store) = &self.inner.store {
+            store.insert(&execution).await?;
+        }
+        self.inner.registry().insert(execution);
+        Inner::spawn(Arc::clone(&self.inner), evolution_id.clone());
+        Ok(evolution_id)
+    }
+
+    pub fn get_as(
+        &self,
+        owner: Option<&str>,
+        evolution_id: &str,
+    ) -> Result<Execution, EvolutionError> {
+        self.inner
+            .registry()
+            .get(evolution_id)
+            .filter(|e| e.owner.as_deref() == owner)
+            .map(StoredExecution::to_wire)
+            .ok_or_else(|| EvolutionError::NotFound(evolution_id.to_owned()))
+    }
+
+    /// One page of `owner`'s executions, oldest first, and how many there are in all.
+    pub fn list_as(&self, owner: Option<&str>, paging: Paging) -> (Vec<Execution>, usize) {
+        let registry = self.inner.registry();
+        let visible: Vec<&StoredExecution> = registry.visible(owner).collect();
+        let page = paging.slice(&visible).iter().map(|e| e.to_wire()).collect();
+        (page, visible.len())
+    }
+
+    /// One page of an execution's history, in generation order.
+    pub fn prompts_as(
+        &self,
+        owner: Option<&str>,
+        evolution_id: &str,
+        paging: Paging,
+    ) -> Result<Vec<HistoryRecord>, EvolutionError> {
+        let registry = self.inner.registry();
+        let execution = registry
+            .get(evolution_id)
+            .filter(|e| e.owner.as_deref() == owner)
+            .ok_or_else(|| EvolutionError::NotFound(evolution_id.to_owned()))?;
+        Ok(paging.slice(&execution.history).to_vec())
+    }
+
+    /// Loads executions kept by a store before a restart, in creation order. `pending` ones are
+    /// started (they had spent nothing); `in_progress` ones are marked failed with
+    /// `interrupted_reason`, recorded in the store before this returns. Ids already known are
+    /// skipped, so restoring twice never runs an execution twice.
+    pub async fn restore(
+        &self,
+        executions: Vec<StoredExecution>,
+        interrupted_reason: &str,
+    ) -> Result<Restored, EvolutionError> {
+        let mut restored = Restored::default();
+        for mut execution in executions {
+            let id = execution.evolution_id.clone();
+            if self.inner.registry().get(&id).is_some() {
+                restored.skipped.push(id);
+                continue;
+            }
+            match execution.state.status {
+                Status::InProgress => {
+                    execution.state.status = Status::Failed;
+                    execution.state.error = Some(interrupted_reason.to_owned());
+                    if let Some(store) = &self.inner.store {
+                        store.save_state(&id, &execution.state).await?;
+                    }
+                    restored.interrupted.push(id);
+                }
+                Status::Pending => restored.resumed.push(id),
+                _ => {}
+            }
+            restored.loaded += 1;
+            self.inner.registry().insert(execution);
+        }
+        for id in &restored.resumed {
+            Inner::spawn(Arc::clone(&self.inner), id.clone());
+        }
+        Ok(restored)
+    }
+}
+
+#[async_trait]
+impl Evolution for LocalEvolution {
+    async fn start(&self, request: &StartExecution) -> Result<String, EvolutionError> {
+        self.start_as(None, request).await
+    }
+
+    async fn get(&self, evolution_id: &str) -> Result<Execution, EvolutionError> {
+        self.get_as(None, evolution_id)
+    }
+
+    async fn list(
+        &self,
+        page: Option<u32>,
+        limit: Option<u32>,
+    ) -> Result<Vec<Execution>, EvolutionError> {
+        let paging = Paging::new(page, limit).map_err(EvolutionError::Invalid)?;
+        Ok(self.list_as(None, paging).0)
+    }
+
+    async fn prompts(
+        &self,
+        evolution_id: &str,
+        page: Option<u32>,
+        limit: Option<u32>,
+    ) -> Result<Vec<HistoryRecord>, EvolutionError> {
+        let paging = Paging::new(page, limit).map_err(EvolutionError::Invalid)?;
+        self.prompts_as(None, evolution_id, paging)
+    }
+
+    /// The engine runs no batch jobs.
+    async fn batch_jobs(&self) -> Result<BatchJobs, EvolutionError> {
+        Ok(BatchJobs {
+            success: true,
+            jobs: Vec::new(),
+        })
+    }
+}
+
+/// The engine's seed for a request: a hash of the request as sent, customId included, so the
+/// same request makes the same random choices (a run can be reproduced, and tests are exact),
+/// while variants and replicates with their own customIds differ. 63 bits, so that stores with
+/// signed 64-bit integers (SQLite) keep it exactly.
+fn seed_of(request: &StartExecution) -> u64 {
+    use sha2::{Digest, Sha256};
+    // A request always serialises; an empty text would only make the seed a constant.
+    let text = serde_json::to_vec(request).unwrap_or_default();
+    let digest = Sha256::digest(&text);
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    u64::from_le_bytes(first) & (i64::MAX as u64)
+}
+
+fn now() -> String {
+    Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+impl Inner {
+    fn registry(&self) -> MutexGuard<'_, Registry> {
+        // Every change under this lock is a plain field update that cannot be left half-done.
+        self.registry
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Runs the execution in the background. A panic in the engine still ends it as `failed`,
+    /// never leaves it `in_progress` for good.
+    fn spawn(inner: Arc<Self>, evolution_id: String) {
+        tokio::spawn(async move {
+            let runner = Arc::clone(&inner);
+            let id = evolution_id.clone();
+            if let Err(stopped) = tokio::spawn(async move { runner.run(&id).await }).await {
+                tracing::error!(%evolution_id, %stopped, "the engine task stopped");
+                let current = inner.registry().get(&evolution_id).map(|e| e.state.clone());
+                if let Some(state) = current {
+                    let failed = ExecutionState {
+                        status: Status::Failed,
+                        error: Some(format!("the engine stopped unexpectedly: {stopped}")),
+                        ..state
+                    };
+                    inner.set_state(&evolution_id, failed).await;
+                }
+            }
+        });
+    }
+
+    async fn run(&self, evolution_id: &str) {
+        // The semaphore is never closed, so this only waits.
+        let Ok(_slot) = Arc::clone(&self.slots).acquire_owned().await else {
+            return;
+        };
+        let Some(execution) = self.registry().get(evolution_id).cloned() else {
+            return;
+        };
+        let started = ExecutionState {
+            status: Status::InProgress,
+            prompt: None,
+            error: None,
+        };
+        // A store that cannot say "in progress" could not tell a restart that calls were made.
+        if !self.set_state(evolution_id, started).await {
+            self.set_state(
+                evolution_id,
+                ExecutionState {
+                    status: Status::Failed,
+                    prompt: None,
+                    error: Some("the start of the run could not be recorded".into()),
+                },
+            )
+            .await;
+            return;
+        }
+        let end = self.run_engine(evolution_id, &execution).await;
+        tracing::info!(%evolution_id, status = %end.status, error = ?end.error, "execution ended");
+        self.set_state(evolution_id, end).await;
+    }
+
+    /// Runs the engine to its end and returns the final state.
+    async fn run_engine(&self, evolution_id: &str, execution: &StoredExecution) -> ExecutionState {
+        let request = &execution.request;
+        let failed = |error: String| ExecutionState {
+            status: Status::Failed,
+            prompt: None,
+            error: Some(error),
+        };
+        let (Ok(minibatch), Ok(pareto)) = (
+            usize::try_from(request.minibatch_size),
+            usize::try_from(request.pareto_size),
+        ) else {
+            return failed("minibatchSize or paretoSize does not fit this machine".into());
+        };
+        let metric = evaluator_metric(&request.evaluator);
+        let (scorer, note) = scorer_for_metric(metric.as_deref());
+        if let Some(note) = note {
+            tracing::warn!(%evolution_id, "{note}");
+        }
+        let task = match InferenceTask::new(
+            Arc::clone(&self.task_model),
+            Arc::clone(&self.reflection_model),
+            self.settings.models.clone(),
+            request.dataset_columns.clone(),
+            request.dataset.clone(),
+            &scorer,
+        ) {
+            Ok(task) => task,
+            Err(err) => return failed(err.to_string()),
+        };
+        let mut config = EngineConfig::new(minibatch, pareto, request.budget);
+        config.seed = execution.seed;
+        config.parallel_calls = self.settings.parallel_calls.max(1);
+        if request.strategy == "SAM" {
+            config.merge = Some(MergeConfig::default());
+        }
+
+        // The engine reports synchronously; candidates are recorded (and stored) beside it.
+        let (candidates, mut received) = tokio::sync::mpsc::unbounded_channel::<CandidateRecord>();
+        let observer = move |event: &EngineEvent| {
+            if let EngineEvent::Candidate(candidate) = event {
+                let _ = candidates.send(candidate.clone());
+            }
+        };
+        let engine = engine::run(&task, &request.prompt, &config, observer);
+        let record = async {
+            while let Some(candidate) = received.recv().await {
+                self.record_candidate(evolution_id, candidate).await;
+            }
+        };
+        let (result, ()) = tokio::join!(engine, record);
+
+        let run = match result {
+            Ok(run) => run,
+            Err(err) => return failed(err.to_string()),
+        };
+        let best = run.best();
+        let prompt = Some(PromptState {
+            current_prompt: Some(best.prompt.clone()),
+            current_prompt_score: Some(best.score),
+            current_generation: Some(best.generation as f64),
+        });
+        tracing::info!(
+            %evolution_id, stop = ?run.stop(), task_calls = run.spent().task_calls,
+            reflection_calls = run.spent().reflection_calls, budget = run.budget(),
+            "engine finished"
+        );
+        match run.failure() {
+            None => ExecutionState {
+                status: Status::Completed,
+                prompt,
+                error: None,
+            },
+            Some(failure) => ExecutionState {
+                status: Status::Failed,
+                prompt,
+                error: Some(format!("the engine stopped: {failure}")),
+            },
+        }
+    }
+
+    async fn record_candidate(&self, evolution_id: &str, candidate: CandidateRecord) {
+        let record = HistoryRecord {
+            generation: candidate.generation as f64,
+            score: candidate.score,
+            prompt: candidate.prompt,
+        };
+        let state = {
+            let mut registry = self.registry();
+            let Some(execution) = registry.get_mut(evolution_id) else {
+                return;
+            };
+            execution
+                .history
+                .retain(|known| known.generation != record.generation);
+            execution.history.push(record.clone());
+            execution.state.prompt = Some(PromptState {
+                current_prompt: Some(record.prompt.clone()),
+                current_prompt_score: Some(record.score),
+                current_generation: Some(record.generation),
+            });
+            execution.state.clone()
+        };
+        if let Some(store) = &self.store {
+            let stored = match store.add_history(evolution_id, &record).await {
+                Ok(()) => store.save_state(evolution_id, &state).await,
+                Err(err) => Err(err),
+            };
+            if let Err(err) = stored {
+                tracing::error!(%evolution_id, %err, "history not stored");
+            }
+        }
+    }
+
+    /// Sets the state in memory, then in the store; false if the store refused it.
+    async fn set_state(&self, evolution_id: &str, state: ExecutionState) -> bool {
+        {
+            let mut registry = self.registry();
+            let Some(execution) = registry.get_mut(evolution_id) else {
+                return false;
+            };
+            execution.state = state.clone();
+        }
+        let Some(store) = &self.store else {
+            return true;
+        };
+        match store.save_state(evolution_id, &state).await {
+            Ok(()) => true,
+            Err(err) => {
+                tracing::error!(%evolution_id, %err, status = %state.status, "state not stored");
+                false
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,427 @@
+//! `LocalEvolution` over the simulated model: states, history, budget, the store hook, queueing
+//! and restore.
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use super::*;
+use crate::evolution::store::StoreError;
+use crate::evolution::wire::DatasetItem;
+use crate::inference::wire::Model;
+use crate::inference::{ChatRequest, ChatResponse, ChunkStream, InferenceError, SimModel};
+
+const MODEL: &str = "local-sim";
+const SEED_PROMPT: &str = "Classify the sentiment of the review. Answer with one of: positive, negative\nReview: {review}";
+
+/// The order things happened in, across the store and the model.
+type Log = Arc<Mutex<Vec<String>>>;
+
+/// The simulated model, counting calls and logging them.
+struct Counted {
+    sim: SimModel,
+    calls: AtomicU64,
+    log: Log,
+}
+
+#[async_trait]
+impl Inference for Counted {
+    async fn models(&self) -> Result<Vec<Model>, InferenceError> {
+        self.sim.models().await
+    }
+    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, InferenceError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.log.lock().unwrap().push("call".into());
+        self.sim.chat(request).await
+    }
+    async fn chat_stream(&self, request: &ChatRequest) -> Result<ChunkStream, InferenceError> {
+        self.sim.chat_stream(request).await
+    }
+}
+
+/// Records what it is told in the shared log; refuses everything once `broken`.
+struct Recorder {
+    log: Log,
+    broken: bool,
+}
+
+#[async_trait]
+impl ExecutionStore for Recorder {
+    async fn insert(&self, execution: &StoredExecution) -> Result<(), StoreError> {
+        self.refuse()?;
+        self.log
+            .lock()
+            .unwrap()
+            .push(format!("insert {}", execution.state.status));
+        Ok(())
+    }
+    async fn save_state(&self, _: &str, state: &ExecutionState) -> Result<(), StoreError> {
+        self.refuse()?;
+        self.log
+            .lock()
+            .unwrap()
+            .push(format!("state {}", state.status));
+        Ok(())
+    }
+    async fn add_history(&self, _: &str, record: &HistoryRecord) -> Result<(), StoreError> {
+        self.refuse()?;
+        self.log
+            .lock()
+            .unwrap()
+            .push(format!("history {}", record.generation));
+        Ok(())
+    }
+}
+
+impl Recorder {
+    fn refuse(&self) -> Result<(), StoreError> {
+        if self.broken {
+            Err(StoreError("the disk is full".into()))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+struct Setup {
+    local: LocalEvolution,
+    model: Arc<Counted>,
+    log: Log,
+}
+
+fn setup(sim: &str, max_running: usize, store: Option<bool>) -> Setup {
+    let log: Log = Arc::default();
+    let model = Arc::new(Counted {
+        sim: SimModel::new(sim.parse().unwrap()),
+        calls: AtomicU64::new(0),
+        log: Arc::clone(&log),
+    });
+    let mut settings = LocalSettings::new(ModelSettings::new(MODEL));
+    settings.max_running = max_running;
+    let store = store.map(|broken| {
+        Arc::new(Recorder {
+            log: Arc::clone(&log),
+            broken,
+        }) as Arc<dyn ExecutionStore>
+    });
+    let local = LocalEvolution::new(model.clone(), model.clone(), settings, store);
+    Setup { local, model, log }
+}
+
+const REVIEWS: [(&str, &str); 10] = [
+    ("Arrived broken and support never answered.", "negative"),
+    ("Works exactly as described, very happy.", "positive"),
+    ("The battery died after two days.", "negative"),
+    ("Great value, would buy again.", "positive"),
+    ("Stopped working after a week.", "negative"),
+    ("My kids love it.", "positive"),
+    ("Cheap plastic, feels flimsy.", "negative"),
+    ("Fast delivery and solid build.", "positive"),
+    ("Not worth the money at all.", "negative"),
+    ("Exceeded my expectations.", "positive"),
+];
+
+fn request(budget: u64, minibatch: u64, pareto: u64) -> StartExecution {
+    StartExecution {
+        strategy: "RPM".into(),
+        model: "gpt-4o-mini".into(),
+        dataset_columns: vec!["review".into()],
+        budget,
+        minibatch_size: minibatch,
+        pareto_size: pareto,
+        evaluator: r#"{"model":"gpt-4o-mini","metric":"exact_match"}"#.into(),
+        dataset: REVIEWS
+            .iter()
+            .cycle()
+            .take((minibatch + pareto) as usize)
+            .map(|(review, label)| DatasetItem {
+                input: BTreeMap::from([("review".to_owned(), (*review).to_owned())]),
+                expected_output: (*label).to_owned(),
+            })
+            .collect(),
+        prompt: SEED_PROMPT.into(),
+        custom_id: None,
+    }
+}
+
+async fn wait_until(
+    local: &LocalEvolution,
+    id: &str,
+    done: impl Fn(&Execution) -> bool,
+) -> Execution {
+    for _ in 0..3000 {
+        let execution = local.get(id).await.unwrap();
+        if done(&execution) {
+            return execution;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("execution {id} did not get there in 30 s");
+}
+
+async fn finished(local: &LocalEvolution, id: &str) -> Execution {
+    wait_until(local, id, |e| e.status.is_final()).await
+}
+
+async fn history(local: &LocalEvolution, id: &str) -> Vec<HistoryRecord> {
+    local.prompts(id, Some(1), Some(1000)).await.unwrap()
+}
+
+#[tokio::test]
+async fn runs_to_completion_within_budget_with_the_seed_as_generation_0() {
+    let Setup { local, model, .. } = setup("model=local-sim", 2, None);
+    let id = local.start(&request(30, 3, 5)).await.unwrap();
+    let execution = finished(&local, &id).await;
+    assert_eq!(execution.status, Status::Completed, "{execution:?}");
+    assert_eq!(execution.budget, Some(30.0));
+    assert_eq!(execution.custom_id, Some(format!("local-{}", &id[..8])));
+    assert!(model.calls.load(Ordering::SeqCst) <= 30);
+
+    let history = history(&local, &id).await;
+    assert_eq!(history[0].generation, 0.0);
+    assert_eq!(history[0].prompt, SEED_PROMPT);
+    let generations: Vec<f64> = history.iter().map(|r| r.generation).collect();
+    let expected: Vec<f64> = (0..history.len()).map(|g| g as f64).collect();
+    assert_eq!(generations, expected);
+    // Once over, `prompt` is the best generation, the earlier one on a tie.
+    let best = history.iter().fold(
+        &history[0],
+        |best, r| if r.score > best.score { r } else { best },
+    );
+    let prompt = execution.prompt.expect("a scored execution has a prompt");
+    assert_eq!(prompt.current_generation, Some(best.generation));
+    assert_eq!(prompt.current_prompt_score, Some(best.score));
+    assert_eq!(prompt.current_prompt.as_deref(), Some(best.prompt.as_str()));
+}
+
+#[tokio::test]
+async fn the_simulated_model_lets_the_engine_improve_the_seed() {
+    // SimModel picks a listed label by a hash of the whole prompt, so each rewrite of the
+    // instruction answers the rows differently; the engine keeps the rewrites that score better.
+    // Deterministic for this model seed and dataset.
+    let Setup { local, .. } = setup("model=local-sim,seed=3", 2, None);
+    let id = local.start(&request(60, 4, 6)).await.unwrap();
+    assert_eq!(finished(&local, &id).await.status, Status::Completed);
+    let history = history(&local, &id).await;
+    let seed = history[0].score;
+    let best = history.iter().map(|r| r.score).fold(f64::MIN, f64::max);
+    assert!(history.len() > 1, "{history:?}");
+    assert!(best > seed, "seed {seed}, best {best}: {history:?}");
+}
+
+#[tokio::test]
+async fn invalid_requests_are_refused_before_anything_is_recorded() {
+    let Setup { local, log, .. } = setup("model=local-sim", 2, Some(false));
+    let mut bad = request(0, 3, 5);
+    bad.strategy = "GREEDY".into();
+    match local.start(&bad).await {
+        Err(EvolutionError::Invalid(text)) => {
+            assert!(text.contains("rule strategy: "), "{text}");
+            assert!(text.contains("rule budget-min: "), "{text}");
+        }
+        other => panic!("expected Invalid, got {other:?}"),
+    }
+    assert!(log.lock().unwrap().is_empty());
+    assert!(local.list(None, None).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_budget_below_the_pareto_set_fails_with_the_engines_reason() {
+    let Setup { local, model, .. } = setup("model=local-sim", 2, None);
+    let id = local.start(&request(2, 3, 5)).await.unwrap();
+    let execution = finished(&local, &id).await;
+    assert_eq!(execution.status, Status::Failed);
+    let error = execution.error.unwrap();
+    assert!(error.contains("budget 2 cannot cover"), "{error}");
+    assert!(execution.prompt.is_none());
+    assert_eq!(model.calls.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn a_task_model_that_is_not_served_fails_the_execution() {
+    let Setup { local, .. } = setup("model=another-model", 2, None);
+    let id = local.start(&request(30, 3, 5)).await.unwrap();
+    let execution = finished(&local, &id).await;
+    assert_eq!(execution.status, Status::Failed);
+    let error = execution.error.unwrap();
+    assert!(error.contains("503"), "{error}");
+    assert!(history(&local, &id).await.is_empty());
+}
+
+#[tokio::test]
+async fn the_store_hears_of_in_progress_before_the_first_model_call() {
+    let Setup { local, log, .. } = setup("model=local-sim", 2, Some(false));
+    let id = local.start(&request(20, 3, 3)).await.unwrap();
+    finished(&local, &id).await;
+    let log = log.lock().unwrap().clone();
+    assert_eq!(log[0], "insert pending");
+    assert_eq!(log[1], "state in_progress", "{log:?}");
+    assert_eq!(log[2], "call");
+    assert_eq!(log.last().map(String::as_str), Some("state completed"));
+    let stored: Vec<&String> = log.iter().filter(|l| l.starts_with("history")).collect();
+    assert_eq!(stored.len(), history(&local, &id).await.len());
+}
+
+#[tokio::test]
+async fn a_store_that_refuses_the_start_refuses_the_execution() {
+    let Setup { local, model, .. } = setup("model=local-sim", 2, Some(true));
+    let err = local.start(&request(20, 3, 3)).await.unwrap_err();
+    assert!(matches!(err, EvolutionError::Store(_)), "{err}");
+    assert!(local.list(None, None).await.unwrap().is_empty());
+    assert_eq!(model.calls.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn executions_wait_as_pending_for_a_running_slot() {
+    let Setup { local, .. } = setup("model=local-sim,latency_ms=5", 1, None);
+    let first = local.start(&request(30, 3, 5)).await.unwrap();
+    let second = local.start(&request(30, 3, 5)).await.unwrap();
+    wait_until(&local, &first, |e| e.status == Status::InProgress).await;
+    assert_eq!(local.get(&second).await.unwrap().status, Status::Pending);
+    // `prompt` appears once the seed has been scored.
+    assert!(local.get(&second).await.unwrap().prompt.is_none());
+    assert_eq!(finished(&local, &first).await.status, Status::Completed);
+    assert_eq!(finished(&local, &second).await.status, Status::Completed);
+}
+
+fn stored(id: &str, status: Status, history: Vec<HistoryRecord>) -> StoredExecution {
+    StoredExecution {
+        evolution_id: id.into(),
+        owner: None,
+        request: request(30, 3, 5),
+        seed: 42,
+        state: ExecutionState {
+            status,
+            prompt: None,
+            error: None,
+        },
+        created_at: "2026-01-01T00:00:00.000Z".into(),
+        history,
+    }
+}
+
+#[tokio::test]
+async fn restore_runs_pending_executions_and_fails_interrupted_ones() {
+    let Setup { local, log, .. } = setup("model=local-sim", 2, Some(false));
+    let seed_record = HistoryRecord {
+        generation: 0.0,
+        score: 0.5,
+        prompt: SEED_PROMPT.into(),
+    };
+    let restored = local
+        .restore(
+            vec![
+                stored("queued", Status::Pending, Vec::new()),
+                stored("running", Status::InProgress, vec![seed_record.clone()]),
+                stored("done", Status::Completed, vec![seed_record.clone()]),
+            ],
+            "interrupted by a restart",
+        )
+        .await
+        .unwrap();
+    assert_eq!(restored.loaded, 3);
+    assert_eq!(restored.resumed, ["queued"]);
+    assert_eq!(restored.interrupted, ["running"]);
+    assert_eq!(log.lock().unwrap()[0], "state failed");
+
+    let running = local.get("running").await.unwrap();
+    assert_eq!(running.status, Status::Failed);
+    assert_eq!(running.error.as_deref(), Some("interrupted by a restart"));
+    assert_eq!(history(&local, "running").await, [seed_record]);
+    assert_eq!(local.get("done").await.unwrap().status, Status::Completed);
+    assert_eq!(finished(&local, "queued").await.status, Status::Completed);
+
+    // Restoring the same executions again changes nothing and runs nothing twice.
+    let again = local
+        .restore(vec![stored("queued", Status::Pending, Vec::new())], "x")
+        .await
+        .unwrap();
+    assert_eq!(again.skipped, ["queued"]);
+    assert_eq!(local.list(None, None).await.unwrap().len(), 3);
+}
+
+#[tokio::test]
+async fn a_resumed_execution_repeats_the_run_its_seed_gives() {
+    let mut histories = Vec::new();
+    for _ in 0..2 {
+        let Setup { local, .. } = setup("model=local-sim,seed=5", 2, None);
+        local
+            .restore(vec![stored("same", Status::Pending, Vec::new())], "x")
+            .await
+            .unwrap();
+        finished(&local, "same").await;
+        histories.push(history(&local, "same").await);
+    }
+    assert_eq!(histories[0], histories[1]);
+}
+
+#[tokio::test]
+async fn the_same_request_makes_the_same_run_and_another_custom_id_another() {
+    let Setup { local, .. } = setup("model=local-sim,seed=5", 2, None);
+    let mut request = request(40, 3, 5);
+    request.custom_id = Some("replicate-1".into());
+    let first = local.start(&request).await.unwrap();
+    let second = local.start(&request).await.unwrap();
+    request.custom_id = Some("replicate-2".into());
+    let third = local.start(&request).await.unwrap();
+    for id in [&first, &second, &third] {
+        finished(&local, id).await;
+    }
+    assert_ne!(first, second);
+    assert_eq!(
+        history(&local, &first).await,
+        history(&local, &second).await
+    );
+    assert_ne!(seed_of(&request), {
+        request.custom_id = Some("replicate-1".into());
+        seed_of(&request)
+    });
+}
+
+#[tokio::test]
+async fn pages_are_numbered_from_1_and_executions_are_seen_by_their_owner_only() {
+    assert_eq!(
+        Paging::new(None, None),
+        Ok(Paging {
+            page: 1,
+            limit: PAGE_LIMIT
+        })
+    );
+    assert!(
+        Paging::new(Some(0), None)
+            .unwrap_err()
+            .contains("numbered from 1")
+    );
+    assert!(Paging::new(None, Some(0)).is_err());
+    let items = [1, 2, 3, 4, 5];
+    let page = |page, limit| Paging { page, limit }.slice(&items).to_vec();
+    assert_eq!(page(1, 2), [1, 2]);
+    assert_eq!(page(3, 2), [5]);
+    assert_eq!(page(4, 2), Vec::<i32>::new());
+    assert_eq!(page(u32::MAX, u32::MAX), Vec::<i32>::new());
+
+    let Setup { local, .. } = setup("model=local-sim", 2, None);
+    let mine = local
+        .start_as(Some("key-a"), &request(20, 3, 3))
+        .await
+        .unwrap();
+    let theirs = local
+        .start_as(Some("key-b"), &request(20, 3, 3))
+        .await
+        .unwrap();
+    let (list, total) = local.list_as(Some("key-a"), Paging::new(None, None).unwrap());
+    assert_eq!(total, 1);
+    assert_eq!(list[0].evolution_id.as_deref(), Some(mine.as_str()));
+    assert!(matches!(
+        local.get_as(Some("key-a"), &theirs),
+        Err(EvolutionError::NotFound(_))
+    ));
+    assert!(matches!(
+        local.prompts_as(Some("key-a"), "nope", Paging::new(None, None).unwrap()),
+        Err(EvolutionError::NotFound(_))
+    ));
+    assert!(matches!(
+        local.list(Some(0), None).await,
+        Err(EvolutionError::Invalid(_))
+    ));
+    assert_eq!(local.batch_jobs().await.unwrap().jobs.len(), 0);
+}

@@ -1,0 +1,751 @@
+//! The rules of `POST /gepa/start_execution`, checked in one place for every backend that runs
+//! executions: `LocalEvolution::start` and `serve`'s route both call [`validate_start`], and the
+//! route first reads its body with [`parse_start`], which adds the rules only a JSON body can break
+//! (a missing field, a number where a string belongs).
+//!
+//! Each broken rule becomes a [`RuleViolation`] naming the rule, the field and the value seen.
+//! Shape problems (`body-json`, `required`, `type`, `dataset-input-value`) are reported first;
+//! once the body has the right shape, every other rule it breaks is listed at once.
+//!
+//! Not here: the experiment file's own rules (`experiment::validate`), which are stricter and
+//! point at lines of a TOML file.
+use std::collections::BTreeSet;
+use std::fmt;
+
+use serde_json::Value;
+
+use super::ServiceProfile;
+use super::wire::StartExecution;
+
+/// The contract's limit on `customId`.
+pub const CUSTOM_ID_MAX_CHARS: usize = 50;
+/// The contract's strategies.
+pub const STRATEGIES: [&str; 2] = ["RPM", "SAM"];
+/// Items listed per rule before the rest are counted, so a bad 10,000-row dataset gives a
+/// readable answer.
+const MAX_ITEMS_SHOWN: usize = 5;
+/// Longest excerpt of a seen value.
+const MAX_SEEN_CHARS: usize = 80;
+
+/// One broken rule: which, where, why, and what was sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleViolation {
+    /// Stable rule name, e.g. `budget-min`.
+    pub rule: &'static str,
+    /// JSON path of the field, e.g. `dataset[3].input`.
+    pub field: String,
+    pub message: String,
+    /// The value seen, shortened.
+    pub seen: String,
+}
+
+impl RuleViolation {
+    fn new(
+        rule: &'static str,
+        field: impl Into<String>,
+        message: impl Into<String>,
+        seen: impl Into<String>,
+    ) -> Self {
+        Self {
+            rule,
+            field: field.into(),
+            message: message.into(),
+            seen: seen.into(),
+        }
+    }
+}
+
+impl fmt::Display for RuleViolation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "rule {}: {} {}; seen: {}",
+            self.rule, self.field, self.message, self.seen
+        )
+    }
+}
+
+/// Every rule a start request breaks, one per line when shown.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct Violations(pub Vec<RuleViolation>);
+
+impl Violations {
+    pub fn rules(&self) -> Vec<&'static str> {
+        self.0.iter().map(|violation| violation.rule).collect()
+    }
+}
+
+impl fmt::Display for Violations {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, violation) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
+            write!(f, "{violation}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Checks a typed start request against every rule of the contract.
+pub fn validate_start(
+    request: &StartExecution,
+    profile: &ServiceProfile,
+) -> Result<(), Violations> {
+    let mut found = Vec::new();
+    if !STRATEGIES.contains(&request.strategy.as_str()) {
+        found.push(RuleViolation::new(
+            "strategy",
+            "strategy",
+            "must be RPM or SAM",
+            quoted(&request.strategy),
+        ));
+    }
+    if !profile.supports(&request.model) {
+        found.push(RuleViolation::new(
+            "evolution-model",
+            "model",
+            format!(
+                "must be a supported model ({})",
+                profile.models().join(", ")
+            ),
+            quoted(&request.model),
+        ));
+    }
+    if request.dataset_columns.is_empty() {
+        found.push(RuleViolation::new(
+            "dataset-columns-min",
+            "datasetColumns",
+            "must list at least 1 column",
+            "[]",
+        ));
+    }
+    for (rule, field, value) in [
+        ("budget-min", "budget", request.budget),
+        ("minibatch-min", "minibatchSize", request.minibatch_size),
+        ("pareto-min", "paretoSize", request.pareto_size),
+    ] {
+        if value < 1 {
+            found.push(RuleViolation::new(
+                rule,
+                field,
+                "must be at least 1",
+                value.to_string(),
+            ));
+        }
+    }
+    check_dataset(request, &mut found);
+    if request.prompt.is_empty() {
+        found.push(RuleViolation::new(
+            "prompt-empty",
+            "prompt",
+            "must have at least 1 character",
+            "\"\"",
+        ));
+    }
+    if let Some(custom_id) = &request.custom_id {
+        let chars = custom_id.chars().count();
+        if chars > CUSTOM_ID_MAX_CHARS {
+            found.push(RuleViolation::new(
+                "custom-id-length",
+                "customId",
+                format!("must have at most {CUSTOM_ID_MAX_CHARS} characters"),
+                format!("{chars} characters: {}", quoted(custom_id)),
+            ));
+        }
+    }
+    if let Err(violation) = evaluator_model(&request.evaluator, profile) {
+        found.push(violation);
+    }
+    if found.is_empty() {
+        Ok(())
+    } else {
+        Err(Violations(found))
+    }
+}
+
+fn check_dataset(request: &StartExecution, found: &mut Vec<RuleViolation>) {
+    let length = request.dataset.len();
+    if length == 0 {
+        found.push(RuleViolation::new(
+            "dataset-empty",
+            "dataset",
+            "must have at least 1 item",
+            "[]",
+        ));
+    } else {
+        let needed = request.minibatch_size.checked_add(request.pareto_size);
+        if needed != Some(length as u64) {
+            found.push(RuleViolation::new(
+                "dataset-length",
+                "dataset",
+                "must have exactly minibatchSize + paretoSize items",
+                format!(
+                    "{length} items for minibatchSize {} + paretoSize {}",
+                    request.minibatch_size, request.pareto_size
+                ),
+            ));
+        }
+    }
+    let columns: BTreeSet<&str> = request.dataset_columns.iter().map(String::as_str).collect();
+    let mut bad_keys = Listed::new("dataset-input-keys");
+    let mut empty_expected = Listed::new("expected-output-empty");
+    for (i, item) in request.dataset.iter().enumerate() {
+        let keys: BTreeSet<&str> = item.input.keys().map(String::as_str).collect();
+        if keys != columns {
+            let missing: Vec<&str> = columns.difference(&keys).copied().collect();
+            let extra: Vec<&str> = keys.difference(&columns).copied().collect();
+            let mut seen = Vec::new();
+            if !missing.is_empty() {
+                seen.push(format!("missing {}", missing.join(", ")));
+            }
+            if !extra.is_empty() {
+                seen.push(format!("not in datasetColumns: {}", extra.join(", ")));
+            }
+            bad_keys.push(RuleViolation::new(
+                "dataset-input-keys",
+                format!("dataset[{i}].input"),
+                "must have exactly the datasetColumns as keys",
+                seen.join("; "),
+            ));
+        }
+        if item.expected_output.is_empty() {
+            empty_expected.push(RuleViolation::new(
+                "expected-output-empty",
+                format!("dataset[{i}].expectedOutput"),
+                "must have at least 1 character",
+                "\"\"",
+            ));
+        }
+    }
+    bad_keys.finish(found);
+    empty_expected.finish(found);
+}
+
+/// Reads the evaluator string and checks its `model`; the rest of the evaluator is free-form.
+fn evaluator_model(evaluator: &str, profile: &ServiceProfile) -> Result<(), RuleViolation> {
+    let object = match serde_json::from_str::<Value>(evaluator) {
+        Ok(Value::Object(object)) => object,
+        Ok(other) => {
+            return Err(RuleViolation::new(
+                "evaluator-json",
+                "evaluator",
+                "must be a string holding a JSON object",
+                format!("JSON {}", json_kind(&other)),
+            ));
+        }
+        Err(err) => {
+            return Err(RuleViolation::new(
+                "evaluator-json",
+                "evaluator",
+                "must be a string holding a JSON object",
+                format!("{} ({err})", quoted(evaluator)),
+            ));
+        }
+    };
+    match object.get("model") {
+        Some(Value::String(model)) if profile.supports(model) => Ok(()),
+        Some(Value::String(model)) => Err(RuleViolation::new(
+            "evaluator-model",
+            "evaluator.model",
+            format!(
+                "must be a supported model ({})",
+                profile.models().join(", ")
+            ),
+            quoted(model),
+        )),
+        Some(other) => Err(RuleViolation::new(
+            "evaluator-model",
+            "evaluator.model",
+            "must be a string naming a supported model",
+            excerpt(&other.to_string()),
+        )),
+        None => Err(RuleViolation::new(
+            "evaluator-model",
+            "evaluator.model",
+            "is required",
+            "no model",
+        )),
+    }
+}
+
+/// Reads a start request from a JSON body, then checks it with [`validate_start`].
+pub fn parse_start(body: &[u8], profile: &ServiceProfile) -> Result<StartExecution, Violations> {
+    let value: Value = serde_json::from_slice(body).map_err(|err| {
+        Violations(vec![RuleViolation::new(
+            "body-json",
+            "body",
+            "must be a JSON object",
+            format!("not JSON ({err})"),
+        )])
+    })?;
+    let shape = check_shape(&value);
+    if !shape.is_empty() {
+        return Err(Violations(shape));
+    }
+    // The shape checks above are what this conversion needs; should they ever miss a case,
+    // the body is still refused with the serde error rather than accepted.
+    let request: StartExecution = serde_json::from_value(value).map_err(|err| {
+        Violations(vec![RuleViolation::new(
+            "type",
+            "body",
+            "does not have the start request's shape",
+            err.to_string(),
+        )])
+    })?;
+    validate_start(&request, profile)?;
+    Ok(request)
+}
+
+/// The rules a typed request cannot break: presence and JSON types of each field.
+fn check_shape(value: &Value) -> Vec<RuleViolation> {
+    let mut found = Vec::new();
+    let Value::Object(body) = value else {
+        found.push(RuleViolation::new(
+            "body-json",
+            "body",
+            "must be a JSON object",
+            format!("JSON {}", json_kind(value)),
+        ));
+        return found;
+    };
+    for field in ["strategy", "model", "evaluator", "prompt"] {
+        match body.get(field) {
+            None | Some(Value::Null) => found.push(missing(field)),
+            Some(Value::String(_)) => {}
+            Some(other) => found.push(wrong_type(field, "a string", other)),
+        }
+    }
+    match body.get("customId") {
+        None | Some(Value::Null) | Some(Value::String(_)) => {}
+        Some(other) => found.push(wrong_type("customId", "a string", other)),
+    }
+    for (field, min_rule) in [
+        ("budget", "budget-min"),
+        ("minibatchSize", "minibatch-min"),
+        ("paretoSize", "pareto-min"),
+    ] {
+        match body.get(field) {
+            None | Some(Value::Null) => found.push(missing(field)),
+            Some(Value::Number(number)) if number.as_u64().is_some() => {}
+            // Below 1 is the rule the caller needs to hear about, whatever the number's form.
+            Some(Value::Number(number)) if number.as_f64().is_some_and(|n| n < 1.0) => {
+                found.push(RuleViolation::new(
+                    min_rule,
+                    field,
+                    "must be at least 1",
+                    number.to_string(),
+                ));
+            }
+            Some(Value::Number(number)) => found.push(RuleViolation::new(
+                "type",
+                field,
+                "must be a whole number",
+                number.to_string(),
+            )),
+            Some(other) => found.push(wrong_type(field, "a number", other)),
+        }
+    }
+    match body.get("datasetColumns") {
+        None | Some(Value::Null) => found.push(missing("datasetColumns")),
+        Some(Value::Array(columns)) => {
+            for (i, column) in columns.iter().enumerate() {
+                if !column.is_string() {
+                    found.push(wrong_type(
+                        &format!("datasetColumns[{i}]"),
+                        "a string",
+                        column,
+                    ));
+                }
+            }
+        }
+        Some(other) => found.push(wrong_type("datasetColumns", "an array of strings", other)),
+    }
+    match body.get("dataset") {
+        None | Some(Value::Null) => found.push(missing("dataset")),
+        Some(Value::Array(items)) => check_items_shape(items, &mut found),
+        Some(other) => found.push(wrong_type("dataset", "an array of items", other)),
+    }
+    found
+}
+
+fn check_items_shape(items: &[Value], found: &mut Vec<RuleViolation>) {
+    let mut shape = Listed::new("type");
+    let mut values = Listed::new("dataset-input-value");
+    for (i, item) in items.iter().enumerate() {
+        let Value::Object(item) = item else {
+            shape.push(wrong_type(&format!("dataset[{i}]"), "an object", item));
+            continue;
+        };
+        match item.get("input") {
+            None | Some(Value::Null) => shape.push(missing(&format!("dataset[{i}].input"))),
+            Some(Value::Object(input)) => {
+                for (name, value) in input {
+                    if !value.is_string() {
+                        values.push(RuleViolation::new(
+                            "dataset-input-value",
+                            format!("dataset[{i}].input.{name}"),
+                            "must be a string",
+                            format!("{} {}", json_kind(value), excerpt(&value.to_string())),
+                        ));
+                    }
+                }
+            }
+            Some(other) => shape.push(wrong_type(
+                &format!("dataset[{i}].input"),
+                "an object",
+                other,
+            )),
+        }
+        match item.get("expectedOutput") {
+            None | Some(Value::Null) => {
+                shape.push(missing(&format!("dataset[{i}].expectedOutput")));
+            }
+            Some(Value::String(_)) => {}
+            Some(other) => shape.push(wrong_type(
+                &format!("dataset[{i}].expectedOutput"),
+                "a string",
+                other,
+            )),
+        }
+    }
+    shape.finish(found);
+    values.finish(found);
+}
+
+fn missing(field: &str) -> RuleViolation {
+    let rule = if field.starts_with("dataset[") {
+        // Per-item fields are counted under one name so that a long dataset gives one summary.
+        "type"
+    } else {
+        "required"
+    };
+    RuleViolation::new(rule, field, "is required", "nothing")
+}
+
+fn wrong_type(field: &str, expected: &str, seen: &Value) -> RuleViolation {
+    RuleViolation::new(
+        "type",
+        field,
+        format!("must be {expected}"),
+        format!("{} {}", json_kind(seen), excerpt(&seen.to_string())),
+    )
+}
+
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+fn quoted(text: &str) -> String {
+    excerpt(&format!("{text:?}"))
+}
+
+fn excerpt(text: &str) -> String {
+    match text.char_indices().nth(MAX_SEEN_CHARS) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
+
+/// Per-item violations of one rule: the first few in full, then a count.
+struct Listed {
+    rule: &'static str,
+    shown: Vec<RuleViolation>,
+    more: usize,
+}
+
+impl Listed {
+    fn new(rule: &'static str) -> Self {
+        Self {
+            rule,
+            shown: Vec::new(),
+            more: 0,
+        }
+    }
+
+    fn push(&mut self, violation: RuleViolation) {
+        if self.shown.len() < MAX_ITEMS_SHOWN {
+            self.shown.push(violation);
+        } else {
+            self.more += 1;
+        }
+    }
+
+    fn finish(self, found: &mut Vec<RuleViolation>) {
+        found.extend(self.shown);
+        if self.more > 0 {
+            found.push(RuleViolation::new(
+                self.rule,
+                "dataset",
+                format!("has {} more items breaking this rule", self.more),
+                "not listed",
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::evolution::wire::DatasetItem;
+
+    fn item(review: &str, label: &str) -> DatasetItem {
+        DatasetItem {
+            input: BTreeMap::from([("review".to_owned(), review.to_owned())]),
+            expected_output: label.to_owned(),
+        }
+    }
+
+    fn valid() -> StartExecution {
+        StartExecution {
+            strategy: "RPM".into(),
+            model: "gpt-4o-mini".into(),
+            dataset_columns: vec!["review".into()],
+            budget: 30,
+            minibatch_size: 1,
+            pareto_size: 2,
+            evaluator: r#"{"model":"gpt-4o-mini","metric":"exact_match"}"#.into(),
+            dataset: vec![
+                item("fine", "positive"),
+                item("bad", "negative"),
+                item("ok", "positive"),
+            ],
+            prompt: "Classify: {review}".into(),
+            custom_id: Some("sentiment-a".into()),
+        }
+    }
+
+    fn broken(change: impl FnOnce(&mut StartExecution)) -> Violations {
+        let mut request = valid();
+        change(&mut request);
+        validate_start(&request, &ServiceProfile::default()).expect_err("a rule is broken")
+    }
+
+    /// The only rule broken, and the text shown for it.
+    fn only(violations: &Violations) -> (&'static str, String) {
+        assert_eq!(violations.0.len(), 1, "{violations}");
+        (violations.0[0].rule, violations.to_string())
+    }
+
+    #[test]
+    fn a_valid_request_passes() {
+        assert_eq!(validate_start(&valid(), &ServiceProfile::default()), Ok(()));
+        let mut sam = valid();
+        sam.strategy = "SAM".into();
+        sam.custom_id = Some("x".repeat(CUSTOM_ID_MAX_CHARS));
+        assert_eq!(validate_start(&sam, &ServiceProfile::default()), Ok(()));
+    }
+
+    #[test]
+    fn each_rule_names_itself_the_field_and_the_value() {
+        type Change = fn(&mut StartExecution);
+        let cases: Vec<(&str, Change, &str)> = vec![
+            ("strategy", |r| r.strategy = "rpm".into(), "seen: \"rpm\""),
+            (
+                "evolution-model",
+                |r| r.model = "gpt-4o-mni".into(),
+                "seen: \"gpt-4o-mni\"",
+            ),
+            (
+                "dataset-columns-min",
+                |r| {
+                    r.dataset_columns.clear();
+                    for item in &mut r.dataset {
+                        item.input.clear();
+                    }
+                },
+                "datasetColumns",
+            ),
+            (
+                "budget-min",
+                |r| r.budget = 0,
+                "budget must be at least 1; seen: 0",
+            ),
+            (
+                "minibatch-min",
+                |r| {
+                    r.minibatch_size = 0;
+                    r.pareto_size = 3;
+                },
+                "minibatchSize must be at least 1; seen: 0",
+            ),
+            (
+                "pareto-min",
+                |r| {
+                    r.minibatch_size = 3;
+                    r.pareto_size = 0;
+                },
+                "paretoSize must be at least 1; seen: 0",
+            ),
+            (
+                "dataset-length",
+                |r| r.pareto_size = 5,
+                "seen: 3 items for minibatchSize 1 + paretoSize 5",
+            ),
+            (
+                "dataset-input-keys",
+                |r| {
+                    r.dataset[1].input.insert("extra".into(), "x".into());
+                    r.dataset[1].input.remove("review");
+                },
+                "dataset[1].input must have exactly the datasetColumns as keys; seen: missing review; not in datasetColumns: extra",
+            ),
+            (
+                "expected-output-empty",
+                |r| r.dataset[2].expected_output.clear(),
+                "dataset[2].expectedOutput",
+            ),
+            ("prompt-empty", |r| r.prompt.clear(), "prompt"),
+            (
+                "custom-id-length",
+                |r| r.custom_id = Some("é".repeat(51)),
+                "seen: 51 characters",
+            ),
+            (
+                "evaluator-json",
+                |r| r.evaluator = "model=gpt-4o".into(),
+                "seen: \"model=gpt-4o\"",
+            ),
+            (
+                "evaluator-model",
+                |r| r.evaluator = r#"{"model":"gpt-3"}"#.into(),
+                "seen: \"gpt-3\"",
+            ),
+        ];
+        for (rule, change, shown) in cases {
+            let violations = broken(change);
+            let (seen_rule, text) = only(&violations);
+            assert_eq!(seen_rule, rule, "{text}");
+            assert!(text.contains(&format!("rule {rule}: ")), "{text}");
+            assert!(text.contains(shown), "{rule}: {text}");
+        }
+    }
+
+    #[test]
+    fn an_empty_dataset_and_an_evaluator_without_model_are_named() {
+        let violations = broken(|r| {
+            r.minibatch_size = 0;
+            r.pareto_size = 0;
+            r.dataset.clear();
+        });
+        assert_eq!(
+            violations.rules(),
+            ["minibatch-min", "pareto-min", "dataset-empty"]
+        );
+        let (rule, text) = only(&broken(|r| r.evaluator = r#"{"metric":"accuracy"}"#.into()));
+        assert_eq!(rule, "evaluator-model");
+        assert!(text.contains("seen: no model"), "{text}");
+        let (rule, _) = only(&broken(|r| r.evaluator = "[1]".into()));
+        assert_eq!(rule, "evaluator-json");
+    }
+
+    #[test]
+    fn every_broken_rule_is_listed_and_long_datasets_are_summarised() {
+        let violations = broken(|r| {
+            r.strategy = "X".into();
+            r.budget = 0;
+            r.minibatch_size = 10;
+            r.pareto_size = 2;
+            r.dataset = (0..12).map(|_| item("x", "")).collect();
+        });
+        assert_eq!(
+            violations.rules(),
+            [
+                "strategy",
+                "budget-min",
+                "expected-output-empty",
+                "expected-output-empty",
+                "expected-output-empty",
+                "expected-output-empty",
+                "expected-output-empty",
+                "expected-output-empty"
+            ]
+        );
+        assert!(
+            violations
+                .to_string()
+                .contains("has 7 more items breaking this rule"),
+            "{violations}"
+        );
+    }
+
+    #[test]
+    fn the_model_word_comes_from_the_profile() {
+        let profile = ServiceProfile {
+            model_word: "model".into(),
+        };
+        let mut request = valid();
+        request.model = "model-4o".into();
+        request.evaluator = r#"{"model":"model-5-mini"}"#.into();
+        assert_eq!(validate_start(&request, &profile), Ok(()));
+        assert!(validate_start(&valid(), &profile).is_err());
+    }
+
+    fn parse(body: serde_json::Value) -> Result<StartExecution, Violations> {
+        parse_start(body.to_string().as_bytes(), &ServiceProfile::default())
+    }
+
+    #[test]
+    fn a_json_body_parses_into_the_request_it_describes() {
+        let body = serde_json::to_value(valid()).unwrap();
+        assert_eq!(parse(body), Ok(valid()));
+    }
+
+    #[test]
+    fn shape_rules_name_the_field_and_the_value() {
+        let not_json = parse_start(b"{strategy", &ServiceProfile::default()).unwrap_err();
+        assert_eq!(not_json.rules(), ["body-json"]);
+        assert_eq!(parse(json!([1])).unwrap_err().rules(), ["body-json"]);
+
+        let mut body = serde_json::to_value(valid()).unwrap();
+        body.as_object_mut().unwrap().remove("evaluator");
+        body["strategy"] = json!(5);
+        body["budget"] = json!(-3);
+        body["paretoSize"] = json!(2.5);
+        body["dataset"][0]["input"]["review"] = json!(4);
+        body["dataset"][1]["expectedOutput"] = json!(null);
+        let violations = parse(body).unwrap_err();
+        let text = violations.to_string();
+        assert_eq!(
+            violations.rules(),
+            [
+                "type",
+                "required",
+                "budget-min",
+                "type",
+                "type",
+                "dataset-input-value"
+            ],
+            "{text}"
+        );
+        for shown in [
+            "rule type: strategy must be a string; seen: number 5",
+            "rule required: evaluator is required",
+            "rule budget-min: budget must be at least 1; seen: -3",
+            "rule type: paretoSize must be a whole number; seen: 2.5",
+            "rule type: dataset[1].expectedOutput is required",
+            "rule dataset-input-value: dataset[0].input.review must be a string; seen: number 4",
+        ] {
+            assert!(text.contains(shown), "{shown}\n{text}");
+        }
+    }
+
+    #[test]
+    fn semantic_rules_apply_once_the_shape_is_right() {
+        let mut body = serde_json::to_value(valid()).unwrap();
+        body["budget"] = json!(0);
+        body["customId"] = json!(null);
+        assert_eq!(parse(body).unwrap_err().rules(), ["budget-min"]);
+    }
+}
