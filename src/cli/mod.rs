@@ -8,6 +8,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 mod auth;
+mod backends;
 mod batch;
 mod channel;
 mod chat;
@@ -17,6 +18,8 @@ mod executions;
 mod inference_args;
 mod models;
 mod plan;
+mod progress;
+mod run;
 mod schema;
 mod serve;
 mod serve_account;
@@ -49,6 +52,8 @@ enum Command {
     Validate(validate::Args),
     /// Validate, then print the exact start_execution bodies each variant would send.
     Plan(plan::Args),
+    /// Run experiments end to end: evolve, fetch every history page, replay, score, report.
+    Run(run::Args),
     /// Print the JSON Schema of the experiment file format (for editors).
     Schema(schema::Args),
     /// List the models of an inference API, most available first.
@@ -109,6 +114,7 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Validate(args) => validate::run(args),
         Command::Plan(args) => plan::run(args),
+        Command::Run(args) => run::run(args),
         Command::Schema(args) => schema::run(args),
         Command::Models(args) => models::run(args),
         Command::Chat(args) => chat::run(args),

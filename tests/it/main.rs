@@ -8,4 +8,5 @@ mod dataset_files;
 mod evolution;
 mod inference;
 mod plan;
+mod run;
 mod validate;

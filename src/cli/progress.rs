@@ -1,0 +1,202 @@
+//! Progress bars for `run`: one line per execution (status, generation, score, budget spent),
+//! then one bar for the replay. Drawn on stderr, and only when stderr is a terminal; otherwise
+//! each event worth a line is printed plainly, so logs of CI jobs stay readable.
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::runner::{Event, Observer};
+
+pub struct Progress {
+    multi: MultiProgress,
+    interactive: bool,
+    executions: Mutex<HashMap<String, ProgressBar>>,
+    replay: Mutex<Option<ProgressBar>>,
+}
+
+impl Progress {
+    pub fn new() -> Self {
+        let interactive = std::io::IsTerminal::is_terminal(&std::io::stderr());
+        let target = if interactive {
+            ProgressDrawTarget::stderr()
+        } else {
+            ProgressDrawTarget::hidden()
+        };
+        Self {
+            multi: MultiProgress::with_draw_target(target),
+            interactive,
+            executions: Mutex::new(HashMap::new()),
+            replay: Mutex::new(None),
+        }
+    }
+
+    fn line(&self, text: String) {
+        if self.interactive {
+            self.multi.println(text).ok();
+        } else {
+            eprintln!("{text}");
+        }
+    }
+
+    fn execution_bar(&self, variant: &str) -> ProgressBar {
+        let mut bars = self
+            .executions
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        bars.entry(variant.to_owned())
+            .or_insert_with(|| {
+                let bar = self.multi.add(ProgressBar::new_spinner());
+                bar.set_style(
+                    ProgressStyle::with_template("{spinner} {prefix:>16} {msg}")
+                        .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+                );
+                bar.set_prefix(label(variant));
+                bar.enable_steady_tick(std::time::Duration::from_millis(200));
+                bar
+            })
+            .clone()
+    }
+}
+
+fn label(variant: &str) -> String {
+    if variant.is_empty() {
+        "execution".to_owned()
+    } else {
+        variant.to_owned()
+    }
+}
+
+impl Observer for Progress {
+    fn event(&self, event: &Event) {
+        match event {
+            Event::RunStarted {
+                run_id,
+                backend,
+                executions,
+                resumed,
+            } => self.line(format!(
+                "{} run {run_id} on {backend}: {executions} execution(s)",
+                if *resumed { "resuming" } else { "starting" }
+            )),
+            Event::Started {
+                variant,
+                evolution_id,
+                ..
+            }
+            | Event::StartRecovered {
+                variant,
+                evolution_id,
+                ..
+            } => {
+                self.execution_bar(variant)
+                    .set_message(format!("started {evolution_id}"));
+            }
+            Event::StartFailed { variant, error, .. } => {
+                self.line(format!("{}: could not start: {error}", label(variant)));
+            }
+            Event::Poll {
+                variant,
+                status,
+                generation,
+                score,
+                budget,
+                ..
+            } => {
+                let mut message = status.clone();
+                if let Some(generation) = generation {
+                    message.push_str(&format!("  generation {generation}"));
+                }
+                if let Some(score) = score {
+                    message.push_str(&format!("  score {score:.3}"));
+                }
+                if let Some(budget) = budget {
+                    message.push_str(&format!("  budget {budget}"));
+                }
+                let bar = self.execution_bar(variant);
+                if !self.interactive && bar.message() != message {
+                    eprintln!("{}: {message}", label(variant));
+                }
+                bar.set_message(message);
+            }
+            Event::Finished {
+                variant,
+                status,
+                error,
+                ..
+            } => {
+                let bar = self.execution_bar(variant);
+                let text = match error {
+                    Some(error) => format!("{status}: {error}"),
+                    None => status.clone(),
+                };
+                bar.finish_with_message(text.clone());
+                if !self.interactive {
+                    eprintln!("{}: {text}", label(variant));
+                }
+            }
+            Event::TimedOut { variant, .. } => {
+                self.line(format!("{}: still running at the time-out", label(variant)))
+            }
+            Event::History {
+                variant,
+                generations,
+                repeated_page,
+                ..
+            } => self.line(format!(
+                "{}: {generations} generation(s) of history{}",
+                label(variant),
+                if *repeated_page {
+                    " (the service repeated a page; paging stopped there)"
+                } else {
+                    ""
+                }
+            )),
+            Event::HistoryFailed { variant, error, .. } => {
+                self.line(format!("{}: history unavailable: {error}", label(variant)))
+            }
+            Event::ReplayPlanned {
+                requests,
+                waiting,
+                cached,
+            } => {
+                self.line(format!(
+                    "replay: {requests} request(s) to send, {cached} answer(s) already cached"
+                ));
+                let bar = self.multi.add(ProgressBar::new(*waiting as u64));
+                bar.set_style(
+                    ProgressStyle::with_template("  replay {bar:30} {pos}/{len} {msg}")
+                        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+                );
+                *self
+                    .replay
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(bar);
+            }
+            Event::Answer { error, .. } => {
+                if let Some(bar) = self
+                    .replay
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .as_ref()
+                {
+                    bar.inc(1);
+                    if let Some(error) = error {
+                        bar.set_message(format!("last error: {error}"));
+                    }
+                }
+            }
+            Event::RunFinished { .. } => {
+                if let Some(bar) = self
+                    .replay
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .take()
+                {
+                    bar.finish_and_clear();
+                }
+            }
+            Event::StartSending { .. } | Event::PollFailed { .. } => {}
+        }
+    }
+}

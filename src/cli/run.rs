@@ -1,0 +1,256 @@
+//! `gepa-lab run FILE...`: the whole experiment — validate, plan, start, poll, history, replay,
+//! score, store, report — and `run --resume RUN_DIR` to continue a run that was stopped.
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use super::backends::{self, BackendChoice};
+use super::exit;
+use super::progress::Progress;
+use crate::experiment::{Plan, validate_file};
+use crate::runner::{self, Outcome};
+use crate::store::{RunDir, RunManifest};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Experiment files (TOML); each becomes one run directory.
+    #[arg(value_name = "FILE", required_unless_present = "resume")]
+    files: Vec<PathBuf>,
+    /// Where the services are: `remote` (the public APIs, keys from GEPA_LAB_EVOLUTION_KEY and
+    /// GEPA_LAB_INFERENCE_KEY), `local` (built-in engine and embedded model) or the URL of a
+    /// `gepa-lab serve`. Default: remote when both keys are set, else local.
+    #[arg(long, value_name = "remote|local|URL")]
+    backend: Option<BackendChoice>,
+    /// Folder that holds the run directories (`<out>/<name>/<run-id>/`).
+    #[arg(long, default_value = "reports")]
+    out: PathBuf,
+    /// Continue the run in this directory: nothing already started is started again and nothing
+    /// already answered is asked again.
+    #[arg(long, value_name = "RUN_DIR", conflicts_with_all = ["files", "new"])]
+    resume: Option<PathBuf>,
+    /// Start a new run even when an unfinished run of the same experiment exists.
+    #[arg(long)]
+    new: bool,
+    /// Do not ask for confirmation before spending budget on a paid backend.
+    #[arg(long)]
+    yes: bool,
+    /// Refuse to run when the estimated replay credits exceed N.
+    #[arg(long, value_name = "N")]
+    max_credits: Option<f64>,
+    /// Exit with status 4 when the best prompt's mean holdout score is below SCORE (0 to 1).
+    #[arg(long, value_name = "SCORE")]
+    fail_under: Option<f64>,
+    /// Seconds between polls of an execution (default: 10-30 s with jitter for the public
+    /// service, about 1 s for local and self-hosted ones).
+    #[arg(long, value_name = "SECONDS")]
+    poll_interval: Option<f64>,
+    /// Give up waiting for executions after this many seconds (default 6 hours).
+    #[arg(long, value_name = "SECONDS")]
+    timeout: Option<f64>,
+    #[command(flatten)]
+    settings: super::SettingsArgs,
+}
+
+/// Exit status when the `--fail-under` gate is missed.
+const GATE_MISSED: u8 = 4;
+/// Exit status when the run finished but an execution failed or timed out.
+const EXECUTION_FAILED: u8 = 5;
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let (choice, note) = backends::resolve(args.backend.clone());
+    if let Some(note) = note {
+        eprintln!("{note}");
+    }
+    let mut options = backends::options(&choice);
+    if let Some(seconds) = args.poll_interval {
+        anyhow::ensure!(
+            seconds.is_finite() && seconds > 0.0,
+            "--poll-interval must be a positive number of seconds"
+        );
+        options.poll_interval = Duration::from_secs_f64(seconds);
+        options.poll_jitter = Duration::from_secs_f64(seconds / 2.0);
+    }
+    if let Some(seconds) = args.timeout {
+        anyhow::ensure!(
+            seconds.is_finite() && seconds > 0.0,
+            "--timeout must be a positive number of seconds"
+        );
+        options.timeout = Duration::from_secs_f64(seconds);
+    }
+    let runtime = super::runtime()?;
+    let mut worst = exit::OK;
+    let jobs: Vec<(RunDir, RunManifest)> = match &args.resume {
+        Some(path) => {
+            let dir = RunDir::open(path)?;
+            let manifest = dir.read_manifest()?;
+            vec![(dir, manifest)]
+        }
+        None => {
+            let mut jobs = Vec::new();
+            for file in &args.files {
+                match prepare(&args, file, &choice)? {
+                    Ok(job) => jobs.push(job),
+                    Err(code) => return Ok(ExitCode::from(code)),
+                }
+            }
+            jobs
+        }
+    };
+    for (dir, manifest) in jobs {
+        let replay_models: Vec<String> = manifest
+            .plan
+            .executions
+            .iter()
+            .filter_map(|e| e.replay.as_ref())
+            .flat_map(|r| r.models.clone())
+            .collect();
+        let backends = backends::build(&choice, &replay_models)?;
+        let progress = Progress::new();
+        let outcome = runtime
+            .block_on(runner::execute(
+                dir, manifest, &backends, &options, &progress,
+            ))
+            .context("running the experiment")?;
+        let code = finish(&outcome, args.fail_under)?;
+        worst = worst.max(code);
+    }
+    Ok(ExitCode::from(worst))
+}
+
+/// Validates one file, applies the cost guard, and creates its run directory. `Err(code)` means
+/// the run must not start (invalid, refused, or an unfinished run to resume first).
+fn prepare(
+    args: &Args,
+    file: &Path,
+    choice: &BackendChoice,
+) -> anyhow::Result<Result<(RunDir, RunManifest), u8>> {
+    let validation = validate_file(file, &args.settings.settings());
+    for diagnostic in &validation.diagnostics {
+        eprintln!("{diagnostic}\n");
+    }
+    let Some(plan) = validation.plan else {
+        eprintln!("{}: invalid; nothing was started", file.display());
+        return Ok(Err(exit::INVALID));
+    };
+    if let Some(unfinished) = unfinished_run(&args.out, &plan)?
+        && !args.new
+    {
+        eprintln!(
+            "an unfinished run of this experiment exists: {}\n  resume it:        gepa-lab run --resume {}\n  or start afresh:  gepa-lab run --new {}",
+            unfinished.display(),
+            unfinished.display(),
+            file.display()
+        );
+        return Ok(Err(exit::USAGE));
+    }
+    eprintln!("{}: {}", plan.name, super::validate::describe(&plan));
+    if let Some(cap) = args.max_credits
+        && plan.estimate.credits > cap
+    {
+        eprintln!(
+            "refused: the estimate of {:.0} credits is above --max-credits {cap}",
+            plan.estimate.credits
+        );
+        return Ok(Err(exit::INVALID));
+    }
+    if backends::costs_money(choice) && !args.yes && !confirm(&plan)? {
+        eprintln!("not started");
+        return Ok(Err(exit::INVALID));
+    }
+    let backend = match choice {
+        BackendChoice::Local => crate::store::Backend::Local,
+        BackendChoice::Url(url) => crate::store::Backend::Url { url: url.clone() },
+        BackendChoice::Remote => crate::store::Backend::Remote {
+            evolution_url: crate::evolution::EvolutionConfig::from_env().base_url,
+            inference_url: std::env::var("GEPA_LAB_INFERENCE_URL")
+                .unwrap_or_else(|_| crate::inference::DEFAULT_BASE_URL.to_owned()),
+        },
+    };
+    let (dir, manifest) = runner::create_run(&args.out, &plan, backend)?;
+    eprintln!("run directory: {}", dir.path.display());
+    Ok(Ok((dir, manifest)))
+}
+
+/// Asks on the terminal; without one, refuses and says how to proceed.
+fn confirm(plan: &Plan) -> anyhow::Result<bool> {
+    if !std::io::stdin().is_terminal() {
+        eprintln!(
+            "this run spends an evolution budget of {} calls and up to {} replay calls; pass --yes to run without a terminal to confirm",
+            plan.estimate.evolution_calls, plan.estimate.replay_calls
+        );
+        return Ok(false);
+    }
+    eprint!("start it? [y/N] ");
+    std::io::stderr().flush().ok();
+    let mut answer = String::new();
+    std::io::stdin().lock().read_line(&mut answer)?;
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
+}
+
+/// The newest run directory of this experiment's content that has not finished, if any.
+fn unfinished_run(out: &Path, plan: &Plan) -> anyhow::Result<Option<PathBuf>> {
+    let folder = out.join(&plan.name);
+    let Ok(entries) = std::fs::read_dir(&folder) else {
+        return Ok(None);
+    };
+    let mut found: Vec<(chrono::DateTime<chrono::Utc>, PathBuf)> = Vec::new();
+    for entry in entries.flatten() {
+        let Ok(dir) = RunDir::open(&entry.path()) else {
+            continue;
+        };
+        let Ok(manifest) = dir.read_manifest() else {
+            continue;
+        };
+        if manifest.plan.content_hash == plan.content_hash && manifest.finished_at.is_none() {
+            found.push((manifest.created_at, dir.path));
+        }
+    }
+    found.sort();
+    Ok(found.pop().map(|(_, path)| path))
+}
+
+/// Prints the outcome and picks the exit status.
+fn finish(outcome: &Outcome, fail_under: Option<f64>) -> anyhow::Result<u8> {
+    let summary = crate::runner::summary(&outcome.manifest, &outcome.replay);
+    println!("{}", summary.table());
+    println!("run directory: {}", outcome.dir.path.display());
+    let mut code = exit::OK;
+    let failed: Vec<&str> = outcome
+        .manifest
+        .executions
+        .iter()
+        .filter(|e| e.status.as_deref() != Some("completed"))
+        .map(|e| e.custom_id.as_str())
+        .collect();
+    if !failed.is_empty() {
+        eprintln!("not completed: {}", failed.join(", "));
+        code = EXECUTION_FAILED;
+    }
+    if let Some(threshold) = fail_under {
+        match summary.best() {
+            Some(best) if best.mean >= threshold => {
+                eprintln!(
+                    "--fail-under {threshold}: passed ({} scored {:.3})",
+                    best.label(),
+                    best.mean
+                );
+            }
+            Some(best) => {
+                eprintln!(
+                    "--fail-under {threshold}: missed ({} scored {:.3})",
+                    best.label(),
+                    best.mean
+                );
+                code = GATE_MISSED;
+            }
+            None => {
+                eprintln!("--fail-under {threshold}: missed (no replay scores)");
+                code = GATE_MISSED;
+            }
+        }
+    }
+    Ok(code)
+}

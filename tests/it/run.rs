@@ -1,0 +1,461 @@
+//! `gepa-lab run` end to end against `serve` on 127.0.0.1 with the simulated model: a complete
+//! run directory, resume after SIGKILL at each phase without a second start or a second answer,
+//! and the failures a real service has.
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use gepa_lab::evolution::{Evolution, EvolutionConfig, HttpEvolution};
+use gepa_lab::http::Secret;
+use gepa_lab::store::{HistoryRow, ReplayRow, RunDir};
+
+use crate::common::{Serve, root};
+
+const KEY: &str = "run-test-key";
+
+fn experiment() -> PathBuf {
+    root().join("tests/fixtures/run_experiments/two_variants.toml")
+}
+
+/// `gepa-lab run --backend URL --yes` with fast polling, writing under `out`.
+fn run_command(serve: &Serve, out: &Path, extra: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_gepa-lab"));
+    command
+        .current_dir(root())
+        .env("GEPA_LAB_EVOLUTION_KEY", KEY)
+        .env("GEPA_LAB_INFERENCE_KEY", KEY)
+        .env_remove("GEPA_LAB_INFERENCE_RPM")
+        .args([
+            "run",
+            "--backend",
+            &serve.url,
+            "--yes",
+            "--poll-interval",
+            "0.1",
+            "--out",
+        ])
+        .arg(out)
+        .args(extra)
+        .stdin(Stdio::null());
+    command
+}
+
+fn run_dir(out: &Path) -> RunDir {
+    let experiment = out.join("two-variants");
+    let entry = std::fs::read_dir(&experiment)
+        .expect("the experiment folder exists")
+        .next()
+        .expect("one run directory")
+        .expect("readable");
+    RunDir::open(&entry.path()).expect("a run directory")
+}
+
+fn events(dir: &RunDir) -> String {
+    std::fs::read_to_string(dir.file("events.jsonl")).unwrap_or_default()
+}
+
+/// Starts `run` and kills it (SIGKILL) once `events.jsonl` holds `marker`.
+fn kill_when(serve: &Serve, out: &Path, marker: &str) {
+    let mut child: Child = run_command(serve, out, &[experiment().to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn run");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let seen = std::fs::read_dir(out.join("two-variants"))
+            .ok()
+            .and_then(|mut entries| entries.next())
+            .and_then(Result::ok)
+            .map(|entry| {
+                std::fs::read_to_string(entry.path().join("events.jsonl")).unwrap_or_default()
+            })
+            .is_some_and(|text| text.contains(marker));
+        if seen || Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reaped");
+}
+
+fn evolution_client(serve: &Serve) -> HttpEvolution {
+    HttpEvolution::new(EvolutionConfig::new(
+        serve.url.clone(),
+        Some(Secret::new(KEY)),
+    ))
+    .unwrap()
+}
+
+/// How many executions the server holds for each customId.
+fn starts_per_custom_id(serve: &Serve) -> std::collections::BTreeMap<String, usize> {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let client = evolution_client(serve);
+    let executions = runtime
+        .block_on(client.list(Some(1), Some(50)))
+        .expect("list executions");
+    let mut counts = std::collections::BTreeMap::new();
+    for execution in executions {
+        *counts
+            .entry(execution.custom_id.unwrap_or_default())
+            .or_insert(0) += 1;
+    }
+    counts
+}
+
+fn assert_complete(dir: &RunDir) -> (Vec<HistoryRow>, Vec<ReplayRow>) {
+    let manifest = dir.read_manifest().expect("run.json");
+    assert!(manifest.finished_at.is_some(), "run finished: {manifest:?}");
+    assert!(manifest.simulated, "answers came from the simulated model");
+    assert_eq!(manifest.executions.len(), 2);
+    for execution in &manifest.executions {
+        assert_eq!(
+            execution.status.as_deref(),
+            Some("completed"),
+            "{execution:?}"
+        );
+    }
+    let history: Vec<HistoryRow> = dir.read_csv("history.csv").expect("history.csv");
+    let replay: Vec<ReplayRow> = dir.read_csv("replay.csv").expect("replay.csv");
+    for variant in ["small", "large"] {
+        assert!(
+            history
+                .iter()
+                .any(|row| row.variant == variant && row.generation == 0),
+            "{variant} has a seed generation"
+        );
+        // 12 holdout rows for the seed and each evolved version
+        let seed_rows = replay
+            .iter()
+            .filter(|r| r.variant == variant && r.version == "seed")
+            .count();
+        assert_eq!(seed_rows, 12, "{variant}");
+    }
+    assert!(
+        replay.iter().all(|row| row.error.is_empty()),
+        "no replay errors"
+    );
+    (history, replay)
+}
+
+#[test]
+fn a_two_variant_experiment_runs_to_a_complete_run_directory() {
+    let serve = Serve::start(&["sim:seed=4"], &[&format!("{KEY}:6000")]);
+    let out = tempfile::tempdir().unwrap();
+    let output = run_command(&serve, out.path(), &[experiment().to_str().unwrap()])
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}\n{}", serve.log());
+    let dir = run_dir(out.path());
+    let (history, replay) = assert_complete(&dir);
+    assert!(history.len() >= 2, "{history:?}");
+    assert!(replay.iter().any(|row| row.version != "seed"));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("SIMULATED"));
+    for file in [
+        "run.json",
+        "events.jsonl",
+        "history.csv",
+        "replay.csv",
+        "cache.jsonl",
+    ] {
+        assert!(dir.file(file).is_file(), "{file} written");
+    }
+    let starts = starts_per_custom_id(&serve);
+    assert_eq!(starts.len(), 2);
+    assert!(starts.values().all(|&count| count == 1), "{starts:?}");
+}
+
+/// Kill during a phase, resume, and check that nothing was started or answered twice.
+fn kill_and_resume(marker: &str) {
+    let serve = Serve::start(&["sim:seed=4,latency_ms=20"], &[&format!("{KEY}:6000")]);
+    let out = tempfile::tempdir().unwrap();
+    kill_when(&serve, out.path(), marker);
+    let dir = run_dir(out.path());
+    assert!(events(&dir).contains(marker), "killed after {marker}");
+    let output = run_command(
+        &serve,
+        out.path(),
+        &["--resume", dir.path.to_str().unwrap()],
+    )
+    .output()
+    .expect("resume");
+    assert!(
+        output.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&output.stderr),
+        serve.log()
+    );
+    let (_, replay) = assert_complete(&dir);
+    let starts = starts_per_custom_id(&serve);
+    assert_eq!(starts.len(), 2, "{starts:?}");
+    assert!(
+        starts.values().all(|&count| count == 1),
+        "exactly one start per variant: {starts:?}"
+    );
+    let distinct_requests = std::fs::read_to_string(dir.file("cache.jsonl"))
+        .unwrap()
+        .lines()
+        .count();
+    let (requests, _, _) = serve.usage_of_key_with_rpm(6000);
+    // A request in flight at the kill may have been answered by the server without reaching the
+    // cache: at most `concurrency` (2) such answers are paid twice, never a cached one.
+    assert!(
+        requests as usize <= distinct_requests + 2,
+        "server answered {requests} chat requests for {distinct_requests} distinct replay requests"
+    );
+    assert!(!replay.is_empty());
+}
+
+#[test]
+fn resume_after_a_kill_right_after_the_start_request() {
+    kill_and_resume("\"event\":\"start_sending\"");
+}
+
+#[test]
+fn resume_after_a_kill_during_polling() {
+    kill_and_resume("\"event\":\"poll\"");
+}
+
+#[test]
+fn resume_after_a_kill_during_replay() {
+    kill_and_resume("\"event\":\"answer\"");
+}
+
+#[test]
+fn failures_are_recorded_and_the_run_completes() {
+    // 120 rpm (a burst of 12) and no client pacing: the replay meets a storm of 429s. A variant
+    // whose budget cannot score the seed fails; a replay model no node serves answers 503.
+    let serve = Serve::start(&["sim:seed=4"], &[&format!("{KEY}:120")]);
+    let out = tempfile::tempdir().unwrap();
+    let file = out.path().join("failures.toml");
+    let text = std::fs::read_to_string(experiment())
+        .unwrap()
+        .replace(
+            "../data/tiny.csv",
+            &root()
+                .join("tests/fixtures/data/tiny.csv")
+                .display()
+                .to_string(),
+        )
+        .replace(
+            "models = [\"sim-text\"]",
+            "models = [\"no-such-model\", \"sim-text\"]",
+        )
+        .replace("evolution = { budget = 20 }", "evolution = { budget = 2 }");
+    std::fs::write(&file, text).unwrap();
+    let output = run_command(&serve, out.path(), &[file.to_str().unwrap()])
+        .output()
+        .expect("run");
+    assert_eq!(
+        output.status.code(),
+        Some(5),
+        "a failed execution exits 5: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let dir = run_dir(out.path());
+    let manifest = dir.read_manifest().unwrap();
+    assert!(manifest.finished_at.is_some());
+    let small = manifest
+        .executions
+        .iter()
+        .find(|e| e.variant.as_deref() == Some("small"))
+        .unwrap();
+    assert_eq!(small.status.as_deref(), Some("failed"));
+    assert!(
+        small.error.as_deref().is_some_and(|e| !e.is_empty()),
+        "the reason is kept: {small:?}"
+    );
+    let large = manifest
+        .executions
+        .iter()
+        .find(|e| e.variant.as_deref() == Some("large"))
+        .unwrap();
+    assert_eq!(large.status.as_deref(), Some("completed"));
+    let replay: Vec<ReplayRow> = dir.read_csv("replay.csv").unwrap();
+    let missing: Vec<&ReplayRow> = replay
+        .iter()
+        .filter(|r| r.model == "no-such-model")
+        .collect();
+    assert!(
+        !missing.is_empty() && missing.iter().all(|r| r.error.contains("503")),
+        "{missing:?}"
+    );
+    let answered: Vec<&ReplayRow> = replay.iter().filter(|r| r.model == "sim-text").collect();
+    assert!(
+        !answered.is_empty() && answered.iter().all(|r| r.error.is_empty()),
+        "{answered:?}"
+    );
+    let (_, rate_limited, _) = serve.usage_of_key_with_rpm(120);
+    assert!(rate_limited > 0, "the storm happened");
+}
+
+/// A service that leaves out `prompt` and ignores `page` (every history page is the same full
+/// page), with chat answered by the simulated model.
+fn odd_service() -> (String, tokio::runtime::Runtime) {
+    use axum::routing::{get, post};
+    use axum::{Json, Router};
+    use gepa_lab::inference::{ChatRequest, Inference, SimModel};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let polls = Arc::new(AtomicU32::new(0));
+    let sim = Arc::new(SimModel::new("model=sim-text,seed=4".parse().unwrap()));
+    let history: Vec<serde_json::Value> = (0..50)
+        .map(|generation| {
+            serde_json::json!({"generation": generation, "score": f64::from(generation) / 100.0,
+                "prompt": format!("Review: {{review}}\nAnswer with one of: positive, negative ({generation})")})
+        })
+        .collect();
+    let app = Router::new()
+        .route(
+            "/api/v0/gepa/start_execution",
+            post(|| async { Json(serde_json::json!({"evolutionId": "odd-1"})) }),
+        )
+        .route(
+            "/api/v0/gepa/get_single_execution/{id}",
+            get(move || {
+                let polls = polls.clone();
+                async move {
+                    let status = if polls.fetch_add(1, Ordering::SeqCst) < 2 {
+                        "in_progress"
+                    } else {
+                        "completed"
+                    };
+                    Json(serde_json::json!({"status": status, "customId": "x", "budget": 30}))
+                }
+            }),
+        )
+        .route(
+            "/api/v0/gepa/get_all_executions",
+            get(|| async { Json(serde_json::json!({"executions": []})) }),
+        )
+        .route(
+            "/api/v0/gepa/get_execution_prompts",
+            get(move || {
+                let history = history.clone();
+                async move { Json(serde_json::json!({"prompts": history})) }
+            }),
+        )
+        .route(
+            "/v1/chat/completions",
+            post(move |Json(request): Json<ChatRequest>| {
+                let sim = sim.clone();
+                async move { Json(sim.chat(&request).await.expect("sim answers")) }
+            }),
+        );
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    runtime.spawn(async move { axum::serve(listener, app).await });
+    (url, runtime)
+}
+
+#[test]
+fn a_missing_prompt_object_and_a_repeated_history_page_are_tolerated() {
+    let (url, _runtime) = odd_service();
+    let out = tempfile::tempdir().unwrap();
+    let file = out.path().join("single.toml");
+    let text = std::fs::read_to_string(experiment()).unwrap();
+    let text = text[..text.find("[[variants]]").unwrap()].replace(
+        "../data/tiny.csv",
+        &root()
+            .join("tests/fixtures/data/tiny.csv")
+            .display()
+            .to_string(),
+    );
+    std::fs::write(&file, text).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_gepa-lab"))
+        .current_dir(root())
+        .env("GEPA_LAB_EVOLUTION_KEY", KEY)
+        .env("GEPA_LAB_INFERENCE_KEY", KEY)
+        .args([
+            "run",
+            "--backend",
+            &url,
+            "--yes",
+            "--poll-interval",
+            "0.05",
+            "--out",
+        ])
+        .arg(out.path())
+        .arg(&file)
+        .output()
+        .expect("run");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let dir = run_dir(out.path());
+    let events = events(&dir);
+    assert!(
+        events.contains("\"repeated_page\":true"),
+        "the repeated page was noticed"
+    );
+    let history: Vec<HistoryRow> = dir.read_csv("history.csv").unwrap();
+    assert_eq!(
+        history.len(),
+        50,
+        "one record per generation, the repeat dropped"
+    );
+    let replay: Vec<ReplayRow> = dir.read_csv("replay.csv").unwrap();
+    // seed + the two best generations (49 and 48)
+    let versions: std::collections::BTreeSet<&str> =
+        replay.iter().map(|r| r.version.as_str()).collect();
+    assert_eq!(versions, ["g48", "g49", "seed"].into_iter().collect());
+}
+
+#[test]
+fn an_unfinished_run_is_offered_and_the_score_gate_sets_the_exit_status() {
+    let serve = Serve::start(&["sim:seed=4,latency_ms=20"], &[&format!("{KEY}:6000")]);
+    let out = tempfile::tempdir().unwrap();
+    kill_when(&serve, out.path(), "\"event\":\"poll\"");
+    let dir = run_dir(out.path());
+
+    let again = run_command(&serve, out.path(), &[experiment().to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(
+        stderr.contains(&format!("gepa-lab run --resume {}", dir.path.display())),
+        "{stderr}"
+    );
+
+    let gated = run_command(
+        &serve,
+        out.path(),
+        &[
+            "--resume",
+            dir.path.to_str().unwrap(),
+            "--fail-under",
+            "1.01",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(
+        gated.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&gated.stderr)
+    );
+    assert!(String::from_utf8_lossy(&gated.stderr).contains("--fail-under 1.01: missed"));
+    let passed = run_command(
+        &serve,
+        out.path(),
+        &["--resume", dir.path.to_str().unwrap(), "--fail-under", "0"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(
+        passed.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&passed.stderr)
+    );
+}
