@@ -8,6 +8,7 @@ pub mod engine;
 pub mod evolution;
 pub mod experiment;
 pub mod prompt;
+pub mod report;
 pub mod score;
 pub mod store;
 pub mod suggest;

@@ -6,7 +6,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod compare;
 mod plan;
+mod report;
 mod schema;
 mod validate;
 
@@ -38,6 +40,10 @@ enum Command {
     Plan(plan::Args),
     /// Print the JSON Schema of the experiment file format (for editors).
     Schema(schema::Args),
+    /// Render a run's report again from its run directory, offline.
+    Report(report::Args),
+    /// Compare the best prompt versions of several runs on the same dataset.
+    Compare(compare::Args),
 }
 
 /// Options that change how experiments are checked and estimated, shared by `validate`, `plan`
@@ -80,6 +86,8 @@ pub fn main() -> ExitCode {
         Command::Validate(args) => validate::run(args),
         Command::Plan(args) => plan::run(args),
         Command::Schema(args) => schema::run(args),
+        Command::Report(args) => report::run(args),
+        Command::Compare(args) => compare::run(args),
     };
     match result {
         Ok(code) => code,
