@@ -125,15 +125,44 @@ fn an_empty_file_is_an_error_not_a_panic() {
     );
 }
 
-/// Peak resident memory in KiB: of this process (`libc::RUSAGE_SELF`), or of the largest child it
-/// has waited for (`libc::RUSAGE_CHILDREN`).
-fn peak_rss_kib(who: libc::c_int) -> i64 {
+/// Peak resident memory in KiB of this process.
+fn own_peak_rss_kib() -> i64 {
     let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
     // SAFETY: getrusage only writes into the struct we hand it.
-    let status = unsafe { libc::getrusage(who, usage.as_mut_ptr()) };
+    let status = unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };
     assert_eq!(status, 0, "getrusage failed");
     // SAFETY: getrusage returned 0, so the struct is initialised.
     unsafe { usage.assume_init() }.ru_maxrss
+}
+
+/// Runs `gepa-lab ARGS` and returns its stdout, whether it exited with 0, and the peak resident
+/// memory in KiB of that child alone. `wait4` reports the one child it reaps; `RUSAGE_CHILDREN`
+/// would report the largest child of any test running in parallel in this process.
+fn gepa_lab_with_peak(args: &[&str]) -> (String, bool, i64) {
+    use std::io::Read;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gepa-lab"))
+        .args(args)
+        .current_dir(crate::common::root())
+        .env_remove("GEPA_LAB_MODEL_WORD")
+        .env_remove("GEPA_LAB_CREDITS_PER_CALL")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("the gepa-lab binary runs");
+    let mut out = String::new();
+    if let Some(mut stdout) = child.stdout.take() {
+        stdout.read_to_string(&mut out).unwrap();
+    }
+    let pid = i32::try_from(child.id()).unwrap();
+    let mut status = 0;
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: wait4 only writes into the status and the struct we hand it.
+    let reaped = unsafe { libc::wait4(pid, &mut status, 0, usage.as_mut_ptr()) };
+    assert_eq!(reaped, pid, "wait4 failed");
+    // SAFETY: wait4 returned the child, so the struct is initialised.
+    let peak = unsafe { usage.assume_init() }.ru_maxrss;
+    let success = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
+    (out, success, peak)
 }
 
 #[test]
@@ -155,21 +184,16 @@ fn a_million_row_file_validates_in_bounded_memory() {
     assert!(size > 90_000_000, "the file should be large: {size} bytes");
     let file = experiment_file(dir.path(), 4, 8);
 
-    let output = gepa_lab(&["validate", file.to_str().unwrap()]);
-    assert!(output.status.success(), "{}", stdout(&output));
-    assert!(
-        stdout(&output).contains("valid (0 errors"),
-        "{}",
-        stdout(&output)
-    );
+    let (out, success, child) = gepa_lab_with_peak(&["validate", file.to_str().unwrap()]);
+    assert!(success, "{out}");
+    assert!(out.contains("valid (0 errors"), "{out}");
     // The file is ~95 MB; holding it would need at least that. The row index of the split is
     // 8 MB; everything else is a few buffers. A child's peak as Linux counts it also includes
     // this test process's own peak at spawn time (the child starts in a copy of it), which is
     // why this test never holds the file in memory itself.
-    let children = peak_rss_kib(libc::RUSAGE_CHILDREN);
-    let own = peak_rss_kib(libc::RUSAGE_SELF);
+    let own = own_peak_rss_kib();
     assert!(
-        children < 48 * 1024,
-        "validate peaked at {children} KiB for a {size}-byte file (this test process: {own} KiB)"
+        child < 48 * 1024,
+        "validate peaked at {child} KiB for a {size}-byte file (this test process: {own} KiB)"
     );
 }
