@@ -3,4 +3,5 @@
 mod common;
 mod dataset_files;
 mod plan;
+mod report;
 mod validate;
