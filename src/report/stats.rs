@@ -91,15 +91,58 @@ pub fn mean_interval(scores: &[f64]) -> Option<Interval> {
     Some(bootstrap_mean(scores, RESAMPLES, SEED))
 }
 
+/// Most distinct values for which a resample is drawn as category counts rather than row by row.
+const FEW_VALUES: usize = 8;
+
 /// Percentile bootstrap interval of the mean of `values`.
+///
+/// A resample's mean depends only on how many times each distinct value is drawn. Scores and
+/// paired differences of 0/1 scores take very few distinct values (a difference is −1, 0 or 1),
+/// so for those the counts are drawn directly, as a multinomial by successive binomials, with the
+/// most common value taking the remainder: a resample then costs about as many steps as rows
+/// that differ from the common value, not one random draw per row. The distribution is exactly
+/// that of drawing rows one by one; only the random stream differs.
 pub fn bootstrap_mean(values: &[f64], resamples: usize, seed: u64) -> Interval {
     let n = values.len();
     let mut rng = SplitMix64(seed);
+    let mut distinct: Vec<(f64, usize)> = Vec::new();
+    let mut few = true;
+    for &value in values {
+        if let Some((_, count)) = distinct.iter_mut().find(|(v, _)| *v == value) {
+            *count += 1;
+        } else if distinct.len() < FEW_VALUES {
+            distinct.push((value, 1));
+        } else {
+            few = false;
+            break;
+        }
+    }
+    if !few {
+        distinct.clear();
+    }
+    // Most common last: it takes whatever the binomials leave.
+    distinct.sort_by_key(|&(_, count)| count);
     let mut means: Vec<f64> = (0..resamples)
         .map(|_| {
+            if distinct.is_empty() {
+                let mut sum = 0.0;
+                for _ in 0..n {
+                    sum += values[rng.below(n as u64) as usize];
+                }
+                return sum / n as f64;
+            }
+            let mut left = n as u64;
+            let mut left_weight = n;
             let mut sum = 0.0;
-            for _ in 0..n {
-                sum += values[rng.below(n as u64) as usize];
+            for (i, &(value, count)) in distinct.iter().enumerate() {
+                let drawn = if i + 1 == distinct.len() {
+                    left
+                } else {
+                    rng.binomial(left, count as f64 / left_weight as f64)
+                };
+                sum += value * drawn as f64;
+                left -= drawn;
+                left_weight -= count;
             }
             sum / n as f64
         })
@@ -269,6 +312,40 @@ impl SplitMix64 {
         z ^ (z >> 31)
     }
 
+    /// Uniform in [0, 1), with 53 random bits.
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+
+    /// Binomial(trials, p) by inversion of the distribution function (Kachitvichyanukul and
+    /// Schmeiser's BINV), on the smaller of p and 1 − p; one uniform and about trials · p steps.
+    /// When (1 − p)^trials would underflow, it counts Bernoulli draws instead.
+    fn binomial(&mut self, trials: u64, p: f64) -> u64 {
+        if trials == 0 || p <= 0.0 {
+            return 0;
+        }
+        if p >= 1.0 {
+            return trials;
+        }
+        if p > 0.5 {
+            return trials - self.binomial(trials, 1.0 - p);
+        }
+        let q = 1.0 - p;
+        let mut term = q.powf(trials as f64);
+        if term < 1e-280 {
+            return (0..trials).filter(|_| self.unit() < p).count() as u64;
+        }
+        let ratio = p / q;
+        let mut u = self.unit();
+        let mut x = 0;
+        while u > term && x < trials {
+            u -= term;
+            term *= ratio * (trials - x) as f64 / (x + 1) as f64;
+            x += 1;
+        }
+        x
+    }
+
     /// Uniform in `0..n` without modulo bias (Lemire's multiply-shift with rejection).
     fn below(&mut self, n: u64) -> u64 {
         let threshold = n.wrapping_neg() % n;
@@ -399,6 +476,60 @@ mod tests {
         let b: Vec<f64> = a.iter().map(|x| x - 0.2).collect();
         let c = compare_paired(&a, &b);
         assert_eq!((c.test, c.verdict), ("paired_bootstrap", Verdict::Worse));
+    }
+
+    #[test]
+    fn binomial_draws_have_the_right_mean_and_variance() {
+        let mut rng = SplitMix64(3);
+        for (trials, p) in [(100u64, 0.13), (100, 0.87), (30, 0.5), (600, 0.4)] {
+            let draws: Vec<f64> = (0..20_000)
+                .map(|_| rng.binomial(trials, p) as f64)
+                .collect();
+            let m = mean(&draws);
+            let var = draws.iter().map(|d| (d - m).powi(2)).sum::<f64>() / draws.len() as f64;
+            let (em, ev) = (trials as f64 * p, trials as f64 * p * (1.0 - p));
+            assert!(
+                (m - em).abs() < 4.0 * (ev / 20_000.0).sqrt(),
+                "{trials} {p}: mean {m}"
+            );
+            assert!(
+                (var / ev - 1.0).abs() < 0.05,
+                "{trials} {p}: variance {var} vs {ev}"
+            );
+        }
+        // (1 − p)^trials underflows here: the Bernoulli fallback.
+        let draws: Vec<f64> = (0..300).map(|_| rng.binomial(3000, 0.5) as f64).collect();
+        assert!((mean(&draws) - 1500.0).abs() < 4.0 * (750.0f64 / 300.0).sqrt());
+        assert_eq!(rng.binomial(0, 0.3), 0);
+        assert_eq!(rng.binomial(7, 1.0), 7);
+    }
+
+    #[test]
+    fn counting_and_row_by_row_resampling_agree() {
+        // Four distinct values take the counting path; adding nine more makes it row by row.
+        let few: Vec<f64> = (0..60).map(|i| f64::from(i % 4) / 3.0).collect();
+        let mut many = few.clone();
+        many.extend((0..9).map(|i| 0.05 + f64::from(i) / 10.0));
+        let a = bootstrap_mean(&few, RESAMPLES, SEED);
+        let b = bootstrap_mean(&many, RESAMPLES, SEED);
+        // Both are close to the normal-theory interval of their own data.
+        for (values, interval) in [(&few, a), (&many, b)] {
+            let m = mean(values);
+            let sd = (values.iter().map(|v| (v - m).powi(2)).sum::<f64>()
+                / (values.len() - 1) as f64)
+                .sqrt();
+            let half = 1.96 * sd / (values.len() as f64).sqrt();
+            assert!(
+                close(interval.low, m - half, 0.02),
+                "{interval:?} vs {}",
+                m - half
+            );
+            assert!(
+                close(interval.high, m + half, 0.02),
+                "{interval:?} vs {}",
+                m + half
+            );
+        }
     }
 
     #[test]
