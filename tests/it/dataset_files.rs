@@ -138,6 +138,10 @@ fn own_peak_rss_kib() -> i64 {
 /// Runs `gepa-lab ARGS` and returns its stdout, whether it exited with 0, and the peak resident
 /// memory in KiB of that child alone. `wait4` reports the one child it reaps; `RUSAGE_CHILDREN`
 /// would report the largest child of any test running in parallel in this process.
+#[expect(
+    clippy::zombie_processes,
+    reason = "the child is reaped by wait4, which clippy does not know"
+)]
 fn gepa_lab_with_peak(args: &[&str]) -> (String, bool, i64) {
     use std::io::Read;
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gepa-lab"))
