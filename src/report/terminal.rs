@@ -74,7 +74,7 @@ pub fn summary(context: &ReportContext) -> String {
             &[
                 "execution",
                 "model",
-                "best",
+                "best version",
                 "rows",
                 "seed",
                 "best",
