@@ -178,6 +178,3 @@ pub fn write(report: &Report, run_dir: &Path) -> Result<Vec<PathBuf>, ReportErro
 pub fn summary_text(context: &ReportContext) -> String {
     terminal::summary(context)
 }
-
-pub use markdown::escape as markdown_escape;
-pub use terminal::table as text_table;
