@@ -11,6 +11,7 @@ pub mod experiment;
 pub mod http;
 pub mod inference;
 pub mod prompt;
+pub mod report;
 pub mod runner;
 pub mod score;
 pub mod server;

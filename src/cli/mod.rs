@@ -12,6 +12,7 @@ mod backends;
 mod batch;
 mod channel;
 mod chat;
+mod compare;
 mod credits;
 mod evolution_args;
 mod executions;
@@ -19,6 +20,7 @@ mod inference_args;
 mod models;
 mod plan;
 mod progress;
+mod report;
 mod run;
 mod schema;
 mod serve;
@@ -73,6 +75,10 @@ enum Command {
     Executions(executions::Args),
     /// Batch jobs of a prompt-evolution API.
     Batch(batch::Args),
+    /// Render a run's report again from its run directory, offline.
+    Report(report::Args),
+    /// Compare the best prompt versions of several runs on the same dataset.
+    Compare(compare::Args),
 }
 
 /// Options that change how experiments are checked and estimated, shared by `validate`, `plan`
@@ -124,6 +130,8 @@ pub fn main() -> ExitCode {
         Command::Channel(args) => channel::run(args),
         Command::Executions(args) => executions::run(args),
         Command::Batch(args) => batch::run(args),
+        Command::Report(args) => report::run(args),
+        Command::Compare(args) => compare::run(args),
     };
     match result {
         Ok(code) => code,

@@ -215,7 +215,18 @@ fn unfinished_run(out: &Path, plan: &Plan) -> anyhow::Result<Option<PathBuf>> {
 /// Prints the outcome and picks the exit status.
 fn finish(outcome: &Outcome, fail_under: Option<f64>) -> anyhow::Result<u8> {
     let summary = crate::runner::summary(&outcome.manifest, &outcome.replay);
-    println!("{}", summary.table());
+    // The report is rendered from the run directory alone, exactly as `gepa-lab report` does.
+    match crate::report::build(&outcome.dir.path) {
+        Ok(report) => {
+            crate::report::write(&report, &outcome.dir.path)?;
+            print!("{}", crate::report::summary_text(&report.context));
+            println!(
+                "report: {}",
+                outcome.dir.file(crate::report::HTML_FILE).display()
+            );
+        }
+        Err(err) => eprintln!("the report could not be rendered: {err}"),
+    }
     println!("run directory: {}", outcome.dir.path.display());
     let mut code = exit::OK;
     let failed: Vec<&str> = outcome

@@ -454,6 +454,8 @@ impl Runner<'_> {
                         generation: record.generation.max(0.0).round() as u32,
                         score: record.score,
                         prompt: record.prompt,
+                        // The evolution API does not say what each generation cost.
+                        budget_used: None,
                     }));
                 }
                 Err(err) => self.emit(Event::HistoryFailed {

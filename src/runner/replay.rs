@@ -59,6 +59,7 @@ struct Cell {
     version: String,
     model: String,
     row: usize,
+    inputs: std::collections::BTreeMap<String, String>,
     expected: String,
     key: String,
     /// Set when the prompt could not even be rendered for the row.
@@ -260,6 +261,7 @@ pub(super) async fn replay(
                         version: version.label.clone(),
                         model: model.clone(),
                         row: row.index + 1,
+                        inputs: row.inputs.clone(),
                         expected: row.expected.clone(),
                         key,
                         error,
@@ -305,6 +307,7 @@ pub(super) async fn replay(
                 model: cell.model.clone(),
                 answered_by: answer.map(|a| a.answered_by.clone()).unwrap_or_default(),
                 row: cell.row,
+                inputs: cell.inputs.clone(),
                 expected: cell.expected.clone(),
                 output: answer.map(|a| a.output.clone()).unwrap_or_default(),
                 score: score.value,
@@ -415,6 +418,7 @@ mod tests {
             generation,
             score,
             prompt: prompt.into(),
+            budget_used: None,
         }
     }
 

@@ -1,8 +1,7 @@
-//! The numbers a finished run is judged by: the mean holdout score of each prompt version on
-//! each replay model, and which version is best. The report renders these at length; `run` prints
-//! them as a table and gates `--fail-under` on the best one.
+//! The number a CI gate needs from a finished run: the mean holdout score of each prompt version
+//! on each replay model, and which version is best. `run --fail-under` checks it; the report
+//! (`crate::report`) renders the full tables and statistics.
 use std::collections::BTreeMap;
-use std::fmt::Write;
 
 use crate::store::{ReplayRow, RunManifest};
 
@@ -79,36 +78,5 @@ impl Summary {
                     .total_cmp(&b.mean)
                     .then((a.version != "seed").cmp(&(b.version != "seed")))
             })
-    }
-
-    /// A plain-text table for the terminal.
-    pub fn table(&self) -> String {
-        let mut out = String::new();
-        if self.simulated {
-            out.push_str("SIMULATED: answers came from the test stand-in model, not a real one\n");
-        }
-        let width = self
-            .scores
-            .iter()
-            .map(|s| s.label().len())
-            .max()
-            .unwrap_or(7)
-            .max(7);
-        let _ = writeln!(
-            out,
-            "{:<width$}  {:>6}  {:>8}  {:>6}",
-            "version", "mean", "answered", "errors"
-        );
-        for score in &self.scores {
-            let _ = writeln!(
-                out,
-                "{:<width$}  {:>6.3}  {:>8}  {:>6}",
-                score.label(),
-                score.mean,
-                score.answered,
-                score.errors
-            );
-        }
-        out
     }
 }

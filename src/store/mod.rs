@@ -11,6 +11,7 @@
 //! `report`, `compare` and `resume` read only these files. This module owns their layout and
 //! record types and how they are written (atomic replace, or append); it never calls a service
 //! and never sees a secret: nothing with a key or a private key is a field here.
+use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -116,6 +117,11 @@ pub struct HistoryRow {
     pub generation: u32,
     pub score: f64,
     pub prompt: String,
+    /// Budget units (inference calls) spent when this generation was scored. The local engine
+    /// knows it; the evolution API does not report it, so rows from the service leave it empty.
+    /// Files written before the column existed read as `None`.
+    #[serde(default)]
+    pub budget_used: Option<u64>,
 }
 
 /// One line of `replay.csv`: one prompt version answering one holdout row on one model.
@@ -130,6 +136,12 @@ pub struct ReplayRow {
     pub answered_by: String,
     /// 1-based data row of the dataset file.
     pub row: usize,
+    /// The row's input columns, as a JSON object in one CSV field. Kept here, not looked up in
+    /// the dataset file, so that a report needs the run directory alone: the dataset may have
+    /// moved or changed since (its hash is in the plan). Older files without the column read as
+    /// no inputs.
+    #[serde(default, with = "json_column")]
+    pub inputs: BTreeMap<String, String>,
     pub expected: String,
     pub output: String,
     pub score: f64,
@@ -155,6 +167,35 @@ pub struct CachedAnswer {
     pub completion_tokens: u64,
     /// The answer came from the deterministic test stand-in model.
     pub simulated: bool,
+}
+
+/// A map of strings stored as one CSV field holding a JSON object, since CSV has no nesting.
+mod json_column {
+    use std::collections::BTreeMap;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(
+        map: &BTreeMap<String, String>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        let text = serde_json::to_string(map).map_err(serde::ser::Error::custom)?;
+        serializer.serialize_str(&text)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<BTreeMap<String, String>, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        if text.trim().is_empty() {
+            return Ok(BTreeMap::new());
+        }
+        serde_json::from_str(&text).map_err(|err| {
+            serde::de::Error::custom(format!(
+                "inputs: expected a JSON object of strings, found {text:?} ({err})"
+            ))
+        })
+    }
 }
 
 /// A run directory on disk.
@@ -336,6 +377,7 @@ mod tests {
             generation,
             score: 0.5,
             prompt: "Line one, with comma\nline \"two\"".into(),
+            budget_used: (generation > 0).then_some(u64::from(generation) * 7),
         }
     }
 
@@ -350,6 +392,76 @@ mod tests {
             run.read_csv::<ReplayRow>(REPLAY_FILE).unwrap().is_empty(),
             "missing file is empty"
         );
+    }
+
+    fn replay_row() -> ReplayRow {
+        ReplayRow {
+            variant: String::new(),
+            version: "g2".into(),
+            model: "local".into(),
+            answered_by: "local".into(),
+            row: 14,
+            inputs: BTreeMap::from([("review".into(), "Great, \"really\" | <b>".into())]),
+            expected: "positive".into(),
+            output: "Positive".into(),
+            score: 1.0,
+            feedback: String::new(),
+            latency_ms: 120,
+            prompt_tokens: 40,
+            completion_tokens: 2,
+            node_id: "n1".into(),
+            error: String::new(),
+        }
+    }
+
+    #[test]
+    fn replay_inputs_round_trip_as_one_json_field() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDir::create(dir.path(), "x", "r1").unwrap();
+        run.write_csv(REPLAY_FILE, &[replay_row()]).unwrap();
+        let back: Vec<ReplayRow> = run.read_csv(REPLAY_FILE).unwrap();
+        assert_eq!(back, vec![replay_row()]);
+    }
+
+    #[test]
+    fn files_written_before_the_optional_columns_still_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDir::create(dir.path(), "x", "r1").unwrap();
+        std::fs::write(
+            run.file(HISTORY_FILE),
+            "variant,evolution_id,generation,score,prompt\n,e1,0,0.5,p\n",
+        )
+        .unwrap();
+        let history: Vec<HistoryRow> = run.read_csv(HISTORY_FILE).unwrap();
+        assert_eq!(history[0].budget_used, None);
+        std::fs::write(
+            run.file(REPLAY_FILE),
+            "variant,version,model,answered_by,row,expected,output,score,feedback,latency_ms,prompt_tokens,completion_tokens,node_id,error\n\
+             ,seed,m,m,3,x,x,1,,5,1,1,,\n",
+        )
+        .unwrap();
+        let replay: Vec<ReplayRow> = run.read_csv(REPLAY_FILE).unwrap();
+        assert!(replay[0].inputs.is_empty());
+    }
+
+    #[test]
+    fn a_corrupt_inputs_field_names_the_file_and_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDir::create(dir.path(), "x", "r1").unwrap();
+        run.write_csv(REPLAY_FILE, &[replay_row(), replay_row()])
+            .unwrap();
+        let text = std::fs::read_to_string(run.file(REPLAY_FILE)).unwrap();
+        let broken = text.replacen("{\"\"review\"\"", "{not json", 2);
+        std::fs::write(run.file(REPLAY_FILE), broken).unwrap();
+        let err = run
+            .read_csv::<ReplayRow>(REPLAY_FILE)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("replay.csv") && err.contains("record 1"),
+            "{err}"
+        );
+        assert!(err.contains("inputs"), "{err}");
     }
 
     #[test]

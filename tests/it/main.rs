@@ -8,5 +8,6 @@ mod dataset_files;
 mod evolution;
 mod inference;
 mod plan;
+mod report;
 mod run;
 mod validate;

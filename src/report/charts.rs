@@ -1,0 +1,638 @@
+//! The report's charts, drawn with plotters' SVG backend: score by generation for each execution,
+//! holdout score per version and model with 95% intervals, a per-row correctness heatmap, and
+//! latency and token use.
+//!
+//! SVG only: its `<text>` is laid out by whatever renders the page, so nothing here needs a font
+//! file or fontconfig, and a chart renders the same on a machine with no fonts at all. Labels are
+//! escaped by plotters' SVG backend; we still cut long ones to keep the layout sane.
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+use serde::Serialize;
+
+use super::ReportError;
+use super::context::{ReportContext, RowTable};
+use super::load::{Execution, RunData};
+
+/// A chart ready to inline in the page and to write as `charts/<file>`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Chart {
+    pub title: String,
+    pub file: String,
+    pub svg: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Charts {
+    pub score_by_generation: Vec<Chart>,
+    pub holdout: Option<Chart>,
+    pub heatmaps: Vec<Chart>,
+    pub latency_tokens: Option<Chart>,
+}
+
+impl Charts {
+    pub fn all(&self) -> impl Iterator<Item = &Chart> {
+        self.score_by_generation
+            .iter()
+            .chain(&self.holdout)
+            .chain(&self.heatmaps)
+            .chain(&self.latency_tokens)
+    }
+}
+
+const FONT: &str = "sans-serif";
+const SEED_COLOUR: RGBColor = RGBColor(0x5b, 0x6b, 0x7f);
+const POINT_COLOUR: RGBColor = RGBColor(0x31, 0x6f, 0xb8);
+const BEST_COLOUR: RGBColor = RGBColor(0xc4, 0x4e, 0x19);
+const BUDGET_COLOUR: RGBColor = RGBColor(0x7a, 0x9a, 0x3a);
+const GRID: RGBColor = RGBColor(0xe4, 0xe6, 0xea);
+const ERROR_CELL: RGBColor = RGBColor(0xb8, 0xb8, 0xb8);
+
+fn chart_error(chart: &str) -> impl Fn(Box<dyn std::fmt::Display>) -> ReportError + '_ {
+    move |err| ReportError::Chart {
+        chart: chart.to_owned(),
+        message: err.to_string(),
+    }
+}
+
+/// Renders one chart into an SVG string; `draw` gets the whole drawing area.
+fn render(
+    name: &str,
+    size: (u32, u32),
+    draw: impl FnOnce(&DrawingArea<SVGBackend<'_>, Shift>) -> Result<(), Box<dyn std::fmt::Display>>,
+) -> Result<String, ReportError> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
+        root.fill(&WHITE)
+            .map_err(boxed)
+            .map_err(chart_error(name))?;
+        draw(&root).map_err(chart_error(name))?;
+        root.present().map_err(boxed).map_err(chart_error(name))?;
+    }
+    Ok(svg)
+}
+
+fn boxed<E: std::fmt::Display + 'static>(err: E) -> Box<dyn std::fmt::Display> {
+    Box::new(err.to_string())
+}
+
+/// Cuts a label to `max` characters, with an ellipsis.
+fn cut(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        text.to_owned()
+    } else {
+        let mut cut: String = text.chars().take(max.saturating_sub(1)).collect();
+        cut.push('…');
+        cut
+    }
+}
+
+pub fn build(run: &RunData, context: &ReportContext) -> Result<Charts, ReportError> {
+    let mut charts = Charts::default();
+    for execution in &run.executions {
+        if execution.generations.is_empty() {
+            continue;
+        }
+        let budget = run.manifest.plan.executions[execution.index].start.budget;
+        let file = format!("score-by-generation-{}.svg", file_part(&execution.label));
+        charts.score_by_generation.push(Chart {
+            title: format!("{}: score by generation", execution.label),
+            svg: score_by_generation(execution, budget, &file)?,
+            file,
+        });
+    }
+    let intervals = holdout_rows(context);
+    if !intervals.is_empty() {
+        charts.holdout = Some(Chart {
+            title: "Holdout score per version and model (95% interval)".into(),
+            svg: interval_chart("holdout.svg", &intervals)?,
+            file: "holdout.svg".into(),
+        });
+        charts.latency_tokens = Some(Chart {
+            title: "Latency and token use per version and model (means over answered rows)".into(),
+            svg: latency_tokens("latency-tokens.svg", context)?,
+            file: "latency-tokens.svg".into(),
+        });
+    }
+    let mut models: Vec<&str> = Vec::new();
+    for table in &context.row_tables {
+        if !models.contains(&table.model.as_str()) {
+            models.push(&table.model);
+        }
+    }
+    for model in models {
+        let tables: Vec<&RowTable> = context
+            .row_tables
+            .iter()
+            .filter(|t| t.model == model)
+            .collect();
+        let file = format!("heatmap-{}.svg", file_part(model));
+        charts.heatmaps.push(Chart {
+            title: format!("Per-row correctness on {model} (rows × versions)"),
+            svg: heatmap(&file, &tables)?,
+            file,
+        });
+    }
+    Ok(charts)
+}
+
+/// A file-name part from a label or model name, which may hold any character.
+fn file_part(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// Points for every generation's score, the best score so far as a step line, and the budget
+/// spent on a secondary axis when the history reports it.
+fn score_by_generation(
+    execution: &Execution,
+    budget: u64,
+    name: &str,
+) -> Result<String, ReportError> {
+    let generations = &execution.generations;
+    let last = generations
+        .iter()
+        .map(|g| g.generation)
+        .max()
+        .unwrap_or(0)
+        .max(1) as f64;
+    let low = generations.iter().map(|g| g.score).fold(0.0, f64::min);
+    let high = generations.iter().map(|g| g.score).fold(1.0, f64::max);
+    let spent: Vec<(f64, f64)> = generations
+        .iter()
+        .filter_map(|g| g.budget_used.map(|b| (f64::from(g.generation), b as f64)))
+        .collect();
+    let budget_top = spent
+        .iter()
+        .map(|(_, b)| *b)
+        .fold(budget as f64, f64::max)
+        .max(1.0);
+    let mut best = Vec::new();
+    let mut so_far = f64::NEG_INFINITY;
+    for g in generations {
+        let x = f64::from(g.generation);
+        if so_far.is_finite() && g.score > so_far {
+            best.push((x, so_far));
+        }
+        so_far = so_far.max(g.score);
+        best.push((x, so_far));
+    }
+    best.push((last + 0.5, so_far));
+    render(name, (560, 280), |root| {
+        let mut chart = ChartBuilder::on(root)
+            .margin(10)
+            .x_label_area_size(34)
+            .y_label_area_size(44)
+            .right_y_label_area_size(if spent.is_empty() { 10 } else { 54 })
+            .build_cartesian_2d(-0.5..last + 0.5, low..high * 1.04)
+            .map_err(boxed)?
+            .set_secondary_coord(-0.5..last + 0.5, 0.0..budget_top * 1.04);
+        // Generations are whole numbers: one label per generation up to 12, never a fraction.
+        let x_labels = (last as usize + 1).min(12);
+        chart
+            .configure_mesh()
+            .x_desc("generation")
+            .y_desc("evolution score")
+            .x_labels(x_labels)
+            .x_label_formatter(&|x| {
+                if x.fract() == 0.0 && *x >= 0.0 {
+                    format!("{x:.0}")
+                } else {
+                    String::new()
+                }
+            })
+            .y_label_formatter(&|y| format!("{y:.1}"))
+            .light_line_style(TRANSPARENT)
+            .bold_line_style(GRID)
+            .label_style((FONT, 12))
+            .axis_desc_style((FONT, 13))
+            .draw()
+            .map_err(boxed)?;
+        if !spent.is_empty() {
+            chart
+                .configure_secondary_axes()
+                .y_desc("budget spent (calls)")
+                .y_label_formatter(&|y| format!("{y:.0}"))
+                .label_style((FONT, 12))
+                .axis_desc_style((FONT, 13))
+                .draw()
+                .map_err(boxed)?;
+            chart
+                .draw_secondary_series(LineSeries::new(
+                    spent.iter().copied(),
+                    BUDGET_COLOUR.stroke_width(2),
+                ))
+                .map_err(boxed)?
+                .label(format!("budget spent (of {budget})"))
+                .legend(|(x, y)| {
+                    PathElement::new([(x, y), (x + 16, y)], BUDGET_COLOUR.stroke_width(2))
+                });
+        }
+        chart
+            .draw_series(LineSeries::new(best, BEST_COLOUR.stroke_width(2)))
+            .map_err(boxed)?
+            .label("best so far")
+            .legend(|(x, y)| PathElement::new([(x, y), (x + 16, y)], BEST_COLOUR.stroke_width(2)));
+        chart
+            .draw_series(
+                generations.iter().map(|g| {
+                    Circle::new((f64::from(g.generation), g.score), 4, POINT_COLOUR.filled())
+                }),
+            )
+            .map_err(boxed)?
+            .label("generation")
+            .legend(|(x, y)| Circle::new((x + 8, y), 4, POINT_COLOUR.filled()));
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
+            .label_font((FONT, 12))
+            .background_style(WHITE.mix(0.85))
+            .border_style(GRID)
+            .draw()
+            .map_err(boxed)?;
+        Ok(())
+    })
+}
+
+/// One line of the interval chart.
+struct IntervalRow {
+    label: String,
+    mean: f64,
+    low: f64,
+    high: f64,
+    is_seed: bool,
+    is_best: bool,
+}
+
+fn holdout_rows(context: &ReportContext) -> Vec<IntervalRow> {
+    let several = context.executions.len() > 1;
+    context
+        .versions
+        .iter()
+        .flat_map(|v| {
+            let several_models = v.scores.len() > 1;
+            v.scores.iter().filter_map(move |s| {
+                let mean = s.mean?;
+                let mut label = if several {
+                    format!("{} · {}", v.execution, v.label)
+                } else {
+                    v.label.clone()
+                };
+                if several_models {
+                    label = format!("{label} · {}", s.model);
+                }
+                Some(IntervalRow {
+                    label,
+                    mean,
+                    low: s.ci_low.unwrap_or(mean),
+                    high: s.ci_high.unwrap_or(mean),
+                    is_seed: v.is_seed,
+                    is_best: v.is_best,
+                })
+            })
+        })
+        .collect()
+}
+
+const ROW_HEIGHT: i32 = 22;
+const LABEL_CHARS: usize = 34;
+
+fn label_width(labels: impl Iterator<Item = usize>) -> i32 {
+    let longest = labels.max().unwrap_or(4).min(LABEL_CHARS) as i32;
+    (longest * 7 + 16).max(60)
+}
+
+/// Points with horizontal interval bars, one line per version and model, on a 0–1 axis.
+fn interval_chart(name: &str, rows: &[IntervalRow]) -> Result<String, ReportError> {
+    let left = label_width(rows.iter().map(|r| r.label.chars().count()));
+    let width = 720;
+    let plot = width - left - 70;
+    let top = 12;
+    let height = top + ROW_HEIGHT * rows.len() as i32 + 44;
+    let x = move |v: f64| left + (v.clamp(0.0, 1.0) * f64::from(plot)).round() as i32;
+    render(name, (width as u32, height as u32), |root| {
+        let label_style =
+            TextStyle::from((FONT, 12).into_font()).pos(Pos::new(HPos::Right, VPos::Center));
+        let tick_style =
+            TextStyle::from((FONT, 11).into_font()).pos(Pos::new(HPos::Center, VPos::Top));
+        let axis_y = top + ROW_HEIGHT * rows.len() as i32 + 4;
+        for tick in 0..=10 {
+            let v = f64::from(tick) / 10.0;
+            root.draw(&PathElement::new([(x(v), top), (x(v), axis_y)], GRID))
+                .map_err(boxed)?;
+            if tick % 2 == 0 {
+                root.draw(&Text::new(
+                    format!("{v:.1}"),
+                    (x(v), axis_y + 4),
+                    tick_style.clone(),
+                ))
+                .map_err(boxed)?;
+            }
+        }
+        root.draw(&Text::new(
+            "mean holdout score with 95% interval (seed grey, best orange)",
+            (left + plot / 2, axis_y + 22),
+            tick_style.clone(),
+        ))
+        .map_err(boxed)?;
+        for (i, row) in rows.iter().enumerate() {
+            let y = top + ROW_HEIGHT * i as i32 + ROW_HEIGHT / 2;
+            let colour = if row.is_best {
+                BEST_COLOUR
+            } else if row.is_seed {
+                SEED_COLOUR
+            } else {
+                POINT_COLOUR
+            };
+            root.draw(&Text::new(
+                cut(&row.label, LABEL_CHARS),
+                (left - 8, y),
+                label_style.clone(),
+            ))
+            .map_err(boxed)?;
+            root.draw(&PathElement::new(
+                [(x(row.low), y), (x(row.high), y)],
+                colour.stroke_width(2),
+            ))
+            .map_err(boxed)?;
+            for end in [row.low, row.high] {
+                root.draw(&PathElement::new(
+                    [(x(end), y - 5), (x(end), y + 5)],
+                    colour.stroke_width(2),
+                ))
+                .map_err(boxed)?;
+            }
+            root.draw(&Circle::new((x(row.mean), y), 5, colour.filled()))
+                .map_err(boxed)?;
+            root.draw(&Text::new(
+                format!("{:.2}", row.mean),
+                (width - 60, y),
+                TextStyle::from((FONT, 12).into_font()).pos(Pos::new(HPos::Left, VPos::Center)),
+            ))
+            .map_err(boxed)?;
+        }
+        Ok(())
+    })
+}
+
+/// Mean latency and mean tokens (prompt + completion, stacked) per version and model, as two
+/// panels of horizontal bars sharing the labels.
+fn latency_tokens(name: &str, context: &ReportContext) -> Result<String, ReportError> {
+    struct Bar {
+        label: String,
+        latency: f64,
+        prompt: f64,
+        completion: f64,
+    }
+    let several = context.executions.len() > 1;
+    let bars: Vec<Bar> = context
+        .versions
+        .iter()
+        .flat_map(|v| {
+            let several_models = v.scores.len() > 1;
+            v.scores.iter().filter(|s| s.answered > 0).map(move |s| {
+                let mut label = if several {
+                    format!("{} · {}", v.execution, v.label)
+                } else {
+                    v.label.clone()
+                };
+                if several_models {
+                    label = format!("{label} · {}", s.model);
+                }
+                Bar {
+                    label,
+                    latency: s.mean_latency_ms.unwrap_or(0.0),
+                    prompt: s.mean_prompt_tokens.unwrap_or(0.0),
+                    completion: s.mean_completion_tokens.unwrap_or(0.0),
+                }
+            })
+        })
+        .collect();
+    let left = label_width(bars.iter().map(|b| b.label.chars().count()));
+    let width = 760;
+    let panel = (width - left - 40) / 2;
+    let top = 28;
+    let height = top + ROW_HEIGHT * bars.len() as i32 + 30;
+    let max_latency = bars.iter().map(|b| b.latency).fold(1.0, f64::max);
+    let max_tokens = bars
+        .iter()
+        .map(|b| b.prompt + b.completion)
+        .fold(1.0, f64::max);
+    render(name, (width as u32, height as u32), |root| {
+        let label_style =
+            TextStyle::from((FONT, 12).into_font()).pos(Pos::new(HPos::Right, VPos::Center));
+        let value_style =
+            TextStyle::from((FONT, 11).into_font()).pos(Pos::new(HPos::Left, VPos::Center));
+        let title_style =
+            TextStyle::from((FONT, 12).into_font()).pos(Pos::new(HPos::Left, VPos::Center));
+        let latency_x = left;
+        let tokens_x = left + panel + 20;
+        root.draw(&Text::new(
+            "mean latency (ms)",
+            (latency_x, 12),
+            title_style.clone(),
+        ))
+        .map_err(boxed)?;
+        root.draw(&Text::new(
+            "mean tokens: prompt (dark) + completion (light)",
+            (tokens_x, 12),
+            title_style.clone(),
+        ))
+        .map_err(boxed)?;
+        let bar_width =
+            |value: f64, max: f64| ((value / max) * f64::from(panel - 60)).round() as i32;
+        for (i, bar) in bars.iter().enumerate() {
+            let y0 = top + ROW_HEIGHT * i as i32 + 4;
+            let y1 = y0 + ROW_HEIGHT - 8;
+            let mid = (y0 + y1) / 2;
+            root.draw(&Text::new(
+                cut(&bar.label, LABEL_CHARS),
+                (left - 8, mid),
+                label_style.clone(),
+            ))
+            .map_err(boxed)?;
+            let w = bar_width(bar.latency, max_latency);
+            root.draw(&Rectangle::new(
+                [(latency_x, y0), (latency_x + w, y1)],
+                POINT_COLOUR.filled(),
+            ))
+            .map_err(boxed)?;
+            root.draw(&Text::new(
+                format!("{:.0}", bar.latency),
+                (latency_x + w + 4, mid),
+                value_style.clone(),
+            ))
+            .map_err(boxed)?;
+            let p = bar_width(bar.prompt, max_tokens);
+            let c = bar_width(bar.completion, max_tokens);
+            root.draw(&Rectangle::new(
+                [(tokens_x, y0), (tokens_x + p, y1)],
+                SEED_COLOUR.filled(),
+            ))
+            .map_err(boxed)?;
+            root.draw(&Rectangle::new(
+                [(tokens_x + p, y0), (tokens_x + p + c, y1)],
+                SEED_COLOUR.mix(0.4).filled(),
+            ))
+            .map_err(boxed)?;
+            root.draw(&Text::new(
+                format!("{:.0} + {:.0}", bar.prompt, bar.completion),
+                (tokens_x + p + c + 4, mid),
+                value_style.clone(),
+            ))
+            .map_err(boxed)?;
+        }
+        Ok(())
+    })
+}
+
+/// Score colour: red at 0, yellow at 0.5, green at 1 (ColorBrewer RdYlGn ends and middle).
+fn score_colour(score: f64) -> RGBColor {
+    let (a, b, t) = if score < 0.5 {
+        ((0xd7, 0x30, 0x27), (0xfe, 0xe0, 0x8b), score / 0.5)
+    } else {
+        ((0xfe, 0xe0, 0x8b), (0x1a, 0x98, 0x50), (score - 0.5) / 0.5)
+    };
+    let mix = |a: u8, b: u8| {
+        (f64::from(a) + (f64::from(b) - f64::from(a)) * t.clamp(0.0, 1.0)).round() as u8
+    };
+    RGBColor(mix(a.0, b.0), mix(a.1, b.1), mix(a.2, b.2))
+}
+
+/// One line per version (all executions on one model), one column per holdout row; grey where the
+/// answer failed, blank where the version was not asked that row.
+fn heatmap(name: &str, tables: &[&RowTable]) -> Result<String, ReportError> {
+    let several = tables.len() > 1;
+    let mut rows: Vec<usize> = tables
+        .iter()
+        .flat_map(|t| t.rows.iter().map(|r| r.row))
+        .collect();
+    rows.sort_unstable();
+    rows.dedup();
+    /// One version's line: label, whether it is the best, and (row, score) per answered row.
+    struct Line {
+        label: String,
+        best: bool,
+        cells: Vec<(usize, Option<f64>)>,
+    }
+    let lines: Vec<Line> = tables
+        .iter()
+        .flat_map(|table| {
+            table.versions.iter().enumerate().map(move |(at, version)| {
+                let label = if several {
+                    format!("{} · {version}", table.execution)
+                } else {
+                    version.clone()
+                };
+                let best = table.best.as_deref() == Some(version.as_str());
+                let cells = table
+                    .rows
+                    .iter()
+                    .filter_map(|row| {
+                        let cell = row.cells.get(at)?.as_ref()?;
+                        Some((row.row, cell.score))
+                    })
+                    .collect();
+                Line { label, best, cells }
+            })
+        })
+        .collect();
+    let left = label_width(lines.iter().map(|l| l.label.chars().count()));
+    let cell_w = (640 / rows.len().max(1) as i32).clamp(4, 22);
+    let cell_h = if lines.len() > 60 { 8 } else { 18 };
+    let top = 10;
+    let width = left + cell_w * rows.len() as i32 + 20;
+    let height = top + cell_h * lines.len() as i32 + 64;
+    let column: std::collections::HashMap<usize, i32> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (*r, i as i32))
+        .collect();
+    render(name, (width.max(420) as u32, height as u32), |root| {
+        let label_style = TextStyle::from((FONT, if cell_h < 12 { 8 } else { 12 }).into_font())
+            .pos(Pos::new(HPos::Right, VPos::Center));
+        let tick_style =
+            TextStyle::from((FONT, 10).into_font()).pos(Pos::new(HPos::Center, VPos::Top));
+        for (i, Line { label, best, cells }) in lines.iter().enumerate() {
+            let y0 = top + cell_h * i as i32;
+            let text = if *best {
+                format!("{label} (best)")
+            } else {
+                label.clone()
+            };
+            root.draw(&Text::new(
+                cut(&text, LABEL_CHARS),
+                (left - 6, y0 + cell_h / 2),
+                label_style.clone(),
+            ))
+            .map_err(boxed)?;
+            for (row, score) in cells {
+                let x0 = left + cell_w * column[row];
+                let colour = score.map_or(ERROR_CELL, score_colour);
+                root.draw(&Rectangle::new(
+                    [(x0, y0), (x0 + cell_w - 1, y0 + cell_h - 1)],
+                    colour.filled(),
+                ))
+                .map_err(boxed)?;
+            }
+        }
+        let axis_y = top + cell_h * lines.len() as i32 + 4;
+        let every = (rows.len() / 12).max(1);
+        for (i, row) in rows.iter().enumerate().step_by(every) {
+            let x = left + cell_w * i as i32 + cell_w / 2;
+            root.draw(&Text::new(row.to_string(), (x, axis_y), tick_style.clone()))
+                .map_err(boxed)?;
+        }
+        root.draw(&Text::new(
+            "holdout row (dataset row number); red 0, yellow 0.5, green 1, grey failed",
+            (left, axis_y + 20),
+            TextStyle::from((FONT, 11).into_font()).pos(Pos::new(HPos::Left, VPos::Top)),
+        ))
+        .map_err(boxed)?;
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn colours_run_from_red_through_yellow_to_green() {
+        assert_eq!(score_colour(0.0), RGBColor(0xd7, 0x30, 0x27));
+        assert_eq!(score_colour(0.5), RGBColor(0xfe, 0xe0, 0x8b));
+        assert_eq!(score_colour(1.0), RGBColor(0x1a, 0x98, 0x50));
+    }
+
+    #[test]
+    fn labels_are_cut_with_an_ellipsis() {
+        assert_eq!(cut("short", 10), "short");
+        assert_eq!(cut("abcdefghij", 5), "abcd…");
+    }
+
+    #[test]
+    fn interval_chart_escapes_labels() {
+        let svg = interval_chart(
+            "t",
+            &[IntervalRow {
+                label: "<script>alert(1)</script>".into(),
+                mean: 0.5,
+                low: 0.4,
+                high: 0.6,
+                is_seed: true,
+                is_best: false,
+            }],
+        )
+        .unwrap();
+        assert!(svg.starts_with("<svg"), "{svg}");
+        assert!(!svg.contains("<script>"), "{svg}");
+    }
+}

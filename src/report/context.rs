@@ -1,0 +1,701 @@
+//! The report context: everything the HTML page, `summary.md`, `results.json` and the terminal
+//! table show, as one plain serialisable snapshot of a run. The templates only lay it out; every
+//! number, verdict and sentence is decided here, so a snapshot test of this struct covers what a
+//! reader is told.
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
+
+use crate::score::ScorerSpec;
+use crate::store::{Backend, ReplayRow};
+
+use super::diff::{DiffStats, Segment, word_diff};
+use super::format::p_phrase;
+use super::load::{Execution, RunData};
+use super::stats::{self, PairedComparison, Verdict};
+use super::tables::{HistoryTotals, VersionTotals};
+
+/// Version of the context's (and `results.json`'s) shape; bumped when a field changes meaning
+/// or goes away.
+pub const FORMAT_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ReportContext {
+    pub format_version: u32,
+    /// True when answers came from the deterministic test stand-in model.
+    pub simulated: bool,
+    pub experiment: ExperimentView,
+    pub executions: Vec<ExecutionView>,
+    /// Seed against the best version of the execution whose best has the highest evolution
+    /// score, on its first replay model.
+    pub headline: Option<ComparisonView>,
+    /// Seed against best, for every execution and replay model.
+    pub comparisons: Vec<ComparisonView>,
+    pub versions: Vec<VersionView>,
+    pub row_tables: Vec<RowTable>,
+    pub method: MethodView,
+    /// Things a reader should know before trusting the numbers (errors, fallbacks, gaps).
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ExperimentView {
+    pub name: String,
+    pub description: Option<String>,
+    pub file: String,
+    pub content_hash: String,
+    pub run_id: String,
+    pub created_at: String,
+    pub updated_at: String,
+    pub backend: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ExecutionView {
+    pub label: String,
+    pub custom_id: String,
+    pub evolution_id: Option<String>,
+    pub status: Option<String>,
+    pub error: Option<String>,
+    pub strategy: String,
+    pub model: String,
+    pub budget: u64,
+    /// Largest budget spent that the history reports.
+    pub budget_used: Option<u64>,
+    pub minibatch: u64,
+    pub pareto: u64,
+    pub holdout_rows: usize,
+    pub evaluator: String,
+    pub dataset_file: String,
+    pub dataset_sha256: String,
+    pub inputs: Vec<String>,
+    pub expected_column: String,
+    pub replay: Option<ReplayView>,
+    pub generations: u32,
+    pub best_validation_score: Option<f64>,
+    /// The version compared with the seed.
+    pub best_version: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ReplayView {
+    pub models: Vec<String>,
+    pub top: usize,
+    pub scorer: String,
+    pub temperature: f64,
+    pub max_tokens: Option<u32>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ComparisonView {
+    pub execution: String,
+    pub model: String,
+    /// The seed's label and the best version's label.
+    pub a: String,
+    pub b: String,
+    pub rows: usize,
+    pub mean_a: f64,
+    pub mean_b: f64,
+    pub difference: f64,
+    pub ci_low: Option<f64>,
+    pub ci_high: Option<f64>,
+    pub p_value: Option<f64>,
+    /// Rows only the seed got right, and only the best got right (binary scores).
+    pub only_a: Option<usize>,
+    pub only_b: Option<usize>,
+    pub test: String,
+    pub verdict: Verdict,
+    pub verdict_text: String,
+    /// The comparison in one sentence, as every output prints it.
+    pub sentence: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct VersionView {
+    /// Unique in the page: `<execution>-<label>`.
+    pub id: String,
+    pub execution: String,
+    pub label: String,
+    pub generation: Option<u32>,
+    pub is_seed: bool,
+    pub is_best: bool,
+    pub replayed: bool,
+    pub prompt: String,
+    pub validation_score: Option<f64>,
+    /// Word diff against the execution's seed; empty for the seed itself.
+    pub diff: Vec<Segment>,
+    pub diff_stats: DiffStats,
+    pub scores: Vec<VersionScore>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct VersionScore {
+    pub model: String,
+    pub rows: u32,
+    pub answered: u32,
+    pub errors: u32,
+    pub mean: Option<f64>,
+    pub ci_low: Option<f64>,
+    pub ci_high: Option<f64>,
+    /// `wilson` for binary scores, `bootstrap` otherwise.
+    pub ci_method: Option<String>,
+    pub mean_latency_ms: Option<f64>,
+    pub mean_prompt_tokens: Option<f64>,
+    pub mean_completion_tokens: Option<f64>,
+    pub fallbacks: u32,
+}
+
+/// Every holdout row of one execution on one model, with each version's answer.
+#[derive(Debug, Clone, Serialize)]
+pub struct RowTable {
+    pub id: String,
+    pub execution: String,
+    pub model: String,
+    pub versions: Vec<String>,
+    pub best: Option<String>,
+    /// Rows where the seed and the best version score differently (or only one answered).
+    pub changed: usize,
+    pub rows: Vec<RowView>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RowView {
+    pub row: usize,
+    pub inputs: Vec<InputField>,
+    pub expected: String,
+    pub changed: bool,
+    /// One per version of the table, in order; none where the version did not answer this row.
+    pub cells: Vec<Option<Cell>>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct InputField {
+    pub name: String,
+    pub value: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Cell {
+    pub output: String,
+    /// None when the row has an error instead of an answer.
+    pub score: Option<f64>,
+    pub error: String,
+    /// Set when another model answered (a fallback).
+    pub answered_by: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MethodView {
+    pub resamples: usize,
+    pub seed: u64,
+    pub confidence: f64,
+    pub min_paired_rows: usize,
+    pub min_discordant: usize,
+    pub text: Vec<String>,
+}
+
+/// Builds the context of one run from its checked records and polars totals.
+pub fn build(
+    run: &RunData,
+    version_totals: &[VersionTotals],
+    history_totals: &[HistoryTotals],
+) -> ReportContext {
+    let manifest = &run.manifest;
+    let plan = &manifest.plan;
+    let answers = index_answers(&run.replay);
+    let totals: HashMap<(&str, &str, &str), &VersionTotals> = version_totals
+        .iter()
+        .map(|t| {
+            (
+                (t.variant.as_str(), t.version.as_str(), t.model.as_str()),
+                t,
+            )
+        })
+        .collect();
+    let history: HashMap<&str, &HistoryTotals> = history_totals
+        .iter()
+        .map(|t| (t.variant.as_str(), t))
+        .collect();
+
+    let mut executions = Vec::new();
+    let mut comparisons = Vec::new();
+    let mut versions = Vec::new();
+    let mut row_tables = Vec::new();
+    for execution in &run.executions {
+        let spec = &plan.executions[execution.index];
+        let record = manifest.executions.get(execution.index);
+        let history = history.get(execution.variant.as_str());
+        let best = execution.best.map(|i| &execution.versions[i]);
+        executions.push(ExecutionView {
+            label: execution.label.clone(),
+            custom_id: record.map_or_else(
+                || spec.start.custom_id.clone().unwrap_or_default(),
+                |r| r.custom_id.clone(),
+            ),
+            evolution_id: record.and_then(|r| r.evolution_id.clone()),
+            status: record.and_then(|r| r.status.clone()),
+            error: record.and_then(|r| r.error.clone()),
+            strategy: spec.start.strategy.clone(),
+            model: spec.start.model.clone(),
+            budget: spec.start.budget,
+            budget_used: history.and_then(|h| h.budget_used),
+            minibatch: spec.start.minibatch_size,
+            pareto: spec.start.pareto_size,
+            holdout_rows: spec.dataset.holdout_rows,
+            evaluator: spec.start.evaluator.clone(),
+            dataset_file: spec.dataset.file.display().to_string(),
+            dataset_sha256: spec.dataset.sha256.clone(),
+            inputs: spec.dataset.inputs.clone(),
+            expected_column: spec.dataset.expected.clone(),
+            replay: spec.replay.as_ref().map(|r| ReplayView {
+                models: r.models.clone(),
+                top: r.top,
+                scorer: scorer_name(&r.scorer),
+                temperature: r.temperature,
+                max_tokens: r.max_tokens,
+            }),
+            generations: history.map_or(0, |h| h.generations),
+            best_validation_score: history.map(|h| h.best_score),
+            best_version: best.map(|v| v.label.clone()),
+        });
+
+        for version in &execution.versions {
+            let (diff, diff_stats) = if version.is_seed() {
+                (Vec::new(), DiffStats::default())
+            } else {
+                word_diff(&execution.seed, &version.prompt)
+            };
+            let scores = execution
+                .models
+                .iter()
+                .filter_map(|model| {
+                    let t = totals.get(&(
+                        execution.variant.as_str(),
+                        version.label.as_str(),
+                        model.as_str(),
+                    ))?;
+                    let scores = answered_scores(&answers, execution, &version.label, model);
+                    let interval = stats::mean_interval(&scores);
+                    Some(VersionScore {
+                        model: model.clone(),
+                        rows: t.rows,
+                        answered: t.answered,
+                        errors: t.errors,
+                        mean: t.mean_score,
+                        ci_low: interval.map(|i| i.low),
+                        ci_high: interval.map(|i| i.high),
+                        ci_method: interval.map(|_| {
+                            if stats::is_binary(&scores) {
+                                "wilson".into()
+                            } else {
+                                "bootstrap".into()
+                            }
+                        }),
+                        mean_latency_ms: t.mean_latency_ms,
+                        mean_prompt_tokens: t.mean_prompt_tokens,
+                        mean_completion_tokens: t.mean_completion_tokens,
+                        fallbacks: t.fallbacks,
+                    })
+                })
+                .collect();
+            versions.push(VersionView {
+                id: format!("{}-{}", execution.label, version.label),
+                execution: execution.label.clone(),
+                label: version.label.clone(),
+                generation: version.generation,
+                is_seed: version.is_seed(),
+                is_best: best.is_some_and(|b| b.label == version.label),
+                replayed: version.replayed,
+                prompt: version.prompt.clone(),
+                validation_score: version.validation_score,
+                diff,
+                diff_stats,
+                scores,
+            });
+        }
+
+        for model in &execution.models {
+            if let Some(best) = best
+                && execution.versions[0].replayed
+            {
+                let pairs = paired_scores(&answers, execution, "seed", &best.label, model);
+                let (a, b): (Vec<f64>, Vec<f64>) = pairs.into_iter().unzip();
+                let comparison = stats::compare_paired(&a, &b);
+                comparisons.push(comparison_view(
+                    &execution.label,
+                    model,
+                    "seed",
+                    &best.label,
+                    &comparison,
+                ));
+            }
+            row_tables.push(row_table(&answers, execution, model));
+        }
+    }
+
+    let headline = headline(run, &comparisons);
+    let mut notes = Vec::new();
+    if manifest.simulated {
+        notes.push(
+            "Every answer in this run came from the deterministic test stand-in model, not from a \
+             real model: the scores say nothing about how these prompts perform."
+                .to_owned(),
+        );
+    }
+    let errors: u32 = version_totals.iter().map(|t| t.errors).sum();
+    if errors > 0 {
+        notes.push(format!(
+            "{errors} replay {} failed (see the per-row tables); failed answers are left out of \
+             every mean and every comparison, which pairs only rows both versions answered.",
+            if errors == 1 { "answer" } else { "answers" }
+        ));
+    }
+    let fallbacks: u32 = version_totals.iter().map(|t| t.fallbacks).sum();
+    if fallbacks > 0 {
+        notes.push(format!(
+            "{fallbacks} {} came from a fallback model after the model asked was unavailable.",
+            if fallbacks == 1 { "answer" } else { "answers" }
+        ));
+    }
+    for execution in &run.executions {
+        if execution.best.is_none() {
+            notes.push(format!(
+                "{}: no evolved prompt was replayed, so there is nothing to compare with the seed.",
+                execution.label
+            ));
+        } else if !execution.versions[0].replayed {
+            notes.push(format!(
+                "{}: the seed was not replayed, so the evolved prompts cannot be compared with it.",
+                execution.label
+            ));
+        }
+    }
+
+    ReportContext {
+        format_version: FORMAT_VERSION,
+        simulated: manifest.simulated,
+        experiment: ExperimentView {
+            name: plan.name.clone(),
+            description: plan.description.clone(),
+            file: plan.file.display().to_string(),
+            content_hash: plan.content_hash.clone(),
+            run_id: manifest.run_id.clone(),
+            created_at: manifest.created_at.to_rfc3339(),
+            updated_at: manifest.updated_at.to_rfc3339(),
+            backend: backend_text(&manifest.backend, manifest.simulated),
+        },
+        executions,
+        headline,
+        comparisons,
+        versions,
+        row_tables,
+        method: method(),
+        notes,
+    }
+}
+
+/// Answers by (variant, version, model), then by row.
+type Answers<'a> = HashMap<(&'a str, &'a str, &'a str), BTreeMap<usize, &'a ReplayRow>>;
+
+fn index_answers(replay: &[ReplayRow]) -> Answers<'_> {
+    let mut answers: Answers<'_> = HashMap::new();
+    for row in replay {
+        answers
+            .entry((
+                row.variant.as_str(),
+                row.version.as_str(),
+                row.model.as_str(),
+            ))
+            .or_default()
+            .insert(row.row, row);
+    }
+    answers
+}
+
+fn answered_scores(
+    answers: &Answers<'_>,
+    execution: &Execution,
+    version: &str,
+    model: &str,
+) -> Vec<f64> {
+    answers
+        .get(&(execution.variant.as_str(), version, model))
+        .map(|rows| {
+            rows.values()
+                .filter(|r| r.error.is_empty())
+                .map(|r| r.score)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Scores of `a` and `b` on the rows both answered, in row order.
+fn paired_scores(
+    answers: &Answers<'_>,
+    execution: &Execution,
+    a: &str,
+    b: &str,
+    model: &str,
+) -> Vec<(f64, f64)> {
+    let (Some(a), Some(b)) = (
+        answers.get(&(execution.variant.as_str(), a, model)),
+        answers.get(&(execution.variant.as_str(), b, model)),
+    ) else {
+        return Vec::new();
+    };
+    a.iter()
+        .filter_map(|(row, a)| {
+            let b = b.get(row)?;
+            (a.error.is_empty() && b.error.is_empty()).then_some((a.score, b.score))
+        })
+        .collect()
+}
+
+fn row_table(answers: &Answers<'_>, execution: &Execution, model: &str) -> RowTable {
+    let labels: Vec<&str> = execution
+        .versions
+        .iter()
+        .filter(|v| v.replayed)
+        .map(|v| v.label.as_str())
+        .collect();
+    let per_version: Vec<Option<&BTreeMap<usize, &ReplayRow>>> = labels
+        .iter()
+        .map(|label| answers.get(&(execution.variant.as_str(), *label, model)))
+        .collect();
+    let best = execution.best.map(|i| execution.versions[i].label.as_str());
+    let seed_at = labels.iter().position(|l| *l == "seed");
+    let best_at = best.and_then(|b| labels.iter().position(|l| *l == b));
+    let mut row_numbers: Vec<usize> = per_version
+        .iter()
+        .flatten()
+        .flat_map(|rows| rows.keys().copied())
+        .collect();
+    row_numbers.sort_unstable();
+    row_numbers.dedup();
+    let rows: Vec<RowView> = row_numbers
+        .into_iter()
+        .map(|row| {
+            let found: Vec<Option<&ReplayRow>> = per_version
+                .iter()
+                .map(|rows| rows.and_then(|r| r.get(&row)).copied())
+                .collect();
+            let first = found.iter().flatten().next();
+            let score = |at: Option<usize>| {
+                at.and_then(|i| found[i])
+                    .filter(|r| r.error.is_empty())
+                    .map(|r| r.score)
+            };
+            let changed = match (seed_at, best_at) {
+                (Some(s), Some(b)) => score(Some(s)) != score(Some(b)),
+                _ => false,
+            };
+            RowView {
+                row,
+                inputs: first
+                    .map(|r| {
+                        r.inputs
+                            .iter()
+                            .map(|(name, value)| InputField {
+                                name: name.clone(),
+                                value: value.clone(),
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                expected: first.map(|r| r.expected.clone()).unwrap_or_default(),
+                changed,
+                cells: found
+                    .iter()
+                    .map(|r| {
+                        r.map(|r| Cell {
+                            output: r.output.clone(),
+                            score: r.error.is_empty().then_some(r.score),
+                            error: r.error.clone(),
+                            answered_by: (r.answered_by != r.model).then(|| r.answered_by.clone()),
+                        })
+                    })
+                    .collect(),
+            }
+        })
+        .collect();
+    RowTable {
+        id: format!("rows-{}-{}", execution.label, slug(model)),
+        execution: execution.label.clone(),
+        model: model.to_owned(),
+        versions: labels.iter().map(|l| (*l).to_owned()).collect(),
+        best: best.map(str::to_owned),
+        changed: rows.iter().filter(|r| r.changed).count(),
+        rows,
+    }
+}
+
+fn comparison_view(
+    execution: &str,
+    model: &str,
+    a: &str,
+    b: &str,
+    c: &PairedComparison,
+) -> ComparisonView {
+    ComparisonView {
+        execution: execution.to_owned(),
+        model: model.to_owned(),
+        a: a.to_owned(),
+        b: b.to_owned(),
+        rows: c.rows,
+        mean_a: c.mean_a,
+        mean_b: c.mean_b,
+        difference: c.difference,
+        ci_low: c.interval.map(|i| i.low),
+        ci_high: c.interval.map(|i| i.high),
+        p_value: c.mcnemar.map(|m| m.p_value),
+        only_a: c.mcnemar.map(|m| m.only_a),
+        only_b: c.mcnemar.map(|m| m.only_b),
+        test: c.test.to_owned(),
+        verdict: c.verdict,
+        verdict_text: c.verdict.text().to_owned(),
+        sentence: sentence(execution, model, a, b, c),
+    }
+}
+
+/// One sentence a reader can quote: what was compared, on how many rows, the difference with its
+/// interval, the test and the verdict.
+pub fn sentence(execution: &str, model: &str, a: &str, b: &str, c: &PairedComparison) -> String {
+    if c.rows == 0 {
+        return format!(
+            "{execution}: {b} and {a} share no answered holdout row on {model}; nothing to compare."
+        );
+    }
+    let interval = c.interval.map_or(String::new(), |i| {
+        format!(" (95% CI {} to {})", signed(i.low), signed(i.high))
+    });
+    let test = match c.mcnemar {
+        Some(m) => format!(
+            "exact McNemar {} ({} rows only {b} got right, {} only {a})",
+            p_phrase(Some(m.p_value)),
+            m.only_b,
+            m.only_a
+        ),
+        None => "paired bootstrap".to_owned(),
+    };
+    let verdict = match c.verdict {
+        Verdict::TooFewRows => format!(
+            "too few rows to call a difference ({} paired rows; at least {} needed)",
+            c.rows,
+            stats::MIN_PAIRED_ROWS
+        ),
+        Verdict::TooFewDiscordant => format!(
+            "too few rows that differ to call a difference ({} rows differ; the exact test needs at least {})",
+            c.mcnemar.map_or(0, |m| m.only_a + m.only_b),
+            stats::MIN_DISCORDANT
+        ),
+        other => other.text().to_owned(),
+    };
+    format!(
+        "{execution}, {model}, {} holdout rows: {b} scored {:.3} against {a}'s {:.3}, a difference of {}{interval}; {test}: {verdict}.",
+        c.rows,
+        c.mean_b,
+        c.mean_a,
+        signed(c.difference)
+    )
+}
+
+fn signed(x: f64) -> String {
+    format!("{x:+.3}")
+}
+
+fn headline(run: &RunData, comparisons: &[ComparisonView]) -> Option<ComparisonView> {
+    // The execution whose best prompt the evolution itself rated highest; ties to the earlier
+    // execution. Its first replay model is the one the experiment listed first.
+    let execution = run
+        .executions
+        .iter()
+        .filter_map(|e| {
+            let best = &e.versions[e.best?];
+            Some((e, best.validation_score.unwrap_or(f64::NEG_INFINITY)))
+        })
+        .fold(None::<(&Execution, f64)>, |top, (e, score)| match top {
+            Some((_, s)) if s >= score => top,
+            _ => Some((e, score)),
+        })?
+        .0;
+    comparisons
+        .iter()
+        .find(|c| c.execution == execution.label && Some(&c.model) == execution.models.first())
+        .cloned()
+}
+
+fn method() -> MethodView {
+    MethodView {
+        resamples: stats::RESAMPLES,
+        seed: stats::SEED,
+        confidence: 1.0 - stats::ALPHA,
+        min_paired_rows: stats::MIN_PAIRED_ROWS,
+        min_discordant: stats::MIN_DISCORDANT,
+        text: vec![
+            "The best version of an execution is the replayed prompt with the highest evolution \
+             (Pareto) score, ties to the earlier generation. It is chosen before the holdout is \
+             looked at, so the holdout comparison is not biased towards it."
+                .to_owned(),
+            format!(
+                "Differences are paired: both versions on the same holdout rows and model, rows \
+                 with an error in either left out. The 95% interval of the difference is a \
+                 percentile bootstrap over rows ({} resamples, fixed seed).",
+                stats::RESAMPLES
+            ),
+            format!(
+                "For 0/1 scores the verdict is the exact McNemar test (two-sided binomial test on \
+                 the rows where exactly one version is right), at the 5% level; with fewer than {} \
+                 such rows it cannot reach 5%, and the report makes no call. For other scores the \
+                 verdict is whether the bootstrap interval excludes 0.",
+                stats::MIN_DISCORDANT
+            ),
+            format!(
+                "No difference is called on fewer than {} paired rows: below that the bootstrap \
+                 interval covers far less than it claims.",
+                stats::MIN_PAIRED_ROWS
+            ),
+            "A version's own 95% interval is the Wilson score interval for 0/1 scores, and a \
+             percentile bootstrap of the mean otherwise. Comparing two versions by whether their \
+             own intervals overlap is weaker than the paired test; use the paired result."
+                .to_owned(),
+        ],
+    }
+}
+
+fn backend_text(backend: &Backend, simulated: bool) -> String {
+    let text = match backend {
+        Backend::Remote {
+            evolution_url,
+            inference_url,
+        } => format!("public services (evolution {evolution_url}, inference {inference_url})"),
+        Backend::Local => "local engine and embedded model".to_owned(),
+        Backend::Url { url } => format!("gepa-lab serve at {url}"),
+    };
+    if simulated {
+        format!("{text}; answers from the test stand-in model")
+    } else {
+        text
+    }
+}
+
+fn scorer_name(scorer: &ScorerSpec) -> String {
+    // As the experiment file spells it.
+    match scorer {
+        ScorerSpec::ExactMatch => "exact_match".into(),
+        ScorerSpec::ExactMatchCi => "exact_match_ci".into(),
+        ScorerSpec::Contains => "contains".into(),
+        ScorerSpec::Regex { pattern } => format!("regex:{pattern}"),
+        ScorerSpec::Numeric { tolerance } => format!("numeric:{tolerance}"),
+        ScorerSpec::JsonSchema { schema } => format!("json_schema:{}", schema.display()),
+        ScorerSpec::JsonMatch => "json_match".into(),
+        ScorerSpec::F1 => "f1".into(),
+        ScorerSpec::Judge => "judge".into(),
+    }
+}
+
+/// An HTML id fragment from a model name, which may contain any character.
+fn slug(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect()
+}

@@ -1,0 +1,279 @@
+//! Reading a run directory for the report, and checking that its files agree with each other:
+//! every history and replay record names an execution of the plan, every replay version exists,
+//! no answer is recorded twice and every score is a number from 0 to 1. A record that breaks one
+//! of these is an error naming the file and the record; the report never guesses around it.
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use crate::store::{HISTORY_FILE, HistoryRow, REPLAY_FILE, ReplayRow, RunDir, RunManifest};
+
+use super::ReportError;
+
+/// The label of the seed prompt in `replay.csv`.
+pub const SEED: &str = "seed";
+
+/// A run directory, read and checked.
+#[derive(Debug, Clone)]
+pub struct RunData {
+    pub dir: PathBuf,
+    pub manifest: RunManifest,
+    pub executions: Vec<Execution>,
+    pub history: Vec<HistoryRow>,
+    pub replay: Vec<ReplayRow>,
+}
+
+/// One execution (variant) of the plan with what the run recorded for it.
+#[derive(Debug, Clone)]
+pub struct Execution {
+    /// Position in `plan.executions` and `manifest.executions`.
+    pub index: usize,
+    /// The variant as the CSV files spell it: empty for a file without variants.
+    pub variant: String,
+    /// The variant, or "experiment" for a file without variants.
+    pub label: String,
+    pub seed: String,
+    /// The history, by generation.
+    pub generations: Vec<HistoryRow>,
+    /// Versions that were replayed, the seed first (always present, replayed or not), then by
+    /// generation.
+    pub versions: Vec<Version>,
+    /// Models of the replay: the plan's order, then any other model the file names.
+    pub models: Vec<String>,
+    /// Index in `versions` of the version compared with the seed, if any was replayed.
+    pub best: Option<usize>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Version {
+    /// `seed` or `g<generation>`.
+    pub label: String,
+    pub generation: Option<u32>,
+    pub prompt: String,
+    /// The evolution's own score of this prompt (on the Pareto rows); for the seed, the score of
+    /// generation 0 when that is the seed prompt.
+    pub validation_score: Option<f64>,
+    /// Whether `replay.csv` has answers of it.
+    pub replayed: bool,
+}
+
+impl Version {
+    pub fn is_seed(&self) -> bool {
+        self.generation.is_none()
+    }
+}
+
+/// Reads and checks the run directory at `path`.
+pub fn load(path: &Path) -> Result<RunData, ReportError> {
+    let run = RunDir::open(path)?;
+    let manifest = run.read_manifest()?;
+    let history: Vec<HistoryRow> = run.read_csv(HISTORY_FILE)?;
+    let replay: Vec<ReplayRow> = run.read_csv(REPLAY_FILE)?;
+    let executions = check(&run, &manifest, &history, &replay)?;
+    Ok(RunData {
+        dir: path.to_owned(),
+        manifest,
+        executions,
+        history,
+        replay,
+    })
+}
+
+fn check(
+    run: &RunDir,
+    manifest: &RunManifest,
+    history: &[HistoryRow],
+    replay: &[ReplayRow],
+) -> Result<Vec<Execution>, ReportError> {
+    let history_path = run.file(HISTORY_FILE);
+    let replay_path = run.file(REPLAY_FILE);
+    let plan = &manifest.plan;
+    let by_variant: BTreeMap<String, usize> = plan
+        .executions
+        .iter()
+        .enumerate()
+        .map(|(index, e)| (e.variant.clone().unwrap_or_default(), index))
+        .collect();
+    let known = || {
+        by_variant
+            .keys()
+            .map(|v| format!("{v:?}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut generations: Vec<BTreeMap<u32, HistoryRow>> = vec![BTreeMap::new(); by_variant.len()];
+    for (index, row) in history.iter().enumerate() {
+        let record = |message: String| ReportError::record(&history_path, index, message);
+        let Some(&execution) = by_variant.get(&row.variant) else {
+            return Err(record(format!(
+                "variant {:?} is not in the plan (known: {})",
+                row.variant,
+                known()
+            )));
+        };
+        if !row.score.is_finite() {
+            return Err(record(format!("score {} is not a number", row.score)));
+        }
+        if generations[execution]
+            .insert(row.generation, row.clone())
+            .is_some()
+        {
+            return Err(record(format!(
+                "generation {} of variant {:?} appears twice",
+                row.generation, row.variant
+            )));
+        }
+    }
+
+    let mut replayed: Vec<BTreeMap<Option<u32>, ()>> = vec![BTreeMap::new(); by_variant.len()];
+    let mut models: Vec<Vec<String>> = vec![Vec::new(); by_variant.len()];
+    let mut seen = HashSet::new();
+    for (index, row) in replay.iter().enumerate() {
+        let record = |message: String| ReportError::record(&replay_path, index, message);
+        let Some(&execution) = by_variant.get(&row.variant) else {
+            return Err(record(format!(
+                "variant {:?} is not in the plan (known: {})",
+                row.variant,
+                known()
+            )));
+        };
+        let generation = parse_version(&row.version).ok_or_else(|| {
+            record(format!(
+                "version {:?} is neither \"seed\" nor g<generation>",
+                row.version
+            ))
+        })?;
+        if let Some(generation) = generation
+            && !generations[execution].contains_key(&generation)
+        {
+            return Err(record(format!(
+                "version {:?} of variant {:?} is not a generation in {HISTORY_FILE}",
+                row.version, row.variant
+            )));
+        }
+        if row.error.is_empty() && !(0.0..=1.0).contains(&row.score) {
+            return Err(record(format!(
+                "score {} is outside 0 to 1 (every scorer gives a score from 0 to 1)",
+                row.score
+            )));
+        }
+        if row.row == 0 {
+            return Err(record("row 0: rows are numbered from 1".into()));
+        }
+        if !seen.insert((&row.variant, &row.version, &row.model, row.row)) {
+            return Err(record(format!(
+                "row {} of version {:?} on model {:?} is answered twice",
+                row.row, row.version, row.model
+            )));
+        }
+        replayed[execution].insert(generation, ());
+        if !models[execution].contains(&row.model) {
+            models[execution].push(row.model.clone());
+        }
+    }
+
+    Ok(plan
+        .executions
+        .iter()
+        .enumerate()
+        .map(|(index, spec)| {
+            let variant = spec.variant.clone().unwrap_or_default();
+            let history = std::mem::take(&mut generations[index]);
+            let seed = spec.start.prompt.clone();
+            // Generation 0 is the seed when its prompt is the seed's: then its score is the
+            // seed's evolution score.
+            let seed_score = history
+                .get(&0)
+                .filter(|g| g.prompt == seed)
+                .map(|g| g.score);
+            let mut versions = vec![Version {
+                label: SEED.into(),
+                generation: None,
+                prompt: seed.clone(),
+                validation_score: seed_score,
+                replayed: replayed[index].contains_key(&None),
+            }];
+            versions.extend(
+                replayed[index]
+                    .keys()
+                    .flatten()
+                    .filter_map(|g| history.get(g))
+                    .map(|row| Version {
+                        label: format!("g{}", row.generation),
+                        generation: Some(row.generation),
+                        prompt: row.prompt.clone(),
+                        validation_score: Some(row.score),
+                        replayed: true,
+                    }),
+            );
+            // The version set against the seed is chosen by the evolution's own score, before
+            // the holdout is looked at (ties to the earlier generation, as the runner picks its
+            // top prompts): choosing it by holdout score would bias the comparison upwards.
+            let best = versions
+                .iter()
+                .enumerate()
+                .skip(1) // the seed is what the best is compared with
+                .fold(None::<(usize, f64)>, |best, (i, v)| {
+                    let score = v.validation_score.unwrap_or(f64::NEG_INFINITY);
+                    match best {
+                        Some((_, top)) if top >= score => best,
+                        _ => Some((i, score)),
+                    }
+                })
+                .map(|(i, _)| i);
+            let planned: Vec<String> = spec
+                .replay
+                .as_ref()
+                .map(|r| r.models.clone())
+                .unwrap_or_default();
+            let mut ordered: Vec<String> = planned
+                .iter()
+                .filter(|m| models[index].contains(m))
+                .cloned()
+                .collect();
+            let mut others: Vec<String> = models[index]
+                .iter()
+                .filter(|m| !planned.contains(m))
+                .cloned()
+                .collect();
+            others.sort();
+            ordered.extend(others);
+            Execution {
+                index,
+                label: spec.variant.clone().unwrap_or_else(|| "experiment".into()),
+                variant,
+                seed,
+                generations: history.into_values().collect(),
+                versions,
+                models: ordered,
+                best,
+            }
+        })
+        .collect())
+}
+
+/// `seed` → `Some(None)`, `g12` → `Some(Some(12))`, anything else → `None`.
+pub fn parse_version(version: &str) -> Option<Option<u32>> {
+    if version == SEED {
+        return Some(None);
+    }
+    let digits = version.strip_prefix('g')?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok().map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_seed_or_a_generation() {
+        assert_eq!(parse_version("seed"), Some(None));
+        assert_eq!(parse_version("g0"), Some(Some(0)));
+        assert_eq!(parse_version("g12"), Some(Some(12)));
+        for bad in ["", "g", "g-1", "g1.5", "G1", "seed2", "g+1"] {
+            assert_eq!(parse_version(bad), None, "{bad}");
+        }
+    }
+}

@@ -1,0 +1,180 @@
+//! The report of a run: reads a run directory (and nothing else: no service, no dataset file),
+//! checks it, computes tables (polars) and statistics, draws charts (plotters, SVG) and renders
+//! `index.html` and `summary.md` (minijinja), plus `results.json`. `compare` sets the best
+//! versions of several runs on the same dataset against each other.
+//!
+//! It does not own the run directory's format (the store does) and never writes outside the
+//! run directory it was given.
+//!
+//! ```text
+//! load(run_dir) → RunData ─┬─ tables (polars) ─┬─ context::build → ReportContext ─┬─ html, markdown
+//!                          │                   │                                  ├─ results.json
+//!                          └───────────────────┴─ charts::build → Charts ─────────┴─ charts/*.svg
+//! ```
+mod charts;
+mod compare;
+mod context;
+mod diff;
+mod export;
+mod format;
+mod html;
+mod load;
+mod markdown;
+pub mod stats;
+mod tables;
+mod terminal;
+
+use std::path::{Path, PathBuf};
+
+use thiserror::Error;
+
+use crate::store::{StoreError, write_atomic};
+
+pub use charts::{Chart, Charts};
+pub use compare::{CompareReport, CompareRun, compare};
+pub use context::{
+    Cell, ComparisonView, ExecutionView, ExperimentView, FORMAT_VERSION, InputField, MethodView,
+    ReplayView, ReportContext, RowTable, RowView, VersionScore, VersionView,
+};
+pub use diff::{DiffStats, Segment, SegmentKind, word_diff};
+pub use export::{RESULTS_FILE, Results};
+pub use load::{Execution, RunData, Version, load};
+pub use tables::{HistoryTotals, VersionTotals};
+
+/// Files the report writes into the run directory.
+pub const HTML_FILE: &str = "index.html";
+pub const SUMMARY_FILE: &str = "summary.md";
+pub const CHARTS_DIR: &str = "charts";
+
+#[derive(Debug, Error)]
+pub enum ReportError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A record that contradicts the rest of the run directory.
+    #[error("{}: record {record}: {message}", path.display())]
+    Record {
+        path: PathBuf,
+        /// 1-based, counting data records after the header.
+        record: usize,
+        message: String,
+    },
+    #[error("computing tables: {0}")]
+    Table(#[from] polars::error::PolarsError),
+    #[error("drawing chart {chart}: {message}")]
+    Chart { chart: String, message: String },
+    #[error("rendering {name}: {message}")]
+    Template { name: String, message: String },
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// `compare` needs runs on the same data: different datasets make the paired test meaningless.
+    #[error("{0}")]
+    DifferentDatasets(Box<DatasetMismatch>),
+    #[error("{}: {message}", run.display())]
+    NothingToCompare { run: PathBuf, message: String },
+}
+
+/// Two runs given to `compare` whose plans name different dataset files.
+#[derive(Debug, Error)]
+#[error(
+    "runs use different datasets: {} has {first_sha256} ({first_file}) but {} has {other_sha256} ({other_file}); compare needs the same dataset file",
+    first_run.display(),
+    other_run.display()
+)]
+pub struct DatasetMismatch {
+    pub first_run: PathBuf,
+    pub first_file: String,
+    pub first_sha256: String,
+    pub other_run: PathBuf,
+    pub other_file: String,
+    pub other_sha256: String,
+}
+
+impl ReportError {
+    fn record(path: &Path, index: usize, message: String) -> Self {
+        Self::Record {
+            path: path.to_owned(),
+            record: index + 1,
+            message,
+        }
+    }
+
+    fn template(name: &str) -> impl Fn(minijinja::Error) -> Self + '_ {
+        move |err| Self::Template {
+            name: name.to_owned(),
+            // The alternate form carries the template line and the expression that failed.
+            message: format!("{err:#}"),
+        }
+    }
+}
+
+/// A rendered report, held in memory.
+#[derive(Debug)]
+pub struct Report {
+    pub context: ReportContext,
+    pub charts: Charts,
+    pub html: String,
+    pub markdown: String,
+    pub results_json: String,
+    pub version_totals: Vec<VersionTotals>,
+}
+
+/// Loads a run directory and renders every part of its report, writing nothing.
+pub fn build(run_dir: &Path) -> Result<Report, ReportError> {
+    render(&load(run_dir)?)
+}
+
+/// Renders the report of a loaded run.
+pub fn render(run: &RunData) -> Result<Report, ReportError> {
+    let version_totals = tables::version_totals(&tables::replay_frame(&run.replay)?)?;
+    let history_totals = tables::history_totals(&tables::history_frame(&run.history)?)?;
+    let context = context::build(run, &version_totals, &history_totals);
+    let charts = charts::build(run, &context)?;
+    let html = html::render(&context, &charts)?;
+    let markdown = markdown::render(&context)?;
+    let results_json = serde_json::to_string_pretty(&export::results(&context)).map_err(|err| {
+        ReportError::Template {
+            name: RESULTS_FILE.into(),
+            message: err.to_string(),
+        }
+    })?;
+    Ok(Report {
+        context,
+        charts,
+        html,
+        markdown,
+        results_json,
+        version_totals,
+    })
+}
+
+/// Writes the report into the run directory (each file atomically) and returns what it wrote.
+pub fn write(report: &Report, run_dir: &Path) -> Result<Vec<PathBuf>, ReportError> {
+    let charts_dir = run_dir.join(CHARTS_DIR);
+    std::fs::create_dir_all(&charts_dir).map_err(|source| ReportError::Io {
+        path: charts_dir.clone(),
+        source,
+    })?;
+    let mut written = Vec::new();
+    let mut put = |path: PathBuf, bytes: &[u8]| -> Result<(), ReportError> {
+        write_atomic(&path, bytes)?;
+        written.push(path);
+        Ok(())
+    };
+    for chart in report.charts.all() {
+        put(charts_dir.join(&chart.file), chart.svg.as_bytes())?;
+    }
+    put(run_dir.join(RESULTS_FILE), report.results_json.as_bytes())?;
+    put(run_dir.join(SUMMARY_FILE), report.markdown.as_bytes())?;
+    // The page last: its presence means the rest is there too.
+    put(run_dir.join(HTML_FILE), report.html.as_bytes())?;
+    Ok(written)
+}
+
+/// The terminal summary of a rendered report.
+pub fn summary_text(context: &ReportContext) -> String {
+    terminal::summary(context)
+}

@@ -1,0 +1,255 @@
+//! The report's tables, built with polars from the records the store has already read and
+//! checked: per prompt version and model (rows, answers, errors, mean score, latency, tokens) and
+//! per execution (generations, best and seed scores, budget spent).
+//!
+//! The CSV files are parsed by the store, not by polars: the store is the one owner of their
+//! format and names the file and record of a bad row, which polars' reader cannot. So polars gets
+//! typed columns and needs neither its CSV reader nor its streaming engine.
+use polars::prelude::*;
+use serde::Serialize;
+
+use crate::store::{HistoryRow, ReplayRow};
+
+/// One prompt version on one model, over the holdout rows it was asked.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct VersionTotals {
+    pub variant: String,
+    pub version: String,
+    pub model: String,
+    /// Rows asked.
+    pub rows: u32,
+    /// Rows with an answer; the others have an error and no score.
+    pub answered: u32,
+    pub errors: u32,
+    /// Mean score over answered rows; `None` when nothing was answered.
+    pub mean_score: Option<f64>,
+    pub mean_latency_ms: Option<f64>,
+    pub max_latency_ms: Option<u64>,
+    pub mean_prompt_tokens: Option<f64>,
+    pub mean_completion_tokens: Option<f64>,
+    /// Rows whose answer came from another model than the one asked (a 503 fallback).
+    pub fallbacks: u32,
+}
+
+/// One execution's history.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HistoryTotals {
+    pub variant: String,
+    pub generations: u32,
+    pub best_score: f64,
+    pub last_generation: u32,
+    /// The largest budget spent that the history reports, when it reports any.
+    pub budget_used: Option<u64>,
+}
+
+pub fn replay_frame(rows: &[ReplayRow]) -> PolarsResult<DataFrame> {
+    df!(
+        "variant" => rows.iter().map(|r| r.variant.as_str()).collect::<Vec<_>>(),
+        "version" => rows.iter().map(|r| r.version.as_str()).collect::<Vec<_>>(),
+        "model" => rows.iter().map(|r| r.model.as_str()).collect::<Vec<_>>(),
+        "answered_by" => rows.iter().map(|r| r.answered_by.as_str()).collect::<Vec<_>>(),
+        "row" => rows.iter().map(|r| r.row as u64).collect::<Vec<_>>(),
+        "expected" => rows.iter().map(|r| r.expected.as_str()).collect::<Vec<_>>(),
+        "output" => rows.iter().map(|r| r.output.as_str()).collect::<Vec<_>>(),
+        "score" => rows.iter().map(|r| r.score).collect::<Vec<_>>(),
+        "latency_ms" => rows.iter().map(|r| r.latency_ms).collect::<Vec<_>>(),
+        "prompt_tokens" => rows.iter().map(|r| r.prompt_tokens).collect::<Vec<_>>(),
+        "completion_tokens" => rows.iter().map(|r| r.completion_tokens).collect::<Vec<_>>(),
+        "error" => rows.iter().map(|r| r.error.as_str()).collect::<Vec<_>>(),
+    )
+}
+
+pub fn history_frame(rows: &[HistoryRow]) -> PolarsResult<DataFrame> {
+    df!(
+        "variant" => rows.iter().map(|r| r.variant.as_str()).collect::<Vec<_>>(),
+        "generation" => rows.iter().map(|r| r.generation).collect::<Vec<_>>(),
+        "score" => rows.iter().map(|r| r.score).collect::<Vec<_>>(),
+        "budget_used" => rows.iter().map(|r| r.budget_used).collect::<Vec<_>>(),
+    )
+}
+
+/// Totals per (variant, version, model), sorted by those keys.
+pub fn version_totals(replay: &DataFrame) -> PolarsResult<Vec<VersionTotals>> {
+    let answered = col("error").eq(lit(""));
+    let when_answered = |name: &str| col(name).filter(answered.clone());
+    let totals = replay
+        .clone()
+        .lazy()
+        .group_by([col("variant"), col("version"), col("model")])
+        .agg([
+            len().cast(DataType::UInt32).alias("rows"),
+            answered
+                .clone()
+                .cast(DataType::UInt32)
+                .sum()
+                .alias("answered"),
+            when_answered("score").mean().alias("mean_score"),
+            when_answered("latency_ms")
+                .cast(DataType::Float64)
+                .mean()
+                .alias("mean_latency_ms"),
+            when_answered("latency_ms").max().alias("max_latency_ms"),
+            when_answered("prompt_tokens")
+                .cast(DataType::Float64)
+                .mean()
+                .alias("mean_prompt_tokens"),
+            when_answered("completion_tokens")
+                .cast(DataType::Float64)
+                .mean()
+                .alias("mean_completion_tokens"),
+            (answered.clone().and(col("answered_by").neq(col("model"))))
+                .cast(DataType::UInt32)
+                .sum()
+                .alias("fallbacks"),
+        ])
+        .sort(
+            ["variant", "version", "model"],
+            SortMultipleOptions::default(),
+        )
+        .collect()?;
+    let height = totals.height();
+    let text = |name: &str| -> PolarsResult<Vec<String>> {
+        let values = totals.column(name)?.str()?;
+        Ok((0..height)
+            .map(|i| values.get(i).unwrap_or_default().to_owned())
+            .collect())
+    };
+    let float = |name: &str| -> PolarsResult<Vec<Option<f64>>> {
+        let values = totals.column(name)?.f64()?;
+        Ok((0..height).map(|i| values.get(i)).collect())
+    };
+    let count = |name: &str| -> PolarsResult<Vec<u32>> {
+        let values = totals.column(name)?.u32()?;
+        Ok((0..height)
+            .map(|i| values.get(i).unwrap_or_default())
+            .collect())
+    };
+    let (variant, version, model) = (text("variant")?, text("version")?, text("model")?);
+    let (rows, answered, fallbacks) = (count("rows")?, count("answered")?, count("fallbacks")?);
+    let mean_score = float("mean_score")?;
+    let mean_latency = float("mean_latency_ms")?;
+    let max_latency = totals.column("max_latency_ms")?.u64()?;
+    let max_latency: Vec<Option<u64>> = (0..height).map(|i| max_latency.get(i)).collect();
+    let prompt_tokens = float("mean_prompt_tokens")?;
+    let completion_tokens = float("mean_completion_tokens")?;
+    Ok((0..height)
+        .map(|i| VersionTotals {
+            variant: variant[i].clone(),
+            version: version[i].clone(),
+            model: model[i].clone(),
+            rows: rows[i],
+            answered: answered[i],
+            errors: rows[i] - answered[i],
+            mean_score: mean_score[i],
+            mean_latency_ms: mean_latency[i],
+            max_latency_ms: max_latency[i],
+            mean_prompt_tokens: prompt_tokens[i],
+            mean_completion_tokens: completion_tokens[i],
+            fallbacks: fallbacks[i],
+        })
+        .collect())
+}
+
+/// Totals per variant of the history, sorted by variant.
+pub fn history_totals(history: &DataFrame) -> PolarsResult<Vec<HistoryTotals>> {
+    let totals = history
+        .clone()
+        .lazy()
+        .group_by([col("variant")])
+        .agg([
+            len().cast(DataType::UInt32).alias("generations"),
+            col("score").max().alias("best_score"),
+            col("generation").max().alias("last_generation"),
+            col("budget_used").max().alias("budget_used"),
+        ])
+        .sort(["variant"], SortMultipleOptions::default())
+        .collect()?;
+    let variant = totals.column("variant")?.str()?;
+    let generations = totals.column("generations")?.u32()?;
+    let best = totals.column("best_score")?.f64()?;
+    let last = totals.column("last_generation")?.u32()?;
+    let budget = totals.column("budget_used")?.u64()?;
+    Ok((0..totals.height())
+        .map(|i| HistoryTotals {
+            variant: variant.get(i).unwrap_or_default().to_owned(),
+            generations: generations.get(i).unwrap_or_default(),
+            best_score: best.get(i).unwrap_or(f64::NAN),
+            last_generation: last.get(i).unwrap_or_default(),
+            budget_used: budget.get(i),
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn replay(version: &str, row: usize, score: f64, error: &str) -> ReplayRow {
+        ReplayRow {
+            variant: "a".into(),
+            version: version.into(),
+            model: "m".into(),
+            answered_by: if row == 3 { "n".into() } else { "m".into() },
+            row,
+            inputs: BTreeMap::new(),
+            expected: "x".into(),
+            output: "x".into(),
+            score,
+            feedback: String::new(),
+            latency_ms: 100 * row as u64,
+            prompt_tokens: 10,
+            completion_tokens: 2,
+            node_id: String::new(),
+            error: error.into(),
+        }
+    }
+
+    #[test]
+    fn totals_leave_errors_out_of_the_means() {
+        let rows = [
+            replay("seed", 1, 1.0, ""),
+            replay("seed", 2, 0.0, ""),
+            replay("seed", 3, 0.0, "timeout"),
+            replay("g2", 1, 1.0, ""),
+            replay("g2", 3, 1.0, ""),
+        ];
+        let totals = version_totals(&replay_frame(&rows).unwrap()).unwrap();
+        assert_eq!(totals.len(), 2);
+        let seed = totals.iter().find(|t| t.version == "seed").unwrap();
+        assert_eq!((seed.rows, seed.answered, seed.errors), (3, 2, 1));
+        assert_eq!(seed.mean_score, Some(0.5));
+        assert_eq!(seed.mean_latency_ms, Some(150.0));
+        assert_eq!(seed.max_latency_ms, Some(200));
+        assert_eq!(seed.fallbacks, 0, "the fallback row errored");
+        let g2 = totals.iter().find(|t| t.version == "g2").unwrap();
+        assert_eq!((g2.mean_score, g2.fallbacks), (Some(1.0), 1));
+    }
+
+    #[test]
+    fn history_totals_per_variant() {
+        let row = |variant: &str, generation: u32, score: f64, budget: Option<u64>| HistoryRow {
+            variant: variant.into(),
+            evolution_id: "e".into(),
+            generation,
+            score,
+            prompt: "p".into(),
+            budget_used: budget,
+        };
+        let rows = [
+            row("a", 0, 0.5, None),
+            row("a", 1, 0.75, None),
+            row("b", 0, 0.5, Some(8)),
+            row("b", 1, 0.4, Some(20)),
+        ];
+        let totals = history_totals(&history_frame(&rows).unwrap()).unwrap();
+        assert_eq!(totals[0].variant, "a");
+        assert_eq!((totals[0].generations, totals[0].best_score), (2, 0.75));
+        assert_eq!(totals[0].budget_used, None);
+        assert_eq!(
+            (totals[1].last_generation, totals[1].budget_used),
+            (1, Some(20))
+        );
+    }
+}
