@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 
 mod chat;
 mod inference_args;
+mod model;
 mod models;
 mod plan;
 mod schema;
@@ -47,8 +48,11 @@ enum Command {
     Models(models::Args),
     /// Send one chat message to an inference API and print the answer.
     Chat(chat::Args),
-    /// Serve the inference API on this machine, backed by upstream servers or the simulated model.
+    /// Serve the inference API on this machine, backed by upstream servers, the embedded model
+    /// or the simulated model.
     Serve(serve::Args),
+    /// Install and list the embedded models (`local`, `local:<name>`).
+    Model(model::Args),
 }
 
 /// Options that change how experiments are checked and estimated, shared by `validate`, `plan`
@@ -94,6 +98,7 @@ pub fn main() -> ExitCode {
         Command::Models(args) => models::run(args),
         Command::Chat(args) => chat::run(args),
         Command::Serve(args) => serve::run(args),
+        Command::Model(args) => model::run(args),
     };
     match result {
         Ok(code) => code,
