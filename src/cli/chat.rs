@@ -1,4 +1,5 @@
-//! `gepa-lab chat`: one message to a model, the answer on stdout.
+//! `gepa-lab chat`: one message to a model, the answer on stdout. `local` and `local:<name>`
+//! models run in this process (no server); any other id goes to the inference API.
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -10,10 +11,12 @@ use futures::StreamExt;
 
 use super::exit;
 use super::inference_args::InferenceArgs;
+use crate::inference::embedded::models_dir;
+use crate::inference::wire::Model;
 use crate::inference::wire::{JsonSchemaFormat, ResponseFormat, UrlRef};
 use crate::inference::{
-    ChatMessage, ChatRequest, Content, ContentPart, Fallback, InferenceError, Role, check_schema,
-    validate_answer,
+    ChatMessage, ChatRequest, ChunkStream, Content, ContentPart, EmbeddedModel, Fallback,
+    Inference, InferenceError, ModelChoice, Role, check_schema, is_local_model, validate_answer,
 };
 
 #[derive(Debug, clap::Args)]
@@ -21,6 +24,7 @@ pub struct Args {
     #[command(flatten)]
     pub inference: InferenceArgs,
     /// Model id. Repeat to name fallbacks, tried in order when a model has no node (503).
+    /// `local` (or `local:<name>`) runs the embedded model in this process.
     #[arg(long = "model", value_name = "MODEL", required = true)]
     pub models: Vec<String>,
     /// System message.
@@ -76,8 +80,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             json_schema: read_schema(path)?,
         });
     }
-    let client = Arc::new(args.inference.client()?);
-    let fallback = Fallback::new(client, args.models.clone())?;
+    let client: Arc<dyn Inference> = Arc::new(args.inference.client()?);
+    let local = load_local_models(&args.models)?;
+    let inference: Arc<dyn Inference> = if local.is_empty() {
+        client
+    } else {
+        Arc::new(Routed {
+            remote: client,
+            local,
+        })
+    };
+    let fallback = Fallback::new(inference, args.models.clone())?;
     let runtime = super::runtime()?;
     let result = if args.stream {
         runtime.block_on(stream(&fallback, &request))
@@ -109,6 +122,12 @@ async fn plain(fallback: &Fallback, request: &ChatRequest) -> Result<ExitCode, I
         &answered.unavailable,
         answered.response.node_id(),
     );
+    if let Some(usage) = answered.response.usage {
+        eprintln!(
+            "tokens: {} prompt, {} answer",
+            usage.prompt_tokens, usage.completion_tokens
+        );
+    }
     Ok(ExitCode::from(exit::OK))
 }
 
@@ -144,6 +163,64 @@ async fn stream(fallback: &Fallback, request: &ChatRequest) -> Result<ExitCode, 
         return Ok(ExitCode::from(exit::INVALID));
     }
     Ok(ExitCode::from(exit::OK))
+}
+
+/// The embedded models named among `models`, each loaded once.
+fn load_local_models(models: &[String]) -> anyhow::Result<Vec<Arc<EmbeddedModel>>> {
+    let dir = models_dir();
+    let mut loaded: Vec<Arc<EmbeddedModel>> = Vec::new();
+    for id in models.iter().filter(|id| is_local_model(id)) {
+        if loaded.iter().any(|m| m.ids().contains(id)) {
+            continue;
+        }
+        let choice = ModelChoice::from_model_id(id, &dir)?
+            .with_context(|| format!("--model {id}: not a local model id"))?;
+        let model = EmbeddedModel::load(choice).with_context(|| format!("--model {id}"))?;
+        loaded.push(model);
+    }
+    Ok(loaded)
+}
+
+/// Local ids to the embedded models, the rest to the inference API.
+struct Routed {
+    remote: Arc<dyn Inference>,
+    local: Vec<Arc<EmbeddedModel>>,
+}
+
+impl Routed {
+    fn pick(&self, model: &str) -> &dyn Inference {
+        match self
+            .local
+            .iter()
+            .find(|m| m.ids().iter().any(|id| id == model))
+        {
+            Some(local) => local.as_ref(),
+            None => self.remote.as_ref(),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Inference for Routed {
+    async fn models(&self) -> Result<Vec<Model>, InferenceError> {
+        let mut models = Vec::new();
+        for local in &self.local {
+            models.extend(local.models().await?);
+        }
+        models.extend(self.remote.models().await?);
+        Ok(models)
+    }
+
+    async fn chat(
+        &self,
+        request: &ChatRequest,
+    ) -> Result<crate::inference::ChatResponse, InferenceError> {
+        self.pick(&request.model).chat(request).await
+    }
+
+    async fn chat_stream(&self, request: &ChatRequest) -> Result<ChunkStream, InferenceError> {
+        self.pick(&request.model).chat_stream(request).await
+    }
 }
 
 fn note_answerer(model: &str, unavailable: &[String], node: Option<&str>) {
