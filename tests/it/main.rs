@@ -4,6 +4,7 @@
 mod cli;
 mod common;
 mod dataset_files;
+mod embedded;
 mod inference;
 mod plan;
 mod validate;
