@@ -9,7 +9,10 @@ use crate::evolution::{
     EvolutionConfig, HttpEvolution, LocalEvolution, LocalSettings, ModelSettings,
 };
 use crate::http::Secret;
-use crate::inference::{HttpInference, Inference, InferenceConfig, ModelRouter, is_local_model};
+use crate::inference::embedded::{LOCAL, REFLECTION_MODEL, models_dir};
+use crate::inference::{
+    EmbeddedModel, HttpInference, Inference, InferenceConfig, ModelRouter, is_local_model,
+};
 use crate::runner::{Backends, RunOptions};
 use crate::store::Backend;
 
@@ -75,30 +78,58 @@ pub fn options(choice: &BackendChoice) -> RunOptions {
     }
 }
 
-/// Builds the backends. `replay_models` decides whether the embedded model must be loaded.
+/// The reflection model of a local run: `GEPA_LAB_REFLECTION_MODEL`, else the catalog's
+/// reflection model when it is installed (the default model tends to echo the prompt it should
+/// improve), else the default model.
+fn reflection_model_id() -> String {
+    if let Ok(id) = std::env::var("GEPA_LAB_REFLECTION_MODEL")
+        && !id.trim().is_empty()
+    {
+        return id.trim().to_owned();
+    }
+    let suggested = crate::inference::embedded::CATALOG
+        .iter()
+        .find(|model| model.name == REFLECTION_MODEL);
+    match suggested {
+        Some(model) if model.path_in(&models_dir()).is_file() => model.model_id(),
+        _ => LOCAL.to_owned(),
+    }
+}
+
+/// Builds the backends; the embedded models named by `replay_models` (and, for a local run, the
+/// task and reflection models) are loaded once, here.
 pub fn build(choice: &BackendChoice, replay_models: &[String]) -> anyhow::Result<Backends> {
-    let needs_local =
-        matches!(choice, BackendChoice::Local) || replay_models.iter().any(|m| is_local_model(m));
-    let embedded = if needs_local {
-        Some(embedded_model()?)
-    } else {
-        None
-    };
+    let mut local_ids: Vec<String> = replay_models
+        .iter()
+        .filter(|m| is_local_model(m))
+        .cloned()
+        .collect();
+    let reflection = reflection_model_id();
+    if matches!(choice, BackendChoice::Local) {
+        if let Some(model) = replay_models.iter().find(|m| !is_local_model(m)) {
+            anyhow::bail!(
+                "replay model {model:?} is not available offline: with --backend local every replay model must be `local` or `local:<name>`"
+            );
+        }
+        local_ids.extend([LOCAL.to_owned(), reflection.clone()]);
+    }
+    let embedded = EmbeddedModel::load_ids(&local_ids).context(
+        "loading the embedded model (install it with scripts/setup-model.sh or `gepa-lab model install`)",
+    )?;
     match choice {
         BackendChoice::Local => {
-            if let Some(model) = replay_models.iter().find(|m| !is_local_model(m)) {
-                anyhow::bail!(
-                    "replay model {model:?} is not available offline: with --backend local every replay model must be `local` or `local:<name>`"
-                );
-            }
-            let model = embedded
-                .clone()
-                .context("the embedded model is loaded for a local run")?;
-            let settings = LocalSettings::new(ModelSettings::new("local"));
-            let evolution = LocalEvolution::new(model.clone(), model, settings, None);
+            let router: Arc<dyn Inference> = Arc::new(ModelRouter::new(embedded, None));
+            let mut models = ModelSettings::new(LOCAL);
+            models.reflection_model = reflection;
+            let evolution = LocalEvolution::new(
+                router.clone(),
+                router.clone(),
+                LocalSettings::new(models),
+                None,
+            );
             Ok(Backends {
                 evolution: Arc::new(evolution),
-                inference: Arc::new(ModelRouter::new(embedded, None)),
+                inference: router,
                 description: Backend::Local,
             })
         }
@@ -155,10 +186,4 @@ fn http_inference(url: &str, key: Option<Secret>) -> anyhow::Result<Arc<dyn Infe
     Ok(Arc::new(
         HttpInference::new(config).with_context(|| format!("inference API at {url}"))?,
     ))
-}
-
-fn embedded_model() -> anyhow::Result<Arc<dyn Inference>> {
-    anyhow::bail!(
-        "this build has no embedded model yet; run against `gepa-lab serve` (--backend URL) or the public services (--backend remote)"
-    )
 }

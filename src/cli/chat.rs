@@ -1,4 +1,5 @@
-//! `gepa-lab chat`: one message to a model, the answer on stdout.
+//! `gepa-lab chat`: one message to a model, the answer on stdout. `local` and `local:<name>`
+//! models run in this process (no server); any other id goes to the inference API.
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -12,8 +13,8 @@ use super::exit;
 use super::inference_args::InferenceArgs;
 use crate::inference::wire::{JsonSchemaFormat, ResponseFormat, UrlRef};
 use crate::inference::{
-    ChatMessage, ChatRequest, Content, ContentPart, Fallback, InferenceError, Role, check_schema,
-    validate_answer,
+    ChatMessage, ChatRequest, Content, ContentPart, EmbeddedModel, Fallback, Inference,
+    InferenceError, ModelRouter, Role, check_schema, validate_answer,
 };
 
 #[derive(Debug, clap::Args)]
@@ -21,6 +22,7 @@ pub struct Args {
     #[command(flatten)]
     pub inference: InferenceArgs,
     /// Model id. Repeat to name fallbacks, tried in order when a model has no node (503).
+    /// `local` (or `local:<name>`) runs the embedded model in this process.
     #[arg(long = "model", value_name = "MODEL", required = true)]
     pub models: Vec<String>,
     /// System message.
@@ -76,8 +78,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             json_schema: read_schema(path)?,
         });
     }
-    let client = Arc::new(args.inference.client()?);
-    let fallback = Fallback::new(client, args.models.clone())?;
+    let client: Arc<dyn Inference> = Arc::new(args.inference.client()?);
+    let local = EmbeddedModel::load_ids(&args.models).context("loading the embedded model")?;
+    let inference: Arc<dyn Inference> = if local.is_empty() {
+        client
+    } else {
+        Arc::new(ModelRouter::new(local, Some(client)))
+    };
+    let fallback = Fallback::new(inference, args.models.clone())?;
     let runtime = super::runtime()?;
     let result = if args.stream {
         runtime.block_on(stream(&fallback, &request))
@@ -109,6 +117,12 @@ async fn plain(fallback: &Fallback, request: &ChatRequest) -> Result<ExitCode, I
         &answered.unavailable,
         answered.response.node_id(),
     );
+    if let Some(usage) = answered.response.usage {
+        eprintln!(
+            "tokens: {} prompt, {} answer",
+            usage.prompt_tokens, usage.completion_tokens
+        );
+    }
     Ok(ExitCode::from(exit::OK))
 }
 

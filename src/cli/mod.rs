@@ -17,6 +17,7 @@ mod credits;
 mod evolution_args;
 mod executions;
 mod inference_args;
+mod model;
 mod models;
 mod plan;
 mod progress;
@@ -62,8 +63,8 @@ enum Command {
     Models(models::Args),
     /// Send one chat message to an inference API and print the answer.
     Chat(chat::Args),
-    /// Serve the inference and evolution APIs on this machine, backed by upstream servers or the
-    /// simulated model.
+    /// Serve the inference and evolution APIs on this machine, backed by upstream servers, the
+    /// embedded model or the simulated model.
     Serve(serve::Args),
     /// Log in to the inference API with a wallet and store the API key it issues.
     Auth(auth::Args),
@@ -79,6 +80,8 @@ enum Command {
     Report(report::Args),
     /// Compare the best prompt versions of several runs on the same dataset.
     Compare(compare::Args),
+    /// Install and list the embedded models (`local`, `local:<name>`).
+    Model(model::Args),
 }
 
 /// Options that change how experiments are checked and estimated, shared by `validate`, `plan`
@@ -132,6 +135,7 @@ pub fn main() -> ExitCode {
         Command::Batch(args) => batch::run(args),
         Command::Report(args) => report::run(args),
         Command::Compare(args) => compare::run(args),
+        Command::Model(args) => model::run(args),
     };
     match result {
         Ok(code) => code,

@@ -22,9 +22,10 @@ pub struct Args {
     /// SQLite file holding keys and usage; created if missing.
     #[arg(long, default_value = "gepa-lab-serve.sqlite3")]
     pub db: PathBuf,
-    /// Where answers come from: `sim` or `sim:OPTIONS` (the simulated model, for tests), or the
-    /// http(s) base URL of an OpenAI-compatible server. Repeat to add nodes; a model served by
-    /// several upstreams has that many nodes.
+    /// Where answers come from: `local` or `local:NAME` (the embedded model, in this process),
+    /// `sim` or `sim:OPTIONS` (the simulated model, for tests), or the http(s) base URL of an
+    /// OpenAI-compatible server. Repeat to add nodes; a model served by several upstreams has
+    /// that many nodes.
     #[arg(long = "upstream", value_name = "UPSTREAM", required = true)]
     pub upstreams: Vec<UpstreamSpec>,
     /// A key to accept, with its requests-per-minute limit: KEY[:RPM] (default 60). Repeatable.
@@ -74,7 +75,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .with_writer(std::io::stderr)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                // llama.cpp's load report is thousands of lines at info.
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,llama-cpp-2=warn")),
         )
         .try_init()
         .ok();

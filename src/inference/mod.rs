@@ -1,7 +1,8 @@
 //! Text generation behind one trait, `Inference`, and everything that talks the inference API:
 //! its wire types (`wire`), the HTTP client for any OpenAI-compatible endpoint
 //! (`HttpInference`, with SSE streaming), the model-class rules checked before a request leaves,
-//! structured-output validation, fallback to the next model on 503, and `SimModel`, the
+//! structured-output validation, fallback to the next model on 503, `EmbeddedModel` (a GGUF
+//! model run in-process by llama.cpp, with its catalog and installer), and `SimModel`, the
 //! deterministic stand-in used by tests.
 //!
 //! Not here: retries, pacing and the HTTP error type (`http`), the routes that serve this API
@@ -14,6 +15,7 @@ use futures::Stream;
 use crate::http::ApiError;
 
 mod client;
+pub mod embedded;
 mod fallback;
 mod router;
 mod rules;
@@ -22,8 +24,9 @@ mod structured;
 pub mod wire;
 
 pub use client::{DEFAULT_BASE_URL, HttpInference, InferenceConfig};
+pub use embedded::{EmbeddedConfig, EmbeddedError, EmbeddedModel, ModelChoice, is_local_model};
 pub use fallback::{Answered, Fallback};
-pub use router::{ModelRouter, is_local_model};
+pub use router::ModelRouter;
 pub use rules::{ModelClass, check_request};
 pub use sim::{Fault, SimConfig, SimConfigError, SimModel};
 pub use structured::{check_schema, validate_answer};
@@ -77,6 +80,22 @@ pub enum InferenceError {
     /// Every model of a fallback list answered 503.
     #[error("no node is available for any of the models {}", tried.join(", "))]
     NoModelAvailable { tried: Vec<String> },
+    /// The embedded model could not be loaded or failed while generating.
+    #[error("embedded model: {0}")]
+    Embedded(EmbeddedError),
+}
+
+impl From<EmbeddedError> for InferenceError {
+    fn from(err: EmbeddedError) -> Self {
+        match err {
+            // The caller's to fix, as a 400 would be from a service.
+            EmbeddedError::PromptTooLong { .. } => InferenceError::InvalidRequest {
+                field: "messages".into(),
+                reason: err.to_string(),
+            },
+            other => InferenceError::Embedded(other),
+        }
+    }
 }
 
 impl InferenceError {

@@ -1,42 +1,42 @@
-//! `ModelRouter`: one `Inference` over several backends, chosen by model id. The embedded model
-//! answers ids `local` and `local:<name>`; every other id goes to the remote API. A run can thus
-//! replay on the public API and on this machine side by side.
+//! `ModelRouter`: one `Inference` over several backends, chosen by model id. The embedded models
+//! answer the ids they were loaded under (`local`, `local:<name>`); every other id goes to the
+//! remote API. A run (or `chat`) can thus use the public API and this machine side by side.
 use std::sync::Arc;
 
 use async_trait::async_trait;
 
 use super::wire::{ChatRequest, ChatResponse, Model};
-use super::{ChunkStream, Inference, InferenceError};
-
-/// Whether a model id names the embedded model.
-pub fn is_local_model(model: &str) -> bool {
-    model == "local" || model.starts_with("local:")
-}
+use super::{ChunkStream, EmbeddedModel, Inference, InferenceError, is_local_model};
 
 pub struct ModelRouter {
-    local: Option<Arc<dyn Inference>>,
+    local: Vec<Arc<EmbeddedModel>>,
     remote: Option<Arc<dyn Inference>>,
 }
 
 impl ModelRouter {
-    pub fn new(local: Option<Arc<dyn Inference>>, remote: Option<Arc<dyn Inference>>) -> Self {
+    pub fn new(local: Vec<Arc<EmbeddedModel>>, remote: Option<Arc<dyn Inference>>) -> Self {
         Self { local, remote }
     }
 
-    fn pick(&self, model: &str) -> Result<&Arc<dyn Inference>, InferenceError> {
-        let (backend, what) = if is_local_model(model) {
-            (&self.local, "no embedded model is loaded")
-        } else {
-            (
-                &self.remote,
-                "no inference API is configured (set GEPA_LAB_INFERENCE_KEY)",
-            )
-        };
-        backend
-            .as_ref()
+    fn pick(&self, model: &str) -> Result<&dyn Inference, InferenceError> {
+        if is_local_model(model) {
+            return self
+                .local
+                .iter()
+                .find(|loaded| loaded.ids().iter().any(|id| id == model))
+                .map(|loaded| loaded.as_ref() as &dyn Inference)
+                .ok_or_else(|| InferenceError::InvalidRequest {
+                    field: "model".to_owned(),
+                    reason: format!("{model}: this embedded model is not loaded"),
+                });
+        }
+        self.remote
+            .as_deref()
             .ok_or_else(|| InferenceError::InvalidRequest {
                 field: "model".to_owned(),
-                reason: format!("{model}: {what}"),
+                reason: format!(
+                    "{model}: no inference API is configured (set GEPA_LAB_INFERENCE_KEY)"
+                ),
             })
     }
 }
@@ -45,8 +45,11 @@ impl ModelRouter {
 impl Inference for ModelRouter {
     async fn models(&self) -> Result<Vec<Model>, InferenceError> {
         let mut models = Vec::new();
-        for backend in [&self.local, &self.remote].into_iter().flatten() {
-            models.extend(backend.models().await?);
+        for local in &self.local {
+            models.extend(local.models().await?);
+        }
+        if let Some(remote) = &self.remote {
+            models.extend(remote.models().await?);
         }
         Ok(models)
     }
@@ -65,27 +68,18 @@ mod tests {
     use super::*;
     use crate::inference::{ChatMessage, SimConfig, SimModel};
 
-    fn sim(spec: &str) -> Arc<dyn Inference> {
-        Arc::new(SimModel::new(spec.parse::<SimConfig>().unwrap()))
-    }
-
     #[tokio::test]
-    async fn routes_by_model_id() {
-        let router = ModelRouter::new(
-            Some(sim("model=local,seed=1")),
-            Some(sim("model=qwen,seed=2")),
-        );
+    async fn remote_ids_go_remote_and_unloaded_local_ids_are_refused() {
+        let sim: SimConfig = "model=qwen,seed=2".parse().unwrap();
+        let remote: Arc<dyn Inference> = Arc::new(SimModel::new(sim));
+        let router = ModelRouter::new(Vec::new(), Some(remote));
         let ask = |model: &str| ChatRequest::new(model, vec![ChatMessage::user("hi")]);
-        assert_eq!(
-            router.chat(&ask("local")).await.unwrap().node_id(),
-            Some("sim-node-1")
-        );
-        assert_eq!(
-            router.chat(&ask("qwen")).await.unwrap().node_id(),
-            Some("sim-node-2")
-        );
-        let remote_only = ModelRouter::new(None, Some(sim("model=qwen,seed=2")));
-        let err = remote_only.chat(&ask("local:tiny")).await.unwrap_err();
-        assert!(err.to_string().contains("no embedded model"), "{err}");
+        let answer = router.chat(&ask("qwen")).await.unwrap();
+        assert_eq!(answer.node_id(), Some("sim-node-2"));
+        let err = router.chat(&ask("local:tiny")).await.unwrap_err();
+        assert!(err.to_string().contains("not loaded"), "{err}");
+        let offline = ModelRouter::new(Vec::new(), None);
+        let err = offline.chat(&ask("qwen")).await.unwrap_err();
+        assert!(err.to_string().contains("GEPA_LAB_INFERENCE_KEY"), "{err}");
     }
 }

@@ -19,9 +19,11 @@ use axum::Router;
 
 use crate::evolution::LocalEvolution;
 use crate::http::Secret;
+use crate::inference::embedded::models_dir;
 use crate::inference::wire::Model;
 use crate::inference::{
-    HttpInference, Inference, InferenceConfig, InferenceError, SimConfig, SimConfigError, SimModel,
+    EmbeddedError, EmbeddedModel, HttpInference, Inference, InferenceConfig, InferenceError,
+    ModelChoice, SimConfig, SimConfigError, SimModel,
 };
 
 mod account_db;
@@ -50,13 +52,21 @@ pub enum ServerError {
     UpstreamSpec { spec: String, reason: String },
     #[error(transparent)]
     Sim(#[from] SimConfigError),
+    #[error("--upstream {spec}: {source}")]
+    Local {
+        spec: String,
+        #[source]
+        source: EmbeddedError,
+    },
     #[error("upstream {upstream}: {source}")]
     Upstream {
         upstream: String,
         #[source]
         source: InferenceError,
     },
-    #[error("no upstream given: pass at least one --upstream (sim, sim:OPTIONS or an http(s) URL)")]
+    #[error(
+        "no upstream given: pass at least one --upstream (local, local:NAME, sim, sim:OPTIONS or an http(s) URL)"
+    )]
     NoUpstream,
     #[error(transparent)]
     Db(#[from] DbError),
@@ -111,9 +121,13 @@ impl FromStr for KeySpec {
     }
 }
 
-/// Where answers come from: the simulated model, or another OpenAI-compatible server.
+/// Where answers come from: the embedded model, the simulated model, or another
+/// OpenAI-compatible server.
 #[derive(Debug, Clone, PartialEq)]
 pub enum UpstreamSpec {
+    /// `local` or `local:NAME` (a catalog name or a .gguf file): the embedded model, run in the
+    /// server's process. It serves the id it was given (and `local`, for the default model).
+    Local(ModelChoice),
     /// `sim` or `sim:OPTIONS` (see `SimConfig`'s options).
     Sim(SimConfig),
     /// An `http://` or `https://` base URL; it serves the models its `/v1/models` lists.
@@ -124,6 +138,14 @@ impl FromStr for UpstreamSpec {
     type Err = ServerError;
 
     fn from_str(spec: &str) -> Result<Self, Self::Err> {
+        if let Some(choice) = ModelChoice::from_model_id(spec, &models_dir()).map_err(|source| {
+            ServerError::Local {
+                spec: spec.into(),
+                source,
+            }
+        })? {
+            return Ok(UpstreamSpec::Local(choice));
+        }
         if spec == "sim" {
             return Ok(UpstreamSpec::Sim(SimConfig::default()));
         }
@@ -137,7 +159,7 @@ impl FromStr for UpstreamSpec {
         }
         Err(ServerError::UpstreamSpec {
             spec: spec.into(),
-            reason: "expected sim, sim:OPTIONS or an http(s) URL".into(),
+            reason: "expected local, local:NAME, sim, sim:OPTIONS or an http(s) URL".into(),
         })
     }
 }
@@ -230,6 +252,21 @@ impl AppState {
         let mut catalog = Catalog::default();
         for (i, spec) in config.upstreams.iter().enumerate() {
             let (name, inference): (String, Arc<dyn Inference>) = match spec {
+                UpstreamSpec::Local(choice) => {
+                    let choice = choice.clone();
+                    // Loading reads the whole file: off the async threads.
+                    let model = tokio::task::spawn_blocking(move || EmbeddedModel::load(choice))
+                        .await
+                        .map_err(|e| ServerError::Local {
+                            spec: format!("upstream {i}"),
+                            source: EmbeddedError::Backend(format!("loading stopped: {e}")),
+                        })?
+                        .map_err(|source| ServerError::Local {
+                            spec: format!("upstream {i}"),
+                            source,
+                        })?;
+                    (format!("local-{i}"), model)
+                }
                 UpstreamSpec::Sim(sim) => {
                     (format!("sim-{i}"), Arc::new(SimModel::new(sim.clone())))
                 }
@@ -361,6 +398,15 @@ mod tests {
             }
         );
         assert!("ollama".parse::<UpstreamSpec>().is_err());
+        assert_eq!(
+            "local".parse::<UpstreamSpec>().unwrap(),
+            UpstreamSpec::Local(ModelChoice::Default)
+        );
+        assert!(matches!(
+            "local:smollm2-135m".parse::<UpstreamSpec>(),
+            Ok(UpstreamSpec::Local(ModelChoice::Catalog(m))) if m.name == "smollm2-135m"
+        ));
+        assert!("local:no-such-model".parse::<UpstreamSpec>().is_err());
         assert!("sim:bogus=1".parse::<UpstreamSpec>().is_err());
     }
 

@@ -5,6 +5,7 @@ mod account;
 mod cli;
 mod common;
 mod dataset_files;
+mod embedded;
 mod evolution;
 mod inference;
 mod plan;

