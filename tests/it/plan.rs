@@ -32,7 +32,7 @@ fn sentiment_plan() {
     .unwrap();
     assert_eq!(
         evaluator,
-        serde_json::json!({"model": "gpt-4o-mini", "metric": "exact_match"})
+        serde_json::json!({"model": "gpt-4o-mini", "metric": "accuracy"})
     );
     insta::assert_json_snapshot!(plan);
 }

@@ -337,9 +337,16 @@ impl EmbeddedModel {
             Ok(Ok(result)) => result?,
         };
         let stats = generation.stats;
+        // Answer under the id asked for (`local` or `local:<name>` name the same model), as
+        // OpenAI-compatible servers do, so that a reader does not mistake an alias for a fallback.
+        let answered_as = if self.ids.contains(&request.model) {
+            request.model.clone()
+        } else {
+            self.id().to_owned()
+        };
         let response = ChatResponse {
             id: response_id(),
-            model: self.id().to_owned(),
+            model: answered_as,
             choices: vec![Choice {
                 index: 0,
                 message: AnswerMessage {
