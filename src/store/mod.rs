@@ -361,6 +361,15 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
         writer.write_all(bytes).map_err(io(path))?;
         writer.flush().map_err(io(path))?;
     }
+    // A temporary file is created private (0600); run files hold no secret and are meant to be
+    // read, shared and served, so they get the usual 0644.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        temp.as_file()
+            .set_permissions(std::fs::Permissions::from_mode(0o644))
+            .map_err(io(path))?;
+    }
     temp.as_file().sync_all().map_err(io(path))?;
     temp.persist(path).map_err(|err| io(path)(err.error))?;
     Ok(())
