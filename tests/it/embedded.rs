@@ -330,3 +330,106 @@ async fn serve_offers_the_local_model_over_http() {
     }
     assert!(!text.trim().is_empty());
 }
+
+/// GEPA for real, in small: the local engine on the embedded model over real rows of the
+/// sentiment dataset, with a budget of 6 calls.
+#[tokio::test]
+async fn a_tiny_gepa_run_on_real_rows_stays_within_its_budget() {
+    use gepa_lab::evolution::wire::{DatasetItem, StartExecution, Status};
+    use gepa_lab::evolution::{
+        Evolution, LocalEvolution, LocalSettings, ModelSettings, fetch_history,
+    };
+
+    let _turn = TURN.lock().await;
+    let Some(model) = model() else { return };
+    let rows: Vec<(String, String)> =
+        csv::Reader::from_path(crate::common::root().join("datasets/sentiment.csv"))
+            .expect("the dataset")
+            .records()
+            .take(3)
+            .map(|record| {
+                let record = record.expect("a row");
+                (record[0].to_owned(), record[1].to_owned())
+            })
+            .collect();
+    let request = StartExecution {
+        strategy: "RPM".into(),
+        model: "gpt-4o-mini".into(),
+        dataset_columns: vec!["review".into()],
+        budget: 6,
+        minibatch_size: 1,
+        pareto_size: 2,
+        evaluator: r#"{"model":"gpt-4o-mini","metric":"accuracy"}"#.into(),
+        dataset: rows
+            .iter()
+            .map(|(review, label)| DatasetItem {
+                input: [("review".to_owned(), review.clone())].into(),
+                expected_output: label.clone(),
+            })
+            .collect(),
+        prompt: "Is this review positive or negative? Answer with one word.\nReview: {review}"
+            .into(),
+        custom_id: Some("tiny-real".into()),
+    };
+    let counted = Arc::new(Counted {
+        inner: model,
+        calls: std::sync::atomic::AtomicU64::new(0),
+    });
+    let inference: Arc<dyn Inference> = counted.clone();
+    let mut settings = LocalSettings::new(ModelSettings::new("local"));
+    settings.models.max_tokens = Some(4);
+    let evolution = LocalEvolution::new(inference.clone(), inference, settings, None);
+    let id = evolution.start(&request).await.expect("started");
+    let execution = loop {
+        let execution = evolution.get(&id).await.expect("polled");
+        if execution.status.is_final() {
+            break execution;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert_eq!(execution.status, Status::Completed, "{execution:?}");
+    let history = fetch_history(&evolution, &id, 10).await.expect("history");
+    assert_eq!(history.records[0].generation, 0.0);
+    assert_eq!(history.records[0].prompt, request.prompt);
+    let score = history.records[0].score;
+    assert!(
+        (0.0..=1.0).contains(&score),
+        "the seed's mean Pareto score: {score}"
+    );
+    let calls = counted.calls.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        (2..=6).contains(&calls),
+        "the seed's 2 Pareto rows at least, the budget of 6 at most: {calls}"
+    );
+}
+
+/// Counts the model calls the engine makes: each one costs a unit of budget.
+struct Counted {
+    inner: Arc<EmbeddedModel>,
+    calls: std::sync::atomic::AtomicU64,
+}
+
+#[async_trait::async_trait]
+impl Inference for Counted {
+    async fn models(
+        &self,
+    ) -> Result<Vec<gepa_lab::inference::Model>, gepa_lab::inference::InferenceError> {
+        self.inner.models().await
+    }
+
+    async fn chat(
+        &self,
+        request: &ChatRequest,
+    ) -> Result<gepa_lab::inference::ChatResponse, gepa_lab::inference::InferenceError> {
+        self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.chat(request).await
+    }
+
+    async fn chat_stream(
+        &self,
+        request: &ChatRequest,
+    ) -> Result<gepa_lab::inference::ChunkStream, gepa_lab::inference::InferenceError> {
+        self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.chat_stream(request).await
+    }
+}
