@@ -433,3 +433,55 @@ impl Inference for Counted {
         self.inner.chat_stream(request).await
     }
 }
+
+#[tokio::test]
+async fn answers_do_not_depend_on_the_previous_request() {
+    let _turn = TURN.lock().await;
+    let Some(model) = model() else { return };
+    // A second copy that evaluates every prompt from scratch.
+    let mut config = EmbeddedConfig::from_env().expect("embedded model settings");
+    config.reuse_prefix = false;
+    let fresh = EmbeddedModel::load_with(
+        ModelChoice::File {
+            id: "local:fresh".into(),
+            path: model.info().path.clone(),
+        },
+        config,
+    )
+    .expect("a second copy");
+    let instruction = std::fs::read_to_string(
+        crate::common::root().join("experiments/prompts/support_tickets.txt"),
+    )
+    .expect("the support-tickets prompt");
+    let tickets = [
+        (
+            "Charged twice this month",
+            "Our card was charged $49 twice on March 2. Can you refund the duplicate charge?",
+        ),
+        (
+            "Change the delivery address",
+            "Please ship my order to my office instead: 12 Main Street.",
+        ),
+        (
+            "Webhook signatures don't verify",
+            "Since yesterday every webhook we receive fails signature verification.",
+        ),
+    ];
+    for (subject, body) in tickets {
+        let text = instruction
+            .replace("{subject}", subject)
+            .replace("{body}", body);
+        let mut request = ask(&text);
+        request.model = "local".into();
+        let reused = model.generate(&request).await.expect("an answer");
+        request.model = "local:fresh".into();
+        let scratch = fresh.generate(&request).await.expect("an answer");
+        assert_eq!(
+            reused.response.content(),
+            scratch.response.content(),
+            "{subject}: {:?} vs {:?}",
+            reused.stats,
+            scratch.stats
+        );
+    }
+}
