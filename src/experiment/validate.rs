@@ -446,9 +446,9 @@ impl<'a> Checker<'a> {
         if failed {
             return None;
         }
-        let remote = replay
-            .as_ref()
-            .map_or(0, |r| r.models.iter().filter(|m| *m != "local").count());
+        let remote = replay.as_ref().map_or(0, |r| {
+            r.models.iter().filter(|m| !is_embedded_model(m)).count()
+        });
         let local = replay.as_ref().map_or(0, |r| r.models.len() - remote);
         let answers_per_model = replay
             .as_ref()
@@ -1081,4 +1081,10 @@ fn resolve_path(base: &Path, relative: &Path) -> PathBuf {
         }
     }
     out
+}
+
+/// `local` and `local:<name>` are the embedded model, which costs no credits. (The same rule as
+/// `inference::is_local_model`; validation does not depend on the inference module.)
+fn is_embedded_model(model: &str) -> bool {
+    model == "local" || model.starts_with("local:")
 }
