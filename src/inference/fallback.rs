@@ -41,25 +41,12 @@ impl Fallback {
         &self,
         request: &ChatRequest,
     ) -> Result<Answered<ChatResponse>, InferenceError> {
-        let mut unavailable = Vec::new();
-        for model in &self.models {
-            let request = ChatRequest {
-                model: model.clone(),
-                ..request.clone()
-            };
-            match self.inference.chat(&request).await {
-                Ok(response) => {
-                    return Ok(Answered {
-                        model: model.clone(),
-                        unavailable,
-                        response,
-                    });
-                }
-                Err(err) if err.is_unavailable() => unavailable.push(model.clone()),
-                Err(err) => return Err(err),
-            }
-        }
-        Err(InferenceError::NoModelAvailable { tried: unavailable })
+        let inference = &self.inference;
+        self.first_available(
+            request,
+            |request| async move { inference.chat(&request).await },
+        )
+        .await
     }
 
     /// Like `chat`; the fallback happens only before the first chunk, since a stream that has
@@ -68,13 +55,30 @@ impl Fallback {
         &self,
         request: &ChatRequest,
     ) -> Result<Answered<ChunkStream>, InferenceError> {
+        let inference = &self.inference;
+        self.first_available(request, |request| async move {
+            inference.chat_stream(&request).await
+        })
+        .await
+    }
+
+    /// The fallback loop itself, shared by plain and streamed answers.
+    async fn first_available<T, Send, Sent>(
+        &self,
+        request: &ChatRequest,
+        send: Send,
+    ) -> Result<Answered<T>, InferenceError>
+    where
+        Send: Fn(ChatRequest) -> Sent,
+        Sent: std::future::Future<Output = Result<T, InferenceError>>,
+    {
         let mut unavailable = Vec::new();
         for model in &self.models {
             let request = ChatRequest {
                 model: model.clone(),
                 ..request.clone()
             };
-            match self.inference.chat_stream(&request).await {
+            match send(request).await {
                 Ok(response) => {
                     return Ok(Answered {
                         model: model.clone(),
