@@ -214,7 +214,7 @@ fn unfinished_run(out: &Path, plan: &Plan) -> anyhow::Result<Option<PathBuf>> {
 
 /// Prints the outcome and picks the exit status.
 fn finish(outcome: &Outcome, fail_under: Option<f64>) -> anyhow::Result<u8> {
-    let summary = crate::runner::summary(&outcome.manifest, &outcome.replay);
+    let summary = crate::runner::summary(&outcome.replay);
     // The report is rendered from the run directory alone, exactly as `gepa-lab report` does.
     match crate::report::build(&outcome.dir.path) {
         Ok(report) => {

@@ -3,7 +3,7 @@
 //! (`crate::report`) renders the full tables and statistics.
 use std::collections::BTreeMap;
 
-use crate::store::{ReplayRow, RunManifest};
+use crate::store::ReplayRow;
 
 /// Mean score of one (variant, version, model) over the holdout rows that have an answer.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,11 +27,10 @@ impl VersionScore {
 
 #[derive(Debug, Clone, Default)]
 pub struct Summary {
-    pub simulated: bool,
     pub scores: Vec<VersionScore>,
 }
 
-pub fn summary(manifest: &RunManifest, replay: &[ReplayRow]) -> Summary {
+pub fn summary(replay: &[ReplayRow]) -> Summary {
     let mut groups: BTreeMap<(String, String, String), (f64, usize, usize)> = BTreeMap::new();
     for row in replay {
         let entry = groups
@@ -45,7 +44,6 @@ pub fn summary(manifest: &RunManifest, replay: &[ReplayRow]) -> Summary {
         }
     }
     Summary {
-        simulated: manifest.simulated,
         scores: groups
             .into_iter()
             .map(
