@@ -78,6 +78,25 @@ pub fn options(choice: &BackendChoice) -> RunOptions {
     }
 }
 
+/// How `run.json` names the backend: where the services are, never a key.
+pub fn describe(choice: &BackendChoice) -> Backend {
+    match choice {
+        BackendChoice::Local => Backend::Local,
+        BackendChoice::Url(url) => Backend::Url { url: url.clone() },
+        BackendChoice::Remote => Backend::Remote {
+            evolution_url: EvolutionConfig::from_env().base_url,
+            inference_url: inference_url(),
+        },
+    }
+}
+
+fn inference_url() -> String {
+    std::env::var("GEPA_LAB_INFERENCE_URL")
+        .ok()
+        .filter(|url| !url.trim().is_empty())
+        .unwrap_or_else(|| crate::inference::DEFAULT_BASE_URL.to_owned())
+}
+
 /// The reflection model of a local run: `GEPA_LAB_REFLECTION_MODEL`, else the catalog's
 /// reflection model when it is installed (the default model tends to echo the prompt it should
 /// improve), else the default model.
@@ -130,15 +149,11 @@ pub fn build(choice: &BackendChoice, replay_models: &[String]) -> anyhow::Result
             Ok(Backends {
                 evolution: Arc::new(evolution),
                 inference: router,
-                description: Backend::Local,
+                description: describe(choice),
             })
         }
         BackendChoice::Remote => {
             let evolution = EvolutionConfig::from_env();
-            let inference_url = std::env::var("GEPA_LAB_INFERENCE_URL")
-                .ok()
-                .filter(|url| !url.trim().is_empty())
-                .unwrap_or_else(|| crate::inference::DEFAULT_BASE_URL.to_owned());
             let key = env_secret("GEPA_LAB_INFERENCE_KEY");
             anyhow::ensure!(
                 evolution.key.is_some(),
@@ -148,17 +163,13 @@ pub fn build(choice: &BackendChoice, replay_models: &[String]) -> anyhow::Result
                 key.is_some(),
                 "GEPA_LAB_INFERENCE_KEY is not set; the remote backend needs it"
             );
-            let description = Backend::Remote {
-                evolution_url: evolution.base_url.clone(),
-                inference_url: inference_url.clone(),
-            };
             Ok(Backends {
                 evolution: Arc::new(HttpEvolution::new(evolution)?),
                 inference: Arc::new(ModelRouter::new(
                     embedded,
-                    Some(http_inference(&inference_url, key)?),
+                    Some(http_inference(&inference_url(), key)?),
                 )),
-                description,
+                description: describe(choice),
             })
         }
         BackendChoice::Url(url) => {
@@ -172,7 +183,7 @@ pub fn build(choice: &BackendChoice, replay_models: &[String]) -> anyhow::Result
                     evolution_key,
                 ))?),
                 inference: Arc::new(ModelRouter::new(embedded, Some(http_inference(url, key)?))),
-                description: Backend::Url { url: url.clone() },
+                description: describe(choice),
             })
         }
     }

@@ -160,16 +160,7 @@ fn prepare(
         eprintln!("not started");
         return Ok(Err(exit::INVALID));
     }
-    let backend = match choice {
-        BackendChoice::Local => crate::store::Backend::Local,
-        BackendChoice::Url(url) => crate::store::Backend::Url { url: url.clone() },
-        BackendChoice::Remote => crate::store::Backend::Remote {
-            evolution_url: crate::evolution::EvolutionConfig::from_env().base_url,
-            inference_url: std::env::var("GEPA_LAB_INFERENCE_URL")
-                .unwrap_or_else(|_| crate::inference::DEFAULT_BASE_URL.to_owned()),
-        },
-    };
-    let (dir, manifest) = runner::create_run(&args.out, &plan, backend)?;
+    let (dir, manifest) = runner::create_run(&args.out, &plan, backends::describe(choice))?;
     eprintln!("run directory: {}", dir.path.display());
     Ok(Ok((dir, manifest)))
 }
