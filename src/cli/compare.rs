@@ -1,18 +1,45 @@
-//! `gepa-lab compare RUN_DIR...`: the best version of each run against the first run's best, on
-//! the same dataset, with the paired statistics of the report. Offline, from the run directories
-//! alone. (Comparing two prompt files on a dataset needs an inference backend and belongs with
-//! `run`; it is not here.)
-use std::path::PathBuf;
+//! `gepa-lab compare`: prompt versions against a reference on the same rows, with the paired
+//! statistics of the report.
+//! - `compare RUN_DIR...`: the best version of each run against the first run's best, offline,
+//!   from the run directories alone.
+//! - `compare --prompts A.txt B.txt --dataset FILE`: each prompt file answers every row of the
+//!   dataset on one model, the answers are scored, and each prompt is set against the first.
+//!   Tables go to a folder named after the comparison; answers to a cache shared by every
+//!   comparison under the same --out, so a command run again (after an interruption, or with
+//!   one prompt changed) asks only what was never answered.
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use sha2::{Digest, Sha256};
 
 use super::exit;
-use crate::report;
+use super::inference_args::InferenceArgs;
+use super::progress::Progress;
+use crate::inference::{EmbeddedModel, Inference, ModelRouter};
+use crate::prompt::PromptFile;
+use crate::report::{self, CompareReport, PromptSetting};
+use crate::runner::prompts::{self, Folders, Prepared, PromptsJob};
+use crate::score::ScorerSpec;
+use crate::store::{RunDir, write_atomic};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Two or more run directories; the first is the reference.
-    #[arg(value_name = "RUN_DIR", required = true, num_args = 2..)]
+    #[arg(
+        value_name = "RUN_DIR",
+        num_args = 2..,
+        required_unless_present = "prompts",
+        conflicts_with = "prompts"
+    )]
     run_dirs: Vec<PathBuf>,
+    /// Two or more prompt files (`{column}` placeholders) to answer on --dataset; the first is
+    /// the reference.
+    #[arg(long, value_name = "FILE", num_args = 2.., requires = "dataset")]
+    prompts: Vec<PathBuf>,
+    #[command(flatten)]
+    answering: PromptArgs,
     /// Print the comparison as JSON.
     #[arg(long, conflicts_with = "markdown")]
     json: bool,
@@ -21,10 +48,54 @@ pub struct Args {
     markdown: bool,
 }
 
+/// How prompt files are answered and scored (with --prompts only).
+#[derive(Debug, clap::Args)]
+struct PromptArgs {
+    /// CSV file with a header row: the rows the prompts answer.
+    #[arg(long, value_name = "FILE", requires = "prompts")]
+    dataset: Option<PathBuf>,
+    /// The dataset column holding the expected output.
+    #[arg(long, value_name = "COLUMN", default_value = "expected")]
+    expected: String,
+    /// Model id. `local` (or `local:<name>`) runs the embedded model in this process; any other
+    /// id goes to the inference API at --url.
+    #[arg(long, default_value = "local")]
+    model: String,
+    /// How an answer is scored against the expected output: exact_match, exact_match_ci,
+    /// contains, regex:<pattern>, numeric[:tolerance], json_schema:<file>, json_match or f1.
+    #[arg(long, default_value = "exact_match")]
+    scorer: ScorerSpec,
+    /// Sampling temperature.
+    #[arg(long, default_value_t = 0.0)]
+    temperature: f64,
+    /// Most tokens per answer (default: the model's or service's own).
+    #[arg(long)]
+    max_tokens: Option<u32>,
+    /// Requests in flight at most; the key's rpm limit also applies.
+    #[arg(long, default_value_t = 4)]
+    concurrency: usize,
+    /// Answer only the first N data rows.
+    #[arg(long, value_name = "N")]
+    limit: Option<usize>,
+    /// Folder that holds the comparison folders (`<out>/compare/<a>-vs-<b>-<hash>/`) and their
+    /// shared answer cache (`<out>/compare/cache.jsonl`).
+    #[arg(long, default_value = "reports")]
+    out: PathBuf,
+    #[command(flatten)]
+    inference: InferenceArgs,
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let comparison = match report::compare(&args.run_dirs) {
-        Ok(comparison) => comparison,
-        Err(err) => return Ok(super::report::report_error(&err)),
+    let comparison = if args.prompts.is_empty() {
+        match report::compare(&args.run_dirs) {
+            Ok(comparison) => comparison,
+            Err(err) => return Ok(super::report::report_error(&err)),
+        }
+    } else {
+        match compare_prompts(&args.prompts, &args.answering)? {
+            Ok(comparison) => comparison,
+            Err(code) => return Ok(code),
+        }
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&comparison)?);
@@ -34,4 +105,180 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         print!("{}", comparison.text());
     }
     Ok(ExitCode::from(exit::OK))
+}
+
+/// Answers the prompt files on the dataset and compares them; the outer error is a failure
+/// (exit 3), the inner one the exit status of input refused before anything was sent.
+fn compare_prompts(
+    files: &[PathBuf],
+    args: &PromptArgs,
+) -> anyhow::Result<Result<CompareReport, ExitCode>> {
+    let Some(dataset) = &args.dataset else {
+        anyhow::bail!("--prompts needs --dataset");
+    };
+    if args.concurrency == 0 || !(0.0..=2.0).contains(&args.temperature) {
+        eprintln!(
+            "error: --concurrency must be at least 1 and --temperature between 0 and 2; seen {} and {}",
+            args.concurrency, args.temperature
+        );
+        return Ok(Err(ExitCode::from(exit::USAGE)));
+    }
+    let mut prompt_files = Vec::with_capacity(files.len());
+    for file in files {
+        match PromptFile::read(file) {
+            Ok(prompt) => prompt_files.push(prompt),
+            Err(err) => {
+                eprintln!(
+                    "error: {}: cannot read the prompt file: {err}",
+                    file.display()
+                );
+                return Ok(Err(ExitCode::from(exit::INVALID)));
+            }
+        }
+    }
+    let job = PromptsJob {
+        dataset: dataset.clone(),
+        expected: args.expected.clone(),
+        prompts: prompt_files,
+        model: args.model.clone(),
+        scorer: args.scorer.clone(),
+        temperature: args.temperature,
+        max_tokens: args.max_tokens,
+        concurrency: args.concurrency,
+        limit: args.limit,
+    };
+    let prepared = match prompts::prepare(&job) {
+        Ok(prepared) => prepared,
+        Err(err) => {
+            // Every refusal here is about the user's files or flags; nothing was sent.
+            eprintln!("error: {err}");
+            return Ok(Err(ExitCode::from(exit::INVALID)));
+        }
+    };
+    for warning in &prepared.warnings {
+        eprintln!("warning: {warning}");
+    }
+
+    let root = RunDir::folder(&args.out.join("compare"))?;
+    let dir = RunDir::folder(&root.path.join(folder_name(&job, &prepared)))?;
+    let inference = inference(args)?;
+    let progress = Progress::new();
+    let answered = super::runtime()?
+        .block_on(prompts::answer(
+            &job,
+            &prepared,
+            inference,
+            Folders {
+                cache: &root,
+                output: &dir,
+            },
+            &progress,
+        ))
+        .context("answering the prompts")?;
+    progress.finish();
+
+    let failed = answered.rows.iter().filter(|r| !r.error.is_empty()).count();
+    if failed > 0 {
+        eprintln!(
+            "warning: {failed} of {} answers failed and are left out of the comparison; the error column of {} says why",
+            answered.rows.len(),
+            dir.file(crate::store::REPLAY_FILE).display()
+        );
+    }
+    let mut settings = vec![format!(
+        "model {} · scorer {} · temperature {} · max tokens {}",
+        job.model,
+        job.scorer,
+        job.temperature,
+        job.max_tokens
+            .map_or_else(|| "default".to_owned(), |t| t.to_string())
+    )];
+    settings.push(format!(
+        "{} of {} data rows answered by each prompt; answers and tables in {}",
+        prepared.rows.len(),
+        prepared.file_rows,
+        dir.path.display()
+    ));
+    let comparison = report::compare_prompts(
+        PromptSetting {
+            dataset_file: dataset.display().to_string(),
+            dataset_sha256: prepared.sha256.clone(),
+            model: job.model.clone(),
+            settings,
+            simulated: answered.simulated,
+        },
+        &job.prompts,
+        &answered.rows,
+    );
+    write_atomic(
+        &dir.file("compare.json"),
+        &serde_json::to_vec_pretty(&comparison)?,
+    )?;
+    write_atomic(
+        &dir.file(report::SUMMARY_FILE),
+        comparison.markdown().as_bytes(),
+    )?;
+    Ok(Ok(comparison))
+}
+
+/// The inference backend for the model: the embedded one in this process for `local` ids,
+/// the inference API at --url for the rest.
+fn inference(args: &PromptArgs) -> anyhow::Result<Arc<dyn Inference>> {
+    let local = EmbeddedModel::load_ids(std::slice::from_ref(&args.model)).context(
+        "loading the embedded model (install it with scripts/setup-model.sh or `gepa-lab model install`)",
+    )?;
+    let client: Arc<dyn Inference> = Arc::new(args.inference.client()?);
+    Ok(if local.is_empty() {
+        client
+    } else {
+        Arc::new(ModelRouter::new(local, Some(client)))
+    })
+}
+
+/// `<first>-vs-<second>-<hash>`: the same prompts, dataset and settings always land in the same
+/// folder, whose cache then answers what was asked before.
+fn folder_name(job: &PromptsJob, prepared: &Prepared) -> String {
+    let mut hash = Sha256::new();
+    for prompt in &job.prompts {
+        hash.update(prompt.text.as_bytes());
+        hash.update([0]);
+    }
+    let settings = format!(
+        "{}\0{}\0{}\0{:?}\0{}\0{:?}\0{}",
+        prepared.sha256,
+        job.expected,
+        job.model,
+        job.scorer,
+        job.temperature,
+        job.max_tokens,
+        prepared.rows.len()
+    );
+    hash.update(settings.as_bytes());
+    let stem = |prompt: &PromptFile| {
+        let name = Path::new(&prompt.file)
+            .file_stem()
+            .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
+        let clean: String = name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .take(24)
+            .collect();
+        if clean.is_empty() {
+            "prompt".to_owned()
+        } else {
+            clean
+        }
+    };
+    format!(
+        "{}-vs-{}-{}",
+        stem(&job.prompts[0]),
+        stem(&job.prompts[1]),
+        &format!("{:x}", hash.finalize())[..8]
+    )
 }

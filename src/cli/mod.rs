@@ -78,7 +78,8 @@ enum Command {
     Batch(batch::Args),
     /// Render a run's report again from its run directory, offline.
     Report(report::Args),
-    /// Compare the best prompt versions of several runs on the same dataset.
+    /// Compare prompt versions on the same rows: the best of several runs, or prompt files
+    /// answered on a dataset.
     Compare(compare::Args),
     /// Install and list the embedded models (`local`, `local:<name>`).
     Model(model::Args),

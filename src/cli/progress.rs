@@ -31,6 +31,18 @@ impl Progress {
         }
     }
 
+    /// Clears the replay bar once every answer is in.
+    pub fn finish(&self) {
+        if let Some(bar) = self
+            .replay
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take()
+        {
+            bar.finish_and_clear();
+        }
+    }
+
     fn line(&self, text: String) {
         if self.interactive {
             self.multi.println(text).ok();
@@ -186,16 +198,7 @@ impl Observer for Progress {
                     }
                 }
             }
-            Event::RunFinished { .. } => {
-                if let Some(bar) = self
-                    .replay
-                    .lock()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner())
-                    .take()
-                {
-                    bar.finish_and_clear();
-                }
-            }
+            Event::RunFinished { .. } => self.finish(),
             Event::StartSending { .. } | Event::PollFailed { .. } => {}
         }
     }

@@ -40,7 +40,8 @@ pub struct Args {
     /// Refuse to run when the estimated replay credits exceed N.
     #[arg(long, value_name = "N")]
     max_credits: Option<f64>,
-    /// Exit with status 4 when the best prompt's mean holdout score is below SCORE (0 to 1).
+    /// Exit with status 4 when the mean holdout score of the prompt the report names best (by
+    /// the evolution's score; the seed when nothing evolved was replayed) is below SCORE (0 to 1).
     #[arg(long, value_name = "SCORE")]
     fail_under: Option<f64>,
     /// Seconds between polls of an execution (default: 10-30 s with jitter for the public
@@ -205,9 +206,8 @@ fn unfinished_run(out: &Path, plan: &Plan) -> anyhow::Result<Option<PathBuf>> {
 
 /// Prints the outcome and picks the exit status.
 fn finish(outcome: &Outcome, fail_under: Option<f64>) -> anyhow::Result<u8> {
-    let summary = crate::runner::summary(&outcome.replay);
     // The report is rendered from the run directory alone, exactly as `gepa-lab report` does.
-    match crate::report::build(&outcome.dir.path) {
+    let recommendation = match crate::report::build(&outcome.dir.path) {
         Ok(report) => {
             crate::report::write(&report, &outcome.dir.path)?;
             print!("{}", crate::report::summary_text(&report.context));
@@ -215,9 +215,13 @@ fn finish(outcome: &Outcome, fail_under: Option<f64>) -> anyhow::Result<u8> {
                 "report: {}",
                 outcome.dir.file(crate::report::HTML_FILE).display()
             );
+            report.context.recommendation()
         }
-        Err(err) => eprintln!("the report could not be rendered: {err}"),
-    }
+        Err(err) => {
+            eprintln!("the report could not be rendered: {err}");
+            None
+        }
+    };
     println!("run directory: {}", outcome.dir.path.display());
     let mut code = exit::OK;
     let failed: Vec<&str> = outcome
@@ -232,24 +236,26 @@ fn finish(outcome: &Outcome, fail_under: Option<f64>) -> anyhow::Result<u8> {
         code = EXECUTION_FAILED;
     }
     if let Some(threshold) = fail_under {
-        match summary.best() {
-            Some(best) if best.mean >= threshold => {
+        let scored = recommendation
+            .as_ref()
+            .and_then(|r| r.mean.map(|mean| (r, mean)));
+        match scored {
+            Some((r, mean)) => {
+                let verdict = if mean >= threshold {
+                    "passed"
+                } else {
+                    "missed"
+                };
                 eprintln!(
-                    "--fail-under {threshold}: passed ({} scored {:.3})",
-                    best.label(),
-                    best.mean
+                    "--fail-under {threshold}: {verdict} ({} {} on {} scored {mean:.3} on the holdout rows)",
+                    r.execution, r.version, r.model
                 );
-            }
-            Some(best) => {
-                eprintln!(
-                    "--fail-under {threshold}: missed ({} scored {:.3})",
-                    best.label(),
-                    best.mean
-                );
-                code = GATE_MISSED;
+                if mean < threshold {
+                    code = GATE_MISSED;
+                }
             }
             None => {
-                eprintln!("--fail-under {threshold}: missed (no replay scores)");
+                eprintln!("--fail-under {threshold}: missed (no holdout score to check)");
                 code = GATE_MISSED;
             }
         }

@@ -7,6 +7,23 @@ use std::collections::BTreeSet;
 
 use thiserror::Error;
 
+/// A prompt read from a file, named as the user gave it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromptFile {
+    /// The path as given on the command line: how tables and replay rows name the prompt.
+    pub file: String,
+    pub text: String,
+}
+
+impl PromptFile {
+    pub fn read(path: &std::path::Path) -> std::io::Result<Self> {
+        Ok(PromptFile {
+            file: path.display().to_string(),
+            text: std::fs::read_to_string(path)?,
+        })
+    }
+}
+
 /// A template that parsed: literal text and placeholders, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Template {

@@ -1,26 +1,39 @@
-//! `compare`: the best version of each of several runs, set against the first run's best on the
-//! holdout rows both answered. Runs must use the same dataset file (by SHA-256): otherwise the
-//! rows are not the same rows and a paired test would compare nothing.
+//! `compare`: prompt versions set against a reference on the same rows, with the paired
+//! statistics of the report. The versions come from one of two places:
+//! - run directories ([`compare`]): the best version of each run against the first run's best,
+//!   on the holdout rows both answered. Runs must use the same dataset file (by SHA-256):
+//!   otherwise the rows are not the same rows and a paired test would compare nothing.
+//! - prompt files answered on one dataset ([`compare_prompts`]): each prompt against the first,
+//!   from the replay rows the runner produced for them.
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::context::{ComparisonView, sentence};
+use super::context::ComparisonView;
 use super::format::{number, p_value, signed};
 use super::load::{RunData, load};
 use super::{DatasetMismatch, ReportError, stats, terminal};
+use crate::prompt::PromptFile;
+use crate::store::ReplayRow;
 
+/// One version in a comparison: the best of a run, or a prompt file.
 #[derive(Debug, Clone, Serialize)]
-pub struct CompareRun {
-    pub dir: String,
+pub struct Contender {
+    /// The run directory, or the prompt file.
+    pub source: String,
+    /// The experiment's name, or the prompt file's name.
     pub name: String,
-    pub run_id: String,
-    pub simulated: bool,
-    pub execution: String,
+    /// The run's id; none for a prompt file.
+    pub run_id: Option<String>,
+    /// The execution the best version came from; none for a prompt file.
+    pub execution: Option<String>,
+    /// `seed` or `g<generation>` of a run; the prompt file as given for a prompt.
     pub version: String,
     pub model: String,
+    /// The evolution's (Pareto) score of a run's best version.
     pub validation_score: Option<f64>,
+    pub simulated: bool,
     pub rows: usize,
     pub mean: Option<f64>,
     pub ci_low: Option<f64>,
@@ -28,66 +41,87 @@ pub struct CompareRun {
     pub prompt: String,
 }
 
+impl Contender {
+    /// The version as the tables show it: `<execution> · <version>` for a run.
+    fn label(&self) -> String {
+        match &self.execution {
+            Some(execution) => format!("{execution} · {}", self.version),
+            None => self.version.clone(),
+        }
+    }
+
+    fn scores(&self) -> String {
+        format!(
+            "{} ({} to {})",
+            number(self.mean, 3),
+            number(self.ci_low, 3),
+            number(self.ci_high, 3)
+        )
+    }
+}
+
+/// What `compare` prints, in any of its forms.
 #[derive(Debug, Clone, Serialize)]
 pub struct CompareReport {
+    /// What the contenders are: `run` or `prompt`.
+    pub subject: String,
     pub dataset_file: String,
     pub dataset_sha256: String,
-    pub runs: Vec<CompareRun>,
-    /// Every run after the first against the first, paired on rows both answered.
+    /// Settings every contender shared (model, scorer, rows), one per entry; none for runs,
+    /// whose settings are in their own run directories.
+    pub settings: Vec<String>,
+    pub contenders: Vec<Contender>,
+    /// Every contender after the first against the first, paired on rows both answered.
     pub comparisons: Vec<ComparisonView>,
 }
 
 impl CompareReport {
     pub fn any_simulated(&self) -> bool {
-        self.runs.iter().any(|r| r.simulated)
+        self.contenders.iter().any(|c| c.simulated)
     }
 
-    /// Plain-text table for the terminal.
+    /// Plain-text tables for the terminal.
     pub fn text(&self) -> String {
+        let subject = self.subject.as_str();
         let mut out = String::new();
         if self.any_simulated() {
-            out.push_str(
-                "SIMULATED: at least one run's answers came from the test stand-in model.\n",
-            );
+            out.push_str(&format!(
+                "SIMULATED: at least one {subject}'s answers came from the test stand-in model.\n"
+            ));
         }
         out.push_str(&format!(
-            "dataset {} (sha256 {})\n\n",
+            "dataset {} (sha256 {})\n",
             self.dataset_file, self.dataset_sha256
         ));
+        for setting in &self.settings {
+            out.push_str(setting);
+            out.push('\n');
+        }
+        out.push('\n');
+        let from_runs = self.contenders.iter().any(|c| c.execution.is_some());
         let rows: Vec<Vec<String>> = self
-            .runs
+            .contenders
             .iter()
-            .map(|r| {
-                vec![
-                    r.dir.clone(),
-                    format!("{} · {}", r.execution, r.version),
-                    r.model.clone(),
-                    r.rows.to_string(),
-                    format!(
-                        "{} ({} to {})",
-                        number(r.mean, 3),
-                        number(r.ci_low, 3),
-                        number(r.ci_high, 3)
-                    ),
-                    if r.simulated {
-                        "yes".into()
-                    } else {
-                        "no".into()
-                    },
-                ]
+            .map(|c| {
+                let mut row = vec![c.source.clone()];
+                if from_runs {
+                    row.push(c.label());
+                }
+                row.extend([
+                    c.model.clone(),
+                    c.rows.to_string(),
+                    c.scores(),
+                    if c.simulated { "yes" } else { "no" }.to_owned(),
+                ]);
+                row
             })
             .collect();
-        out.push_str(&terminal::table(
-            &[
-                "run",
-                "best",
-                "model",
-                "rows",
-                "holdout mean (95% CI)",
-                "simulated",
-            ],
-            &rows,
-        ));
+        let mut header = vec![subject];
+        if from_runs {
+            header.push("best");
+        }
+        header.extend(["model", "rows", "mean (95% CI)", "simulated"]);
+        out.push_str(&terminal::table(&header, &rows));
         out.push('\n');
         let rows: Vec<Vec<String>> = self
             .comparisons
@@ -110,7 +144,7 @@ impl CompareReport {
             .collect();
         out.push_str(&terminal::table(
             &[
-                "run",
+                subject,
                 "against",
                 "paired rows",
                 "difference (95% CI)",
@@ -119,27 +153,49 @@ impl CompareReport {
             ],
             &rows,
         ));
+        out.push('\n');
+        for comparison in &self.comparisons {
+            out.push_str(&comparison.sentence);
+            out.push('\n');
+        }
         out
     }
 
     /// A Markdown table for a pull-request comment.
     pub fn markdown(&self) -> String {
         let esc = super::markdown::escape;
+        let subject = self.subject.as_str();
         let mut out = String::from("## gepa-lab compare\n\n");
         if self.any_simulated() {
-            out.push_str("> [!WARNING]\n> **Simulated:** at least one run's answers came from the test stand-in model, not a real model.\n\n");
+            out.push_str(&format!("> [!WARNING]\n> **Simulated:** at least one {subject}'s answers came from the test stand-in model, not a real model.\n\n"));
         }
-        out.push_str("| run | best | model | holdout mean (95% CI) | difference vs first (95% CI) | p | verdict |\n|---|---|---|--:|--:|--:|---|\n");
-        for (i, run) in self.runs.iter().enumerate() {
+        out.push_str(&format!(
+            "Dataset `{}` (sha256 `{}`)",
+            esc(&self.dataset_file),
+            &self.dataset_sha256
+        ));
+        for setting in &self.settings {
+            out.push_str(&format!(" · {}", esc(setting)));
+        }
+        out.push_str("\n\n");
+        let from_runs = self.contenders.iter().any(|c| c.execution.is_some());
+        let best = if from_runs { " best |" } else { "" };
+        let best_rule = if from_runs { "---|" } else { "" };
+        out.push_str(&format!(
+            "| {subject} |{best} model | mean (95% CI) | difference vs first (95% CI) | p | verdict |\n|---|{best_rule}---|--:|--:|--:|---|\n"
+        ));
+        for (i, contender) in self.contenders.iter().enumerate() {
             let comparison = i.checked_sub(1).and_then(|i| self.comparisons.get(i));
+            let best = if from_runs {
+                format!(" {} |", esc(&contender.label()))
+            } else {
+                String::new()
+            };
             out.push_str(&format!(
-                "| {} | {} | {} | {} ({} to {}) | {} | {} | {} |\n",
-                esc(&run.dir),
-                esc(&format!("{} · {}", run.execution, run.version)),
-                esc(&run.model),
-                number(run.mean, 3),
-                number(run.ci_low, 3),
-                number(run.ci_high, 3),
+                "| {} |{best} {} | {} | {} | {} | {} |\n",
+                esc(&contender.source),
+                esc(&contender.model),
+                contender.scores(),
                 comparison.map_or("reference".into(), |c| format!(
                     "{} ({} to {})",
                     signed(Some(c.difference)),
@@ -239,72 +295,151 @@ pub fn compare(dirs: &[PathBuf]) -> Result<CompareReport, ReportError> {
         let execution = &run.executions[execution];
         let version = &execution.versions[version];
         let scores = scores_by_row(run, &execution.variant, &version.label, &model);
-        let values: Vec<f64> = scores.values().copied().collect();
-        let interval = stats::mean_interval(&values);
         picked.push((
-            CompareRun {
-                dir: run.dir.display().to_string(),
+            Contender {
+                source: run.dir.display().to_string(),
                 name: run.manifest.plan.name.clone(),
-                run_id: run.manifest.run_id.clone(),
-                simulated: run.manifest.simulated,
-                execution: execution.label.clone(),
+                run_id: Some(run.manifest.run_id.clone()),
+                execution: Some(execution.label.clone()),
                 version: version.label.clone(),
                 model,
                 validation_score: version.validation_score,
-                rows: values.len(),
-                mean: (!values.is_empty()).then(|| stats::mean(&values)),
-                ci_low: interval.map(|i| i.low),
-                ci_high: interval.map(|i| i.high),
+                simulated: run.manifest.simulated,
                 prompt: version.prompt.clone(),
+                ..Contender::scored(&scores)
             },
             scores,
         ));
     }
+    Ok(CompareReport {
+        subject: "run".to_owned(),
+        dataset_file: file,
+        dataset_sha256: sha256,
+        settings: Vec::new(),
+        comparisons: against_first(&picked, "compare", "holdout"),
+        contenders: picked.into_iter().map(|(contender, _)| contender).collect(),
+    })
+}
 
-    let (reference, reference_scores) = &picked[0];
-    let comparisons = picked
+/// The dataset and settings every prompt of a [`compare_prompts`] shared.
+#[derive(Debug, Clone)]
+pub struct PromptSetting {
+    pub dataset_file: String,
+    pub dataset_sha256: String,
+    pub model: String,
+    pub settings: Vec<String>,
+    /// Some answer came from the test stand-in model.
+    pub simulated: bool,
+}
+
+/// Each prompt against the first, from the replay rows they produced on one model (rows whose
+/// answer failed are left out of the pairs, as in a run's report).
+pub fn compare_prompts(
+    setting: PromptSetting,
+    prompts: &[PromptFile],
+    replay: &[ReplayRow],
+) -> CompareReport {
+    let picked: Vec<(Contender, BTreeMap<usize, f64>)> = prompts
+        .iter()
+        .map(|prompt| {
+            let rows: Vec<&ReplayRow> = replay
+                .iter()
+                .filter(|r| r.version == prompt.file && r.model == setting.model)
+                .collect();
+            let scores: BTreeMap<usize, f64> = rows
+                .iter()
+                .filter(|r| r.error.is_empty())
+                .map(|r| (r.row, r.score))
+                .collect();
+            let name = Path::new(&prompt.file)
+                .file_name()
+                .map_or_else(|| prompt.file.clone(), |n| n.to_string_lossy().into_owned());
+            let contender = Contender {
+                source: prompt.file.clone(),
+                name,
+                run_id: None,
+                execution: None,
+                version: prompt.file.clone(),
+                model: setting.model.clone(),
+                validation_score: None,
+                simulated: setting.simulated,
+                prompt: prompt.text.clone(),
+                ..Contender::scored(&scores)
+            };
+            (contender, scores)
+        })
+        .collect();
+    let comparisons = against_first(&picked, "compare", "dataset");
+    CompareReport {
+        subject: "prompt".to_owned(),
+        dataset_file: setting.dataset_file,
+        dataset_sha256: setting.dataset_sha256,
+        settings: setting.settings,
+        contenders: picked.into_iter().map(|(contender, _)| contender).collect(),
+        comparisons,
+    }
+}
+
+impl Contender {
+    /// A contender with only its scores filled in: the row count, mean and 95% interval.
+    fn scored(scores: &BTreeMap<usize, f64>) -> Contender {
+        let values: Vec<f64> = scores.values().copied().collect();
+        let interval = stats::mean_interval(&values);
+        Contender {
+            source: String::new(),
+            name: String::new(),
+            run_id: None,
+            execution: None,
+            version: String::new(),
+            model: String::new(),
+            validation_score: None,
+            simulated: false,
+            rows: values.len(),
+            mean: (!values.is_empty()).then(|| stats::mean(&values)),
+            ci_low: interval.map(|i| i.low),
+            ci_high: interval.map(|i| i.high),
+            prompt: String::new(),
+        }
+    }
+}
+
+/// Every contender after the first against the first, on the rows both answered.
+fn against_first(
+    picked: &[(Contender, BTreeMap<usize, f64>)],
+    execution: &str,
+    scope: &str,
+) -> Vec<ComparisonView> {
+    let Some((reference, reference_scores)) = picked.first() else {
+        return Vec::new();
+    };
+    picked
         .iter()
         .skip(1)
-        .map(|(run, scores)| {
+        .map(|(contender, scores)| {
             let (a, b): (Vec<f64>, Vec<f64>) = reference_scores
                 .iter()
                 .filter_map(|(row, a)| scores.get(row).map(|b| (*a, *b)))
                 .unzip();
-            let c = stats::compare_paired(&a, &b);
-            let name_a = format!("{} {}", reference.dir, reference.version);
-            let name_b = format!("{} {}", run.dir, run.version);
-            let model = if run.model == reference.model {
-                run.model.clone()
-            } else {
-                format!("{} vs {}", run.model, reference.model)
+            let paired = stats::compare_paired(&a, &b);
+            let name = |c: &Contender| match &c.execution {
+                Some(_) => format!("{} {}", c.source, c.version),
+                None => c.source.clone(),
             };
-            ComparisonView {
-                execution: run.execution.clone(),
-                model: model.clone(),
-                a: name_a.clone(),
-                b: name_b.clone(),
-                rows: c.rows,
-                mean_a: c.mean_a,
-                mean_b: c.mean_b,
-                difference: c.difference,
-                ci_low: c.interval.map(|i| i.low),
-                ci_high: c.interval.map(|i| i.high),
-                p_value: c.mcnemar.map(|m| m.p_value),
-                only_a: c.mcnemar.map(|m| m.only_a),
-                only_b: c.mcnemar.map(|m| m.only_b),
-                test: c.test.to_owned(),
-                verdict: c.verdict,
-                verdict_text: c.verdict.text().to_owned(),
-                sentence: sentence("compare", &model, &name_a, &name_b, &c),
-            }
+            let model = if contender.model == reference.model {
+                contender.model.clone()
+            } else {
+                format!("{} vs {}", contender.model, reference.model)
+            };
+            ComparisonView::new(
+                contender.execution.as_deref().unwrap_or(execution),
+                &model,
+                &name(reference),
+                &name(contender),
+                &paired,
+                scope,
+            )
         })
-        .collect();
-    Ok(CompareReport {
-        dataset_file: file,
-        dataset_sha256: sha256,
-        runs: picked.into_iter().map(|(run, _)| run).collect(),
-        comparisons,
-    })
+        .collect()
 }
 
 fn nothing(run: &Path, message: &str) -> ReportError {

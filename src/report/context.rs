@@ -38,6 +38,47 @@ pub struct ReportContext {
     pub notes: Vec<String>,
 }
 
+/// The version a run recommends, and its mean holdout score on one replay model.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Recommendation {
+    pub execution: String,
+    pub version: String,
+    pub model: String,
+    /// Over the rows it answered; none when it answered none.
+    pub mean: Option<f64>,
+}
+
+impl ReportContext {
+    /// The version the headline names best (chosen by the evolution's score, before the holdout
+    /// was looked at) on the headline's model; the first replayed seed when no evolved prompt
+    /// was replayed. This is what `run --fail-under` gates on, so the gate, the page and the
+    /// terminal agree, and picking the highest holdout score (which flatters by chance) is
+    /// avoided.
+    pub fn recommendation(&self) -> Option<Recommendation> {
+        let (execution, version, model) = match &self.headline {
+            Some(h) => (h.execution.as_str(), h.b.as_str(), Some(h.model.as_str())),
+            None => {
+                let seed = self.versions.iter().find(|v| v.is_seed && v.replayed)?;
+                (seed.execution.as_str(), seed.label.as_str(), None)
+            }
+        };
+        let view = self
+            .versions
+            .iter()
+            .find(|v| v.execution == execution && v.label == version)?;
+        let score = view
+            .scores
+            .iter()
+            .find(|s| model.is_none_or(|model| s.model == model))?;
+        Some(Recommendation {
+            execution: execution.to_owned(),
+            version: version.to_owned(),
+            model: score.model.clone(),
+            mean: score.mean,
+        })
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct ExperimentView {
     pub name: String,
@@ -321,12 +362,13 @@ pub fn build(
                 let pairs = paired_scores(&answers, execution, "seed", &best.label, model);
                 let (a, b): (Vec<f64>, Vec<f64>) = pairs.into_iter().unzip();
                 let comparison = stats::compare_paired(&a, &b);
-                comparisons.push(comparison_view(
+                comparisons.push(ComparisonView::new(
                     &execution.label,
                     model,
                     "seed",
                     &best.label,
                     &comparison,
+                    "holdout",
                 ));
             }
             row_tables.push(row_table(&answers, execution, model));
@@ -529,40 +571,52 @@ fn row_table(answers: &Answers<'_>, execution: &Execution, model: &str) -> RowTa
     }
 }
 
-fn comparison_view(
-    execution: &str,
-    model: &str,
-    a: &str,
-    b: &str,
-    c: &PairedComparison,
-) -> ComparisonView {
-    ComparisonView {
-        execution: execution.to_owned(),
-        model: model.to_owned(),
-        a: a.to_owned(),
-        b: b.to_owned(),
-        rows: c.rows,
-        mean_a: c.mean_a,
-        mean_b: c.mean_b,
-        difference: c.difference,
-        ci_low: c.interval.map(|i| i.low),
-        ci_high: c.interval.map(|i| i.high),
-        p_value: c.mcnemar.map(|m| m.p_value),
-        only_a: c.mcnemar.map(|m| m.only_a),
-        only_b: c.mcnemar.map(|m| m.only_b),
-        test: c.test.to_owned(),
-        verdict: c.verdict,
-        verdict_text: c.verdict.text().to_owned(),
-        sentence: sentence(execution, model, a, b, c),
+impl ComparisonView {
+    /// The view of one paired comparison. `scope` names the rows in its sentence: "holdout" for
+    /// a run's holdout rows, "dataset" for the rows of a dataset file.
+    pub fn new(
+        execution: &str,
+        model: &str,
+        a: &str,
+        b: &str,
+        c: &PairedComparison,
+        scope: &str,
+    ) -> Self {
+        ComparisonView {
+            execution: execution.to_owned(),
+            model: model.to_owned(),
+            a: a.to_owned(),
+            b: b.to_owned(),
+            rows: c.rows,
+            mean_a: c.mean_a,
+            mean_b: c.mean_b,
+            difference: c.difference,
+            ci_low: c.interval.map(|i| i.low),
+            ci_high: c.interval.map(|i| i.high),
+            p_value: c.mcnemar.map(|m| m.p_value),
+            only_a: c.mcnemar.map(|m| m.only_a),
+            only_b: c.mcnemar.map(|m| m.only_b),
+            test: c.test.to_owned(),
+            verdict: c.verdict,
+            verdict_text: c.verdict.text().to_owned(),
+            sentence: sentence(execution, model, a, b, c, scope),
+        }
     }
 }
 
 /// One sentence a reader can quote: what was compared, on how many rows, the difference with its
 /// interval, the test and the verdict.
-pub fn sentence(execution: &str, model: &str, a: &str, b: &str, c: &PairedComparison) -> String {
+fn sentence(
+    execution: &str,
+    model: &str,
+    a: &str,
+    b: &str,
+    c: &PairedComparison,
+    scope: &str,
+) -> String {
     if c.rows == 0 {
         return format!(
-            "{execution}: {b} and {a} share no answered holdout row on {model}; nothing to compare."
+            "{execution}: {b} and {a} share no answered {scope} row on {model}; nothing to compare."
         );
     }
     let interval = c.interval.map_or(String::new(), |i| {
@@ -591,7 +645,7 @@ pub fn sentence(execution: &str, model: &str, a: &str, b: &str, c: &PairedCompar
         other => other.text().to_owned(),
     };
     format!(
-        "{execution}, {model}, {} holdout rows: {b} scored {:.3} against {a}'s {:.3}, a difference of {}{interval}; {test}: {verdict}.",
+        "{execution}, {model}, {} {scope} rows: {b} scored {:.3} against {a}'s {:.3}, a difference of {}{interval}; {test}: {verdict}.",
         c.rows,
         c.mean_b,
         c.mean_a,
@@ -698,4 +752,85 @@ fn slug(text: &str) -> String {
     text.chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::store::{REPLAY_FILE, ReplayRow, RunDir};
+
+    /// The fixture run with the holdout scores of budget-30's g3 raised to 1.0: g3 now beats
+    /// g5 on the holdout, while g5 keeps the higher evolution score.
+    fn fixture_where_g3_wins_the_holdout() -> tempfile::TempDir {
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/run");
+        let temp = tempfile::tempdir().unwrap();
+        for name in ["run.json", "history.csv", REPLAY_FILE] {
+            std::fs::copy(fixture.join(name), temp.path().join(name)).unwrap();
+        }
+        let dir = RunDir::open(temp.path()).unwrap();
+        let mut rows: Vec<ReplayRow> = dir.read_csv(REPLAY_FILE).unwrap();
+        for row in &mut rows {
+            if row.variant == "budget-30" && row.version == "g3" && row.error.is_empty() {
+                row.score = 1.0;
+            }
+        }
+        dir.write_csv(REPLAY_FILE, &rows).unwrap();
+        temp
+    }
+
+    #[test]
+    fn the_recommendation_is_chosen_by_evolution_score_not_by_holdout() {
+        let temp = fixture_where_g3_wins_the_holdout();
+        let context = crate::report::build(temp.path()).unwrap().context;
+        let holdout = |label: &str| {
+            context
+                .versions
+                .iter()
+                .find(|v| v.execution == "budget-30" && v.label == label)
+                .and_then(|v| v.scores[0].mean)
+                .unwrap()
+        };
+        assert!(holdout("g3") > holdout("g5"), "the edit took");
+        let recommendation = context.recommendation().unwrap();
+        assert_eq!(
+            (
+                recommendation.execution.as_str(),
+                recommendation.version.as_str()
+            ),
+            ("budget-30", "g5")
+        );
+        assert_eq!(recommendation.mean, Some(holdout("g5")));
+        assert_eq!(recommendation.model, "local");
+    }
+
+    #[test]
+    fn with_no_evolved_prompt_replayed_the_seed_is_recommended() {
+        let temp = fixture_where_g3_wins_the_holdout();
+        let dir = RunDir::open(temp.path()).unwrap();
+        let rows: Vec<ReplayRow> = dir.read_csv(REPLAY_FILE).unwrap();
+        let seeds: Vec<ReplayRow> = rows.into_iter().filter(|r| r.version == "seed").collect();
+        let seed_mean = {
+            let first: Vec<&ReplayRow> = seeds
+                .iter()
+                .filter(|r| r.variant == "budget-10" && r.error.is_empty())
+                .collect();
+            first.iter().map(|r| r.score).sum::<f64>() / first.len() as f64
+        };
+        dir.write_csv(REPLAY_FILE, &seeds).unwrap();
+        let context = crate::report::build(temp.path()).unwrap().context;
+        assert!(context.headline.is_none());
+        let recommendation = context.recommendation().unwrap();
+        assert_eq!(recommendation.version, "seed");
+        assert_eq!(recommendation.execution, "budget-10");
+        let mean = recommendation.mean.unwrap();
+        assert!((mean - seed_mean).abs() < 1e-12, "{mean} vs {seed_mean}");
+        let terminal = crate::report::summary_text(&context);
+        assert!(
+            terminal.contains(&format!(
+                "the seed (budget-10) scored {seed_mean:.3} on the holdout rows of local"
+            )),
+            "{terminal}"
+        );
+    }
 }

@@ -31,10 +31,10 @@ use thiserror::Error;
 use crate::store::{StoreError, write_atomic};
 
 pub use charts::{Chart, Charts};
-pub use compare::{CompareReport, CompareRun, compare};
+pub use compare::{CompareReport, Contender, PromptSetting, compare, compare_prompts};
 pub use context::{
     Cell, ComparisonView, ExecutionView, ExperimentView, FORMAT_VERSION, InputField, MethodView,
-    ReplayView, ReportContext, RowTable, RowView, VersionScore, VersionView,
+    Recommendation, ReplayView, ReportContext, RowTable, RowView, VersionScore, VersionView,
 };
 pub use diff::{DiffStats, Segment, SegmentKind, word_diff};
 pub use export::{RESULTS_FILE, Results};

@@ -45,7 +45,18 @@ pub fn summary(context: &ReportContext) -> String {
     ));
     match &context.headline {
         Some(headline) => out.push_str(&format!("{}\n\n", headline.sentence)),
-        None => out.push_str("No comparison of the seed with an evolved prompt is possible.\n\n"),
+        None => {
+            out.push_str("No comparison of the seed with an evolved prompt is possible");
+            match context.recommendation() {
+                Some(seed) => out.push_str(&format!(
+                    "; the seed ({}) scored {} on the holdout rows of {}.\n\n",
+                    seed.execution,
+                    number(seed.mean, 3),
+                    seed.model
+                )),
+                None => out.push_str(".\n\n"),
+            }
+        }
     }
     let rows: Vec<Vec<String>> = context
         .comparisons

@@ -5,8 +5,8 @@
 //! The runner reads only the Plan and the run directory, talks to services only through the
 //! `Evolution` and `Inference` traits, and writes only through `store`.
 mod events;
+pub mod prompts;
 mod replay;
-mod summary;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,7 +16,6 @@ use rand::Rng;
 use thiserror::Error;
 
 pub use events::{Event, Observer, Silent};
-pub use summary::{Summary, VersionScore, summary};
 
 use crate::evolution::wire::Status;
 use crate::evolution::{Evolution, EvolutionError, PAGE_LIMIT, fetch_history, find_by_custom_id};
@@ -200,9 +199,16 @@ struct Runner<'a> {
 
 impl Runner<'_> {
     fn emit(&self, event: Event) -> Result<(), RunError> {
-        self.dir.append_event(&event)?;
-        self.observer.event(&event);
-        Ok(())
+        self.answering().emit(event)
+    }
+
+    fn answering(&self) -> replay::Answering<'_> {
+        replay::Answering {
+            inference: self.backends.inference.clone(),
+            cache: &self.dir,
+            events: &self.dir,
+            observer: self.observer,
+        }
     }
 
     fn save(&mut self) -> Result<(), RunError> {

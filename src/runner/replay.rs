@@ -11,12 +11,12 @@ use std::time::Instant;
 use futures::StreamExt;
 use sha2::{Digest, Sha256};
 
-use super::{Event, RunError, Runner};
+use super::{Event, Observer, RunError, Runner};
 use crate::experiment::{ExecutionPlan, ReplayPlan};
 use crate::inference::{ChatMessage, ChatRequest, Inference};
 use crate::prompt::Template;
 use crate::score::{Score, Scorer, ScorerSpec, judge};
-use crate::store::{CachedAnswer, HistoryRow, ReplayRow};
+use crate::store::{CachedAnswer, HistoryRow, ReplayRow, RunDir};
 
 /// A prompt to replay: `seed` or `g<generation>` of one execution.
 #[derive(Debug, Clone)]
@@ -54,23 +54,23 @@ fn versions(seed: &str, history: &[&HistoryRow], top: usize) -> Vec<Version> {
 }
 
 /// One cell of the replay: which answer a (variant, version, model, row) needs.
-struct Cell {
-    variant: String,
-    version: String,
-    model: String,
-    row: usize,
-    inputs: std::collections::BTreeMap<String, String>,
-    expected: String,
-    key: String,
+pub(super) struct Cell {
+    pub variant: String,
+    pub version: String,
+    pub model: String,
+    pub row: usize,
+    pub inputs: std::collections::BTreeMap<String, String>,
+    pub expected: String,
+    pub key: String,
     /// Set when the prompt could not even be rendered for the row.
-    error: Option<String>,
+    pub error: Option<String>,
 }
 
 /// Who waits for an answer: one cell of the replay table.
-struct Waiting {
-    variant: String,
-    version: String,
-    row: usize,
+pub(super) struct Waiting {
+    pub variant: String,
+    pub version: String,
+    pub row: usize,
 }
 
 /// A request to send and the cells waiting for its answer.
@@ -82,13 +82,13 @@ struct Pending {
 
 /// Requests not yet answered, each once, in the order first asked for.
 #[derive(Default)]
-struct Queue {
+pub(super) struct Queue {
     items: Vec<Pending>,
     by_key: HashMap<String, usize>,
 }
 
 impl Queue {
-    fn push(&mut self, key: String, request: ChatRequest, waiting: Waiting) {
+    pub(super) fn push(&mut self, key: String, request: ChatRequest, waiting: Waiting) {
         match self.by_key.get(&key) {
             Some(&at) => self.items[at].waiting.push(waiting),
             None => {
@@ -102,12 +102,17 @@ impl Queue {
         }
     }
 
-    fn cells(&self) -> usize {
+    /// Requests to send: each distinct request once.
+    pub(super) fn requests(&self) -> usize {
+        self.items.len()
+    }
+
+    pub(super) fn cells(&self) -> usize {
         self.items.iter().map(|pending| pending.waiting.len()).sum()
     }
 }
 
-fn cache_key(request: &ChatRequest) -> String {
+pub(super) fn cache_key(request: &ChatRequest) -> String {
     let bytes = serde_json::to_vec(request).expect("a chat request is plain JSON");
     format!("{:x}", Sha256::digest(bytes))
 }
@@ -119,15 +124,33 @@ fn replay_request(replay: &ReplayPlan, model: &str, prompt: String) -> ChatReque
     request
 }
 
+/// Who answers, where answers are kept, and who hears of each one.
+pub(super) struct Answering<'a> {
+    pub inference: Arc<dyn Inference>,
+    /// The folder whose `cache.jsonl` receives every answer the moment it arrives.
+    pub cache: &'a RunDir,
+    /// The folder whose `events.jsonl` records each outcome.
+    pub events: &'a RunDir,
+    pub observer: &'a dyn Observer,
+}
+
+impl Answering<'_> {
+    pub(super) fn emit(&self, event: Event) -> Result<(), RunError> {
+        self.events.append_event(&event)?;
+        self.observer.event(&event);
+        Ok(())
+    }
+}
+
 /// Answers every request not in the cache, at most `concurrency` at a time.
-async fn answer_all(
-    run: &Runner<'_>,
+pub(super) async fn answer_all(
+    answering: &Answering<'_>,
     queue: Queue,
     concurrency: usize,
     cache: &mut HashMap<String, CachedAnswer>,
     errors: &mut HashMap<String, String>,
 ) -> Result<(), RunError> {
-    let inference: Arc<dyn Inference> = run.backends.inference.clone();
+    let inference = answering.inference.clone();
     let mut answers = futures::stream::iter(queue.items.into_iter().map(|pending| {
         let inference = inference.clone();
         async move {
@@ -161,7 +184,7 @@ async fn answer_all(
                     prompt_tokens: usage.prompt_tokens,
                     completion_tokens: usage.completion_tokens,
                 };
-                run.dir.append_cached(&answer)?;
+                answering.cache.append_cached(&answer)?;
                 cache.insert(key.clone(), answer);
                 None
             }
@@ -176,7 +199,7 @@ async fn answer_all(
             row,
         } in waiting
         {
-            run.emit(Event::Answer {
+            answering.emit(Event::Answer {
                 variant,
                 version,
                 model: request.model.clone(),
@@ -191,6 +214,105 @@ async fn answer_all(
         }
     }
     Ok(())
+}
+
+/// Where a cell sits in the replay table.
+#[derive(Clone, Copy)]
+pub(super) struct CellAt<'a> {
+    pub variant: &'a str,
+    pub version: &'a str,
+    pub model: &'a str,
+}
+
+/// Renders `template` for `row` and queues the request `request` makes of it, unless its answer
+/// is cached. A prompt that cannot be rendered for the row becomes a cell with an error.
+pub(super) fn queue_cell(
+    queue: &mut Queue,
+    cache: &HashMap<String, CachedAnswer>,
+    template: &Result<Template, crate::prompt::TemplateError>,
+    row: &crate::dataset::Row,
+    at: CellAt<'_>,
+    request: impl FnOnce(String) -> ChatRequest,
+) -> Cell {
+    let rendered = template
+        .as_ref()
+        .map_err(ToString::to_string)
+        .and_then(|t| {
+            t.render(|name| row.inputs.get(name).map(String::as_str))
+                .map_err(|e| e.to_string())
+        });
+    let (key, error) = match rendered {
+        Ok(prompt) => {
+            let request = request(prompt);
+            let key = cache_key(&request);
+            if !cache.contains_key(&key) {
+                let waiting = Waiting {
+                    variant: at.variant.to_owned(),
+                    version: at.version.to_owned(),
+                    row: row.index + 1,
+                };
+                queue.push(key.clone(), request, waiting);
+            }
+            (key, None)
+        }
+        Err(error) => (
+            String::new(),
+            Some(format!(
+                "the prompt cannot be rendered for this row: {error}"
+            )),
+        ),
+    };
+    Cell {
+        variant: at.variant.to_owned(),
+        version: at.version.to_owned(),
+        model: at.model.to_owned(),
+        row: row.index + 1,
+        inputs: row.inputs.clone(),
+        expected: row.expected.clone(),
+        key,
+        error,
+    }
+}
+
+/// The score of a cell nobody answered.
+pub(super) fn no_answer() -> Score {
+    Score {
+        value: 0.0,
+        feedback: "no answer".to_owned(),
+    }
+}
+
+/// The line of `replay.csv` for a cell, its answer (if any) and that answer's score.
+pub(super) fn replay_row(
+    cell: &Cell,
+    answer: Option<&CachedAnswer>,
+    score: Score,
+    errors: &HashMap<String, String>,
+) -> ReplayRow {
+    let error = cell
+        .error
+        .clone()
+        .or_else(|| errors.get(&cell.key).cloned())
+        .unwrap_or_default();
+    ReplayRow {
+        variant: cell.variant.clone(),
+        version: cell.version.clone(),
+        model: cell.model.clone(),
+        answered_by: answer.map(|a| a.answered_by.clone()).unwrap_or_default(),
+        row: cell.row,
+        inputs: cell.inputs.clone(),
+        expected: cell.expected.clone(),
+        output: answer.map(|a| a.output.clone()).unwrap_or_default(),
+        score: score.value,
+        feedback: score.feedback,
+        latency_ms: answer.map_or(0, |a| a.latency_ms),
+        prompt_tokens: answer.map_or(0, |a| u32::try_from(a.prompt_tokens).unwrap_or(u32::MAX)),
+        completion_tokens: answer.map_or(0, |a| {
+            u32::try_from(a.completion_tokens).unwrap_or(u32::MAX)
+        }),
+        node_id: answer.map(|a| a.node_id.clone()).unwrap_or_default(),
+        error,
+    }
 }
 
 pub(super) async fn replay(
@@ -228,65 +350,42 @@ pub(super) async fn replay(
             for version in &versions {
                 let template = Template::parse(&version.prompt);
                 for row in &rows {
-                    let rendered = template
-                        .as_ref()
-                        .map_err(ToString::to_string)
-                        .and_then(|t| {
-                            t.render(|name| row.inputs.get(name).map(String::as_str))
-                                .map_err(|e| e.to_string())
-                        });
-                    let (key, error) = match rendered {
-                        Ok(prompt) => {
-                            let request = replay_request(replay, model, prompt);
-                            let key = cache_key(&request);
-                            if !cache.contains_key(&key) {
-                                let waiting = Waiting {
-                                    variant: variant.clone(),
-                                    version: version.label.clone(),
-                                    row: row.index + 1,
-                                };
-                                queue.push(key.clone(), request, waiting);
-                            }
-                            (key, None)
-                        }
-                        Err(error) => (
-                            String::new(),
-                            Some(format!(
-                                "the prompt cannot be rendered for this row: {error}"
-                            )),
-                        ),
+                    let at = CellAt {
+                        variant: &variant,
+                        version: &version.label,
+                        model,
                     };
-                    cells.push(Cell {
-                        variant: variant.clone(),
-                        version: version.label.clone(),
-                        model: model.clone(),
-                        row: row.index + 1,
-                        inputs: row.inputs.clone(),
-                        expected: row.expected.clone(),
-                        key,
-                        error,
-                    });
+                    cells.push(queue_cell(
+                        &mut queue,
+                        &cache,
+                        &template,
+                        row,
+                        at,
+                        |prompt| replay_request(replay, model, prompt),
+                    ));
                 }
             }
         }
     }
     run.emit(Event::ReplayPlanned {
-        requests: queue.items.len(),
+        requests: queue.requests(),
         waiting: queue.cells(),
         cached: cells.len() - queue.cells(),
     })?;
-    answer_all(run, queue, concurrency, &mut cache, &mut errors).await?;
+    answer_all(
+        &run.answering(),
+        queue,
+        concurrency,
+        &mut cache,
+        &mut errors,
+    )
+    .await?;
 
     let judged = judge_answers(run, &cells, &mut cache, concurrency, &mut errors).await?;
     let rows: Vec<ReplayRow> = cells
         .iter()
         .map(|cell| {
             let answer = cache.get(&cell.key);
-            let error = cell
-                .error
-                .clone()
-                .or_else(|| errors.get(&cell.key).cloned())
-                .unwrap_or_default();
             let score = match (answer, scorers.get(&cell.variant)) {
                 (Some(answer), Some(scorer)) => scorer.score(&answer.output, &cell.expected),
                 (Some(answer), None) => judged
@@ -296,31 +395,9 @@ pub(super) async fn replay(
                         value: 0.0,
                         feedback: "the judge gave no grade".to_owned(),
                     }),
-                (None, _) => Score {
-                    value: 0.0,
-                    feedback: "no answer".to_owned(),
-                },
+                (None, _) => no_answer(),
             };
-            ReplayRow {
-                variant: cell.variant.clone(),
-                version: cell.version.clone(),
-                model: cell.model.clone(),
-                answered_by: answer.map(|a| a.answered_by.clone()).unwrap_or_default(),
-                row: cell.row,
-                inputs: cell.inputs.clone(),
-                expected: cell.expected.clone(),
-                output: answer.map(|a| a.output.clone()).unwrap_or_default(),
-                score: score.value,
-                feedback: score.feedback,
-                latency_ms: answer.map_or(0, |a| a.latency_ms),
-                prompt_tokens: answer
-                    .map_or(0, |a| u32::try_from(a.prompt_tokens).unwrap_or(u32::MAX)),
-                completion_tokens: answer.map_or(0, |a| {
-                    u32::try_from(a.completion_tokens).unwrap_or(u32::MAX)
-                }),
-                node_id: answer.map(|a| a.node_id.clone()).unwrap_or_default(),
-                error,
-            }
+            replay_row(cell, answer, score, &errors)
         })
         .collect();
     if cache.values().any(|answer| answer.simulated) && !run.manifest.simulated {
@@ -377,7 +454,7 @@ async fn judge_answers(
         }
         wanted.push((cell.variant.clone(), cell.key.clone(), key));
     }
-    answer_all(run, queue, concurrency, cache, errors).await?;
+    answer_all(&run.answering(), queue, concurrency, cache, errors).await?;
     Ok(wanted
         .into_iter()
         .filter_map(|(variant, answer_key, judge_key)| {

@@ -105,6 +105,23 @@ impl FromStr for ScorerSpec {
     }
 }
 
+/// The spec as it is written, so that it parses back to itself.
+impl std::fmt::Display for ScorerSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::ExactMatch => f.write_str("exact_match"),
+            Self::ExactMatchCi => f.write_str("exact_match_ci"),
+            Self::Contains => f.write_str("contains"),
+            Self::Regex { pattern } => write!(f, "regex:{pattern}"),
+            Self::Numeric { tolerance } => write!(f, "numeric:{tolerance}"),
+            Self::JsonSchema { schema } => write!(f, "json_schema:{}", schema.display()),
+            Self::JsonMatch => f.write_str("json_match"),
+            Self::F1 => f.write_str("f1"),
+            Self::Judge => f.write_str("judge"),
+        }
+    }
+}
+
 /// A score in [0, 1] with feedback for the reflection step.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Score {
@@ -411,6 +428,25 @@ fn f1(output: &str, expected: &str) -> Score {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn specs_print_as_they_are_written() {
+        for written in [
+            "exact_match",
+            "exact_match_ci",
+            "contains",
+            "regex:^(yes|no)$",
+            "numeric:0.5",
+            "json_schema:schemas/a.json",
+            "json_match",
+            "f1",
+            "judge",
+        ] {
+            let spec: ScorerSpec = written.parse().unwrap();
+            assert_eq!(spec.to_string(), written);
+            assert_eq!(spec.to_string().parse::<ScorerSpec>().unwrap(), spec);
+        }
+    }
 
     fn score(spec: &str, output: &str, expected: &str) -> Score {
         let spec: ScorerSpec = spec.parse().expect("spec parses");

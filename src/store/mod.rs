@@ -214,6 +214,15 @@ impl RunDir {
         Ok(Self { path })
     }
 
+    /// A folder of answers and tables that is not a run (a comparison of prompt files), with no
+    /// manifest; created when missing, reused when not.
+    pub fn folder(path: &Path) -> Result<Self, StoreError> {
+        std::fs::create_dir_all(path).map_err(io(path))?;
+        Ok(Self {
+            path: path.to_owned(),
+        })
+    }
+
     pub fn open(path: &Path) -> Result<Self, StoreError> {
         let manifest = path.join(MANIFEST_FILE);
         if !manifest.is_file() {

@@ -4,6 +4,7 @@
 mod account;
 mod cli;
 mod common;
+mod compare_prompts;
 mod dataset_files;
 mod embedded;
 mod evolution;

@@ -1,0 +1,265 @@
+//! Prompt files answered on a dataset, for `compare --prompts`: each prompt answers every row
+//! of the file on one model and each answer is scored. This is the replay step with no evolution
+//! before it: the same request cache, bounded concurrency, events and `replay.csv` rows, with one
+//! version per prompt file (named as the user gave it) and no variant.
+//!
+//! [`prepare`] checks everything that can be checked before a model is loaded or a request is
+//! sent; [`answer`] then asks only what `cache.jsonl` in the output folder does not hold yet.
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use thiserror::Error;
+
+use super::replay::{self, Answering, CellAt, Queue, queue_cell, replay_row};
+use super::{Event, Observer, RunError};
+use crate::dataset::{self, DatasetError, Row, RowProblem};
+use crate::inference::{ChatMessage, ChatRequest, Inference};
+use crate::prompt::{PromptFile, Template, TemplateError};
+use crate::score::{Scorer, ScorerError, ScorerSpec};
+use crate::store::{REPLAY_FILE, ReplayRow, RunDir};
+
+/// Row problems listed when a dataset has rows that cannot be used; the rest are counted.
+const PROBLEMS_SHOWN: usize = 20;
+
+/// What to answer, and how.
+#[derive(Debug, Clone)]
+pub struct PromptsJob {
+    pub dataset: PathBuf,
+    /// The column holding the expected output.
+    pub expected: String,
+    /// The prompts; the first is the reference the others are compared with.
+    pub prompts: Vec<PromptFile>,
+    pub model: String,
+    pub scorer: ScorerSpec,
+    pub temperature: f64,
+    pub max_tokens: Option<u32>,
+    /// Requests in flight at most; the key's rpm limit also applies.
+    pub concurrency: usize,
+    /// Only the first N data rows.
+    pub limit: Option<usize>,
+}
+
+#[derive(Debug, Error)]
+pub enum PromptsError {
+    #[error("{file}:{line}:{column}: {source}")]
+    Template {
+        file: String,
+        line: usize,
+        column: usize,
+        source: TemplateError,
+    },
+    #[error(
+        "{file}: placeholder {{{variable}}} is not a column of {dataset} (columns: {}){}",
+        columns.join(", "),
+        suggestion.as_ref().map_or(String::new(), |s| format!("; did you mean {{{s}}}?"))
+    )]
+    UnknownVariable {
+        file: String,
+        variable: String,
+        dataset: String,
+        columns: Vec<String>,
+        suggestion: Option<String>,
+    },
+    #[error(
+        "--expected: column {column:?} is not in the header of {dataset} (columns: {}){}",
+        columns.join(", "),
+        suggestion.as_ref().map_or(String::new(), |s| format!("; did you mean {s:?}?"))
+    )]
+    MissingExpected {
+        column: String,
+        dataset: String,
+        columns: Vec<String>,
+        suggestion: Option<String>,
+    },
+    #[error(
+        "{dataset}: {errors} row problem(s) make rows unusable; fix them or leave the rows out:\n{}",
+        problems.iter().map(|p| format!("  line {} (row {}): {}", p.line, p.row, p.kind)).collect::<Vec<_>>().join("\n")
+    )]
+    UnusableRows {
+        dataset: String,
+        errors: usize,
+        problems: Vec<RowProblem>,
+    },
+    #[error("{dataset}: no data rows to answer")]
+    NoRows { dataset: String },
+    #[error(
+        "--scorer judge needs a judge model and a rubric, which only an experiment file gives; compare with another scorer, or use `gepa-lab run`"
+    )]
+    Judge,
+    #[error("--scorer: {0}")]
+    Scorer(#[from] ScorerError),
+    #[error(transparent)]
+    Dataset(#[from] DatasetError),
+}
+
+/// The rows to answer, checked.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    pub rows: Vec<Row>,
+    /// Data rows in the file (the answered ones may be fewer, with a limit).
+    pub file_rows: usize,
+    /// SHA-256 of the dataset file.
+    pub sha256: String,
+    /// Problems that do not stop the comparison (empty inputs), for the terminal.
+    pub warnings: Vec<String>,
+}
+
+/// What [`answer`] produced.
+#[derive(Debug, Clone)]
+pub struct Answered {
+    pub rows: Vec<ReplayRow>,
+    /// Some answer came from the test stand-in model.
+    pub simulated: bool,
+}
+
+/// Checks the prompts, the columns they use, the scorer and every row of the dataset, and reads
+/// the rows to answer. Nothing is sent.
+pub fn prepare(job: &PromptsJob) -> Result<Prepared, PromptsError> {
+    let dataset = job.dataset.display().to_string();
+    if matches!(job.scorer, ScorerSpec::Judge) {
+        return Err(PromptsError::Judge);
+    }
+    Scorer::new(&job.scorer, Path::new("."))?;
+    let header = dataset::read_header(&job.dataset)?;
+    let mut inputs: Vec<String> = Vec::new();
+    let mut seen = BTreeSet::new();
+    for prompt in &job.prompts {
+        let template = parse(prompt)?;
+        for variable in template.variables() {
+            if !header.names.iter().any(|name| name == variable) {
+                return Err(PromptsError::UnknownVariable {
+                    file: prompt.file.clone(),
+                    variable: variable.to_owned(),
+                    dataset,
+                    columns: header.names.clone(),
+                    suggestion: crate::suggest::closest(
+                        variable,
+                        header.names.iter().map(String::as_str),
+                    )
+                    .map(str::to_owned),
+                });
+            }
+            if seen.insert(variable.to_owned()) {
+                inputs.push(variable.to_owned());
+            }
+        }
+    }
+    let columns = header.columns(&inputs, &job.expected).map_err(|missing| {
+        PromptsError::MissingExpected {
+            column: job.expected.clone(),
+            dataset: dataset.clone(),
+            columns: header.names.clone(),
+            suggestion: missing.into_iter().find_map(|m| m.suggestion),
+        }
+    })?;
+    let scan = dataset::scan(&job.dataset, &columns, PROBLEMS_SHOWN)?;
+    if scan.error_count > 0 {
+        return Err(PromptsError::UnusableRows {
+            dataset,
+            errors: scan.error_count,
+            problems: scan
+                .problems
+                .into_iter()
+                .filter(|p| p.severity == dataset::Severity::Error)
+                .collect(),
+        });
+    }
+    let warnings = scan
+        .problems
+        .iter()
+        .map(|p| format!("{dataset}: line {} (row {}): {}", p.line, p.row, p.kind))
+        .collect();
+    let wanted = job.limit.map_or(scan.rows, |limit| limit.min(scan.rows));
+    if wanted == 0 {
+        return Err(PromptsError::NoRows { dataset });
+    }
+    let indices: Vec<usize> = (0..wanted).collect();
+    Ok(Prepared {
+        rows: dataset::read_rows(&job.dataset, &columns, &indices)?,
+        file_rows: scan.rows,
+        sha256: scan.sha256,
+        warnings,
+    })
+}
+
+fn parse(prompt: &PromptFile) -> Result<Template, PromptsError> {
+    Template::parse(&prompt.text).map_err(|source| {
+        let (line, column) = source.position();
+        PromptsError::Template {
+            file: prompt.file.clone(),
+            line,
+            column,
+            source,
+        }
+    })
+}
+
+/// Where [`answer`] keeps what it gets.
+pub struct Folders<'a> {
+    /// Holds `cache.jsonl`: answers by a hash of the request, so it can be shared by every
+    /// comparison; only what it lacks is asked.
+    pub cache: &'a RunDir,
+    /// Receives `events.jsonl` and `replay.csv` of this comparison.
+    pub output: &'a RunDir,
+}
+
+/// Answers every prompt on every prepared row (asking only what the cache lacks), scores the
+/// answers and writes them to `replay.csv` in the output folder.
+pub async fn answer(
+    job: &PromptsJob,
+    prepared: &Prepared,
+    inference: Arc<dyn Inference>,
+    folders: Folders<'_>,
+    observer: &dyn Observer,
+) -> Result<Answered, RunError> {
+    let answering = Answering {
+        inference,
+        cache: folders.cache,
+        events: folders.output,
+        observer,
+    };
+    let scorer = Scorer::new(&job.scorer, Path::new("."))?;
+    let mut cache = folders.cache.read_cache()?;
+    let mut errors: HashMap<String, String> = HashMap::new();
+    let mut queue = Queue::default();
+    let mut cells = Vec::new();
+    for prompt in &job.prompts {
+        let template = Template::parse(&prompt.text);
+        for row in &prepared.rows {
+            let at = CellAt {
+                variant: "",
+                version: &prompt.file,
+                model: &job.model,
+            };
+            cells.push(queue_cell(&mut queue, &cache, &template, row, at, |text| {
+                let mut request = ChatRequest::new(&job.model, vec![ChatMessage::user(text)]);
+                request.temperature = Some(job.temperature);
+                request.max_tokens = job.max_tokens;
+                request
+            }));
+        }
+    }
+    answering.emit(Event::ReplayPlanned {
+        requests: queue.requests(),
+        waiting: queue.cells(),
+        cached: cells.len() - queue.cells(),
+    })?;
+    replay::answer_all(&answering, queue, job.concurrency, &mut cache, &mut errors).await?;
+    let rows: Vec<ReplayRow> = cells
+        .iter()
+        .map(|cell| {
+            let answer = cache.get(&cell.key);
+            let score = answer.map_or_else(replay::no_answer, |a| {
+                scorer.score(&a.output, &cell.expected)
+            });
+            replay_row(cell, answer, score, &errors)
+        })
+        .collect();
+    let simulated = cells
+        .iter()
+        .filter_map(|cell| cache.get(&cell.key))
+        .any(|answer| answer.simulated);
+    folders.output.write_csv(REPLAY_FILE, &rows)?;
+    Ok(Answered { rows, simulated })
+}

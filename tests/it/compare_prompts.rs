@@ -1,0 +1,347 @@
+//! `compare --prompts A B --dataset FILE`: prompt files answered on a dataset through `serve`
+//! (whose stand-in model is deterministic), scored, compared with the report's statistics; and
+//! bad input refused before anything is sent.
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+use crate::common::Serve;
+
+const KEY: &str = "compare-key";
+
+/// A folder with `data.csv`: 40 reviews, whose `hint` repeats the label, so a prompt that
+/// offers only the hint is always right.
+fn with_dataset() -> tempfile::TempDir {
+    let temp = tempfile::tempdir().unwrap();
+    let mut csv = String::from("review,hint,label\n");
+    for i in 0..40 {
+        let label = if i % 3 == 0 { "negative" } else { "positive" };
+        csv.push_str(&format!("review number {i} was {label},{label},{label}\n"));
+    }
+    std::fs::write(temp.path().join("data.csv"), csv).unwrap();
+    temp
+}
+
+fn write(dir: &Path, name: &str, text: &str) {
+    std::fs::write(dir.join(name), text).unwrap();
+}
+
+fn compare(dir: &Path, url: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gepa-lab"))
+        .arg("compare")
+        .args(args)
+        .args(["--url", url])
+        .current_dir(dir)
+        .env("GEPA_LAB_INFERENCE_KEY", KEY)
+        .env_remove("GEPA_LAB_INFERENCE_RPM")
+        .output()
+        .expect("the gepa-lab binary runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Lines of the answer cache shared by every comparison under `reports/`.
+fn cached_answers(dir: &Path) -> usize {
+    std::fs::read_to_string(dir.join("reports/compare/cache.jsonl"))
+        .map_or(0, |text| text.lines().count())
+}
+
+const ARGS: [&str; 10] = [
+    "--prompts",
+    "a.txt",
+    "b.txt",
+    "--dataset",
+    "data.csv",
+    "--expected",
+    "label",
+    "--model",
+    "m",
+    "--json",
+];
+
+#[test]
+fn prompt_files_are_answered_scored_and_compared_on_the_dataset() {
+    let serve = Serve::start(&["sim:model=m"], &[&format!("{KEY}:100000")]);
+    let temp = with_dataset();
+    let dir = temp.path();
+    write(
+        dir,
+        "a.txt",
+        "Review: {review}\nAnswer with one of: positive, negative\n",
+    );
+    write(
+        dir,
+        "b.txt",
+        "Review: {review}\nAnswer with one of: {hint}, {hint}\n",
+    );
+
+    let output = compare(dir, &serve.url, &ARGS);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["subject"], "prompt");
+    assert_eq!(report["contenders"][0]["source"], "a.txt");
+    assert_eq!(report["contenders"][1]["source"], "b.txt");
+    assert_eq!(report["contenders"][0]["simulated"], true);
+
+    // The table the numbers come from: every prompt on every row, named as given.
+    let folder = std::fs::read_dir(dir.join("reports/compare"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_dir())
+        .expect("a comparison folder");
+    let mut reader = csv::Reader::from_path(folder.join("replay.csv")).unwrap();
+    let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+    assert_eq!(rows.len(), 80);
+    let headers = reader.headers().unwrap().clone();
+    let column = |name: &str| headers.iter().position(|h| h == name).unwrap();
+    let (version, expected, answer) = (column("version"), column("expected"), column("output"));
+    let right = |prompt: &str| -> Vec<bool> {
+        rows.iter()
+            .filter(|r| &r[version] == prompt)
+            .map(|r| r[answer].trim() == r[expected].trim())
+            .collect()
+    };
+    let (a, b) = (right("a.txt"), right("b.txt"));
+    assert_eq!((a.len(), b.len()), (40, 40));
+    assert!(b.iter().all(|&ok| ok), "the hint is always the label");
+    let a_right = a.iter().filter(|&&ok| ok).count();
+    assert!(
+        a_right > 5 && a_right < 35,
+        "a picks labels by hash: {a_right}"
+    );
+
+    // Means, the paired counts and the verdict, against the rows just counted.
+    let mean_a = report["contenders"][0]["mean"].as_f64().unwrap();
+    assert!((mean_a - a_right as f64 / 40.0).abs() < 1e-12);
+    assert_eq!(report["contenders"][1]["mean"].as_f64(), Some(1.0));
+    let comparison = &report["comparisons"][0];
+    assert_eq!(comparison["rows"], 40);
+    assert_eq!(comparison["only_a"], 0);
+    assert_eq!(comparison["only_b"], 40 - a_right);
+    assert_eq!(comparison["verdict"], "better");
+    assert!(comparison["p_value"].as_f64().unwrap() < 0.001);
+    assert!(
+        comparison["sentence"]
+            .as_str()
+            .unwrap()
+            .contains("40 dataset rows")
+    );
+    assert!(folder.join("summary.md").is_file() && folder.join("compare.json").is_file());
+    assert_eq!(cached_answers(dir), 80);
+
+    // The same comparison again asks nothing; a changed prompt asks only its own rows.
+    let again = compare(dir, &serve.url, &ARGS);
+    assert!(again.status.success());
+    assert!(
+        text(&again.stderr).contains("0 request(s) to send, 80 answer(s) already cached"),
+        "{}",
+        text(&again.stderr)
+    );
+    assert_eq!(
+        serde_json::from_slice::<Value>(&again.stdout).unwrap(),
+        report
+    );
+    write(
+        dir,
+        "b.txt",
+        "Review: {review}\nAnswer with one of: negative, positive\n",
+    );
+    let changed = compare(dir, &serve.url, &ARGS);
+    assert!(
+        text(&changed.stderr).contains("40 request(s) to send, 40 answer(s) already cached"),
+        "{}",
+        text(&changed.stderr)
+    );
+    assert_eq!(cached_answers(dir), 120);
+
+    let mut markdown_args = ARGS.to_vec();
+    markdown_args.pop();
+    markdown_args.push("--markdown");
+    let markdown = text(&compare(dir, &serve.url, &markdown_args).stdout);
+    assert!(markdown.contains("**Simulated:**"), "{markdown}");
+    assert!(
+        markdown.contains("| prompt | model | mean (95% CI) |"),
+        "{markdown}"
+    );
+    assert!(markdown.contains("| a.txt | m |"), "{markdown}");
+}
+
+#[test]
+fn failed_answers_are_left_out_and_counted() {
+    // Every third request gets a 503 (no node for the model), which is not retried; those rows
+    // stay in the table with their error and are not paired.
+    let serve = Serve::start(
+        &["sim:model=m,faults=ok*2/503,cycle=3"],
+        &[&format!("{KEY}:100000")],
+    );
+    let temp = with_dataset();
+    let dir = temp.path();
+    write(
+        dir,
+        "a.txt",
+        "{review}\nAnswer with one of: positive, negative",
+    );
+    write(
+        dir,
+        "b.txt",
+        "{review}\nOne of: positive, negative. Be brief.",
+    );
+    let mut args = ARGS.to_vec();
+    args.extend(["--concurrency", "1"]);
+    let output = compare(dir, &serve.url, &args);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("answers failed and are left out"),
+        "{stderr}"
+    );
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let answered = |i: usize| report["contenders"][i]["rows"].as_u64().unwrap();
+    assert!(answered(0) < 40 && answered(1) < 40, "{report}");
+    assert!(report["comparisons"][0]["rows"].as_u64().unwrap() <= answered(0).min(answered(1)));
+}
+
+#[test]
+fn bad_input_is_refused_before_anything_is_sent() {
+    let temp = with_dataset();
+    let dir = temp.path();
+    write(
+        dir,
+        "good.txt",
+        "Review: {review}\nAnswer with one of: positive, negative",
+    );
+    write(dir, "typo.txt", "Review: {reviw}");
+    write(dir, "unclosed.txt", "Review:\n {review");
+    write(
+        dir,
+        "empty_label.csv",
+        "review,label\nfine,positive\n\"two\nlines\",  \n",
+    );
+    // Nothing listens here: a request would fail with exit 3, not be refused with exit 1.
+    let url = "http://127.0.0.1:9";
+    let cases: [(&[&str], &str); 7] = [
+        (
+            &[
+                "--prompts",
+                "good.txt",
+                "typo.txt",
+                "--dataset",
+                "data.csv",
+                "--expected",
+                "label",
+            ],
+            "typo.txt: placeholder {reviw} is not a column of data.csv (columns: review, hint, label); did you mean {review}?",
+        ),
+        (
+            &[
+                "--prompts",
+                "good.txt",
+                "unclosed.txt",
+                "--dataset",
+                "data.csv",
+                "--expected",
+                "label",
+            ],
+            "unclosed.txt:2:2: unclosed `{`",
+        ),
+        (
+            &[
+                "--prompts",
+                "good.txt",
+                "good.txt",
+                "--dataset",
+                "data.csv",
+                "--expected",
+                "labl",
+            ],
+            "--expected: column \"labl\" is not in the header of data.csv (columns: review, hint, label); did you mean \"label\"?",
+        ),
+        (
+            &["--prompts", "good.txt", "good.txt", "--dataset", "data.csv"],
+            "--expected: column \"expected\" is not in the header",
+        ),
+        (
+            &[
+                "--prompts",
+                "good.txt",
+                "good.txt",
+                "--dataset",
+                "empty_label.csv",
+                "--expected",
+                "label",
+            ],
+            "line 3 (row 2): column \"label\" (expected output) is empty",
+        ),
+        (
+            &[
+                "--prompts",
+                "good.txt",
+                "missing.txt",
+                "--dataset",
+                "data.csv",
+                "--expected",
+                "label",
+            ],
+            "missing.txt: cannot read the prompt file",
+        ),
+        (
+            &[
+                "--prompts",
+                "good.txt",
+                "good.txt",
+                "--dataset",
+                "data.csv",
+                "--expected",
+                "label",
+                "--scorer",
+                "judge",
+            ],
+            "--scorer judge needs a judge model and a rubric",
+        ),
+    ];
+    for (args, message) in cases {
+        let output = compare(dir, url, args);
+        let stderr = text(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+    }
+    assert!(
+        !dir.join("reports").exists(),
+        "nothing was asked or written"
+    );
+
+    // Usage errors: one prompt, no dataset, run directories and prompts together.
+    for args in [
+        &["--prompts", "good.txt", "--dataset", "data.csv"][..],
+        &["--prompts", "good.txt", "good.txt"],
+        &[
+            "run-a",
+            "run-b",
+            "--prompts",
+            "good.txt",
+            "good.txt",
+            "--dataset",
+            "data.csv",
+        ],
+        &[
+            "--prompts",
+            "good.txt",
+            "good.txt",
+            "--dataset",
+            "data.csv",
+            "--concurrency",
+            "0",
+        ],
+    ] {
+        let output = compare(dir, url, args);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            text(&output.stderr)
+        );
+    }
+}
