@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::context::ComparisonView;
-use super::format::{number, p_value, signed};
+use super::format::{number, p_value};
 use super::load::{RunData, load};
 use super::{DatasetMismatch, ReportError, stats, terminal};
 use crate::prompt::PromptFile;
@@ -131,12 +131,7 @@ impl CompareReport {
                     c.b.clone(),
                     c.a.clone(),
                     c.rows.to_string(),
-                    format!(
-                        "{} ({} to {})",
-                        signed(Some(c.difference)),
-                        signed(c.ci_low),
-                        signed(c.ci_high)
-                    ),
+                    c.difference_text(),
                     p_value(c.p_value),
                     c.verdict_text.clone(),
                 ]
@@ -196,12 +191,7 @@ impl CompareReport {
                 esc(&contender.source),
                 esc(&contender.model),
                 contender.scores(),
-                comparison.map_or("reference".into(), |c| format!(
-                    "{} ({} to {})",
-                    signed(Some(c.difference)),
-                    signed(c.ci_low),
-                    signed(c.ci_high)
-                )),
+                comparison.map_or("reference".into(), |c| c.difference_text()),
                 comparison.map_or("–".into(), |c| p_value(c.p_value)),
                 comparison.map_or("–".into(), |c| c.verdict_text.clone()),
             ));

@@ -10,7 +10,7 @@ use crate::score::ScorerSpec;
 use crate::store::{Backend, ReplayRow};
 
 use super::diff::{DiffStats, Segment, word_diff};
-use super::format::p_phrase;
+use super::format::{self, p_phrase};
 use super::load::{Execution, RunData};
 use super::stats::{self, PairedComparison, Verdict};
 use super::tables::{HistoryTotals, VersionTotals};
@@ -572,6 +572,16 @@ fn row_table(answers: &Answers<'_>, execution: &Execution, model: &str) -> RowTa
 }
 
 impl ComparisonView {
+    /// The difference with its 95% interval, as the tables print it: `+0.050 (-0.050 to +0.150)`.
+    pub fn difference_text(&self) -> String {
+        format!(
+            "{} ({} to {})",
+            format::signed(Some(self.difference)),
+            format::signed(self.ci_low),
+            format::signed(self.ci_high)
+        )
+    }
+
     /// The view of one paired comparison. `scope` names the rows in its sentence: "holdout" for
     /// a run's holdout rows, "dataset" for the rows of a dataset file.
     pub fn new(
@@ -620,7 +630,11 @@ fn sentence(
         );
     }
     let interval = c.interval.map_or(String::new(), |i| {
-        format!(" (95% CI {} to {})", signed(i.low), signed(i.high))
+        format!(
+            " (95% CI {} to {})",
+            format::signed(Some(i.low)),
+            format::signed(Some(i.high))
+        )
     });
     let test = match c.mcnemar {
         Some(m) => format!(
@@ -649,12 +663,8 @@ fn sentence(
         c.rows,
         c.mean_b,
         c.mean_a,
-        signed(c.difference)
+        format::signed(Some(c.difference))
     )
-}
-
-fn signed(x: f64) -> String {
-    format!("{x:+.3}")
 }
 
 fn headline(run: &RunData, comparisons: &[ComparisonView]) -> Option<ComparisonView> {

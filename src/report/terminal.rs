@@ -2,7 +2,7 @@
 //! headline sentence, and one aligned table of seed-against-best comparisons. Plain text, no
 //! colour codes, so it reads the same in a CI log.
 use super::context::ReportContext;
-use super::format::{number, p_value, signed};
+use super::format::{number, p_value};
 
 /// Columns padded to their widest cell; the last column is not padded.
 pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
@@ -69,12 +69,7 @@ pub fn summary(context: &ReportContext) -> String {
                 c.rows.to_string(),
                 number(Some(c.mean_a), 3),
                 number(Some(c.mean_b), 3),
-                format!(
-                    "{} ({} to {})",
-                    signed(Some(c.difference)),
-                    signed(c.ci_low),
-                    signed(c.ci_high)
-                ),
+                c.difference_text(),
                 p_value(c.p_value),
                 c.verdict_text.clone(),
             ]
