@@ -22,7 +22,7 @@ use crate::wallet::Address;
 pub const CONFIG_ENV: &str = "GEPA_LAB_CONFIG";
 
 const HEADER: &str = "\
-# gepa-lab account settings, written by `gepa-lab auth wallet` and `gepa-lab credits topup`.
+# gepa-lab account settings, written by `gepa-lab auth wallet`, `auth key` and `credits topup`.
 # It holds API keys: keep it readable only by you (mode 0600), or gepa-lab refuses to read it.
 ";
 

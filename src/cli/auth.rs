@@ -1,4 +1,6 @@
 //! `gepa-lab auth wallet`: log in with the wallet, and keep the API key it yields.
+//! `gepa-lab auth key`: keep an API key issued elsewhere (the evolution service's, say), read
+//! from standard input so that it never stands on a command line.
 use std::num::NonZeroU32;
 use std::process::ExitCode;
 
@@ -21,6 +23,30 @@ enum AuthCommand {
     /// Sign the login text with the wallet, get an API key, and store it (with its tier and
     /// rpmLimit) in the config file. The key is never printed.
     Wallet(WalletLogin),
+    /// Read an API key from standard input (one line) and store it in the config file for one
+    /// service, where `run`, `executions`, `batch`, `chat` and the rest find it when no key is
+    /// set in the environment. The key is never printed.
+    Key(StoreKey),
+}
+
+#[derive(Debug, clap::Args)]
+struct StoreKey {
+    /// Which service the key is for; its address comes from --url, else from
+    /// GEPA_LAB_EVOLUTION_URL or GEPA_LAB_INFERENCE_URL, else the public service's.
+    #[arg(value_enum)]
+    service: Service,
+    /// The service's base URL, when it is not the public one.
+    #[arg(long = "url")]
+    base_url: Option<String>,
+    /// The key's requests-per-minute limit, used to pace requests (inference keys).
+    #[arg(long)]
+    rpm: Option<NonZeroU32>,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum Service {
+    Evolution,
+    Inference,
 }
 
 #[derive(Debug, clap::Args)]
@@ -38,6 +64,7 @@ struct WalletLogin {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.command {
         AuthCommand::Wallet(login) => wallet(login),
+        AuthCommand::Key(store) => key(store),
     }
 }
 
@@ -79,5 +106,42 @@ fn wallet(args: WalletLogin) -> anyhow::Result<ExitCode> {
     println!("tier: {}", grant.tier);
     println!("rpmLimit: {}", grant.rpm_limit);
     println!("API key stored in {} (not shown)", path.display());
+    Ok(ExitCode::from(exit::OK))
+}
+
+fn key(args: StoreKey) -> anyhow::Result<ExitCode> {
+    let base_url = match (&args.base_url, args.service) {
+        (Some(url), _) => url.clone(),
+        (None, Service::Evolution) => crate::evolution::EvolutionConfig::from_env().base_url,
+        (None, Service::Inference) => std::env::var("GEPA_LAB_INFERENCE_URL")
+            .ok()
+            .filter(|url| !url.trim().is_empty())
+            .unwrap_or_else(|| DEFAULT_BASE_URL.to_owned()),
+    };
+    let path = config_path()?;
+    let mut config = UserConfig::load(&path)?;
+    let mut line = zeroize::Zeroizing::new(String::new());
+    std::io::stdin()
+        .read_line(&mut line)
+        .context("reading the key from standard input")?;
+    let key = match super::inference_args::parse_secret(&line) {
+        Ok(key) => key,
+        Err(reason) => {
+            eprintln!(
+                "error: standard input: {reason}; pipe the key in, as in `printf %s \"$KEY\" | gepa-lab auth key evolution`"
+            );
+            return Ok(ExitCode::from(exit::INVALID));
+        }
+    };
+    let account = config.service_mut(&base_url);
+    account.key = Some(key);
+    if args.rpm.is_some() {
+        account.rpm_limit = args.rpm;
+    }
+    config.save(&path)?;
+    println!(
+        "API key for {base_url} stored in {} (not shown)",
+        path.display()
+    );
     Ok(ExitCode::from(exit::OK))
 }

@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use anyhow::Context;
 
+use super::keys::{self, Credential};
 use crate::evolution::{
     EvolutionConfig, HttpEvolution, LocalEvolution, LocalSettings, ModelSettings,
 };
-use crate::http::Secret;
 use crate::inference::embedded::{LOCAL, REFLECTION_MODEL, models_dir};
 use crate::inference::{
     EmbeddedModel, HttpInference, Inference, InferenceConfig, ModelRouter, is_local_model,
@@ -41,29 +41,41 @@ impl FromStr for BackendChoice {
     }
 }
 
-fn env_secret(name: &str) -> Option<Secret> {
-    std::env::var(name)
-        .ok()
-        .filter(|value| !value.trim().is_empty())
-        .map(|value| Secret::new(value.trim()))
+const EVOLUTION_KEY: &str = "GEPA_LAB_EVOLUTION_KEY";
+const INFERENCE_KEY: &str = "GEPA_LAB_INFERENCE_KEY";
+
+/// The keys of the public services: from their environment variables, else from the config file
+/// (filed under the services' URLs by `auth key` and `auth wallet`).
+fn public_keys() -> anyhow::Result<(Credential, Credential)> {
+    Ok((
+        keys::for_service(
+            keys::from_env(EVOLUTION_KEY),
+            &EvolutionConfig::from_env().base_url,
+        )?,
+        keys::for_service(keys::from_env(INFERENCE_KEY), &inference_url())?,
+    ))
 }
 
-/// The backend to use: the one asked for, else `remote` when both service keys are set, else
-/// `local`. The note says why, for the terminal.
-pub fn resolve(asked: Option<BackendChoice>) -> (BackendChoice, Option<String>) {
+/// The backend to use: the one asked for, else `remote` when keys for both public services are
+/// at hand, else `local`. The note says why, for the terminal.
+pub fn resolve(asked: Option<BackendChoice>) -> anyhow::Result<(BackendChoice, Option<String>)> {
     if let Some(choice) = asked {
-        return (choice, None);
+        return Ok((choice, None));
     }
-    let evolution = env_secret("GEPA_LAB_EVOLUTION_KEY").is_some();
-    let inference = env_secret("GEPA_LAB_INFERENCE_KEY").is_some();
-    if evolution && inference {
-        (BackendChoice::Remote, Some("GEPA_LAB_EVOLUTION_KEY and GEPA_LAB_INFERENCE_KEY are set: using the public services".into()))
+    let (evolution, inference) = public_keys()?;
+    Ok(if evolution.key.is_some() && inference.key.is_some() {
+        (
+            BackendChoice::Remote,
+            Some("keys for both public services found (environment or config file): using the public services".into()),
+        )
     } else {
         (
             BackendChoice::Local,
-            Some("no service keys set (GEPA_LAB_EVOLUTION_KEY, GEPA_LAB_INFERENCE_KEY): running locally with the built-in GEPA engine and the embedded model".into()),
+            Some(format!(
+                "no keys for both public services ({EVOLUTION_KEY} and {INFERENCE_KEY}, or `gepa-lab auth key`): running locally with the built-in GEPA engine and the embedded model"
+            )),
         )
-    }
+    })
 }
 
 /// Whether running on this backend can cost money, and so asks for confirmation.
@@ -153,47 +165,54 @@ pub fn build(choice: &BackendChoice, replay_models: &[String]) -> anyhow::Result
             })
         }
         BackendChoice::Remote => {
-            let evolution = EvolutionConfig::from_env();
-            let key = env_secret("GEPA_LAB_INFERENCE_KEY");
+            let (evolution, inference) = public_keys()?;
+            let Some(evolution_key) = evolution.key else {
+                anyhow::bail!(
+                    "no key for the evolution API: set {EVOLUTION_KEY}, or store one with `gepa-lab auth key evolution`"
+                );
+            };
             anyhow::ensure!(
-                evolution.key.is_some(),
-                "GEPA_LAB_EVOLUTION_KEY is not set; the remote backend needs it"
+                inference.key.is_some(),
+                "no key for the inference API: set {INFERENCE_KEY}, or run `gepa-lab auth wallet` or `gepa-lab auth key inference`"
             );
-            anyhow::ensure!(
-                key.is_some(),
-                "GEPA_LAB_INFERENCE_KEY is not set; the remote backend needs it"
-            );
+            let evolution_config =
+                EvolutionConfig::new(EvolutionConfig::from_env().base_url, Some(evolution_key));
             Ok(Backends {
-                evolution: Arc::new(HttpEvolution::new(evolution)?),
+                evolution: Arc::new(HttpEvolution::new(evolution_config)?),
                 inference: Arc::new(ModelRouter::new(
                     embedded,
-                    Some(http_inference(&inference_url(), key)?),
+                    Some(http_inference(&inference_url(), inference)?),
                 )),
                 description: describe(choice),
             })
         }
         BackendChoice::Url(url) => {
             // One server speaks both APIs; its keys work for both halves.
-            let key = env_secret("GEPA_LAB_INFERENCE_KEY")
-                .or_else(|| env_secret("GEPA_LAB_EVOLUTION_KEY"));
-            let evolution_key = env_secret("GEPA_LAB_EVOLUTION_KEY").or_else(|| key.clone());
+            let given = keys::from_env(INFERENCE_KEY).or_else(|| keys::from_env(EVOLUTION_KEY));
+            let inference = keys::for_service(given, url)?;
+            let evolution_key = keys::from_env(EVOLUTION_KEY).or_else(|| inference.key.clone());
             Ok(Backends {
                 evolution: Arc::new(HttpEvolution::new(EvolutionConfig::new(
                     url.clone(),
                     evolution_key,
                 ))?),
-                inference: Arc::new(ModelRouter::new(embedded, Some(http_inference(url, key)?))),
+                inference: Arc::new(ModelRouter::new(
+                    embedded,
+                    Some(http_inference(url, inference)?),
+                )),
                 description: describe(choice),
             })
         }
     }
 }
 
-fn http_inference(url: &str, key: Option<Secret>) -> anyhow::Result<Arc<dyn Inference>> {
-    let mut config = InferenceConfig::new(url.to_owned(), key);
+/// An inference client for `url`, paced to `GEPA_LAB_INFERENCE_RPM` or else the stored limit.
+fn http_inference(url: &str, credential: Credential) -> anyhow::Result<Arc<dyn Inference>> {
+    let mut config = InferenceConfig::new(url.to_owned(), credential.key);
     config.rpm = std::env::var("GEPA_LAB_INFERENCE_RPM")
         .ok()
-        .and_then(|rpm| rpm.trim().parse().ok());
+        .and_then(|rpm| rpm.trim().parse().ok())
+        .or(credential.rpm);
     Ok(Arc::new(
         HttpInference::new(config).with_context(|| format!("inference API at {url}"))?,
     ))

@@ -13,18 +13,18 @@ pub struct EvolutionArgs {
     #[arg(long = "url", env = "GEPA_LAB_EVOLUTION_URL", default_value = DEFAULT_EVOLUTION_URL)]
     pub base_url: String,
     /// API key, sent as `x-api-key`. Prefer the environment variable: a command line is visible
-    /// to other users of the machine.
+    /// to other users of the machine. Without one, the key `auth key evolution` stored in the
+    /// config file for this URL is used.
     #[arg(long, env = "GEPA_LAB_EVOLUTION_KEY", hide_env_values = true, value_parser = parse_secret)]
     pub key: Option<Secret>,
 }
 
 impl EvolutionArgs {
+    /// A client with the given key, else the key the config file holds for this URL.
     pub fn client(&self) -> anyhow::Result<HttpEvolution> {
-        HttpEvolution::new(EvolutionConfig::new(
-            self.base_url.clone(),
-            self.key.clone(),
-        ))
-        .with_context(|| format!("evolution API at {}", self.base_url))
+        let credential = super::keys::for_service(self.key.clone(), &self.base_url)?;
+        HttpEvolution::new(EvolutionConfig::new(self.base_url.clone(), credential.key))
+            .with_context(|| format!("evolution API at {}", self.base_url))
     }
 }
 

@@ -4,7 +4,7 @@ use std::num::NonZeroU32;
 
 use anyhow::Context;
 
-use crate::account::{AccountClient, AccountConfig, UserConfig, config_path};
+use crate::account::{AccountClient, AccountConfig};
 use crate::http::Secret;
 use crate::inference::{DEFAULT_BASE_URL, HttpInference, InferenceConfig};
 
@@ -37,20 +37,11 @@ impl InferenceArgs {
     /// URL is used, with its rpmLimit for pacing; the file is not read at all when a key is
     /// given, so a broken config cannot stop a command that does not need it.
     pub fn credentials(&self) -> anyhow::Result<Credentials> {
-        if let Some(key) = &self.key {
-            return Ok(Credentials {
-                base_url: self.base_url.clone(),
-                key: Some(key.clone()),
-                rpm: self.rpm,
-            });
-        }
-        let path = config_path()?;
-        let config = UserConfig::load(&path)?;
-        let stored = config.service(&self.base_url);
+        let found = super::keys::for_service(self.key.clone(), &self.base_url)?;
         Ok(Credentials {
             base_url: self.base_url.clone(),
-            key: stored.and_then(|s| s.key.clone()),
-            rpm: self.rpm.or_else(|| stored.and_then(|s| s.rpm_limit)),
+            key: found.key,
+            rpm: self.rpm.or(found.rpm),
         })
     }
 

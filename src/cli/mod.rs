@@ -17,6 +17,7 @@ mod credits;
 mod evolution_args;
 mod executions;
 mod inference_args;
+mod keys;
 mod model;
 mod models;
 mod plan;

@@ -20,8 +20,9 @@ pub struct Args {
     #[arg(value_name = "FILE", required_unless_present = "resume")]
     files: Vec<PathBuf>,
     /// Where the services are: `remote` (the public APIs, keys from GEPA_LAB_EVOLUTION_KEY and
-    /// GEPA_LAB_INFERENCE_KEY), `local` (built-in engine and embedded model) or the URL of a
-    /// `gepa-lab serve`. Default: remote when both keys are set, else local.
+    /// GEPA_LAB_INFERENCE_KEY or the config file), `local` (built-in engine and embedded model)
+    /// or the URL of a `gepa-lab serve`. Default: remote when keys for both are at hand, else
+    /// local.
     #[arg(long, value_name = "remote|local|URL")]
     backend: Option<BackendChoice>,
     /// Folder that holds the run directories (`<out>/<name>/<run-id>/`).
@@ -61,7 +62,7 @@ const GATE_MISSED: u8 = 4;
 const EXECUTION_FAILED: u8 = 5;
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let (choice, note) = backends::resolve(args.backend.clone());
+    let (choice, note) = backends::resolve(args.backend.clone())?;
     if let Some(note) = note {
         eprintln!("{note}");
     }

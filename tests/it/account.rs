@@ -1045,3 +1045,110 @@ async fn empty_wallet_accounts_get_402_on_chat_when_credits_are_required() {
         (0, "0.00")
     );
 }
+
+/// `auth key` stores a key read from standard input; `executions` and `run --backend URL` then
+/// find it in the config file with no key in the environment, and send it to that URL only.
+#[test]
+fn stored_keys_serve_executions_and_run_without_environment_keys() {
+    use std::io::Write;
+
+    let serve = Serve::start(&["sim:model=m"], &[&format!("{API_KEY}:100000")]);
+    let user = User::new(&serve.url);
+    let command = |args: &[&str]| {
+        let mut command = user.command(args);
+        command
+            .env_remove("GEPA_LAB_EVOLUTION_KEY")
+            .env_remove("GEPA_LAB_EVOLUTION_URL");
+        command
+    };
+    let store = |service: &str, stdin: &str| {
+        let mut child = command(&["auth", "key", service, "--url", &serve.url])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+
+    // Before a key is stored, the service refuses the request.
+    let refused = command(&["executions", "list", "--url", &serve.url])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(3), "{}", text(&refused.stderr));
+
+    let empty = store("evolution", "  \n");
+    assert_eq!(empty.status.code(), Some(1));
+    assert!(text(&empty.stderr).contains("standard input: the key is empty"));
+
+    let stored = store("evolution", &format!("{API_KEY}\n"));
+    let stdout = ok(&stored);
+    assert!(
+        stdout.contains("stored in") && !stdout.contains(API_KEY),
+        "{stdout}"
+    );
+    assert_eq!(user.key(), API_KEY);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&user.config)
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    // Accepted now (serve holds no execution yet).
+    ok(&command(&["executions", "list", "--url", &serve.url])
+        .output()
+        .unwrap());
+
+    // A whole run against the same URL: both halves use the stored key.
+    let out = tempfile::tempdir().unwrap();
+    let experiment = crate::common::root().join("tests/fixtures/run_experiments/two_variants.toml");
+    let run = command(&[
+        "run",
+        "--backend",
+        &serve.url,
+        "--yes",
+        "--poll-interval",
+        "0.1",
+    ])
+    .arg("--out")
+    .arg(out.path())
+    .arg(&experiment)
+    .stdin(Stdio::null())
+    .output()
+    .unwrap();
+    let stdout = ok(&run);
+    assert!(stdout.contains("report: "), "{stdout}");
+    let listed = ok(&command(&["executions", "list", "--url", &serve.url])
+        .output()
+        .unwrap());
+    assert_eq!(listed.matches("completed").count(), 2, "{listed}");
+    let mut leaked = Vec::new();
+    for entry in walk(out.path()) {
+        if std::fs::read_to_string(&entry).is_ok_and(|t| t.contains(API_KEY)) {
+            leaked.push(entry);
+        }
+    }
+    assert!(leaked.is_empty(), "the key reached {leaked:?}");
+}
+
+fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
