@@ -165,7 +165,7 @@ pub fn write(report: &Report, run_dir: &Path) -> Result<Vec<PathBuf>, ReportErro
         Ok(())
     };
     for chart in report.charts.all() {
-        put(charts_dir.join(&chart.file), chart.svg.as_bytes())?;
+        put(charts_dir.join(chart.svg_file()), chart.svg.as_bytes())?;
     }
     put(run_dir.join(RESULTS_FILE), report.results_json.as_bytes())?;
     put(run_dir.join(SUMMARY_FILE), report.markdown.as_bytes())?;
