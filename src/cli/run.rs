@@ -207,7 +207,7 @@ fn unfinished_run(out: &Path, plan: &Plan) -> anyhow::Result<Option<PathBuf>> {
 fn finish(outcome: &Outcome, fail_under: Option<f64>) -> anyhow::Result<u8> {
     let summary = crate::runner::summary(&outcome.replay);
     // The report is rendered from the run directory alone, exactly as `gepa-lab report` does.
-    match crate::report::build(&outcome.dir.path) {
+    match crate::report::build(&outcome.dir.path, crate::report::RenderOptions::default()) {
         Ok(report) => {
             crate::report::write(&report, &outcome.dir.path)?;
             print!("{}", crate::report::summary_text(&report.context));

@@ -1,13 +1,22 @@
 //! The report's charts: score by generation for each execution, holdout score per version and
 //! model with 95% intervals, a per-row correctness heatmap, and latency and token use. Each chart
-//! is drawn by one function generic over plotters' `DrawingBackend`, into SVG (inlined in the
-//! page and written as `charts/<name>.svg`).
+//! is drawn by one function generic over plotters' `DrawingBackend`, once into SVG (inlined in
+//! the page and written as `charts/<name>.svg`) and, when asked, once more into a bitmap written
+//! as `charts/<name>.png`.
 //!
-//! SVG only: its `<text>` is laid out by whatever renders the page, so nothing here needs a font
-//! file or fontconfig, and a chart renders the same on a machine with no fonts at all. Labels are
-//! escaped by plotters' SVG backend; we still cut long ones to keep the layout sane.
+//! The SVG's `<text>` is laid out by whatever renders the page. The bitmap's text is drawn with
+//! DejaVu Sans, embedded in the binary (`assets/fonts/`), so a PNG has its text on a machine with
+//! no fonts installed: by `bitmap`, which also says why not by plotters. The font is registered
+//! with plotters' `ab_glyph` font support too, since plotters measures text with it on every
+//! backend. Labels are escaped by plotters' SVG backend; we still cut long ones to keep the
+//! layout sane.
+mod bitmap;
+
+use std::sync::OnceLock;
+
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use plotters::style::FontStyle;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde::Serialize;
 
@@ -15,18 +24,25 @@ use super::ReportError;
 use super::context::{ReportContext, RowTable};
 use super::load::{Execution, RunData};
 
-/// A chart ready to inline in the page and to write as `charts/<name>.svg`.
+/// A chart ready to inline in the page and to write as `charts/<name>.svg` (and `.png`).
 #[derive(Debug, Clone, Serialize)]
 pub struct Chart {
     pub title: String,
     /// The file name without its extension.
     pub name: String,
     pub svg: String,
+    /// The PNG file's bytes, when PNG charts were asked for.
+    #[serde(skip)]
+    pub png: Option<Vec<u8>>,
 }
 
 impl Chart {
     pub fn svg_file(&self) -> String {
         format!("{}.svg", self.name)
+    }
+
+    pub fn png_file(&self) -> String {
+        format!("{}.png", self.name)
     }
 }
 
@@ -56,6 +72,21 @@ const BUDGET_COLOUR: RGBColor = RGBColor(0x7a, 0x9a, 0x3a);
 const GRID: RGBColor = RGBColor(0xe4, 0xe6, 0xea);
 const ERROR_CELL: RGBColor = RGBColor(0xb8, 0xb8, 0xb8);
 
+/// Registers the embedded font under the family name the charts use, once per process. With
+/// plotters' `ab_glyph` feature every text style looks its family up in that table, the SVG
+/// backend's too (to measure text), so this runs before any chart is drawn.
+fn register_font() -> Drawn {
+    static REGISTERED: OnceLock<bool> = OnceLock::new();
+    let registered = *REGISTERED.get_or_init(|| {
+        plotters::style::register_font(FONT, FontStyle::Normal, bitmap::FONT_FILE).is_ok()
+    });
+    if registered {
+        Ok(())
+    } else {
+        Err("the embedded font DejaVuSans.ttf does not parse".into())
+    }
+}
+
 /// What a chart's drawing code returns: plotters' errors are generic over the backend, so they
 /// are kept as their message.
 type Drawn = Result<(), String>;
@@ -80,19 +111,60 @@ trait Drawing {
 }
 
 fn paint<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, drawing: &impl Drawing) -> Drawn {
+    register_font()?;
     root.fill(&WHITE).map_err(failed)?;
     drawing.draw(root)?;
     root.present().map_err(failed)
 }
 
-/// Draws a chart as SVG.
-fn chart(title: String, name: String, drawing: &impl Drawing) -> Result<Chart, ReportError> {
+/// Draws a chart as SVG and, if `png`, as PNG too.
+fn chart(
+    title: String,
+    name: String,
+    drawing: &impl Drawing,
+    png: bool,
+) -> Result<Chart, ReportError> {
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, drawing.size()).into_drawing_area();
         paint(&root, drawing).map_err(chart_error(&name))?;
     }
-    Ok(Chart { title, name, svg })
+    let png = if png {
+        let (width, height) = drawing.size();
+        let pixels = pixels(drawing).map_err(chart_error(&name))?;
+        Some(encode_png(&pixels, width, height).map_err(chart_error(&name))?)
+    } else {
+        None
+    };
+    Ok(Chart {
+        title,
+        name,
+        svg,
+        png,
+    })
+}
+
+/// Draws a chart into 8-bit RGB pixels, row by row.
+fn pixels(drawing: &impl Drawing) -> Result<Vec<u8>, String> {
+    let (width, height) = drawing.size();
+    let mut pixels = vec![0; width as usize * height as usize * 3];
+    {
+        let root = bitmap::Bitmap(BitMapBackend::with_buffer(&mut pixels, (width, height)))
+            .into_drawing_area();
+        paint(&root, drawing)?;
+    }
+    Ok(pixels)
+}
+
+fn encode_png(pixels: &[u8], width: u32, height: u32) -> Result<Vec<u8>, String> {
+    let mut bytes = Vec::new();
+    let mut encoder = png::Encoder::new(&mut bytes, width, height);
+    encoder.set_color(png::ColorType::Rgb);
+    encoder.set_depth(png::BitDepth::Eight);
+    let mut writer = encoder.write_header().map_err(failed)?;
+    writer.write_image_data(pixels).map_err(failed)?;
+    writer.finish().map_err(failed)?;
+    Ok(bytes)
 }
 
 /// Cuts a label to `max` characters, with an ellipsis.
@@ -106,8 +178,8 @@ fn cut(text: &str, max: usize) -> String {
     }
 }
 
-/// Draws every chart of the report.
-pub fn build(run: &RunData, context: &ReportContext) -> Result<Charts, ReportError> {
+/// Draws every chart of the report, as SVG and, if `png`, as PNG too.
+pub fn build(run: &RunData, context: &ReportContext, png: bool) -> Result<Charts, ReportError> {
     let mut charts = Charts::default();
     for execution in &run.executions {
         if execution.generations.is_empty() {
@@ -118,6 +190,7 @@ pub fn build(run: &RunData, context: &ReportContext) -> Result<Charts, ReportErr
             format!("{}: score by generation", execution.label),
             format!("score-by-generation-{}", file_part(&execution.label)),
             &ScoreByGeneration::new(execution, budget),
+            png,
         )?);
     }
     let intervals = holdout_rows(context);
@@ -126,11 +199,13 @@ pub fn build(run: &RunData, context: &ReportContext) -> Result<Charts, ReportErr
             "Holdout score per version and model (95% interval)".into(),
             "holdout".into(),
             &IntervalChart::new(intervals),
+            png,
         )?);
         charts.latency_tokens = Some(chart(
             "Latency and token use per version and model (means over answered rows)".into(),
             "latency-tokens".into(),
             &LatencyTokens::new(context),
+            png,
         )?);
     }
     let mut models: Vec<&str> = Vec::new();
@@ -149,6 +224,7 @@ pub fn build(run: &RunData, context: &ReportContext) -> Result<Charts, ReportErr
             format!("Per-row correctness on {model} (rows × versions)"),
             format!("heatmap-{}", file_part(model)),
             &Heatmap::new(&tables),
+            png,
         )?);
     }
     Ok(charts)
@@ -792,6 +868,70 @@ mod tests {
         assert_eq!(cut("abcdefghij", 5), "abcd…");
     }
 
+    /// A blank plot with a caption, to see text in the bitmap.
+    struct Captioned(&'static str);
+
+    impl Drawing for Captioned {
+        fn size(&self) -> (u32, u32) {
+            (240, 80)
+        }
+
+        fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Drawn {
+            ChartBuilder::on(root)
+                .caption(self.0, (FONT, 24))
+                .margin(4)
+                .build_cartesian_2d(0.0..1.0, 0.0..1.0)
+                .map_err(failed)?;
+            Ok(())
+        }
+    }
+
+    /// Whether any pixel in the rectangle is dark: text is black, antialiased at its edges.
+    fn dark_pixels(pixels: &[u8], width: u32, (x0, y0): (u32, u32), (x1, y1): (u32, u32)) -> usize {
+        (y0..y1)
+            .flat_map(|y| (x0..x1).map(move |x| ((y * width + x) * 3) as usize))
+            .filter(|&at| pixels[at..at + 3].iter().all(|&c| c < 96))
+            .count()
+    }
+
+    #[test]
+    fn text_is_drawn_into_the_bitmap_with_the_embedded_font() {
+        let titled = pixels(&Captioned("Score")).unwrap();
+        let untitled = pixels(&Captioned("")).unwrap();
+        // The caption sits in the top 30 pixels; nothing else is drawn there.
+        let title_dark = dark_pixels(&titled, 240, (0, 0), (240, 30));
+        assert!(
+            title_dark > 40,
+            "{title_dark} dark pixels where the title is"
+        );
+        assert_eq!(dark_pixels(&untitled, 240, (0, 0), (240, 30)), 0);
+        assert_ne!(titled, untitled);
+    }
+
+    #[test]
+    fn interval_chart_labels_are_drawn_into_the_bitmap() {
+        let row = |label: &str| IntervalRow {
+            label: label.into(),
+            mean: 0.5,
+            low: 0.4,
+            high: 0.6,
+            is_seed: true,
+            is_best: false,
+        };
+        let label = "budget-10 · seed";
+        // Spaces as long as the label give the same layout with no ink.
+        let blank = " ".repeat(label.chars().count());
+        let labelled = IntervalChart::new(vec![row(label)]);
+        let unlabelled = IntervalChart::new(vec![row(&blank)]);
+        assert_eq!(labelled.size(), unlabelled.size());
+        let (width, _) = labelled.size();
+        let label_box = ((0, 12), (labelled.left as u32 - 8, 12 + ROW_HEIGHT as u32));
+        let with = pixels(&labelled).unwrap();
+        let without = pixels(&unlabelled).unwrap();
+        assert!(dark_pixels(&with, width, label_box.0, label_box.1) > 40);
+        assert_eq!(dark_pixels(&without, width, label_box.0, label_box.1), 0);
+    }
+
     #[test]
     fn interval_chart_escapes_labels() {
         let chart = IntervalChart::new(vec![IntervalRow {
@@ -802,7 +942,9 @@ mod tests {
             is_seed: true,
             is_best: false,
         }]);
-        let svg = super::chart("t".into(), "t".into(), &chart).unwrap().svg;
+        let svg = super::chart("t".into(), "t".into(), &chart, false)
+            .unwrap()
+            .svg;
         assert!(svg.starts_with("<svg"), "{svg}");
         assert!(!svg.contains("<script>"), "{svg}");
     }
