@@ -2,6 +2,7 @@
 //! 20,000 replay rows (50 variants × seed + 3 versions × 100 holdout rows × 1 model). Measures
 //! `report::build` (read, check, tables, statistics, charts, HTML and Markdown) and
 //! `report::write`, and prints the peak resident memory a render adds. Target: under 2 s.
+//! `build_with_png` is the same render with `--png` (every chart drawn a second time, as PNG).
 //!
 //! `REPORT_BENCH_DIR=path` keeps the generated run directory there (to time the CLI on it).
 use std::collections::BTreeMap;
@@ -10,7 +11,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
-use gepa_lab::report;
+use gepa_lab::report::{self, RenderOptions};
 use gepa_lab::store::{HISTORY_FILE, HistoryRow, REPLAY_FILE, ReplayRow, RunDir};
 
 const VARIANTS: usize = 50;
@@ -139,10 +140,11 @@ fn main() {
         None => temp.path().to_owned(),
     };
     generate(&dir);
+    let options = RenderOptions::default();
 
     let before = peak_rss_kib();
     let start = Instant::now();
-    let first = report::build(&dir).expect("the generated run renders");
+    let first = report::build(&dir, options).expect("the generated run renders");
     let once = start.elapsed();
     let after = peak_rss_kib();
     let html_bytes = first.html.len();
@@ -154,9 +156,12 @@ fn main() {
         .configure_from_args();
     let mut group = criterion.benchmark_group("report_render");
     group.bench_function("build_50x100_20000_rows", |b| {
-        b.iter(|| black_box(report::build(&dir).expect("renders")))
+        b.iter(|| black_box(report::build(&dir, options).expect("renders")))
     });
-    let built = report::build(&dir).expect("renders");
+    group.bench_function("build_with_png", |b| {
+        b.iter(|| black_box(report::build(&dir, RenderOptions { png: true }).expect("renders")))
+    });
+    let built = report::build(&dir, options).expect("renders");
     group.bench_function("write_files", |b| {
         b.iter(|| black_box(report::write(&built, &dir).expect("writes")))
     });

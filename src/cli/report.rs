@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use super::exit;
-use crate::report::{self, HTML_FILE, ReportError};
+use crate::report::{self, HTML_FILE, RenderOptions, ReportError};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -14,6 +14,10 @@ pub struct Args {
     /// Open index.html in the desktop's browser afterwards (xdg-open, or open on macOS).
     #[arg(long)]
     open: bool,
+    /// Also write each chart as charts/<name>.png (text drawn with the embedded DejaVu Sans), for
+    /// a README or slides; index.html still inlines the SVG.
+    #[arg(long, conflicts_with = "context_json")]
+    png: bool,
     /// Print the report context (what the templates see) as JSON and write nothing: for
     /// debugging templates and for snapshot tests.
     #[arg(long, conflicts_with = "open")]
@@ -21,7 +25,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let report = match report::build(&args.run_dir) {
+    let report = match report::build(&args.run_dir, RenderOptions { png: args.png }) {
         Ok(report) => report,
         Err(err) => return Ok(report_error(&err)),
     };

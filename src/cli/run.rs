@@ -208,21 +208,22 @@ fn unfinished_run(out: &Path, plan: &Plan) -> anyhow::Result<Option<PathBuf>> {
 /// Prints the outcome and picks the exit status.
 fn finish(outcome: &Outcome, fail_under: Option<f64>) -> anyhow::Result<u8> {
     // The report is rendered from the run directory alone, exactly as `gepa-lab report` does.
-    let recommendation = match crate::report::build(&outcome.dir.path) {
-        Ok(report) => {
-            crate::report::write(&report, &outcome.dir.path)?;
-            print!("{}", crate::report::summary_text(&report.context));
-            println!(
-                "report: {}",
-                outcome.dir.file(crate::report::HTML_FILE).display()
-            );
-            report.context.recommendation()
-        }
-        Err(err) => {
-            eprintln!("the report could not be rendered: {err}");
-            None
-        }
-    };
+    let recommendation =
+        match crate::report::build(&outcome.dir.path, crate::report::RenderOptions::default()) {
+            Ok(report) => {
+                crate::report::write(&report, &outcome.dir.path)?;
+                print!("{}", crate::report::summary_text(&report.context));
+                println!(
+                    "report: {}",
+                    outcome.dir.file(crate::report::HTML_FILE).display()
+                );
+                report.context.recommendation()
+            }
+            Err(err) => {
+                eprintln!("the report could not be rendered: {err}");
+                None
+            }
+        };
     println!("run directory: {}", outcome.dir.path.display());
     let mut code = exit::OK;
     let failed: Vec<&str> = outcome

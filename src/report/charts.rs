@@ -1,12 +1,22 @@
-//! The report's charts, drawn with plotters' SVG backend: score by generation for each execution,
-//! holdout score per version and model with 95% intervals, a per-row correctness heatmap, and
-//! latency and token use.
+//! The report's charts: score by generation for each execution, holdout score per version and
+//! model with 95% intervals, a per-row correctness heatmap, and latency and token use. Each chart
+//! is drawn by one function generic over plotters' `DrawingBackend`, once into SVG (inlined in
+//! the page and written as `charts/<name>.svg`) and, when asked, once more into a bitmap written
+//! as `charts/<name>.png`.
 //!
-//! SVG only: its `<text>` is laid out by whatever renders the page, so nothing here needs a font
-//! file or fontconfig, and a chart renders the same on a machine with no fonts at all. Labels are
-//! escaped by plotters' SVG backend; we still cut long ones to keep the layout sane.
+//! The SVG's `<text>` is laid out by whatever renders the page. The bitmap's text is drawn with
+//! DejaVu Sans, embedded in the binary (`assets/fonts/`), so a PNG has its text on a machine with
+//! no fonts installed: by `bitmap`, which also says why not by plotters. The font is registered
+//! with plotters' `ab_glyph` font support too, since plotters measures text with it on every
+//! backend. Labels are escaped by plotters' SVG backend; we still cut long ones to keep the
+//! layout sane.
+mod bitmap;
+
+use std::sync::OnceLock;
+
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use plotters::style::FontStyle;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde::Serialize;
 
@@ -14,12 +24,26 @@ use super::ReportError;
 use super::context::{ReportContext, RowTable};
 use super::load::{Execution, RunData};
 
-/// A chart ready to inline in the page and to write as `charts/<file>`.
+/// A chart ready to inline in the page and to write as `charts/<name>.svg` (and `.png`).
 #[derive(Debug, Clone, Serialize)]
 pub struct Chart {
     pub title: String,
-    pub file: String,
+    /// The file name without its extension.
+    pub name: String,
     pub svg: String,
+    /// The PNG file's bytes, when PNG charts were asked for.
+    #[serde(skip)]
+    pub png: Option<Vec<u8>>,
+}
+
+impl Chart {
+    pub fn svg_file(&self) -> String {
+        format!("{}.svg", self.name)
+    }
+
+    pub fn png_file(&self) -> String {
+        format!("{}.png", self.name)
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -48,33 +72,99 @@ const BUDGET_COLOUR: RGBColor = RGBColor(0x7a, 0x9a, 0x3a);
 const GRID: RGBColor = RGBColor(0xe4, 0xe6, 0xea);
 const ERROR_CELL: RGBColor = RGBColor(0xb8, 0xb8, 0xb8);
 
-fn chart_error(chart: &str) -> impl Fn(Box<dyn std::fmt::Display>) -> ReportError + '_ {
-    move |err| ReportError::Chart {
-        chart: chart.to_owned(),
-        message: err.to_string(),
+/// Registers the embedded font under the family name the charts use, once per process. With
+/// plotters' `ab_glyph` feature every text style looks its family up in that table, the SVG
+/// backend's too (to measure text), so this runs before any chart is drawn.
+fn register_font() -> Drawn {
+    static REGISTERED: OnceLock<bool> = OnceLock::new();
+    let registered = *REGISTERED.get_or_init(|| {
+        plotters::style::register_font(FONT, FontStyle::Normal, bitmap::FONT_FILE).is_ok()
+    });
+    if registered {
+        Ok(())
+    } else {
+        Err("the embedded font DejaVuSans.ttf does not parse".into())
     }
 }
 
-/// Renders one chart into an SVG string; `draw` gets the whole drawing area.
-fn render(
-    name: &str,
-    size: (u32, u32),
-    draw: impl FnOnce(&DrawingArea<SVGBackend<'_>, Shift>) -> Result<(), Box<dyn std::fmt::Display>>,
-) -> Result<String, ReportError> {
+/// What a chart's drawing code returns: plotters' errors are generic over the backend, so they
+/// are kept as their message.
+type Drawn = Result<(), String>;
+
+fn failed(err: impl std::fmt::Display) -> String {
+    err.to_string()
+}
+
+fn chart_error(chart: &str) -> impl Fn(String) -> ReportError + '_ {
+    move |message| ReportError::Chart {
+        chart: chart.to_owned(),
+        message,
+    }
+}
+
+/// One chart's data, laid out in pixels, drawn the same way on any backend.
+trait Drawing {
+    /// Width and height in pixels.
+    fn size(&self) -> (u32, u32);
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Drawn;
+}
+
+fn paint<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, drawing: &impl Drawing) -> Drawn {
+    register_font()?;
+    root.fill(&WHITE).map_err(failed)?;
+    drawing.draw(root)?;
+    root.present().map_err(failed)
+}
+
+/// Draws a chart as SVG and, if `png`, as PNG too.
+fn chart(
+    title: String,
+    name: String,
+    drawing: &impl Drawing,
+    png: bool,
+) -> Result<Chart, ReportError> {
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
-        root.fill(&WHITE)
-            .map_err(boxed)
-            .map_err(chart_error(name))?;
-        draw(&root).map_err(chart_error(name))?;
-        root.present().map_err(boxed).map_err(chart_error(name))?;
+        let root = SVGBackend::with_string(&mut svg, drawing.size()).into_drawing_area();
+        paint(&root, drawing).map_err(chart_error(&name))?;
     }
-    Ok(svg)
+    let png = if png {
+        let (width, height) = drawing.size();
+        let pixels = pixels(drawing).map_err(chart_error(&name))?;
+        Some(encode_png(&pixels, width, height).map_err(chart_error(&name))?)
+    } else {
+        None
+    };
+    Ok(Chart {
+        title,
+        name,
+        svg,
+        png,
+    })
 }
 
-fn boxed<E: std::fmt::Display + 'static>(err: E) -> Box<dyn std::fmt::Display> {
-    Box::new(err.to_string())
+/// Draws a chart into 8-bit RGB pixels, row by row.
+fn pixels(drawing: &impl Drawing) -> Result<Vec<u8>, String> {
+    let (width, height) = drawing.size();
+    let mut pixels = vec![0; width as usize * height as usize * 3];
+    {
+        let root = bitmap::Bitmap(BitMapBackend::with_buffer(&mut pixels, (width, height)))
+            .into_drawing_area();
+        paint(&root, drawing)?;
+    }
+    Ok(pixels)
+}
+
+fn encode_png(pixels: &[u8], width: u32, height: u32) -> Result<Vec<u8>, String> {
+    let mut bytes = Vec::new();
+    let mut encoder = png::Encoder::new(&mut bytes, width, height);
+    encoder.set_color(png::ColorType::Rgb);
+    encoder.set_depth(png::BitDepth::Eight);
+    let mut writer = encoder.write_header().map_err(failed)?;
+    writer.write_image_data(pixels).map_err(failed)?;
+    writer.finish().map_err(failed)?;
+    Ok(bytes)
 }
 
 /// Cuts a label to `max` characters, with an ellipsis.
@@ -88,32 +178,35 @@ fn cut(text: &str, max: usize) -> String {
     }
 }
 
-pub fn build(run: &RunData, context: &ReportContext) -> Result<Charts, ReportError> {
+/// Draws every chart of the report, as SVG and, if `png`, as PNG too.
+pub fn build(run: &RunData, context: &ReportContext, png: bool) -> Result<Charts, ReportError> {
     let mut charts = Charts::default();
     for execution in &run.executions {
         if execution.generations.is_empty() {
             continue;
         }
         let budget = run.manifest.plan.executions[execution.index].start.budget;
-        let file = format!("score-by-generation-{}.svg", file_part(&execution.label));
-        charts.score_by_generation.push(Chart {
-            title: format!("{}: score by generation", execution.label),
-            svg: score_by_generation(execution, budget, &file)?,
-            file,
-        });
+        charts.score_by_generation.push(chart(
+            format!("{}: score by generation", execution.label),
+            format!("score-by-generation-{}", file_part(&execution.label)),
+            &ScoreByGeneration::new(execution, budget),
+            png,
+        )?);
     }
     let intervals = holdout_rows(context);
     if !intervals.is_empty() {
-        charts.holdout = Some(Chart {
-            title: "Holdout score per version and model (95% interval)".into(),
-            svg: interval_chart("holdout.svg", &intervals)?,
-            file: "holdout.svg".into(),
-        });
-        charts.latency_tokens = Some(Chart {
-            title: "Latency and token use per version and model (means over answered rows)".into(),
-            svg: latency_tokens("latency-tokens.svg", context)?,
-            file: "latency-tokens.svg".into(),
-        });
+        charts.holdout = Some(chart(
+            "Holdout score per version and model (95% interval)".into(),
+            "holdout".into(),
+            &IntervalChart::new(intervals),
+            png,
+        )?);
+        charts.latency_tokens = Some(chart(
+            "Latency and token use per version and model (means over answered rows)".into(),
+            "latency-tokens".into(),
+            &LatencyTokens::new(context),
+            png,
+        )?);
     }
     let mut models: Vec<&str> = Vec::new();
     for table in &context.row_tables {
@@ -127,12 +220,12 @@ pub fn build(run: &RunData, context: &ReportContext) -> Result<Charts, ReportErr
             .iter()
             .filter(|t| t.model == model)
             .collect();
-        let file = format!("heatmap-{}.svg", file_part(model));
-        charts.heatmaps.push(Chart {
-            title: format!("Per-row correctness on {model} (rows × versions)"),
-            svg: heatmap(&file, &tables)?,
-            file,
-        });
+        charts.heatmaps.push(chart(
+            format!("Per-row correctness on {model} (rows × versions)"),
+            format!("heatmap-{}", file_part(model)),
+            &Heatmap::new(&tables),
+            png,
+        )?);
     }
     Ok(charts)
 }
@@ -152,51 +245,92 @@ fn file_part(text: &str) -> String {
 
 /// Points for every generation's score, the best score so far as a step line, and the budget
 /// spent on a secondary axis when the history reports it.
-fn score_by_generation(
-    execution: &Execution,
+struct ScoreByGeneration {
+    /// (generation, score) of every generation.
+    points: Vec<(f64, f64)>,
+    best: Vec<(f64, f64)>,
+    /// (generation, budget used) where the history reports it.
+    spent: Vec<(f64, f64)>,
     budget: u64,
-    name: &str,
-) -> Result<String, ReportError> {
-    let generations = &execution.generations;
-    let last = generations
-        .iter()
-        .map(|g| g.generation)
-        .max()
-        .unwrap_or(0)
-        .max(1) as f64;
-    let low = generations.iter().map(|g| g.score).fold(0.0, f64::min);
-    let high = generations.iter().map(|g| g.score).fold(1.0, f64::max);
-    let spent: Vec<(f64, f64)> = generations
-        .iter()
-        .filter_map(|g| g.budget_used.map(|b| (f64::from(g.generation), b as f64)))
-        .collect();
-    let budget_top = spent
-        .iter()
-        .map(|(_, b)| *b)
-        .fold(budget as f64, f64::max)
-        .max(1.0);
-    let mut best = Vec::new();
-    let mut so_far = f64::NEG_INFINITY;
-    for g in generations {
-        let x = f64::from(g.generation);
-        if so_far.is_finite() && g.score > so_far {
+    last: f64,
+    low: f64,
+    high: f64,
+    budget_top: f64,
+}
+
+impl ScoreByGeneration {
+    fn new(execution: &Execution, budget: u64) -> Self {
+        let generations = &execution.generations;
+        let last = generations
+            .iter()
+            .map(|g| g.generation)
+            .max()
+            .unwrap_or(0)
+            .max(1) as f64;
+        let low = generations.iter().map(|g| g.score).fold(0.0, f64::min);
+        let high = generations.iter().map(|g| g.score).fold(1.0, f64::max);
+        let spent: Vec<(f64, f64)> = generations
+            .iter()
+            .filter_map(|g| g.budget_used.map(|b| (f64::from(g.generation), b as f64)))
+            .collect();
+        let budget_top = spent
+            .iter()
+            .map(|(_, b)| *b)
+            .fold(budget as f64, f64::max)
+            .max(1.0);
+        let mut best = Vec::new();
+        let mut so_far = f64::NEG_INFINITY;
+        for g in generations {
+            let x = f64::from(g.generation);
+            if so_far.is_finite() && g.score > so_far {
+                best.push((x, so_far));
+            }
+            so_far = so_far.max(g.score);
             best.push((x, so_far));
         }
-        so_far = so_far.max(g.score);
-        best.push((x, so_far));
+        best.push((last + 0.5, so_far));
+        Self {
+            points: generations
+                .iter()
+                .map(|g| (f64::from(g.generation), g.score))
+                .collect(),
+            best,
+            spent,
+            budget,
+            last,
+            low,
+            high,
+            budget_top,
+        }
     }
-    best.push((last + 0.5, so_far));
-    render(name, (560, 280), |root| {
+}
+
+impl Drawing for ScoreByGeneration {
+    fn size(&self) -> (u32, u32) {
+        (560, 280)
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Drawn {
+        let Self {
+            points,
+            best,
+            spent,
+            budget,
+            last,
+            low,
+            high,
+            budget_top,
+        } = self;
         let mut chart = ChartBuilder::on(root)
             .margin(10)
             .x_label_area_size(34)
             .y_label_area_size(44)
             .right_y_label_area_size(if spent.is_empty() { 10 } else { 54 })
-            .build_cartesian_2d(-0.5..last + 0.5, low..high * 1.04)
-            .map_err(boxed)?
+            .build_cartesian_2d(-0.5..last + 0.5, *low..high * 1.04)
+            .map_err(failed)?
             .set_secondary_coord(-0.5..last + 0.5, 0.0..budget_top * 1.04);
         // Generations are whole numbers: one label per generation up to 12, never a fraction.
-        let x_labels = (last as usize + 1).min(12);
+        let x_labels = (*last as usize + 1).min(12);
         chart
             .configure_mesh()
             .x_desc("generation")
@@ -215,7 +349,7 @@ fn score_by_generation(
             .label_style((FONT, 12))
             .axis_desc_style((FONT, 13))
             .draw()
-            .map_err(boxed)?;
+            .map_err(failed)?;
         if !spent.is_empty() {
             chart
                 .configure_secondary_axes()
@@ -224,30 +358,33 @@ fn score_by_generation(
                 .label_style((FONT, 12))
                 .axis_desc_style((FONT, 13))
                 .draw()
-                .map_err(boxed)?;
+                .map_err(failed)?;
             chart
                 .draw_secondary_series(LineSeries::new(
                     spent.iter().copied(),
                     BUDGET_COLOUR.stroke_width(2),
                 ))
-                .map_err(boxed)?
+                .map_err(failed)?
                 .label(format!("budget spent (of {budget})"))
                 .legend(|(x, y)| {
                     PathElement::new([(x, y), (x + 16, y)], BUDGET_COLOUR.stroke_width(2))
                 });
         }
         chart
-            .draw_series(LineSeries::new(best, BEST_COLOUR.stroke_width(2)))
-            .map_err(boxed)?
+            .draw_series(LineSeries::new(
+                best.iter().copied(),
+                BEST_COLOUR.stroke_width(2),
+            ))
+            .map_err(failed)?
             .label("best so far")
             .legend(|(x, y)| PathElement::new([(x, y), (x + 16, y)], BEST_COLOUR.stroke_width(2)));
         chart
             .draw_series(
-                generations.iter().map(|g| {
-                    Circle::new((f64::from(g.generation), g.score), 4, POINT_COLOUR.filled())
-                }),
+                points
+                    .iter()
+                    .map(|&point| Circle::new(point, 4, POINT_COLOUR.filled())),
             )
-            .map_err(boxed)?
+            .map_err(failed)?
             .label("generation")
             .legend(|(x, y)| Circle::new((x + 8, y), 4, POINT_COLOUR.filled()));
         chart
@@ -257,9 +394,9 @@ fn score_by_generation(
             .background_style(WHITE.mix(0.85))
             .border_style(GRID)
             .draw()
-            .map_err(boxed)?;
+            .map_err(failed)?;
         Ok(())
-    })
+    }
 }
 
 /// One line of the interval chart.
@@ -311,14 +448,52 @@ fn label_width(labels: impl Iterator<Item = usize>) -> i32 {
 }
 
 /// Points with horizontal interval bars, one line per version and model, on a 0–1 axis.
-fn interval_chart(name: &str, rows: &[IntervalRow]) -> Result<String, ReportError> {
-    let left = label_width(rows.iter().map(|r| r.label.chars().count()));
-    let width = 720;
-    let plot = width - left - 70;
-    let top = 12;
-    let height = top + ROW_HEIGHT * rows.len() as i32 + 44;
-    let x = move |v: f64| left + (v.clamp(0.0, 1.0) * f64::from(plot)).round() as i32;
-    render(name, (width as u32, height as u32), |root| {
+struct IntervalChart {
+    rows: Vec<IntervalRow>,
+    /// Width of the label column.
+    left: i32,
+    width: i32,
+    /// Width of the 0–1 axis.
+    plot: i32,
+    top: i32,
+    height: i32,
+}
+
+impl IntervalChart {
+    fn new(rows: Vec<IntervalRow>) -> Self {
+        let left = label_width(rows.iter().map(|r| r.label.chars().count()));
+        let width = 720;
+        let top = 12;
+        Self {
+            left,
+            width,
+            plot: width - left - 70,
+            top,
+            height: top + ROW_HEIGHT * rows.len() as i32 + 44,
+            rows,
+        }
+    }
+
+    fn x(&self, v: f64) -> i32 {
+        self.left + (v.clamp(0.0, 1.0) * f64::from(self.plot)).round() as i32
+    }
+}
+
+impl Drawing for IntervalChart {
+    fn size(&self) -> (u32, u32) {
+        (self.width as u32, self.height as u32)
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Drawn {
+        let Self {
+            rows,
+            left,
+            width,
+            plot,
+            top,
+            ..
+        } = self;
+        let x = |v| self.x(v);
         let label_style =
             TextStyle::from((FONT, 12).into_font()).pos(Pos::new(HPos::Right, VPos::Center));
         let tick_style =
@@ -326,15 +501,15 @@ fn interval_chart(name: &str, rows: &[IntervalRow]) -> Result<String, ReportErro
         let axis_y = top + ROW_HEIGHT * rows.len() as i32 + 4;
         for tick in 0..=10 {
             let v = f64::from(tick) / 10.0;
-            root.draw(&PathElement::new([(x(v), top), (x(v), axis_y)], GRID))
-                .map_err(boxed)?;
+            root.draw(&PathElement::new([(x(v), *top), (x(v), axis_y)], GRID))
+                .map_err(failed)?;
             if tick % 2 == 0 {
                 root.draw(&Text::new(
                     format!("{v:.1}"),
                     (x(v), axis_y + 4),
                     tick_style.clone(),
                 ))
-                .map_err(boxed)?;
+                .map_err(failed)?;
             }
         }
         root.draw(&Text::new(
@@ -342,7 +517,7 @@ fn interval_chart(name: &str, rows: &[IntervalRow]) -> Result<String, ReportErro
             (left + plot / 2, axis_y + 22),
             tick_style.clone(),
         ))
-        .map_err(boxed)?;
+        .map_err(failed)?;
         for (i, row) in rows.iter().enumerate() {
             let y = top + ROW_HEIGHT * i as i32 + ROW_HEIGHT / 2;
             let colour = if row.is_best {
@@ -357,96 +532,135 @@ fn interval_chart(name: &str, rows: &[IntervalRow]) -> Result<String, ReportErro
                 (left - 8, y),
                 label_style.clone(),
             ))
-            .map_err(boxed)?;
+            .map_err(failed)?;
             root.draw(&PathElement::new(
                 [(x(row.low), y), (x(row.high), y)],
                 colour.stroke_width(2),
             ))
-            .map_err(boxed)?;
+            .map_err(failed)?;
             for end in [row.low, row.high] {
                 root.draw(&PathElement::new(
                     [(x(end), y - 5), (x(end), y + 5)],
                     colour.stroke_width(2),
                 ))
-                .map_err(boxed)?;
+                .map_err(failed)?;
             }
             root.draw(&Circle::new((x(row.mean), y), 5, colour.filled()))
-                .map_err(boxed)?;
+                .map_err(failed)?;
             root.draw(&Text::new(
                 format!("{:.2}", row.mean),
                 (width - 60, y),
                 TextStyle::from((FONT, 12).into_font()).pos(Pos::new(HPos::Left, VPos::Center)),
             ))
-            .map_err(boxed)?;
+            .map_err(failed)?;
         }
         Ok(())
-    })
+    }
 }
 
 /// Mean latency and mean tokens (prompt + completion, stacked) per version and model, as two
 /// panels of horizontal bars sharing the labels.
-fn latency_tokens(name: &str, context: &ReportContext) -> Result<String, ReportError> {
-    struct Bar {
-        label: String,
-        latency: f64,
-        prompt: f64,
-        completion: f64,
-    }
-    let several = context.executions.len() > 1;
-    let bars: Vec<Bar> = context
-        .versions
-        .iter()
-        .flat_map(|v| {
-            let several_models = v.scores.len() > 1;
-            v.scores.iter().filter(|s| s.answered > 0).map(move |s| {
-                let mut label = if several {
-                    format!("{} · {}", v.execution, v.label)
-                } else {
-                    v.label.clone()
-                };
-                if several_models {
-                    label = format!("{label} · {}", s.model);
-                }
-                Bar {
-                    label,
-                    latency: s.mean_latency_ms.unwrap_or(0.0),
-                    prompt: s.mean_prompt_tokens.unwrap_or(0.0),
-                    completion: s.mean_completion_tokens.unwrap_or(0.0),
-                }
+struct LatencyTokens {
+    bars: Vec<Bar>,
+    /// Width of the label column.
+    left: i32,
+    width: i32,
+    /// Width of each panel.
+    panel: i32,
+    top: i32,
+    height: i32,
+    max_latency: f64,
+    max_tokens: f64,
+}
+
+/// One line of the latency and tokens chart: means over the answered rows.
+struct Bar {
+    label: String,
+    latency: f64,
+    prompt: f64,
+    completion: f64,
+}
+
+impl LatencyTokens {
+    fn new(context: &ReportContext) -> Self {
+        let several = context.executions.len() > 1;
+        let bars: Vec<Bar> = context
+            .versions
+            .iter()
+            .flat_map(|v| {
+                let several_models = v.scores.len() > 1;
+                v.scores.iter().filter(|s| s.answered > 0).map(move |s| {
+                    let mut label = if several {
+                        format!("{} · {}", v.execution, v.label)
+                    } else {
+                        v.label.clone()
+                    };
+                    if several_models {
+                        label = format!("{label} · {}", s.model);
+                    }
+                    Bar {
+                        label,
+                        latency: s.mean_latency_ms.unwrap_or(0.0),
+                        prompt: s.mean_prompt_tokens.unwrap_or(0.0),
+                        completion: s.mean_completion_tokens.unwrap_or(0.0),
+                    }
+                })
             })
-        })
-        .collect();
-    let left = label_width(bars.iter().map(|b| b.label.chars().count()));
-    let width = 760;
-    let panel = (width - left - 40) / 2;
-    let top = 28;
-    let height = top + ROW_HEIGHT * bars.len() as i32 + 30;
-    let max_latency = bars.iter().map(|b| b.latency).fold(1.0, f64::max);
-    let max_tokens = bars
-        .iter()
-        .map(|b| b.prompt + b.completion)
-        .fold(1.0, f64::max);
-    render(name, (width as u32, height as u32), |root| {
+            .collect();
+        let left = label_width(bars.iter().map(|b| b.label.chars().count()));
+        let width = 760;
+        let top = 28;
+        Self {
+            left,
+            width,
+            panel: (width - left - 40) / 2,
+            top,
+            height: top + ROW_HEIGHT * bars.len() as i32 + 30,
+            max_latency: bars.iter().map(|b| b.latency).fold(1.0, f64::max),
+            max_tokens: bars
+                .iter()
+                .map(|b| b.prompt + b.completion)
+                .fold(1.0, f64::max),
+            bars,
+        }
+    }
+}
+
+impl Drawing for LatencyTokens {
+    fn size(&self) -> (u32, u32) {
+        (self.width as u32, self.height as u32)
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Drawn {
+        let Self {
+            bars,
+            left,
+            panel,
+            top,
+            max_latency,
+            max_tokens,
+            ..
+        } = self;
         let label_style =
             TextStyle::from((FONT, 12).into_font()).pos(Pos::new(HPos::Right, VPos::Center));
         let value_style =
             TextStyle::from((FONT, 11).into_font()).pos(Pos::new(HPos::Left, VPos::Center));
         let title_style =
             TextStyle::from((FONT, 12).into_font()).pos(Pos::new(HPos::Left, VPos::Center));
-        let latency_x = left;
+        let latency_x = *left;
         let tokens_x = left + panel + 20;
         root.draw(&Text::new(
             "mean latency (ms)",
             (latency_x, 12),
             title_style.clone(),
         ))
-        .map_err(boxed)?;
+        .map_err(failed)?;
         root.draw(&Text::new(
             "mean tokens: prompt (dark) + completion (light)",
             (tokens_x, 12),
             title_style.clone(),
         ))
-        .map_err(boxed)?;
+        .map_err(failed)?;
         let bar_width =
             |value: f64, max: f64| ((value / max) * f64::from(panel - 60)).round() as i32;
         for (i, bar) in bars.iter().enumerate() {
@@ -458,40 +672,40 @@ fn latency_tokens(name: &str, context: &ReportContext) -> Result<String, ReportE
                 (left - 8, mid),
                 label_style.clone(),
             ))
-            .map_err(boxed)?;
-            let w = bar_width(bar.latency, max_latency);
+            .map_err(failed)?;
+            let w = bar_width(bar.latency, *max_latency);
             root.draw(&Rectangle::new(
                 [(latency_x, y0), (latency_x + w, y1)],
                 POINT_COLOUR.filled(),
             ))
-            .map_err(boxed)?;
+            .map_err(failed)?;
             root.draw(&Text::new(
                 format!("{:.0}", bar.latency),
                 (latency_x + w + 4, mid),
                 value_style.clone(),
             ))
-            .map_err(boxed)?;
-            let p = bar_width(bar.prompt, max_tokens);
-            let c = bar_width(bar.completion, max_tokens);
+            .map_err(failed)?;
+            let p = bar_width(bar.prompt, *max_tokens);
+            let c = bar_width(bar.completion, *max_tokens);
             root.draw(&Rectangle::new(
                 [(tokens_x, y0), (tokens_x + p, y1)],
                 SEED_COLOUR.filled(),
             ))
-            .map_err(boxed)?;
+            .map_err(failed)?;
             root.draw(&Rectangle::new(
                 [(tokens_x + p, y0), (tokens_x + p + c, y1)],
                 SEED_COLOUR.mix(0.4).filled(),
             ))
-            .map_err(boxed)?;
+            .map_err(failed)?;
             root.draw(&Text::new(
                 format!("{:.0} + {:.0}", bar.prompt, bar.completion),
                 (tokens_x + p + c + 4, mid),
                 value_style.clone(),
             ))
-            .map_err(boxed)?;
+            .map_err(failed)?;
         }
         Ok(())
-    })
+    }
 }
 
 /// Score colour: red at 0, yellow at 0.5, green at 1 (ColorBrewer RdYlGn ends and middle).
@@ -509,55 +723,91 @@ fn score_colour(score: f64) -> RGBColor {
 
 /// One line per version (all executions on one model), one column per holdout row; grey where the
 /// answer failed, blank where the version was not asked that row.
-fn heatmap(name: &str, tables: &[&RowTable]) -> Result<String, ReportError> {
-    let several = tables.len() > 1;
-    let mut rows: Vec<usize> = tables
-        .iter()
-        .flat_map(|t| t.rows.iter().map(|r| r.row))
-        .collect();
-    rows.sort_unstable();
-    rows.dedup();
-    /// One version's line: label, whether it is the best, and (row, score) per answered row.
-    struct Line {
-        label: String,
-        best: bool,
-        cells: Vec<(usize, Option<f64>)>,
-    }
-    let lines: Vec<Line> = tables
-        .iter()
-        .flat_map(|table| {
-            table.versions.iter().enumerate().map(move |(at, version)| {
-                let label = if several {
-                    format!("{} · {version}", table.execution)
-                } else {
-                    version.clone()
-                };
-                let best = table.best.as_deref() == Some(version.as_str());
-                let cells = table
-                    .rows
-                    .iter()
-                    .filter_map(|row| {
-                        let cell = row.cells.get(at)?.as_ref()?;
-                        Some((row.row, cell.score))
-                    })
-                    .collect();
-                Line { label, best, cells }
+struct Heatmap {
+    lines: Vec<Line>,
+    /// The holdout rows' dataset row numbers, in column order.
+    rows: Vec<usize>,
+    /// Column of each dataset row number.
+    column: std::collections::HashMap<usize, i32>,
+    /// Width of the label column.
+    left: i32,
+    cell_w: i32,
+    cell_h: i32,
+    top: i32,
+}
+
+/// One version's line: label, whether it is the best, and (row, score) per answered row.
+struct Line {
+    label: String,
+    best: bool,
+    cells: Vec<(usize, Option<f64>)>,
+}
+
+impl Heatmap {
+    fn new(tables: &[&RowTable]) -> Self {
+        let several = tables.len() > 1;
+        let mut rows: Vec<usize> = tables
+            .iter()
+            .flat_map(|t| t.rows.iter().map(|r| r.row))
+            .collect();
+        rows.sort_unstable();
+        rows.dedup();
+        let lines: Vec<Line> = tables
+            .iter()
+            .flat_map(|table| {
+                table.versions.iter().enumerate().map(move |(at, version)| {
+                    let label = if several {
+                        format!("{} · {version}", table.execution)
+                    } else {
+                        version.clone()
+                    };
+                    let best = table.best.as_deref() == Some(version.as_str());
+                    let cells = table
+                        .rows
+                        .iter()
+                        .filter_map(|row| {
+                            let cell = row.cells.get(at)?.as_ref()?;
+                            Some((row.row, cell.score))
+                        })
+                        .collect();
+                    Line { label, best, cells }
+                })
             })
-        })
-        .collect();
-    let left = label_width(lines.iter().map(|l| l.label.chars().count()));
-    let cell_w = (640 / rows.len().max(1) as i32).clamp(4, 22);
-    let cell_h = if lines.len() > 60 { 8 } else { 18 };
-    let top = 10;
-    let width = left + cell_w * rows.len() as i32 + 20;
-    let height = top + cell_h * lines.len() as i32 + 64;
-    let column: std::collections::HashMap<usize, i32> = rows
-        .iter()
-        .enumerate()
-        .map(|(i, r)| (*r, i as i32))
-        .collect();
-    render(name, (width.max(420) as u32, height as u32), |root| {
-        let label_style = TextStyle::from((FONT, if cell_h < 12 { 8 } else { 12 }).into_font())
+            .collect();
+        Self {
+            left: label_width(lines.iter().map(|l| l.label.chars().count())),
+            cell_w: (640 / rows.len().max(1) as i32).clamp(4, 22),
+            cell_h: if lines.len() > 60 { 8 } else { 18 },
+            top: 10,
+            column: rows
+                .iter()
+                .enumerate()
+                .map(|(i, r)| (*r, i as i32))
+                .collect(),
+            rows,
+            lines,
+        }
+    }
+}
+
+impl Drawing for Heatmap {
+    fn size(&self) -> (u32, u32) {
+        let width = self.left + self.cell_w * self.rows.len() as i32 + 20;
+        let height = self.top + self.cell_h * self.lines.len() as i32 + 64;
+        (width.max(420) as u32, height as u32)
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Drawn {
+        let Self {
+            lines,
+            rows,
+            column,
+            left,
+            cell_w,
+            cell_h,
+            top,
+        } = self;
+        let label_style = TextStyle::from((FONT, if *cell_h < 12 { 8 } else { 12 }).into_font())
             .pos(Pos::new(HPos::Right, VPos::Center));
         let tick_style =
             TextStyle::from((FONT, 10).into_font()).pos(Pos::new(HPos::Center, VPos::Top));
@@ -573,7 +823,7 @@ fn heatmap(name: &str, tables: &[&RowTable]) -> Result<String, ReportError> {
                 (left - 6, y0 + cell_h / 2),
                 label_style.clone(),
             ))
-            .map_err(boxed)?;
+            .map_err(failed)?;
             for (row, score) in cells {
                 let x0 = left + cell_w * column[row];
                 let colour = score.map_or(ERROR_CELL, score_colour);
@@ -581,7 +831,7 @@ fn heatmap(name: &str, tables: &[&RowTable]) -> Result<String, ReportError> {
                     [(x0, y0), (x0 + cell_w - 1, y0 + cell_h - 1)],
                     colour.filled(),
                 ))
-                .map_err(boxed)?;
+                .map_err(failed)?;
             }
         }
         let axis_y = top + cell_h * lines.len() as i32 + 4;
@@ -589,16 +839,16 @@ fn heatmap(name: &str, tables: &[&RowTable]) -> Result<String, ReportError> {
         for (i, row) in rows.iter().enumerate().step_by(every) {
             let x = left + cell_w * i as i32 + cell_w / 2;
             root.draw(&Text::new(row.to_string(), (x, axis_y), tick_style.clone()))
-                .map_err(boxed)?;
+                .map_err(failed)?;
         }
         root.draw(&Text::new(
             "holdout row (dataset row number); red 0, yellow 0.5, green 1, grey failed",
-            (left, axis_y + 20),
+            (*left, axis_y + 20),
             TextStyle::from((FONT, 11).into_font()).pos(Pos::new(HPos::Left, VPos::Top)),
         ))
-        .map_err(boxed)?;
+        .map_err(failed)?;
         Ok(())
-    })
+    }
 }
 
 #[cfg(test)]
@@ -618,20 +868,83 @@ mod tests {
         assert_eq!(cut("abcdefghij", 5), "abcd…");
     }
 
+    /// A blank plot with a caption, to see text in the bitmap.
+    struct Captioned(&'static str);
+
+    impl Drawing for Captioned {
+        fn size(&self) -> (u32, u32) {
+            (240, 80)
+        }
+
+        fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Drawn {
+            ChartBuilder::on(root)
+                .caption(self.0, (FONT, 24))
+                .margin(4)
+                .build_cartesian_2d(0.0..1.0, 0.0..1.0)
+                .map_err(failed)?;
+            Ok(())
+        }
+    }
+
+    /// Whether any pixel in the rectangle is dark: text is black, antialiased at its edges.
+    fn dark_pixels(pixels: &[u8], width: u32, (x0, y0): (u32, u32), (x1, y1): (u32, u32)) -> usize {
+        (y0..y1)
+            .flat_map(|y| (x0..x1).map(move |x| ((y * width + x) * 3) as usize))
+            .filter(|&at| pixels[at..at + 3].iter().all(|&c| c < 96))
+            .count()
+    }
+
+    #[test]
+    fn text_is_drawn_into_the_bitmap_with_the_embedded_font() {
+        let titled = pixels(&Captioned("Score")).unwrap();
+        let untitled = pixels(&Captioned("")).unwrap();
+        // The caption sits in the top 30 pixels; nothing else is drawn there.
+        let title_dark = dark_pixels(&titled, 240, (0, 0), (240, 30));
+        assert!(
+            title_dark > 40,
+            "{title_dark} dark pixels where the title is"
+        );
+        assert_eq!(dark_pixels(&untitled, 240, (0, 0), (240, 30)), 0);
+        assert_ne!(titled, untitled);
+    }
+
+    #[test]
+    fn interval_chart_labels_are_drawn_into_the_bitmap() {
+        let row = |label: &str| IntervalRow {
+            label: label.into(),
+            mean: 0.5,
+            low: 0.4,
+            high: 0.6,
+            is_seed: true,
+            is_best: false,
+        };
+        let label = "budget-10 · seed";
+        // Spaces as long as the label give the same layout with no ink.
+        let blank = " ".repeat(label.chars().count());
+        let labelled = IntervalChart::new(vec![row(label)]);
+        let unlabelled = IntervalChart::new(vec![row(&blank)]);
+        assert_eq!(labelled.size(), unlabelled.size());
+        let (width, _) = labelled.size();
+        let label_box = ((0, 12), (labelled.left as u32 - 8, 12 + ROW_HEIGHT as u32));
+        let with = pixels(&labelled).unwrap();
+        let without = pixels(&unlabelled).unwrap();
+        assert!(dark_pixels(&with, width, label_box.0, label_box.1) > 40);
+        assert_eq!(dark_pixels(&without, width, label_box.0, label_box.1), 0);
+    }
+
     #[test]
     fn interval_chart_escapes_labels() {
-        let svg = interval_chart(
-            "t",
-            &[IntervalRow {
-                label: "<script>alert(1)</script>".into(),
-                mean: 0.5,
-                low: 0.4,
-                high: 0.6,
-                is_seed: true,
-                is_best: false,
-            }],
-        )
-        .unwrap();
+        let chart = IntervalChart::new(vec![IntervalRow {
+            label: "<script>alert(1)</script>".into(),
+            mean: 0.5,
+            low: 0.4,
+            high: 0.6,
+            is_seed: true,
+            is_best: false,
+        }]);
+        let svg = super::chart("t".into(), "t".into(), &chart, false)
+            .unwrap()
+            .svg;
         assert!(svg.starts_with("<svg"), "{svg}");
         assert!(!svg.contains("<script>"), "{svg}");
     }

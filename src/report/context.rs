@@ -792,7 +792,9 @@ mod tests {
     #[test]
     fn the_recommendation_is_chosen_by_evolution_score_not_by_holdout() {
         let temp = fixture_where_g3_wins_the_holdout();
-        let context = crate::report::build(temp.path()).unwrap().context;
+        let context = crate::report::build(temp.path(), crate::report::RenderOptions::default())
+            .unwrap()
+            .context;
         let holdout = |label: &str| {
             context
                 .versions
@@ -828,7 +830,9 @@ mod tests {
             first.iter().map(|r| r.score).sum::<f64>() / first.len() as f64
         };
         dir.write_csv(REPLAY_FILE, &seeds).unwrap();
-        let context = crate::report::build(temp.path()).unwrap().context;
+        let context = crate::report::build(temp.path(), crate::report::RenderOptions::default())
+            .unwrap()
+            .context;
         assert!(context.headline.is_none());
         let recommendation = context.recommendation().unwrap();
         assert_eq!(recommendation.version, "seed");

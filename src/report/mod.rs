@@ -1,5 +1,6 @@
 //! The report of a run: reads a run directory (and nothing else: no service, no dataset file),
-//! checks it, computes tables (polars) and statistics, draws charts (plotters, SVG) and renders
+//! checks it, computes tables (polars) and statistics, draws charts (plotters: SVG, and PNG when
+//! asked) and renders
 //! `index.html` and `summary.md` (minijinja), plus `results.json`. `compare` sets the best
 //! versions of several runs on the same dataset against each other.
 //!
@@ -9,7 +10,7 @@
 //! ```text
 //! load(run_dir) → RunData ─┬─ tables (polars) ─┬─ context::build → ReportContext ─┬─ html, markdown
 //!                          │                   │                                  ├─ results.json
-//!                          └───────────────────┴─ charts::build → Charts ─────────┴─ charts/*.svg
+//!                          └───────────────────┴─ charts::build → Charts ─────────┴─ charts/*.svg (*.png)
 //! ```
 mod charts;
 mod compare;
@@ -111,6 +112,14 @@ impl ReportError {
     }
 }
 
+/// What to render beyond the default files.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RenderOptions {
+    /// Also draw each chart as `charts/<name>.png`, for a README or slides; the page still
+    /// inlines the SVG.
+    pub png: bool,
+}
+
 /// A rendered report, held in memory.
 #[derive(Debug)]
 pub struct Report {
@@ -123,16 +132,16 @@ pub struct Report {
 }
 
 /// Loads a run directory and renders every part of its report, writing nothing.
-pub fn build(run_dir: &Path) -> Result<Report, ReportError> {
-    render(&load(run_dir)?)
+pub fn build(run_dir: &Path, options: RenderOptions) -> Result<Report, ReportError> {
+    render(&load(run_dir)?, options)
 }
 
 /// Renders the report of a loaded run.
-pub fn render(run: &RunData) -> Result<Report, ReportError> {
+pub fn render(run: &RunData, options: RenderOptions) -> Result<Report, ReportError> {
     let version_totals = tables::version_totals(&tables::replay_frame(&run.replay)?)?;
     let history_totals = tables::history_totals(&tables::history_frame(&run.history)?)?;
     let context = context::build(run, &version_totals, &history_totals);
-    let charts = charts::build(run, &context)?;
+    let charts = charts::build(run, &context, options.png)?;
     let html = html::render(&context, &charts)?;
     let markdown = markdown::render(&context)?;
     let results_json = serde_json::to_string_pretty(&export::results(&context)).map_err(|err| {
@@ -165,7 +174,10 @@ pub fn write(report: &Report, run_dir: &Path) -> Result<Vec<PathBuf>, ReportErro
         Ok(())
     };
     for chart in report.charts.all() {
-        put(charts_dir.join(&chart.file), chart.svg.as_bytes())?;
+        put(charts_dir.join(chart.svg_file()), chart.svg.as_bytes())?;
+        if let Some(png) = &chart.png {
+            put(charts_dir.join(chart.png_file()), png)?;
+        }
     }
     put(run_dir.join(RESULTS_FILE), report.results_json.as_bytes())?;
     put(run_dir.join(SUMMARY_FILE), report.markdown.as_bytes())?;

@@ -115,6 +115,73 @@ fn report_renders_offline_from_the_run_directory_alone() {
     );
 }
 
+/// The files in `charts/` with this extension, sorted.
+fn charts_with(dir: &Path, extension: &str) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir.join("charts"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|e| e == extension))
+        .collect();
+    files.sort();
+    files
+}
+
+/// The `width="…" height="…"` of an SVG's root element.
+fn svg_size(svg: &str) -> (u32, u32) {
+    let attribute = |name: &str| -> u32 {
+        let start = svg.find(&format!(" {name}=\"")).unwrap() + name.len() + 3;
+        let end = start + svg[start..].find('"').unwrap();
+        svg[start..end].parse().unwrap()
+    };
+    (attribute("width"), attribute("height"))
+}
+
+#[test]
+fn report_png_writes_a_png_beside_each_svg() {
+    let (temp, dir) = fixture_copy();
+    let output = gepa_lab_in(temp.path(), &["report", "run"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let svgs = charts_with(&dir, "svg");
+    assert_eq!(svgs.len(), 5, "{svgs:?}");
+    assert!(charts_with(&dir, "png").is_empty(), "no PNG without --png");
+
+    let output = gepa_lab_in(temp.path(), &["report", "--png", "run"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("wrote 13 files"),
+        "{}",
+        stdout(&output)
+    );
+    assert_eq!(charts_with(&dir, "png").len(), svgs.len());
+    for svg in &svgs {
+        let png = std::fs::read(svg.with_extension("png")).unwrap();
+        let name = svg.display();
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "{name}: PNG signature");
+        // The first chunk is IHDR: length 13, then width and height, big-endian.
+        assert_eq!(&png[8..16], b"\0\0\0\x0dIHDR", "{name}: IHDR first");
+        let width = u32::from_be_bytes(png[16..20].try_into().unwrap());
+        let height = u32::from_be_bytes(png[20..24].try_into().unwrap());
+        assert_eq!(
+            (width, height),
+            svg_size(&read(svg)),
+            "{name}: the chart's size"
+        );
+        // A white page would deflate to a few hundred bytes; axes, marks and text do not.
+        assert!(png.len() > 5_000, "{name}: only {} bytes", png.len());
+        assert!(png.ends_with(b"IEND\xaeB`\x82"), "{name}: ends with IEND");
+    }
+    let html = read(&dir.join("index.html"));
+    assert_eq!(
+        html.matches("<svg").count(),
+        5,
+        "the page still inlines the SVG"
+    );
+    assert!(
+        !html.contains(".png"),
+        "the page does not refer to the PNG files"
+    );
+}
+
 #[test]
 fn a_real_run_has_no_simulated_banner() {
     let (_temp, dir) = render(|dir| {
