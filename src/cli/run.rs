@@ -45,6 +45,9 @@ pub struct Args {
     /// the evolution's score; the seed when nothing evolved was replayed) is below SCORE (0 to 1).
     #[arg(long, value_name = "SCORE")]
     fail_under: Option<f64>,
+    /// Also write each chart of the report as `charts/<name>.png` (for a README or a slide).
+    #[arg(long)]
+    png: bool,
     /// Seconds between polls of an execution (default: 10-30 s with jitter for the public
     /// service, about 1 s for local and self-hosted ones).
     #[arg(long, value_name = "SECONDS")]
@@ -116,7 +119,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 dir, manifest, &backends, &options, &progress,
             ))
             .context("running the experiment")?;
-        let code = finish(&outcome, args.fail_under)?;
+        let options = crate::report::RenderOptions { png: args.png };
+        let code = finish(&outcome, args.fail_under, options)?;
         worst = worst.max(code);
     }
     Ok(ExitCode::from(worst))
@@ -206,24 +210,27 @@ fn unfinished_run(out: &Path, plan: &Plan) -> anyhow::Result<Option<PathBuf>> {
 }
 
 /// Prints the outcome and picks the exit status.
-fn finish(outcome: &Outcome, fail_under: Option<f64>) -> anyhow::Result<u8> {
+fn finish(
+    outcome: &Outcome,
+    fail_under: Option<f64>,
+    options: crate::report::RenderOptions,
+) -> anyhow::Result<u8> {
     // The report is rendered from the run directory alone, exactly as `gepa-lab report` does.
-    let recommendation =
-        match crate::report::build(&outcome.dir.path, crate::report::RenderOptions::default()) {
-            Ok(report) => {
-                crate::report::write(&report, &outcome.dir.path)?;
-                print!("{}", crate::report::summary_text(&report.context));
-                println!(
-                    "report: {}",
-                    outcome.dir.file(crate::report::HTML_FILE).display()
-                );
-                report.context.recommendation()
-            }
-            Err(err) => {
-                eprintln!("the report could not be rendered: {err}");
-                None
-            }
-        };
+    let recommendation = match crate::report::build(&outcome.dir.path, options) {
+        Ok(report) => {
+            crate::report::write(&report, &outcome.dir.path)?;
+            print!("{}", crate::report::summary_text(&report.context));
+            println!(
+                "report: {}",
+                outcome.dir.file(crate::report::HTML_FILE).display()
+            );
+            report.context.recommendation()
+        }
+        Err(err) => {
+            eprintln!("the report could not be rendered: {err}");
+            None
+        }
+    };
     println!("run directory: {}", outcome.dir.path.display());
     let mut code = exit::OK;
     let failed: Vec<&str> = outcome
