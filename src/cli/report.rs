@@ -1,5 +1,6 @@
 //! `gepa-lab report RUN_DIR`: renders a run's report again from its run directory alone, offline
-//! (charts, `index.html`, `summary.md`, `results.json`), and prints the summary table.
+//! (charts, `index.html`, `summary.md`, `results.json`, `replay.parquet`), and prints the summary
+//! table.
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -1,15 +1,15 @@
 //! The report of a run: reads a run directory (and nothing else: no service, no dataset file),
 //! checks it, computes tables (polars) and statistics, draws charts (plotters: SVG, and PNG when
-//! asked) and renders
-//! `index.html` and `summary.md` (minijinja), plus `results.json`. `compare` sets the best
-//! versions of several runs on the same dataset against each other.
+//! asked) and renders `index.html` and `summary.md` (minijinja), plus `results.json` and
+//! `replay.parquet`. `compare` sets the best versions of several runs on the same dataset against
+//! each other.
 //!
 //! It does not own the run directory's format (the store does) and never writes outside the
 //! run directory it was given.
 //!
 //! ```text
 //! load(run_dir) → RunData ─┬─ tables (polars) ─┬─ context::build → ReportContext ─┬─ html, markdown
-//!                          │                   │                                  ├─ results.json
+//!                          │                   ├─ replay.parquet                  ├─ results.json
 //!                          └───────────────────┴─ charts::build → Charts ─────────┴─ charts/*.svg (*.png)
 //! ```
 mod charts;
@@ -38,7 +38,7 @@ pub use context::{
     Recommendation, ReplayView, ReportContext, RowTable, RowView, VersionScore, VersionView,
 };
 pub use diff::{DiffStats, Segment, SegmentKind, word_diff};
-pub use export::{RESULTS_FILE, Results};
+pub use export::{REPLAY_PARQUET_FILE, RESULTS_FILE, Results};
 pub use load::{Execution, RunData, Version, load};
 pub use tables::{HistoryTotals, VersionTotals};
 
@@ -128,6 +128,8 @@ pub struct Report {
     pub html: String,
     pub markdown: String,
     pub results_json: String,
+    /// `replay.parquet`: the replay table, uncompressed.
+    pub replay_parquet: Vec<u8>,
     pub version_totals: Vec<VersionTotals>,
 }
 
@@ -138,7 +140,15 @@ pub fn build(run_dir: &Path, options: RenderOptions) -> Result<Report, ReportErr
 
 /// Renders the report of a loaded run.
 pub fn render(run: &RunData, options: RenderOptions) -> Result<Report, ReportError> {
-    let version_totals = tables::version_totals(&tables::replay_frame(&run.replay)?)?;
+    // The one copy of the replay table, dropped before the page is rendered.
+    let (version_totals, replay_parquet) = {
+        let replay = tables::replay_frame(&run.replay)?;
+        let parquet = export::replay_parquet(&replay).map_err(|err| ReportError::Template {
+            name: REPLAY_PARQUET_FILE.into(),
+            message: err.to_string(),
+        })?;
+        (tables::version_totals(&replay)?, parquet)
+    };
     let history_totals = tables::history_totals(&tables::history_frame(&run.history)?)?;
     let context = context::build(run, &version_totals, &history_totals);
     let charts = charts::build(run, &context, options.png)?;
@@ -156,6 +166,7 @@ pub fn render(run: &RunData, options: RenderOptions) -> Result<Report, ReportErr
         html,
         markdown,
         results_json,
+        replay_parquet,
         version_totals,
     })
 }
@@ -180,6 +191,7 @@ pub fn write(report: &Report, run_dir: &Path) -> Result<Vec<PathBuf>, ReportErro
         }
     }
     put(run_dir.join(RESULTS_FILE), report.results_json.as_bytes())?;
+    put(run_dir.join(REPLAY_PARQUET_FILE), &report.replay_parquet)?;
     put(run_dir.join(SUMMARY_FILE), report.markdown.as_bytes())?;
     // The page last: its presence means the rest is there too.
     put(run_dir.join(HTML_FILE), report.html.as_bytes())?;

@@ -1,6 +1,7 @@
 //! The report's tables, built with polars from the records the store has already read and
 //! checked: per prompt version and model (rows, answers, errors, mean score, latency, tokens) and
-//! per execution (generations, best and seed scores, budget spent).
+//! per execution (generations, best and seed scores, budget spent). The replay frame is also what
+//! `replay.parquet` is written from.
 //!
 //! The CSV files are parsed by the store, not by polars: the store is the one owner of their
 //! format and names the file and record of a bad row, which polars' reader cannot. So polars gets
@@ -42,20 +43,27 @@ pub struct HistoryTotals {
     pub budget_used: Option<u64>,
 }
 
+/// The replay table: the columns of `replay.csv` in its order, typed. A row with an error has no
+/// answer, so its score, latency and token counts are null (the CSV file writes 0 there).
 pub fn replay_frame(rows: &[ReplayRow]) -> PolarsResult<DataFrame> {
+    let text = |field: fn(&ReplayRow) -> &str| rows.iter().map(field).collect::<Vec<_>>();
+    let answered = |row: &ReplayRow| row.error.is_empty();
     df!(
-        "variant" => rows.iter().map(|r| r.variant.as_str()).collect::<Vec<_>>(),
-        "version" => rows.iter().map(|r| r.version.as_str()).collect::<Vec<_>>(),
-        "model" => rows.iter().map(|r| r.model.as_str()).collect::<Vec<_>>(),
-        "answered_by" => rows.iter().map(|r| r.answered_by.as_str()).collect::<Vec<_>>(),
+        "variant" => text(|r| &r.variant),
+        "version" => text(|r| &r.version),
+        "model" => text(|r| &r.model),
+        "answered_by" => text(|r| &r.answered_by),
         "row" => rows.iter().map(|r| r.row as u64).collect::<Vec<_>>(),
-        "expected" => rows.iter().map(|r| r.expected.as_str()).collect::<Vec<_>>(),
-        "output" => rows.iter().map(|r| r.output.as_str()).collect::<Vec<_>>(),
-        "score" => rows.iter().map(|r| r.score).collect::<Vec<_>>(),
-        "latency_ms" => rows.iter().map(|r| r.latency_ms).collect::<Vec<_>>(),
-        "prompt_tokens" => rows.iter().map(|r| r.prompt_tokens).collect::<Vec<_>>(),
-        "completion_tokens" => rows.iter().map(|r| r.completion_tokens).collect::<Vec<_>>(),
-        "error" => rows.iter().map(|r| r.error.as_str()).collect::<Vec<_>>(),
+        "inputs" => rows.iter().map(ReplayRow::inputs_json).collect::<Vec<_>>(),
+        "expected" => text(|r| &r.expected),
+        "output" => text(|r| &r.output),
+        "score" => rows.iter().map(|r| answered(r).then_some(r.score)).collect::<Vec<_>>(),
+        "feedback" => text(|r| &r.feedback),
+        "latency_ms" => rows.iter().map(|r| answered(r).then_some(r.latency_ms)).collect::<Vec<_>>(),
+        "prompt_tokens" => rows.iter().map(|r| answered(r).then_some(r.prompt_tokens)).collect::<Vec<_>>(),
+        "completion_tokens" => rows.iter().map(|r| answered(r).then_some(r.completion_tokens)).collect::<Vec<_>>(),
+        "node_id" => text(|r| &r.node_id),
+        "error" => text(|r| &r.error),
     )
 }
 

@@ -154,6 +154,13 @@ pub struct ReplayRow {
     pub error: String,
 }
 
+impl ReplayRow {
+    /// The `inputs` field as `replay.csv` holds it: one JSON object of strings.
+    pub fn inputs_json(&self) -> String {
+        json_column::text(&self.inputs)
+    }
+}
+
 /// One answered inference request, keyed by a hash of everything that was asked (model,
 /// messages, parameters). Appended the moment the answer arrives.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -175,12 +182,16 @@ mod json_column {
 
     use serde::{Deserialize, Deserializer, Serializer};
 
+    pub fn text(map: &BTreeMap<String, String>) -> String {
+        // Keys and values are strings, so the JSON always exists.
+        serde_json::to_string(map).expect("a map of strings is JSON")
+    }
+
     pub fn serialize<S: Serializer>(
         map: &BTreeMap<String, String>,
         serializer: S,
     ) -> Result<S::Ok, S::Error> {
-        let text = serde_json::to_string(map).map_err(serde::ser::Error::custom)?;
-        serializer.serialize_str(&text)
+        serializer.serialize_str(&text(map))
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(

@@ -88,6 +88,7 @@ fn report_renders_offline_from_the_run_directory_alone() {
         "index.html",
         "summary.md",
         "results.json",
+        "replay.parquet",
         "charts/holdout.svg",
         "charts/heatmap-local.svg",
         "charts/latency-tokens.svg",
@@ -105,6 +106,15 @@ fn report_renders_offline_from_the_run_directory_alone() {
     assert_eq!(results["format_version"], 1);
     assert_eq!(results["simulated"], true);
     assert_eq!(results["headline"]["b"], "g5");
+    let parquet = std::fs::read(dir.join("replay.parquet")).unwrap();
+    let metadata =
+        polars_parquet::read::read_metadata(&mut std::io::Cursor::new(&parquet)).unwrap();
+    assert_eq!(metadata.num_rows, 180, "every record of replay.csv");
+    assert_eq!(
+        metadata.schema().fields().len(),
+        15,
+        "every column of replay.csv"
+    );
 
     // Rendering again gives the same bytes: nothing depends on the clock or on hash order.
     let again = gepa_lab_in(temp.path(), &["report", "run"]);
@@ -113,6 +123,7 @@ fn report_renders_offline_from_the_run_directory_alone() {
         std::fs::read_to_string(dir.join("index.html")).unwrap(),
         html
     );
+    assert_eq!(std::fs::read(dir.join("replay.parquet")).unwrap(), parquet);
 }
 
 /// The files in `charts/` with this extension, sorted.
@@ -148,7 +159,7 @@ fn report_png_writes_a_png_beside_each_svg() {
     let output = gepa_lab_in(temp.path(), &["report", "--png", "run"]);
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(
-        stdout(&output).contains("wrote 13 files"),
+        stdout(&output).contains("wrote 14 files"),
         "{}",
         stdout(&output)
     );
