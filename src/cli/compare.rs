@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 use super::exit;
 use super::inference_args::InferenceArgs;
 use super::progress::Progress;
-use crate::inference::{EmbeddedModel, Inference, ModelRouter};
+use crate::inference::{EmbeddedModel, Inference, ModelRouter, is_local_model};
 use crate::prompt::PromptFile;
 use crate::report::{self, CompareReport, PromptSetting};
 use crate::runner::prompts::{self, Folders, Prepared, PromptsJob};
@@ -77,6 +77,10 @@ struct PromptArgs {
     /// Answer only the first N data rows.
     #[arg(long, value_name = "N")]
     limit: Option<usize>,
+    /// Do not ask before sending requests to a model that is not local (needed without a
+    /// terminal).
+    #[arg(long)]
+    yes: bool,
     /// Folder that holds the comparison folders (`<out>/compare/<a>-vs-<b>-<hash>/`) and their
     /// shared answer cache (`<out>/compare/cache.jsonl`).
     #[arg(long, default_value = "reports")]
@@ -160,13 +164,28 @@ fn compare_prompts(
     }
 
     let root = RunDir::folder(&args.out.join("compare"))?;
+    let planned = prompts::plan(&job, &prepared, &root)?;
+    if !is_local_model(&job.model)
+        && planned.to_send() > 0
+        && !args.yes
+        && !super::confirm(&format!(
+            "this comparison sends {} request(s) to {} at {} ({} answer(s) already cached)",
+            planned.to_send(),
+            job.model,
+            args.inference.base_url,
+            planned.cached()
+        ))?
+    {
+        eprintln!("nothing was sent");
+        return Ok(Err(ExitCode::from(exit::INVALID)));
+    }
     let dir = RunDir::folder(&root.path.join(folder_name(&job, &prepared)))?;
     let inference = inference(args)?;
     let progress = Progress::new();
     let answered = super::runtime()?
         .block_on(prompts::answer(
             &job,
-            &prepared,
+            planned,
             inference,
             Folders {
                 cache: &root,

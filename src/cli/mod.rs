@@ -148,6 +148,21 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// Asks on the terminal before something that may cost money; `what` says what would happen.
+/// Without a terminal it refuses and says that `--yes` goes on without asking.
+fn confirm(what: &str) -> anyhow::Result<bool> {
+    use std::io::{BufRead, IsTerminal, Write};
+    if !std::io::stdin().is_terminal() {
+        eprintln!("{what}; pass --yes to go on without a terminal to confirm");
+        return Ok(false);
+    }
+    eprint!("{what}. Go on? [y/N] ");
+    std::io::stderr().flush().ok();
+    let mut answer = String::new();
+    std::io::stdin().lock().read_line(&mut answer)?;
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
+}
+
 /// The async runtime for subcommands that talk to services.
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()

@@ -1,6 +1,5 @@
 //! `gepa-lab run FILE...`: the whole experiment — validate, plan, start, poll, history, replay,
 //! score, store, report — and `run --resume RUN_DIR` to continue a run that was stopped.
-use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -162,29 +161,19 @@ fn prepare(
         );
         return Ok(Err(exit::INVALID));
     }
-    if backends::costs_money(choice) && !args.yes && !confirm(&plan)? {
+    if backends::costs_money(choice)
+        && !args.yes
+        && !super::confirm(&format!(
+            "this run spends an evolution budget of {} calls and up to {} replay calls",
+            plan.estimate.evolution_calls, plan.estimate.replay_calls
+        ))?
+    {
         eprintln!("not started");
         return Ok(Err(exit::INVALID));
     }
     let (dir, manifest) = runner::create_run(&args.out, &plan, backends::describe(choice))?;
     eprintln!("run directory: {}", dir.path.display());
     Ok(Ok((dir, manifest)))
-}
-
-/// Asks on the terminal; without one, refuses and says how to proceed.
-fn confirm(plan: &Plan) -> anyhow::Result<bool> {
-    if !std::io::stdin().is_terminal() {
-        eprintln!(
-            "this run spends an evolution budget of {} calls and up to {} replay calls; pass --yes to run without a terminal to confirm",
-            plan.estimate.evolution_calls, plan.estimate.replay_calls
-        );
-        return Ok(false);
-    }
-    eprint!("start it? [y/N] ");
-    std::io::stderr().flush().ok();
-    let mut answer = String::new();
-    std::io::stdin().lock().read_line(&mut answer)?;
-    Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
 }
 
 /// The newest run directory of this experiment's content that has not finished, if any.

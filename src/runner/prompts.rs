@@ -4,20 +4,20 @@
 //! version per prompt file (named as the user gave it) and no variant.
 //!
 //! [`prepare`] checks everything that can be checked before a model is loaded or a request is
-//! sent; [`answer`] then asks only what `cache.jsonl` in the output folder does not hold yet.
+//! sent; [`plan`] renders the requests and finds which the cache lacks; [`answer`] sends those.
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use thiserror::Error;
 
-use super::replay::{self, Answering, CellAt, Queue, queue_cell, replay_row};
+use super::replay::{self, Answering, Cell, CellAt, Queue, queue_cell, replay_row};
 use super::{Event, Observer, RunError};
 use crate::dataset::{self, DatasetError, Row, RowProblem};
 use crate::inference::{ChatMessage, ChatRequest, Inference};
 use crate::prompt::{PromptFile, Template, TemplateError};
 use crate::score::{Scorer, ScorerError, ScorerSpec};
-use crate::store::{REPLAY_FILE, ReplayRow, RunDir};
+use crate::store::{CachedAnswer, REPLAY_FILE, ReplayRow, RunDir};
 
 /// Row problems listed when a dataset has rows that cannot be used; the rest are counted.
 const PROBLEMS_SHOWN: usize = 20;
@@ -204,24 +204,29 @@ pub struct Folders<'a> {
     pub output: &'a RunDir,
 }
 
-/// Answers every prompt on every prepared row (asking only what the cache lacks), scores the
-/// answers and writes them to `replay.csv` in the output folder.
-pub async fn answer(
-    job: &PromptsJob,
-    prepared: &Prepared,
-    inference: Arc<dyn Inference>,
-    folders: Folders<'_>,
-    observer: &dyn Observer,
-) -> Result<Answered, RunError> {
-    let answering = Answering {
-        inference,
-        cache: folders.cache,
-        events: folders.output,
-        observer,
-    };
-    let scorer = Scorer::new(&job.scorer, Path::new("."))?;
-    let mut cache = folders.cache.read_cache()?;
-    let mut errors: HashMap<String, String> = HashMap::new();
+/// Every answer a comparison needs, and which of them the cache lacks: what [`answer`] will
+/// send, known before anything is sent (for a confirmation, say).
+pub struct Planned {
+    cells: Vec<Cell>,
+    queue: Queue,
+    cache: HashMap<String, CachedAnswer>,
+}
+
+impl Planned {
+    /// Requests to send: each distinct request the cache does not answer, once.
+    pub fn to_send(&self) -> usize {
+        self.queue.requests()
+    }
+
+    /// Answers the cache already holds.
+    pub fn cached(&self) -> usize {
+        self.cells.len() - self.queue.cells()
+    }
+}
+
+/// Renders every prompt for every prepared row and looks each request up in the cache.
+pub fn plan(job: &PromptsJob, prepared: &Prepared, cache: &RunDir) -> Result<Planned, RunError> {
+    let cache = cache.read_cache()?;
     let mut queue = Queue::default();
     let mut cells = Vec::new();
     for prompt in &job.prompts {
@@ -240,6 +245,35 @@ pub async fn answer(
             }));
         }
     }
+    Ok(Planned {
+        cells,
+        queue,
+        cache,
+    })
+}
+
+/// Sends what the plan lacks (appending each answer to the cache folder's `cache.jsonl` as it
+/// arrives), scores every answer and writes them to `replay.csv` in the output folder.
+pub async fn answer(
+    job: &PromptsJob,
+    planned: Planned,
+    inference: Arc<dyn Inference>,
+    folders: Folders<'_>,
+    observer: &dyn Observer,
+) -> Result<Answered, RunError> {
+    let answering = Answering {
+        inference,
+        cache: folders.cache,
+        events: folders.output,
+        observer,
+    };
+    let scorer = Scorer::new(&job.scorer, Path::new("."))?;
+    let Planned {
+        cells,
+        queue,
+        mut cache,
+    } = planned;
+    let mut errors: HashMap<String, String> = HashMap::new();
     answering.emit(Event::ReplayPlanned {
         requests: queue.requests(),
         waiting: queue.cells(),

@@ -49,7 +49,8 @@ fn cached_answers(dir: &Path) -> usize {
         .map_or(0, |text| text.lines().count())
 }
 
-const ARGS: [&str; 10] = [
+const ARGS: [&str; 11] = [
+    "--yes",
     "--prompts",
     "a.txt",
     "b.txt",
@@ -77,6 +78,19 @@ fn prompt_files_are_answered_scored_and_compared_on_the_dataset() {
         "b.txt",
         "Review: {review}\nAnswer with one of: {hint}, {hint}\n",
     );
+
+    // A model that is not local may cost money: without a terminal, --yes is needed.
+    let unconfirmed = compare(dir, &serve.url, &ARGS[1..]);
+    assert_eq!(unconfirmed.status.code(), Some(1));
+    assert!(
+        text(&unconfirmed.stderr).contains(&format!(
+            "this comparison sends 80 request(s) to m at {} (0 answer(s) already cached); pass --yes",
+            serve.url
+        )),
+        "{}",
+        text(&unconfirmed.stderr)
+    );
+    assert_eq!(cached_answers(dir), 0, "nothing was sent");
 
     let output = compare(dir, &serve.url, &ARGS);
     assert!(output.status.success(), "{}", text(&output.stderr));
