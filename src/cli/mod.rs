@@ -122,6 +122,19 @@ impl SettingsArgs {
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Serve(_)) {
+        // Quiet unless asked: `RUST_LOG=gepa_lab=info gepa-lab run ...` shows, among other
+        // things, why the local engine stopped. serve sets up its own, louder, logging.
+        tracing_subscriber::fmt()
+            .with_writer(std::io::stderr)
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+                    tracing_subscriber::EnvFilter::new("warn,llama-cpp-2=error")
+                }),
+            )
+            .try_init()
+            .ok();
+    }
     let result = match cli.command {
         Command::Validate(args) => validate::run(args),
         Command::Plan(args) => plan::run(args),

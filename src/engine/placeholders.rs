@@ -1,9 +1,11 @@
 //! Keeping proposed prompts renderable.
 //!
 //! The adapter renders a prompt as a `{variable}` template with an example's inputs. A child that
-//! drops a placeholder the seed uses would silently stop showing the model that input; one that
-//! invents a placeholder would fail to render on every example. Both are rejected before any
-//! call is paid for them.
+//! drops a placeholder the seed uses would silently stop showing the model that input: the input
+//! is appended to it as a `Name: {name}` line, the way GEPA's reference (DSPy) always shows
+//! inputs as fields after the instruction, since small reflection models often rewrite the
+//! instruction well but leave the input out. A child that invents a placeholder would fail to
+//! render on every example; it is rejected before any call is paid for it.
 
 use std::collections::BTreeSet;
 
@@ -34,6 +36,24 @@ impl Placeholders {
         &self.required
     }
 
+    /// `prompt` with a `Name: {name}` line appended for each required input it left out.
+    pub(crate) fn complete(&self, prompt: &str) -> String {
+        let mut out = prompt.trim_end().to_owned();
+        let mut separated = false;
+        for name in &self.required {
+            let placeholder = format!("{{{name}}}");
+            if out.contains(&placeholder) {
+                continue;
+            }
+            if !separated {
+                out.push('\n');
+                separated = true;
+            }
+            out.push_str(&format!("\n{}: {placeholder}", label(name)));
+        }
+        out
+    }
+
     pub(crate) fn check(&self, prompt: &str) -> Result<(), ProposalFailure> {
         let missing: Vec<String> = self
             .required
@@ -52,6 +72,16 @@ impl Placeholders {
             return Err(ProposalFailure::UnknownPlaceholders { unknown });
         }
         Ok(())
+    }
+}
+
+/// An input's name as a field label: `review_text` → `Review text`.
+fn label(name: &str) -> String {
+    let spaced = name.replace('_', " ");
+    let mut chars = spaced.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => spaced,
     }
 }
 
@@ -98,6 +128,27 @@ mod tests {
             Ok(()),
             "an input the seed left out may be added"
         );
+    }
+
+    #[test]
+    fn a_dropped_input_is_appended_as_a_field() {
+        let placeholders = placeholders("Given {context}, answer {question}.");
+        assert_eq!(
+            placeholders.complete("Answer well, using {context}.\n"),
+            "Answer well, using {context}.\n\nQuestion: {question}"
+        );
+        assert_eq!(
+            placeholders.complete("Answer {question} from {context}."),
+            "Answer {question} from {context}.",
+            "a child that kept its inputs is unchanged"
+        );
+        let completed = placeholders.complete("Be brief.");
+        assert_eq!(
+            completed,
+            "Be brief.\n\nQuestion: {question}\nContext: {context}"
+        );
+        assert_eq!(placeholders.check(&completed), Ok(()));
+        assert_eq!(label("review_text"), "Review text");
     }
 
     #[test]

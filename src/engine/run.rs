@@ -434,7 +434,7 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             Err(reason) => return rejection(None, reason),
         };
         let text = match reflection::extract_instruction(&answer) {
-            Ok(text) => text,
+            Ok(text) => self.placeholders.complete(&text),
             Err(reason) => return rejection(None, reason),
         };
         if let Err(reason) = self.placeholders.check(&text) {

@@ -439,10 +439,19 @@ impl Inner {
 
         // The engine reports synchronously; candidates are recorded (and stored) beside it.
         let (candidates, mut received) = tokio::sync::mpsc::unbounded_channel::<CandidateRecord>();
-        let observer = move |event: &EngineEvent| {
-            if let EngineEvent::Candidate(candidate) = event {
+        let id = evolution_id.to_owned();
+        let observer = move |event: &EngineEvent| match event {
+            EngineEvent::Candidate(candidate) => {
                 let _ = candidates.send(candidate.clone());
             }
+            // What each iteration did (accepted, rejected, why a proposal failed), for
+            // `RUST_LOG=gepa_lab=debug`: the history holds accepted candidates only.
+            EngineEvent::Iteration(record) => tracing::debug!(
+                evolution_id = %id,
+                record = %serde_json::to_string(record).unwrap_or_default(),
+                "engine iteration"
+            ),
+            _ => {}
         };
         let engine = engine::run(&task, &request.prompt, &config, observer);
         let record = async {

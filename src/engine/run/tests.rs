@@ -115,31 +115,25 @@ async fn a_tie_on_the_minibatch_is_rejected() {
 }
 
 #[tokio::test]
-async fn a_child_that_drops_a_placeholder_is_rejected_before_it_costs_anything() {
+async fn a_child_that_drops_a_placeholder_gets_the_input_back_as_a_field() {
     let task = StandIn::new(&ROWS)
         .reflecting(|_| Ok("```\nAnswer the question. Mention alpha.\n```".into()));
     let mut config = config(100);
     config.stall_iterations = Some(1);
     let run = run_quietly(&task, &config).await.expect("run");
-    let [IterationRecord::Mutation(mutation)] = run.iterations() else {
-        panic!("expected one mutation, got {:?}", run.iterations());
+    let IterationRecord::Mutation(mutation) = &run.iterations()[0] else {
+        panic!("merge is off");
     };
     assert_eq!(
-        mutation.outcome,
-        Outcome::Failed {
-            reason: ProposalFailure::MissingPlaceholders {
-                missing: vec!["question".into()]
-            }
-        }
-    );
-    assert_eq!(
         mutation.child_prompt.as_deref(),
-        Some("Answer the question. Mention alpha.")
+        Some("Answer the question. Mention alpha.\n\nQuestion: {question}")
     );
-    assert!(mutation.child_scores.is_empty());
-    // Seed on the Pareto set, parent on the minibatch, one reflection: nothing for the child.
-    assert_eq!(run.spent().task_calls, 6 + 3);
-    assert_eq!(run.spent().reflection_calls, 1);
+    assert!(
+        !matches!(mutation.outcome, Outcome::Failed { .. }),
+        "{:?}",
+        mutation.outcome
+    );
+    assert_eq!(mutation.child_scores.len(), mutation.minibatch.len());
 }
 
 #[tokio::test]
@@ -220,7 +214,7 @@ async fn budget_is_never_exceeded() {
                     .reflecting(move |request| {
                         match reflections.fetch_add(1, Ordering::SeqCst) + seed {
                             n if n % 5 == 4 => Ok("no fence".into()),
-                            n if n % 7 == 6 => Ok("```\nforgot the placeholder\n```".into()),
+                            n if n % 7 == 6 => Ok("```\nuse {made_up}\n```".into()),
                             n if n % 11 == 10 && fail_every.is_some() => {
                                 Err(TaskError::new("reflection model overloaded"))
                             }
