@@ -19,11 +19,11 @@ fn sentiment_plan() {
     let start = &plan["executions"][0]["start"];
     assert_eq!(
         start["dataset"].as_array().unwrap().len(),
-        12,
-        "minibatch 4 + pareto 8"
+        20,
+        "minibatch 8 + pareto 12"
     );
-    assert_eq!(start["minibatchSize"], 4);
-    assert_eq!(start["paretoSize"], 8);
+    assert_eq!(start["minibatchSize"], 8);
+    assert_eq!(start["paretoSize"], 12);
     let evaluator: serde_json::Value = serde_json::from_str(
         start["evaluator"]
             .as_str()
