@@ -15,7 +15,7 @@ use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 
 use super::AppState;
-use super::db::UsageRow;
+use super::db::{KeyRecord, UsageRow};
 use crate::http::Secret;
 
 /// The authenticated caller, put in the request's extensions for the handlers.
@@ -84,6 +84,27 @@ pub fn text(status: StatusCode, body: impl Into<String>) -> Response {
         .into_response()
 }
 
+/// The stored record of a presented key; a 401 for an unknown key, a 500 when the lookup fails.
+/// Both APIs' key checks share it, whatever header carried the key.
+pub async fn known_key(
+    state: &AppState,
+    key: &Secret,
+    method: &axum::http::Method,
+    path: &str,
+) -> Result<KeyRecord, Response> {
+    match state.db.find_key(key).await {
+        Ok(Some(record)) => Ok(record),
+        Ok(None) => {
+            tracing::info!(%method, %path, status = 401, "unknown key");
+            Err(text(StatusCode::UNAUTHORIZED, "invalid API key"))
+        }
+        Err(err) => {
+            tracing::error!(%err, "key lookup failed");
+            Err(text(StatusCode::INTERNAL_SERVER_ERROR, "key lookup failed"))
+        }
+    }
+}
+
 /// Middleware: 401 without a known Bearer key, 429 past the key's rpm limit; otherwise passes
 /// the request on with a `Caller`, then records it in the key's usage, adding the `UsageRow`
 /// (token counts) a handler may have put in the response's extensions.
@@ -102,16 +123,9 @@ pub async fn require_key(
             "missing API key: send the header Authorization: Bearer <API_KEY>",
         );
     };
-    let record = match state.db.find_key(&key).await {
-        Ok(Some(record)) => record,
-        Ok(None) => {
-            tracing::info!(%method, %path, status = 401, "unknown key");
-            return text(StatusCode::UNAUTHORIZED, "invalid API key");
-        }
-        Err(err) => {
-            tracing::error!(%err, "key lookup failed");
-            return text(StatusCode::INTERNAL_SERVER_ERROR, "key lookup failed");
-        }
+    let record = match known_key(&state, &key, &method, &path).await {
+        Ok(record) => record,
+        Err(refusal) => return refusal,
     };
     if let Err(wait) = state.rate_limits.check(&record.id, record.rpm_limit) {
         let secs = retry_after_secs(wait);

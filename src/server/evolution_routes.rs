@@ -20,7 +20,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 
 use super::AppState;
-use super::auth::{Caller, text};
+use super::auth::{Caller, known_key, text};
 use super::evolution_store::SqliteExecutions;
 use crate::evolution::wire::{BatchJobs, ExecutionList, PromptsPage, Started};
 use crate::evolution::{EvolutionError, Paging, rules};
@@ -68,16 +68,9 @@ async fn require_api_key(
             "missing API key: send the header x-api-key: <API_KEY>",
         );
     };
-    let record = match state.db.find_key(&key).await {
-        Ok(Some(record)) => record,
-        Ok(None) => {
-            tracing::info!(%method, %path, status = 401, "unknown key");
-            return text(StatusCode::UNAUTHORIZED, "invalid API key");
-        }
-        Err(err) => {
-            tracing::error!(%err, "key lookup failed");
-            return text(StatusCode::INTERNAL_SERVER_ERROR, "key lookup failed");
-        }
+    let record = match known_key(&state, &key, &method, &path).await {
+        Ok(record) => record,
+        Err(refusal) => return refusal,
     };
     request.extensions_mut().insert(Caller {
         key_id: record.id.clone(),
