@@ -3,7 +3,6 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use anyhow::Context;
 use base64::Engine;
@@ -13,8 +12,8 @@ use super::exit;
 use super::inference_args::InferenceArgs;
 use crate::inference::wire::{JsonSchemaFormat, ResponseFormat, UrlRef};
 use crate::inference::{
-    ChatMessage, ChatRequest, Content, ContentPart, EmbeddedModel, Fallback, Inference,
-    InferenceError, ModelRouter, Role, check_schema, validate_answer,
+    ChatMessage, ChatRequest, Content, ContentPart, Fallback, InferenceError, Role, check_schema,
+    validate_answer,
 };
 
 #[derive(Debug, clap::Args)]
@@ -78,13 +77,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             json_schema: read_schema(path)?,
         });
     }
-    let client: Arc<dyn Inference> = Arc::new(args.inference.client()?);
-    let local = EmbeddedModel::load_ids(&args.models).context("loading the embedded model")?;
-    let inference: Arc<dyn Inference> = if local.is_empty() {
-        client
-    } else {
-        Arc::new(ModelRouter::new(local, Some(client)))
-    };
+    let inference = args.inference.backend(&args.models)?;
     let fallback = Fallback::new(inference, args.models.clone())?;
     let runtime = super::runtime()?;
     let result = if args.stream {

@@ -9,7 +9,6 @@
 //!   one prompt changed) asks only what was never answered.
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use anyhow::Context;
 use sha2::{Digest, Sha256};
@@ -17,7 +16,7 @@ use sha2::{Digest, Sha256};
 use super::exit;
 use super::inference_args::InferenceArgs;
 use super::progress::Progress;
-use crate::inference::{EmbeddedModel, Inference, ModelRouter, is_local_model};
+use crate::inference::is_local_model;
 use crate::prompt::PromptFile;
 use crate::report::{self, CompareReport, PromptSetting};
 use crate::runner::prompts::{self, Folders, Prepared, PromptsJob};
@@ -180,11 +179,12 @@ fn compare_prompts(
         return Ok(Err(ExitCode::from(exit::INVALID)));
     }
     let dir = RunDir::folder(&root.path.join(folder_name(&job, &prepared)))?;
-    let inference = inference(args)?;
+    let inference = args.inference.backend(std::slice::from_ref(&job.model))?;
     let progress = Progress::new();
     let answered = super::runtime()?
         .block_on(prompts::answer(
             &job,
+            &prepared.scorer,
             planned,
             inference,
             Folders {
@@ -238,20 +238,6 @@ fn compare_prompts(
         comparison.markdown().as_bytes(),
     )?;
     Ok(Ok(comparison))
-}
-
-/// The inference backend for the model: the embedded one in this process for `local` ids,
-/// the inference API at --url for the rest.
-fn inference(args: &PromptArgs) -> anyhow::Result<Arc<dyn Inference>> {
-    let local = EmbeddedModel::load_ids(std::slice::from_ref(&args.model)).context(
-        "loading the embedded model (install it with scripts/setup-model.sh or `gepa-lab model install`)",
-    )?;
-    let client: Arc<dyn Inference> = Arc::new(args.inference.client()?);
-    Ok(if local.is_empty() {
-        client
-    } else {
-        Arc::new(ModelRouter::new(local, Some(client)))
-    })
 }
 
 /// `<first>-vs-<second>-<hash>`: the same prompts, dataset and settings always land in the same

@@ -6,7 +6,11 @@ use anyhow::Context;
 
 use crate::account::{AccountClient, AccountConfig};
 use crate::http::Secret;
-use crate::inference::{DEFAULT_BASE_URL, HttpInference, InferenceConfig};
+use std::sync::Arc;
+
+use crate::inference::{
+    DEFAULT_BASE_URL, EmbeddedModel, HttpInference, Inference, InferenceConfig, ModelRouter,
+};
 
 #[derive(Debug, clap::Args)]
 pub struct InferenceArgs {
@@ -57,6 +61,20 @@ impl InferenceArgs {
         let mut config = AccountConfig::new(credentials.base_url, Some(key));
         config.rpm = credentials.rpm;
         AccountClient::new(config).with_context(|| format!("inference API at {}", self.base_url))
+    }
+
+    /// What answers `models`: the embedded model, in this process, for the `local` ids among
+    /// them (loaded here, once), and the inference API at --url for the rest.
+    pub fn backend(&self, models: &[String]) -> anyhow::Result<Arc<dyn Inference>> {
+        let client: Arc<dyn Inference> = Arc::new(self.client()?);
+        let local = EmbeddedModel::load_ids(models).context(
+            "loading the embedded model (install it with scripts/setup-model.sh or `gepa-lab model install`)",
+        )?;
+        Ok(if local.is_empty() {
+            client
+        } else {
+            Arc::new(ModelRouter::new(local, Some(client)))
+        })
     }
 
     pub fn client(&self) -> anyhow::Result<HttpInference> {

@@ -93,10 +93,11 @@ pub enum PromptsError {
     Dataset(#[from] DatasetError),
 }
 
-/// The rows to answer, checked.
-#[derive(Debug, Clone)]
+/// The rows to answer, checked, and the scorer for their answers.
+#[derive(Debug)]
 pub struct Prepared {
     pub rows: Vec<Row>,
+    pub scorer: Scorer,
     /// Data rows in the file (the answered ones may be fewer, with a limit).
     pub file_rows: usize,
     /// SHA-256 of the dataset file.
@@ -120,7 +121,7 @@ pub fn prepare(job: &PromptsJob) -> Result<Prepared, PromptsError> {
     if matches!(job.scorer, ScorerSpec::Judge) {
         return Err(PromptsError::Judge);
     }
-    Scorer::new(&job.scorer, Path::new("."))?;
+    let scorer = Scorer::new(&job.scorer, Path::new("."))?;
     let header = dataset::read_header(&job.dataset)?;
     let mut inputs: Vec<String> = Vec::new();
     let mut seen = BTreeSet::new();
@@ -177,6 +178,7 @@ pub fn prepare(job: &PromptsJob) -> Result<Prepared, PromptsError> {
     let indices: Vec<usize> = (0..wanted).collect();
     Ok(Prepared {
         rows: dataset::read_rows(&job.dataset, &columns, &indices)?,
+        scorer,
         file_rows: scan.rows,
         sha256: scan.sha256,
         warnings,
@@ -256,6 +258,7 @@ pub fn plan(job: &PromptsJob, prepared: &Prepared, cache: &RunDir) -> Result<Pla
 /// arrives), scores every answer and writes them to `replay.csv` in the output folder.
 pub async fn answer(
     job: &PromptsJob,
+    scorer: &Scorer,
     planned: Planned,
     inference: Arc<dyn Inference>,
     folders: Folders<'_>,
@@ -267,7 +270,6 @@ pub async fn answer(
         events: folders.output,
         observer,
     };
-    let scorer = Scorer::new(&job.scorer, Path::new("."))?;
     let Planned {
         cells,
         queue,
