@@ -82,6 +82,19 @@ impl User {
         UserConfig::load(&self.config).expect("config loads")
     }
 
+    /// The config file holds keys: only its owner may read it.
+    fn assert_private(&self) {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&self.config)
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+    }
+
     fn key(&self) -> String {
         let config = self.stored();
         let account = config.service(&self.url).expect("a stored account");
@@ -162,15 +175,7 @@ fn wallet_key_chat_balance_topup_round_trip() {
     assert!(stdout.contains("tier: free"), "{stdout}");
     assert!(stdout.contains("rpmLimit: 600"), "{stdout}");
     assert!(!stdout.contains("dkn_live_") && !text(&out.stderr).contains("dkn_live_"));
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(&user.config)
-            .unwrap()
-            .permissions()
-            .mode();
-        assert_eq!(mode & 0o777, 0o600);
-    }
+    user.assert_private();
     let key = user.key();
     assert!(
         key.starts_with("dkn_live_"),
@@ -1094,15 +1099,7 @@ fn stored_keys_serve_executions_and_run_without_environment_keys() {
         "{stdout}"
     );
     assert_eq!(user.key(), API_KEY);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(&user.config)
-            .unwrap()
-            .permissions()
-            .mode();
-        assert_eq!(mode & 0o777, 0o600);
-    }
+    user.assert_private();
     // Accepted now (serve holds no execution yet).
     ok(&command(&["executions", "list", "--url", &serve.url])
         .output()
