@@ -26,20 +26,11 @@ if [[ "${1:-}" == "--tools-only" ]]; then
     shift
 fi
 
-have_libclang() {
-    if [[ -n "${LIBCLANG_PATH:-}" ]]; then
-        return 0
-    fi
-    ldconfig -p 2>/dev/null | grep -q 'libclang\(-[0-9.]*\)\?\.so' && return 0
-    compgen -G '/usr/lib/llvm-*/lib/libclang*.so*' >/dev/null && return 0
-    compgen -G '/usr/lib/x86_64-linux-gnu/libclang*.so*' >/dev/null && return 0
-    return 1
-}
-
 missing=()
 command -v cmake >/dev/null || missing+=(cmake)
 command -v c++ >/dev/null || missing+=(g++)
-have_libclang || missing+=(libclang-dev)
+# Exactly the libclang bindgen loads; the image ships look-alikes (libclang-cpp.so.14).
+scripts/find-libclang.sh >/dev/null || missing+=(libclang-dev)
 python3 -m pip --version >/dev/null 2>&1 || command -v pip3 >/dev/null || missing+=(python3-pip)
 
 if ((${#missing[@]})); then

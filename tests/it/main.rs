@@ -12,4 +12,5 @@ mod inference;
 mod plan;
 mod report;
 mod run;
+mod setup;
 mod validate;
