@@ -93,6 +93,12 @@ impl From<EmbeddedError> for InferenceError {
                 field: "messages".into(),
                 reason: err.to_string(),
             },
+            // What a gateway in front of a slow model answers; serve passes the status on.
+            EmbeddedError::TimedOut { .. } => InferenceError::Api(crate::http::ApiError::Status {
+                status: reqwest::StatusCode::GATEWAY_TIMEOUT,
+                retry_after: None,
+                body: err.to_string(),
+            }),
             other => InferenceError::Embedded(other),
         }
     }

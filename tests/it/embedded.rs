@@ -252,6 +252,45 @@ async fn concurrent_callers_are_all_answered() {
 }
 
 #[tokio::test]
+async fn the_time_limit_counts_generation_not_the_wait_in_the_queue() {
+    let _turn = TURN.lock().await;
+    let Some(model) = model() else { return };
+    // A long answer occupies the model's one worker...
+    let mut long = ask("Write a long poem about the sea.");
+    long.max_tokens = Some(200);
+    // ...while a short request with a 1-second limit waits behind it.
+    let mut short = ask("2 + 2 = ? Answer with the number only.");
+    short.max_tokens = Some(3);
+    short.timeout_secs = Some(1);
+    let started = std::time::Instant::now();
+    let (long_answer, short_answer) = tokio::join!(model.chat(&long), async {
+        // Queued second.
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        let answer = model.chat(&short).await;
+        (answer, started.elapsed())
+    });
+    long_answer.expect("the long answer");
+    let (short_answer, waited) = short_answer;
+    assert!(
+        waited > std::time::Duration::from_secs(2),
+        "the short request should have waited behind the long one: {waited:?}"
+    );
+    let short_answer = short_answer.expect("answered after waiting longer than its limit");
+    assert!(short_answer.content().contains('4'), "{short_answer:?}");
+
+    // A generation that itself runs past the limit is stopped, as a gateway would: 504.
+    let mut endless = ask("Write a very long story about a lighthouse keeper.");
+    endless.max_tokens = Some(2000);
+    endless.timeout_secs = Some(1);
+    let started = std::time::Instant::now();
+    let err = model.chat(&endless).await.expect_err("timed out");
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    let text = err.to_string();
+    assert!(text.contains("504"), "{text}");
+    assert!(text.contains("timed out after 1 s"), "{text}");
+}
+
+#[tokio::test]
 async fn other_model_ids_are_unavailable_here() {
     let _turn = TURN.lock().await;
     let Some(model) = model() else { return };

@@ -83,6 +83,8 @@ pub enum EmbeddedError {
     Generation(String),
     #[error("the caller went away before the answer was finished")]
     Cancelled,
+    #[error("generation timed out after {} s (embedded model; time spent waiting for earlier requests not counted)", limit.as_secs())]
+    TimedOut { limit: Duration },
     #[error("the model's thread has stopped")]
     WorkerGone,
 }
@@ -329,12 +331,11 @@ impl EmbeddedModel {
             (self.job(request, worker::Reply::Whole(sender))?, receiver)
         };
         self.jobs.send(job).map_err(|_| EmbeddedError::WorkerGone)?;
-        let limit = Duration::from_secs(request.timeout_secs());
-        let generation = match tokio::time::timeout(limit, receiver).await {
-            // Dropping the receiver tells the worker to stop.
-            Err(_) => return Err(timed_out(limit)),
-            Ok(Err(_)) => return Err(EmbeddedError::WorkerGone.into()),
-            Ok(Ok(result)) => result?,
+        // The worker enforces the request's time limit from when it starts the job; waiting
+        // here for the jobs queued before it has no limit of its own.
+        let generation = match receiver.await {
+            Err(_) => return Err(EmbeddedError::WorkerGone.into()),
+            Ok(result) => result?,
         };
         let stats = generation.stats;
         // Answer under the id asked for (`local` or `local:<name>` name the same model), as
@@ -421,6 +422,7 @@ impl EmbeddedModel {
             max_tokens: request.max_tokens(),
             temperature: request.temperature() as f32,
             grammar,
+            time_limit: Duration::from_secs(request.timeout_secs()),
             reply,
         })
     }
@@ -468,17 +470,6 @@ fn resolve(
         ids.push(LOCAL.to_owned());
     }
     Ok((ids, catalog_model.name.to_owned(), path))
-}
-
-fn timed_out(limit: Duration) -> InferenceError {
-    InferenceError::Api(ApiError::Status {
-        status: StatusCode::GATEWAY_TIMEOUT,
-        retry_after: None,
-        body: format!(
-            "generation timed out after {} s (embedded model)",
-            limit.as_secs()
-        ),
-    })
 }
 
 fn response_id() -> String {

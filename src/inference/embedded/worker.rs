@@ -57,6 +57,10 @@ pub(super) struct Job {
     pub temperature: f32,
     /// A GBNF grammar (root rule `root`) the answer must follow.
     pub grammar: Option<String>,
+    /// How long the worker may spend on this job once it starts it. Time spent waiting in the
+    /// queue behind other jobs does not count: on a busy machine that wait says nothing about
+    /// this request, and counting it failed requests that would have taken seconds.
+    pub time_limit: Duration,
     pub reply: Reply,
 }
 
@@ -366,8 +370,9 @@ impl<'m> Session<'m> {
             None => None,
         };
 
+        let deadline = Deadline::new(job.time_limit);
         let started = Instant::now();
-        let evaluated = self.evaluate_prompt(&tokens, &job.reply)?;
+        let evaluated = self.evaluate_prompt(&tokens, &job.reply, &deadline)?;
         let prompt_time = started.elapsed();
 
         let mut chain = sampler(job.temperature);
@@ -405,6 +410,7 @@ impl<'m> Session<'m> {
             if job.reply.is_closed() {
                 return Err(EmbeddedError::Cancelled);
             }
+            deadline.check()?;
         }
         if !pending.is_empty() {
             let rest = String::from_utf8_lossy(&pending).into_owned();
@@ -430,6 +436,7 @@ impl<'m> Session<'m> {
         &mut self,
         tokens: &[LlamaToken],
         reply: &Reply,
+        deadline: &Deadline,
     ) -> Result<usize, EmbeddedError> {
         let mut keep = if self.reuse_prefix {
             self.cached
@@ -465,6 +472,7 @@ impl<'m> Session<'m> {
             if reply.is_closed() {
                 return Err(EmbeddedError::Cancelled);
             }
+            deadline.check()?;
         }
         Ok(tokens.len() - keep)
     }
@@ -530,6 +538,30 @@ impl<'m> Session<'m> {
 
 /// Greedy at temperature 0; otherwise llama.cpp's default chain (top-k 40, top-p 0.95,
 /// min-p 0.05) at the requested temperature, seeded afresh for each request.
+/// The time limit of the job in hand, counted from when the worker took it up.
+struct Deadline {
+    started: Instant,
+    limit: Duration,
+}
+
+impl Deadline {
+    fn new(limit: Duration) -> Self {
+        Self {
+            started: Instant::now(),
+            limit,
+        }
+    }
+
+    /// Checked between llama.cpp calls (each a batch of prompt tokens or one generated token),
+    /// so a job overruns its limit by at most one such call.
+    fn check(&self) -> Result<(), EmbeddedError> {
+        if self.started.elapsed() > self.limit {
+            return Err(EmbeddedError::TimedOut { limit: self.limit });
+        }
+        Ok(())
+    }
+}
+
 fn sampler(temperature: f32) -> LlamaSampler {
     if temperature <= 0.0 {
         return LlamaSampler::greedy();
