@@ -19,6 +19,25 @@ impl Spent {
     }
 }
 
+/// How many reflections `budget` pays for at least: the seed costs one call per Pareto example,
+/// and a mutation at most its parent and child on a reflection minibatch of
+/// `min(reflection_minibatch, minibatch)` feedback examples, one reflection, and the child on
+/// the Pareto set (when it is accepted). Rejected children cost less, so a run usually reflects
+/// more often than this; `validate` warns when even this floor is low.
+pub fn reflections_assured(
+    minibatch: u64,
+    pareto: u64,
+    budget: u64,
+    reflection_minibatch: u64,
+) -> u64 {
+    let shown = reflection_minibatch.min(minibatch);
+    let mutation = shown
+        .saturating_mul(2)
+        .saturating_add(1)
+        .saturating_add(pareto);
+    budget.saturating_sub(pareto) / mutation.max(1)
+}
+
 /// Paying would go past the limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Exhausted;
@@ -72,6 +91,17 @@ impl Budget {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reflections_assured_counts_whole_worst_case_mutations_after_the_seed() {
+        // The case from the field: 15 for the seed, then 3 + 1 + 3 + 15 = 22 per mutation.
+        assert_eq!(reflections_assured(5, 15, 40, 3), 1);
+        assert_eq!(reflections_assured(5, 15, 59, 3), 2);
+        // A feedback set smaller than the reflection minibatch shows all of it.
+        assert_eq!(reflections_assured(2, 4, 4 + 3 * 9, 3), 3);
+        assert_eq!(reflections_assured(5, 15, 10, 3), 0);
+        assert_eq!(reflections_assured(u64::MAX, u64::MAX, u64::MAX, 3), 0);
+    }
 
     #[test]
     fn counts_kinds_separately_and_refuses_to_overspend() {

@@ -30,8 +30,8 @@ mod sampler;
 mod stand_in;
 mod task;
 
-pub use budget::Spent;
-pub use config::{EngineConfig, MergeConfig, OnTaskError};
+pub use budget::{Spent, reflections_assured};
+pub use config::{DEFAULT_REFLECTION_MINIBATCH, EngineConfig, MergeConfig, OnTaskError, Proposer};
 pub use error::{EngineError, TaskError};
 pub use records::{
     CallKind, CandidateRecord, EngineEvent, Failure, IterationRecord, MergeRecord, MutationRecord,

@@ -120,8 +120,18 @@ pub enum Outcome {
 pub enum ProposalFailure {
     /// The answer has no ``` fenced block.
     NoFencedBlock { answer: String },
+    /// The answer opens a fenced block and never closes it, as an answer cut off by its token
+    /// limit does.
+    UnclosedFence { answer: String },
     /// The fenced block is empty.
     EmptyInstruction,
+    /// A rules answer ([`Proposer::Rules`](super::Proposer)) has no "- " list.
+    NoRules { answer: String },
+    /// Every rule of the answer names an answer that is not the correct one of any example it
+    /// was written for.
+    WrongAnswerInRules { answer: String },
+    /// Every rule of the answer is already in the parent.
+    NoNewRule,
     /// The child dropped `{variable}` placeholders the seed uses, so it could not be rendered
     /// with an example's inputs.
     MissingPlaceholders { missing: Vec<String> },
@@ -149,6 +159,8 @@ pub struct Failure {
     pub call: CallKind,
     /// The example being evaluated; `None` for a reflection.
     pub example: Option<usize>,
+    /// Calls that had failed in a row when the run stopped, this one included.
+    pub failures_in_a_row: usize,
     pub error: TaskError,
 }
 
@@ -157,15 +169,19 @@ impl fmt::Display for Failure {
         match (self.call, self.example) {
             (CallKind::Evaluate, Some(example)) => write!(
                 f,
-                "iteration {}: evaluating example {example} failed: {}",
-                self.iteration, self.error
-            ),
+                "iteration {}: evaluating example {example} failed",
+                self.iteration
+            )?,
             _ => write!(
                 f,
-                "iteration {}: the reflection call failed: {}",
-                self.iteration, self.error
-            ),
+                "iteration {}: the reflection call failed",
+                self.iteration
+            )?,
         }
+        if self.failures_in_a_row > 1 {
+            write!(f, " ({} failed calls in a row)", self.failures_in_a_row)?;
+        }
+        write!(f, ": {}", self.error)
     }
 }
 

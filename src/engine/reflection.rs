@@ -57,6 +57,271 @@ pub(crate) fn mutation_request(instruction: &str, examples: &[Shown], keep: &[St
     text
 }
 
+/// The request of the [`Proposer::Rules`](super::Proposer) strategy: the instruction, the
+/// answers it got wrong with the correct ones, and the set of correct answers when the task has
+/// a small one; the reflection model writes one general rule per failure, in a fixed form that
+/// names the correct answer. Small models that cannot be trusted to rewrite a whole prompt
+/// (they drop its placeholders, echo it, or answer without the fenced block) still write a
+/// usable rule, and the engine puts the rules into the parent itself ([`add_rules`]), so the
+/// rest of the prompt is never lost.
+pub(crate) fn rules_request(instruction: &str, failures: &[Shown], labels: &[String]) -> String {
+    let mut text = String::new();
+    text.push_str("An assistant is given this instruction:\n\"\"\"\n");
+    // Without the rules it already has: shown them, a small model copies one of them instead of
+    // writing a rule for the failure in front of it (the engine drops repeated rules anyway).
+    text.push_str(without_rules(instruction).trim());
+    text.push_str("\n\"\"\"\n\n");
+    if !labels.is_empty() {
+        let _ = writeln!(
+            text,
+            "Every correct answer is exactly one of: {}.\n",
+            labels.join(", ")
+        );
+    }
+    let one = failures.len() == 1;
+    text.push_str(if one {
+        "The assistant answered this input wrongly:\n"
+    } else {
+        "The assistant answered these inputs wrongly:\n"
+    });
+    for (number, example) in failures.iter().enumerate() {
+        if !one {
+            let _ = writeln!(text, "\nExample {}", number + 1);
+        }
+        for (name, value) in &example.view.inputs {
+            let _ = writeln!(text, "{name}: {}", value.trim());
+        }
+        let _ = writeln!(text, "Wrong answer: {}", one_line(example.output));
+        let _ = writeln!(text, "Correct answer: {}", example.view.expected.trim());
+        let feedback = example.feedback.trim();
+        // A classification's feedback only restates the two answers.
+        if !feedback.is_empty() && labels.is_empty() {
+            let _ = writeln!(text, "Feedback: {}", one_line(feedback));
+        }
+    }
+    match failures {
+        [failure] => {
+            let _ = write!(
+                text,
+                "\nWrite one rule to add to the instruction, so that the assistant answers this \
+                 input and similar inputs correctly. Say in general words what in the input \
+                 shows the correct answer; do not quote it. Answer with one line in this \
+                 form:\n- When ..., answer {}.",
+                one_line(&failure.view.expected)
+            );
+        }
+        _ => {
+            let _ = write!(
+                text,
+                "\nWrite one rule for each example, to add to the instruction, so that the \
+                 assistant answers that example and similar inputs correctly. Say in general \
+                 words what in the input shows the correct answer; do not quote the example. \
+                 Write exactly {} lines, one per example, each in this form:\n- When ..., \
+                 answer <the correct answer>.",
+                failures.len()
+            );
+        }
+    }
+    text
+}
+
+/// The heading of the list of rules that [`add_rules`] keeps in a prompt.
+const RULES_HEADING: &str = "Rules:";
+
+/// The rules in a reflection answer: its "- ", "* " or "1. " lines, stripped of the marker,
+/// without duplicates; a line that runs several "- When" rules together is split. (An answer cut
+/// off by its token limit reaches the engine without its unfinished last line; the adapter
+/// drops it.)
+///
+/// With a label set, a rule must end on the correct answer of one of the examples it was
+/// written for (`answers`): a small model now and then copies the wrong answer into its rule,
+/// and such a rule would teach the mistake.
+pub(crate) fn parse_rules(
+    answer: &str,
+    labels: &[String],
+    answers: &[&str],
+) -> Result<Vec<String>, ProposalFailure> {
+    let text = match answer.rfind("</think>") {
+        Some(end) => &answer[end + "</think>".len()..],
+        None => answer,
+    };
+    let mut rules: Vec<String> = Vec::new();
+    let mut wrong = 0;
+    for line in text.lines() {
+        let line = line.trim();
+        let body = if let Some(rest) = line.strip_prefix("- ").or(line.strip_prefix("* ")) {
+            rest
+        } else if let Some((number, rest)) = line.split_once(". ")
+            && !number.is_empty()
+            && number.chars().all(|c| c.is_ascii_digit())
+        {
+            rest
+        } else if line.starts_with("When ") {
+            // The rule's form without its list marker.
+            line
+        } else {
+            continue;
+        };
+        for rule in body.split(" - When ").enumerate().map(|(i, part)| {
+            if i == 0 {
+                part.to_string()
+            } else {
+                format!("When {part}")
+            }
+        }) {
+            // Small models copy the form's brackets around what they fill in.
+            let rule = rule.replace(['<', '>'], "");
+            let rule = rule.trim().trim_matches('"').trim();
+            if rule.is_empty() || rule.contains("...") {
+                continue;
+            }
+            if let Some(label) = last_label(rule, labels)
+                && !answers
+                    .iter()
+                    .any(|answer| answer.trim().eq_ignore_ascii_case(label))
+            {
+                wrong += 1;
+                continue;
+            }
+            if !rules.iter().any(|known| known.eq_ignore_ascii_case(rule)) {
+                rules.push(rule.to_string());
+            }
+        }
+    }
+    if rules.is_empty() {
+        return Err(if wrong > 0 {
+            ProposalFailure::WrongAnswerInRules {
+                answer: answer.to_string(),
+            }
+        } else {
+            ProposalFailure::NoRules {
+                answer: answer.to_string(),
+            }
+        });
+    }
+    Ok(rules)
+}
+
+/// The label named last in `rule` (as a whole word, any case): the answer it tells to give.
+fn last_label<'l>(rule: &str, labels: &'l [String]) -> Option<&'l str> {
+    let lower = rule.to_lowercase();
+    labels
+        .iter()
+        .filter_map(|label| {
+            let needle = label.to_lowercase();
+            lower
+                .match_indices(needle.as_str())
+                .filter(|(at, _)| {
+                    let before = lower[..*at].chars().next_back();
+                    let after = lower[at + needle.len()..].chars().next();
+                    !before.is_some_and(char::is_alphanumeric)
+                        && !after.is_some_and(char::is_alphanumeric)
+                })
+                .map(|(at, _)| at)
+                .last()
+                .map(|at| (at, label.as_str()))
+        })
+        .max_by_key(|(at, _)| *at)
+        .map(|(_, label)| label)
+}
+
+/// `prompt` with `rules` added to its list of rules: after the last rule of an existing
+/// "Rules:" list, else as a new list right before the first line that holds a `{variable}`
+/// (so that the rules come before the input, as instructions usually do), else at the end.
+/// Rules the prompt already states are not repeated. `None` when nothing is new.
+pub(crate) fn add_rules(prompt: &str, rules: &[String]) -> Option<String> {
+    let new: Vec<&String> = rules
+        .iter()
+        .filter(|rule| !prompt.contains(rule.as_str()))
+        .collect();
+    if new.is_empty() {
+        return None;
+    }
+    let items: String = new.iter().map(|rule| format!("- {rule}\n")).collect();
+    let lines: Vec<&str> = prompt.lines().collect();
+    let mut out = String::new();
+    if let Some(heading) = lines.iter().position(|line| line.trim() == RULES_HEADING) {
+        let last_rule = lines[heading + 1..]
+            .iter()
+            .take_while(|line| line.trim_start().starts_with("- "))
+            .count()
+            + heading;
+        for line in &lines[..=last_rule] {
+            out.push_str(line);
+            out.push('\n');
+        }
+        out.push_str(&items);
+        for line in &lines[last_rule + 1..] {
+            out.push_str(line);
+            out.push('\n');
+        }
+    } else {
+        let first_input = lines
+            .iter()
+            .position(|line| has_placeholder(line))
+            .filter(|&at| at > 0);
+        match first_input {
+            Some(at) => {
+                for line in &lines[..at] {
+                    out.push_str(line);
+                    out.push('\n');
+                }
+                out.push_str(RULES_HEADING);
+                out.push('\n');
+                out.push_str(&items);
+                for line in &lines[at..] {
+                    out.push_str(line);
+                    out.push('\n');
+                }
+            }
+            None => {
+                out.push_str(prompt.trim_end());
+                out.push_str("\n\n");
+                out.push_str(RULES_HEADING);
+                out.push('\n');
+                out.push_str(&items);
+            }
+        }
+    }
+    Some(out.trim_end().to_string())
+}
+
+/// `prompt` without its "Rules:" list (the heading and its "- " lines).
+fn without_rules(prompt: &str) -> String {
+    let mut out = Vec::new();
+    let mut in_rules = false;
+    for line in prompt.lines() {
+        if line.trim() == RULES_HEADING {
+            in_rules = true;
+            continue;
+        }
+        if in_rules && line.trim_start().starts_with("- ") {
+            continue;
+        }
+        in_rules = false;
+        out.push(line);
+    }
+    out.join("\n")
+}
+
+/// A `{name}` placeholder on the line; `{{` is a literal brace.
+fn has_placeholder(line: &str) -> bool {
+    let unescaped = line.replace("{{", "").replace("}}", "");
+    unescaped.split('{').skip(1).any(|rest| {
+        rest.split_once('}')
+            .is_some_and(|(name, _)| !name.is_empty())
+    })
+}
+
+fn one_line(text: &str) -> String {
+    let joined = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if joined.is_empty() {
+        "(no answer)".into()
+    } else {
+        joined
+    }
+}
+
 /// One of the two candidates being merged.
 pub(crate) struct Revision<'a> {
     pub(crate) prompt: &'a str,
@@ -122,8 +387,8 @@ fn push_placeholder_rule(text: &mut String, keep: &[String]) {
 /// Only fences at the start of a line count, so an inline mention ("put it in ``` blocks") is
 /// not mistaken for one. With several fences, the instruction runs from the first to the last, so
 /// an instruction that itself contains a fenced example stays whole. A word right after the
-/// opening fence (a language tag) is dropped; a missing closing fence is tolerated; a reasoning
-/// model's `<think>` section is ignored.
+/// opening fence (a language tag) is dropped; a reasoning model's `<think>` section is ignored. A
+/// fence opened and never closed is refused: that is how a truncated answer looks.
 pub(crate) fn extract_instruction(answer: &str) -> Result<String, ProposalFailure> {
     let text = match answer.rfind("</think>") {
         Some(end) => &answer[end + "</think>".len()..],
@@ -135,7 +400,16 @@ pub(crate) fn extract_instruction(answer: &str) -> Result<String, ProposalFailur
         (Some(&only), _) => {
             let rest = &text[only + 3..];
             // A block that opens and closes on its own line has its closing fence inline.
-            rest.trim_end().strip_suffix("```").unwrap_or(rest)
+            match rest.trim_end().strip_suffix("```") {
+                Some(body) => body,
+                // Most often an answer cut off by its token limit: the instruction may end
+                // mid-sentence, so it is not adopted.
+                None => {
+                    return Err(ProposalFailure::UnclosedFence {
+                        answer: answer.to_string(),
+                    });
+                }
+            }
         }
         _ => {
             return Err(ProposalFailure::NoFencedBlock {
@@ -198,10 +472,13 @@ mod tests {
     }
 
     #[test]
-    fn missing_closing_fence_takes_the_rest() {
+    fn a_fence_never_closed_is_a_truncated_answer_and_refused() {
+        let cut_off = "New instruction:\n```\nBe brief.\nCite your sour";
         assert_eq!(
-            parsed("New instruction:\n```\nBe brief.\nCite sources."),
-            Ok("Be brief.\nCite sources.".into())
+            parsed(cut_off),
+            Err(ProposalFailure::UnclosedFence {
+                answer: cut_off.into()
+            })
         );
     }
 
@@ -256,7 +533,11 @@ mod tests {
     #[test]
     fn empty_block_fails() {
         assert_eq!(parsed("```\n\n```"), Err(ProposalFailure::EmptyInstruction));
-        assert_eq!(parsed("```"), Err(ProposalFailure::EmptyInstruction));
+        assert_eq!(parsed("``````"), Err(ProposalFailure::EmptyInstruction));
+        assert!(matches!(
+            parsed("```"),
+            Err(ProposalFailure::UnclosedFence { .. })
+        ));
     }
 
     #[test]
@@ -312,5 +593,127 @@ mod tests {
         assert!(text.contains("Revision A (mean score 0.600 on 10 test examples, better than the other revision on 3 of them):\n```\nAnswer {question}. Use units.\n```"));
         assert!(text.contains("Revision B (mean score 0.500"));
         assert!(text.ends_with("Write the new instruction inside a ``` fenced block."));
+    }
+
+    fn shown<'a>(view: &'a ExampleView, output: &'a str) -> Shown<'a> {
+        Shown {
+            view,
+            output,
+            feedback: "",
+        }
+    }
+
+    #[test]
+    fn rules_request_shows_failures_and_the_label_set() {
+        let view = ExampleView {
+            inputs: vec![("review".into(), "Oh great, it broke.".into())],
+            expected: "negative".into(),
+        };
+        let text = rules_request(
+            "Classify {review}.",
+            &[shown(&view, "Positive\n")],
+            &["negative".into(), "positive".into()],
+        );
+        assert!(text.contains("\"\"\"\nClassify {review}.\n\"\"\""));
+        assert!(text.contains("Every correct answer is exactly one of: negative, positive."));
+        assert!(text.contains(
+            "this input wrongly:\nreview: Oh great, it broke.\nWrong answer: Positive\nCorrect answer: negative\n"
+        ));
+        assert!(text.ends_with("in this form:\n- When ..., answer negative."));
+    }
+
+    #[test]
+    fn rules_are_the_list_lines_of_the_answer() {
+        let answer = "Here are the rules:\n- Sarcasm is negative.\n* Delivery does not count.\n\
+                      2. \"Returns mean negative.\"\n- Sarcasm is negative.\nThat is all.";
+        assert_eq!(
+            parse_rules(answer, &[], &[]).unwrap(),
+            vec![
+                "Sarcasm is negative.",
+                "Delivery does not count.",
+                "Returns mean negative."
+            ]
+        );
+        assert!(matches!(
+            parse_rules("No list here.", &[], &[]),
+            Err(ProposalFailure::NoRules { .. })
+        ));
+        // The form's brackets are dropped, its unfilled "..." refused, a bare "When" line kept.
+        assert_eq!(
+            parse_rules(
+                "- When <a parcel is lost>, answer <shipping>.\n- When ..., answer shipping.\n\
+                 When it crashes, answer technical.",
+                &[],
+                &[]
+            )
+            .unwrap(),
+            vec![
+                "When a parcel is lost, answer shipping.",
+                "When it crashes, answer technical."
+            ]
+        );
+    }
+
+    #[test]
+    fn rules_run_together_are_split_and_rules_teaching_a_wrong_answer_dropped() {
+        let labels: Vec<String> = ["billing", "shipping", "technical"]
+            .map(String::from)
+            .to_vec();
+        let answer = "- When the export fails, answer billing. - When a parcel is lost, answer \
+                      shipping.\n- When the app crashes, answer Technical.";
+        assert_eq!(
+            parse_rules(answer, &labels, &["technical", "shipping"]).unwrap(),
+            vec![
+                "When a parcel is lost, answer shipping.",
+                "When the app crashes, answer Technical."
+            ]
+        );
+        // "billing-related" is not the word billing; "shipping" named last decides.
+        assert_eq!(
+            last_label(
+                "When it is billing-related but about shipping, answer shipping.",
+                &labels
+            ),
+            Some("shipping")
+        );
+        assert_eq!(last_label("When unsure, ask.", &labels), None);
+        assert!(matches!(
+            parse_rules("- When it fails, answer billing.", &labels, &["technical"]),
+            Err(ProposalFailure::WrongAnswerInRules { .. })
+        ));
+    }
+
+    #[test]
+    fn rules_go_before_the_input_then_extend_their_list() {
+        let seed = "Classify the review.\nReview: {review}\nAnswer with one word.";
+        let once = add_rules(seed, &["Sarcasm is negative.".into()]).unwrap();
+        assert_eq!(
+            once,
+            "Classify the review.\nRules:\n- Sarcasm is negative.\nReview: {review}\nAnswer with one word."
+        );
+        let twice = add_rules(
+            &once,
+            &[
+                "Sarcasm is negative.".into(),
+                "Returns are negative.".into(),
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            twice,
+            "Classify the review.\nRules:\n- Sarcasm is negative.\n- Returns are negative.\nReview: {review}\nAnswer with one word."
+        );
+        assert_eq!(add_rules(&twice, &["Returns are negative.".into()]), None);
+        assert_eq!(without_rules(&twice), seed);
+        assert!(!rules_request(&twice, &[], &[]).contains("Sarcasm"));
+        // The input on the first line, or no input at all: the rules go at the end.
+        assert_eq!(
+            add_rules("{review} - sentiment?", &["Be brief.".into()]).unwrap(),
+            "{review} - sentiment?\n\nRules:\n- Be brief."
+        );
+        assert_eq!(
+            add_rules("Literal {{braces}}.\nText: {text}", &["X.".into()]).unwrap(),
+            "Literal {{braces}}.\nRules:\n- X.\nText: {text}"
+        );
     }
 }

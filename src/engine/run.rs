@@ -1,6 +1,7 @@
 //! The run loop: score the seed, then iterate (a merge when one is due, otherwise a reflective
 //! mutation) until a stop condition holds, paying for every call and recording every step.
 
+use std::future::Future;
 use std::time::Instant;
 
 use futures::future::join_all;
@@ -9,7 +10,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::budget::Budget;
 use super::cache::{EvaluationCache, PromptId};
-use super::config::{EngineConfig, OnTaskError};
+use super::config::{EngineConfig, OnTaskError, Proposer};
 use super::error::{EngineError, TaskError};
 use super::merge::{self, MergeScheduler, Triplet};
 use super::placeholders::Placeholders;
@@ -83,6 +84,18 @@ enum Halt {
     Failed(Failure),
 }
 
+/// What a reflection answer holds.
+enum Reading<'p> {
+    /// A whole new instruction in a fenced block.
+    Instruction,
+    /// Rules to add to this parent prompt, written for examples whose correct answers are
+    /// `answers`.
+    RulesFor {
+        parent: &'p str,
+        answers: &'p [String],
+    },
+}
+
 /// A reflection that produced no child worth running.
 struct Rejection {
     prompt: Option<String>,
@@ -102,6 +115,9 @@ struct Engine<'a, T, O> {
     merge_rng: ChaCha8Rng,
     merges: Option<MergeScheduler>,
     pareto_examples: Vec<usize>,
+    // The distinct expected outputs of a task that picks from a small set of answers
+    // (a classification), shown to the reflection model; empty otherwise.
+    labels: Vec<String>,
     // By generation.
     candidate_prompts: Vec<PromptId>,
     best: Option<(usize, f64)>,
@@ -109,6 +125,25 @@ struct Engine<'a, T, O> {
     // The current iteration; 0 while the seed is scored.
     iteration: usize,
     since_accepted: usize,
+    // Calls that failed (after their retries) since the last one that succeeded.
+    failures_in_a_row: usize,
+}
+
+/// At most this many distinct answers, each at most `LABEL_CHARS` long, make a label set.
+const MAX_LABELS: usize = 12;
+const LABEL_CHARS: usize = 40;
+
+/// The sorted distinct expected outputs when they look like the labels of a classification:
+/// few, short, and each used more than once on average. Empty otherwise.
+fn label_set(mut expected: Vec<String>) -> Vec<String> {
+    let examples = expected.len();
+    expected.sort();
+    expected.dedup();
+    let few = expected.len() <= MAX_LABELS && expected.len() * 2 <= examples;
+    let short = expected
+        .iter()
+        .all(|label| !label.is_empty() && label.chars().count() <= LABEL_CHARS);
+    if few && short { expected } else { Vec::new() }
 }
 
 fn random_stream(seed: u64, stream: u64) -> ChaCha8Rng {
@@ -128,6 +163,22 @@ fn scores(evaluations: &[Evaluation]) -> Vec<f64> {
         .collect()
 }
 
+/// Makes `call` until it succeeds or it has failed `1 + retries` times; the last error is kept.
+async fn with_retries<T, F, Fut>(retries: u32, mut call: F) -> Result<T, TaskError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, TaskError>>,
+{
+    let mut failed = 0;
+    loop {
+        match call().await {
+            Ok(value) => return Ok(value),
+            Err(error) if failed >= retries => return Err(error),
+            Err(_) => failed += 1,
+        }
+    }
+}
+
 fn checked(evaluation: Evaluation) -> Result<Evaluation, TaskError> {
     if (0.0..=1.0).contains(&evaluation.score) {
         Ok(evaluation)
@@ -143,12 +194,15 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
     fn new(task: &'a T, seed_prompt: &str, config: &'a EngineConfig, observer: O) -> Self {
         let examples = config.minibatch + config.pareto;
         let mut inputs: Vec<String> = Vec::new();
+        let mut expected: Vec<String> = Vec::new();
         for example in 0..examples {
-            for (name, _) in task.describe(example).inputs {
+            let view = task.describe(example);
+            for (name, _) in view.inputs {
                 if !inputs.contains(&name) {
                     inputs.push(name);
                 }
             }
+            expected.push(view.expected.trim().to_string());
         }
         Self {
             task,
@@ -166,12 +220,14 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             selection_rng: random_stream(config.seed, SELECTION_STREAM),
             merge_rng: random_stream(config.seed, MERGE_STREAM),
             merges: config.merge.as_ref().map(MergeScheduler::new),
+            labels: label_set(expected),
             pareto_examples: (config.minibatch..examples).collect(),
             candidate_prompts: Vec::new(),
             best: None,
             iterations: Vec::new(),
             iteration: 0,
             since_accepted: 0,
+            failures_in_a_row: 0,
         }
     }
 
@@ -279,14 +335,26 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             return self.merge(pool, triplet).await.map(IterationRecord::Merge);
         }
         let parent = pool.select_parent(&mut self.selection_rng);
-        let minibatch = self.sampler.next_batch();
+        let mut minibatch = self.sampler.next_batch();
         let parent_prompt = self.candidate_prompts[parent].clone();
         // The parent's unknown scores, one reflection, the child on the minibatch, and the
         // child on the Pareto set. A child is never a prompt of the pool, so none of its Pareto
         // scores can be known.
-        let worst_case =
-            self.cache.uncached(&parent_prompt, &minibatch) + 1 + minibatch.len() + pareto;
-        self.afford(worst_case)?;
+        let worst_case = |cache: &EvaluationCache, minibatch: &[usize]| {
+            cache.uncached(&parent_prompt, minibatch) + 1 + minibatch.len() + pareto
+        };
+        // Near the end of the budget a smaller minibatch still decides something, where
+        // stopping would leave the rest unspent: drop examples, those the parent has no score
+        // on first, until the iteration fits (or one example is left and it still does not).
+        if worst_case(&self.cache, &minibatch) as u64 > self.budget.remaining() {
+            minibatch.sort_by_key(|&example| self.cache.get(&parent_prompt, example).is_none());
+            while minibatch.len() > 1
+                && worst_case(&self.cache, &minibatch) as u64 > self.budget.remaining()
+            {
+                minibatch.pop();
+            }
+        }
+        self.afford(worst_case(&self.cache, &minibatch))?;
         self.iteration += 1;
         self.mutate(pool, parent, parent_prompt, minibatch)
             .await
@@ -314,24 +382,47 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
         if record.parent_scores.iter().all(|&score| score >= PERFECT) {
             return Ok(record);
         }
-        let request = {
-            let views: Vec<ExampleView> = record
-                .minibatch
-                .iter()
-                .map(|&example| self.task.describe(example))
-                .collect();
-            let shown: Vec<Shown> = views
-                .iter()
-                .zip(&parent_evaluations)
-                .map(|(view, evaluation)| Shown {
-                    view,
-                    output: &evaluation.output,
-                    feedback: &evaluation.feedback,
-                })
-                .collect();
-            reflection::mutation_request(parent_prompt.text(), &shown, self.placeholders.required())
+        // Positions in the minibatch the reflection model is shown: all of them for a rewrite;
+        // for rules, the first failure (the minibatch is in random order), see `Proposer::Rules`.
+        let shown_positions: Vec<usize> = match self.config.proposer {
+            Proposer::Rewrite => (0..record.minibatch.len()).collect(),
+            Proposer::Rules => (0..record.minibatch.len())
+                .filter(|&position| record.parent_scores[position] < PERFECT)
+                .take(1)
+                .collect(),
         };
-        let child = match self.propose(&request).await? {
+        let views: Vec<ExampleView> = shown_positions
+            .iter()
+            .map(|&position| self.task.describe(record.minibatch[position]))
+            .collect();
+        let shown: Vec<Shown> = views
+            .iter()
+            .zip(&shown_positions)
+            .map(|(view, &position)| Shown {
+                view,
+                output: &parent_evaluations[position].output,
+                feedback: &parent_evaluations[position].feedback,
+            })
+            .collect();
+        let request = match self.config.proposer {
+            Proposer::Rewrite => reflection::mutation_request(
+                parent_prompt.text(),
+                &shown,
+                self.placeholders.required(),
+            ),
+            Proposer::Rules => {
+                reflection::rules_request(parent_prompt.text(), &shown, &self.labels)
+            }
+        };
+        let answers: Vec<String> = views.iter().map(|view| view.expected.clone()).collect();
+        let reading = match self.config.proposer {
+            Proposer::Rewrite => Reading::Instruction,
+            Proposer::Rules => Reading::RulesFor {
+                parent: parent_prompt.text(),
+                answers: &answers,
+            },
+        };
+        let child = match self.propose(&request, reading).await? {
             Ok(child) => child,
             Err(rejection) => {
                 record.child_prompt = rejection.prompt;
@@ -395,7 +486,7 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             self.pareto_examples.len(),
             self.placeholders.required(),
         );
-        let child = match self.propose(&request).await? {
+        let child = match self.propose(&request, Reading::Instruction).await? {
             Ok(child) => child,
             Err(rejection) => {
                 record.child_prompt = rejection.prompt;
@@ -427,14 +518,28 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
     }
 
     /// Asks the reflection model and checks that its answer is a new, renderable prompt.
-    async fn propose(&mut self, request: &str) -> Result<Result<PromptId, Rejection>, Halt> {
+    async fn propose(
+        &mut self,
+        request: &str,
+        reading: Reading<'_>,
+    ) -> Result<Result<PromptId, Rejection>, Halt> {
         let rejection = |prompt, reason| Ok(Err(Rejection { prompt, reason }));
         let answer = match self.reflect(request).await? {
             Ok(answer) => answer,
             Err(reason) => return rejection(None, reason),
         };
-        let text = match reflection::extract_instruction(&answer) {
-            Ok(text) => self.placeholders.complete(&text),
+        let parsed = match reading {
+            Reading::Instruction => reflection::extract_instruction(&answer)
+                .map(|text| self.placeholders.complete(&text)),
+            Reading::RulesFor { parent, answers } => {
+                let answers: Vec<&str> = answers.iter().map(String::as_str).collect();
+                reflection::parse_rules(&answer, &self.labels, &answers).and_then(|rules| {
+                    reflection::add_rules(parent, &rules).ok_or(ProposalFailure::NoNewRule)
+                })
+            }
+        };
+        let text = match parsed {
+            Ok(text) => text,
             Err(reason) => return rejection(None, reason),
         };
         if let Err(reason) = self.placeholders.check(&text) {
@@ -518,39 +623,43 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             .filter(|&position| evaluations[position].is_none())
             .collect();
         let task = self.task;
+        let retries = self.config.retries;
         for batch in unknown.chunks(self.config.parallel_calls) {
             self.budget
                 .pay_task_calls(batch.len() as u64)
                 .map_err(|_| Halt::Budget)?;
-            let results = join_all(
-                batch
-                    .iter()
-                    .map(|&position| task.evaluate(prompt.text(), examples[position])),
-            )
+            let results = join_all(batch.iter().map(|&position| {
+                with_retries(retries, move || {
+                    task.evaluate(prompt.text(), examples[position])
+                })
+            }))
             .await;
             let mut failure = None;
             for (&position, result) in batch.iter().zip(results) {
                 let example = examples[position];
                 let evaluation = match result.and_then(checked) {
-                    Ok(evaluation) => evaluation,
-                    Err(error) => match self.config.on_task_error {
-                        OnTaskError::ScoreZero => Evaluation {
-                            output: String::new(),
-                            score: 0.0,
-                            feedback: error.to_string(),
-                        },
-                        OnTaskError::Fail => {
-                            if failure.is_none() {
-                                failure = Some(Failure {
-                                    iteration: self.iteration,
-                                    call: CallKind::Evaluate,
-                                    example: Some(example),
-                                    error,
-                                });
+                    Ok(evaluation) => {
+                        self.failures_in_a_row = 0;
+                        evaluation
+                    }
+                    Err(error) => {
+                        if self.tolerate_failure() {
+                            Evaluation {
+                                output: String::new(),
+                                score: 0.0,
+                                feedback: format!("no answer: {error}"),
                             }
+                        } else {
+                            failure.get_or_insert(Failure {
+                                iteration: self.iteration,
+                                call: CallKind::Evaluate,
+                                example: Some(example),
+                                failures_in_a_row: self.failures_in_a_row,
+                                error,
+                            });
                             continue;
                         }
-                    },
+                    }
                 };
                 self.cache.insert(prompt, example, evaluation.clone());
                 evaluations[position] = Some(evaluation);
@@ -565,23 +674,35 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
     }
 
     /// Sends `request` to the reflection model. With `OnTaskError::ScoreZero` a failed call
-    /// fails only the proposal.
+    /// fails only the proposal, until too many calls in a row have failed.
     async fn reflect(&mut self, request: &str) -> Result<Result<String, ProposalFailure>, Halt> {
         self.budget.pay_reflection().map_err(|_| Halt::Budget)?;
-        let result = self.task.reflect(request).await;
+        let task = self.task;
+        let result = with_retries(self.config.retries, || task.reflect(request)).await;
         self.report_progress();
-        match (result, self.config.on_task_error) {
-            (Ok(answer), _) => Ok(Ok(answer)),
-            (Err(error), OnTaskError::ScoreZero) => {
+        match result {
+            Ok(answer) => {
+                self.failures_in_a_row = 0;
+                Ok(Ok(answer))
+            }
+            Err(error) if self.tolerate_failure() => {
                 Ok(Err(ProposalFailure::ReflectionError { error }))
             }
-            (Err(error), OnTaskError::Fail) => Err(Halt::Failed(Failure {
+            Err(error) => Err(Halt::Failed(Failure {
                 iteration: self.iteration,
                 call: CallKind::Reflect,
                 example: None,
+                failures_in_a_row: self.failures_in_a_row,
                 error,
             })),
         }
+    }
+
+    /// Counts a failed call (its retries spent) and says whether the run goes on.
+    fn tolerate_failure(&mut self) -> bool {
+        self.failures_in_a_row += 1;
+        self.config.on_task_error == OnTaskError::ScoreZero
+            && self.failures_in_a_row < self.config.failures_in_a_row
     }
 
     fn progress(&self) -> Progress {

@@ -27,6 +27,8 @@ pub struct ModelSettings {
     pub reflection_model: String,
     /// For task calls; `None` leaves it to the inference service's default.
     pub temperature: Option<f64>,
+    /// For task calls; `None` derives a cap from the dataset's expected outputs
+    /// ([`max_tokens_for`]).
     pub max_tokens: Option<u32>,
     pub reflection_temperature: Option<f64>,
     pub reflection_max_tokens: Option<u32>,
@@ -84,6 +86,36 @@ pub fn evaluator_metric(evaluator: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// Slack over the longest expected output, for the words a model puts around an answer.
+const ANSWER_SLACK_TOKENS: u32 = 16;
+
+/// A `max_tokens` cap for task calls when none is set: the longest expected output in bytes
+/// (a token is at least one byte, so no expected answer is ever cut) plus some slack, within
+/// the service's default. Without a cap a small model that starts explaining runs on to the
+/// default of 2,048 tokens, minutes per call on a CPU, for an answer that is scored wrong anyway.
+pub fn max_tokens_for(items: &[DatasetItem]) -> u32 {
+    let longest = items
+        .iter()
+        .map(|item| item.expected_output.len())
+        .max()
+        .unwrap_or(0);
+    u32::try_from(longest)
+        .unwrap_or(u32::MAX)
+        .saturating_add(ANSWER_SLACK_TOKENS)
+        .min(crate::inference::wire::DEFAULT_MAX_TOKENS)
+}
+
+/// An answer cut off by its token limit without its unfinished last line, so that the engine
+/// never adopts half a sentence (a rule, or the last line of an instruction whose closing fence
+/// is then missing, which the engine refuses).
+fn complete_lines(answer: &str, truncated: bool) -> &str {
+    match answer.rfind('\n') {
+        Some(end) if truncated => &answer[..end],
+        None if truncated => "",
+        _ => answer,
+    }
+}
+
 /// One execution's dataset, models and scorer.
 pub struct InferenceTask {
     task_model: Arc<dyn Inference>,
@@ -105,6 +137,8 @@ impl InferenceTask {
     ) -> Result<Self, TaskError> {
         // Only file-backed scorers can fail to build, and none of the metric mappings is one.
         let scorer = Scorer::new(scorer, std::path::Path::new(".")).map_err(TaskError::new)?;
+        let mut settings = settings;
+        settings.max_tokens = settings.max_tokens.or(Some(max_tokens_for(&items)));
         Ok(Self {
             task_model,
             reflection_model,
@@ -174,7 +208,7 @@ impl Task for InferenceTask {
             .chat(&chat)
             .await
             .map_err(TaskError::new)?;
-        Ok(answer.content().to_owned())
+        Ok(complete_lines(answer.content(), answer.truncated()).to_owned())
     }
 
     fn describe(&self, example: usize) -> ExampleView {
@@ -352,6 +386,13 @@ mod tests {
     }
 
     #[test]
+    fn a_truncated_answer_loses_its_unfinished_last_line() {
+        assert_eq!(complete_lines("- One.\n- Two is cu", true), "- One.");
+        assert_eq!(complete_lines("- One.\n- Two.", false), "- One.\n- Two.");
+        assert_eq!(complete_lines("cut", true), "");
+    }
+
+    #[test]
     fn examples_show_inputs_in_column_order() {
         let task = task(Fixed::new(""), "accuracy");
         let view = task.describe(0);
@@ -365,6 +406,34 @@ mod tests {
         assert_eq!(view.expected, "Negative");
         assert_eq!(task.example_count(), 1);
         assert!(task.describe(9).inputs.is_empty());
+    }
+
+    #[tokio::test]
+    async fn without_a_cap_task_calls_get_one_from_the_longest_expected_output() {
+        let model = Fixed::new("negative");
+        let (scorer, _) = scorer_for_metric(Some("accuracy"));
+        let mut items = items();
+        items.push(DatasetItem {
+            input: BTreeMap::new(),
+            expected_output: "x".repeat(40),
+        });
+        let task = InferenceTask::new(
+            model.clone(),
+            model.clone(),
+            ModelSettings::new("m"),
+            vec!["title".into()],
+            items.clone(),
+            &scorer,
+        )
+        .unwrap();
+        task.evaluate("{title}", 0).await.unwrap();
+        assert_eq!(model.asked()[0].max_tokens, Some(40 + ANSWER_SLACK_TOKENS));
+        items[1].expected_output = "x".repeat(100_000);
+        assert_eq!(
+            max_tokens_for(&items),
+            crate::inference::wire::DEFAULT_MAX_TOKENS
+        );
+        assert_eq!(max_tokens_for(&[]), ANSWER_SLACK_TOKENS);
     }
 
     #[tokio::test]

@@ -32,8 +32,11 @@ use super::rules::validate_start;
 use super::store::{ExecutionState, ExecutionStore, StoredExecution};
 use super::wire::{BatchJobs, Execution, HistoryRecord, PromptState, StartExecution, Status};
 use super::{Evolution, EvolutionError, ServiceProfile};
-use crate::engine::{self, CandidateRecord, EngineConfig, EngineEvent, MergeConfig};
-use crate::inference::Inference;
+use crate::engine::{
+    self, CandidateRecord, DEFAULT_REFLECTION_MINIBATCH, EngineConfig, EngineEvent, MergeConfig,
+    OnTaskError, Proposer,
+};
+use crate::inference::{Inference, is_local_model};
 
 /// How a `LocalEvolution` runs its executions.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,18 +48,55 @@ pub struct LocalSettings {
     pub max_running: usize,
     /// Task calls in flight within one execution.
     pub parallel_calls: usize,
+    /// How the reflection model proposes children.
+    pub proposer: Proposer,
+    /// Feedback examples per reflection minibatch.
+    pub reflection_minibatch: usize,
 }
 
 impl LocalSettings {
-    pub fn new(models: ModelSettings) -> Self {
+    /// With an embedded reflection model, the rules proposer on a larger minibatch: a small
+    /// model writes usable rules where its rewrites are mostly unusable, and a larger minibatch
+    /// shows it more failures per (slow) reflection and judges the child on more examples.
+    /// Otherwise the reference implementation's rewrite on 3 examples.
+    pub fn new(mut models: ModelSettings) -> Self {
+        let embedded = is_local_model(&models.reflection_model);
+        if embedded && models.reflection_max_tokens.is_none() {
+            // A rules answer is a few short lines; a CPU model that rambles past them costs
+            // seconds per token.
+            models.reflection_max_tokens = Some(EMBEDDED_REFLECTION_MAX_TOKENS);
+        }
         Self {
             models,
             profile: ServiceProfile::default(),
             max_running: 2,
             parallel_calls: 4,
+            proposer: if embedded {
+                Proposer::Rules
+            } else {
+                Proposer::Rewrite
+            },
+            reflection_minibatch: if embedded {
+                EMBEDDED_REFLECTION_MINIBATCH
+            } else {
+                DEFAULT_REFLECTION_MINIBATCH
+            },
         }
     }
 }
+
+/// `max_tokens` of an embedded reflection model's answers unless set otherwise.
+pub const EMBEDDED_REFLECTION_MAX_TOKENS: u32 = 400;
+
+/// What the engine's observer passes to the task that records an execution.
+enum Recorded {
+    Candidate(CandidateRecord),
+    /// Calls spent so far.
+    Spent(u64),
+}
+
+/// The reflection minibatch with an embedded reflection model (see [`LocalSettings::new`]).
+pub const EMBEDDED_REFLECTION_MINIBATCH: usize = 6;
 
 /// A page of a list, numbered from 1 (the convention `fetch_history` documents).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -198,6 +238,7 @@ impl LocalEvolution {
                 status: Status::Pending,
                 prompt: None,
                 error: None,
+                budget_used: None,
             },
             created_at: now(),
             history: Vec::new(),
@@ -381,6 +422,7 @@ impl Inner {
             status: Status::InProgress,
             prompt: None,
             error: None,
+            budget_used: Some(0),
         };
         // A store that cannot say "in progress" could not tell a restart that calls were made.
         if !self.set_state(evolution_id, started).await {
@@ -390,6 +432,7 @@ impl Inner {
                     status: Status::Failed,
                     prompt: None,
                     error: Some("the start of the run could not be recorded".into()),
+                    budget_used: Some(0),
                 },
             )
             .await;
@@ -403,10 +446,15 @@ impl Inner {
     /// Runs the engine to its end and returns the final state.
     async fn run_engine(&self, evolution_id: &str, execution: &StoredExecution) -> ExecutionState {
         let request = &execution.request;
+        // What was spent when the run failed early: the last progress the engine reported.
         let failed = |error: String| ExecutionState {
             status: Status::Failed,
             prompt: None,
             error: Some(error),
+            budget_used: self
+                .registry()
+                .get(evolution_id)
+                .and_then(|execution| execution.state.budget_used),
         };
         let (Ok(minibatch), Ok(pareto)) = (
             usize::try_from(request.minibatch_size),
@@ -433,16 +481,24 @@ impl Inner {
         let mut config = EngineConfig::new(minibatch, pareto, request.budget);
         config.seed = execution.seed;
         config.parallel_calls = self.settings.parallel_calls.max(1);
+        // A slow or failed answer (a busy machine, a flaky service) costs one zero score or one
+        // proposal, not the whole evolution; a run of failures still stops it, with the reason.
+        config.on_task_error = OnTaskError::ScoreZero;
+        config.proposer = self.settings.proposer;
+        config.reflection_minibatch = self.settings.reflection_minibatch;
         if request.strategy == "SAM" {
             config.merge = Some(MergeConfig::default());
         }
 
         // The engine reports synchronously; candidates are recorded (and stored) beside it.
-        let (candidates, mut received) = tokio::sync::mpsc::unbounded_channel::<CandidateRecord>();
+        let (candidates, mut received) = tokio::sync::mpsc::unbounded_channel::<Recorded>();
         let id = evolution_id.to_owned();
         let observer = move |event: &EngineEvent| match event {
             EngineEvent::Candidate(candidate) => {
-                let _ = candidates.send(candidate.clone());
+                let _ = candidates.send(Recorded::Candidate(candidate.clone()));
+            }
+            EngineEvent::Progress(progress) => {
+                let _ = candidates.send(Recorded::Spent(progress.spent.total()));
             }
             // What each iteration did (accepted, rejected, why a proposal failed), for
             // `RUST_LOG=gepa_lab=debug`: the history holds accepted candidates only.
@@ -455,8 +511,18 @@ impl Inner {
         };
         let engine = engine::run(&task, &request.prompt, &config, observer);
         let record = async {
-            while let Some(candidate) = received.recv().await {
-                self.record_candidate(evolution_id, candidate).await;
+            while let Some(recorded) = received.recv().await {
+                match recorded {
+                    Recorded::Candidate(candidate) => {
+                        self.record_candidate(evolution_id, candidate).await;
+                    }
+                    // Kept in memory; stored with the next candidate or the end.
+                    Recorded::Spent(spent) => {
+                        if let Some(execution) = self.registry().get_mut(evolution_id) {
+                            execution.state.budget_used = Some(spent);
+                        }
+                    }
+                }
             }
         };
         let (result, ()) = tokio::join!(engine, record);
@@ -476,16 +542,19 @@ impl Inner {
             reflection_calls = run.spent().reflection_calls, budget = run.budget(),
             "engine finished"
         );
+        let budget_used = Some(run.spent().total());
         match run.failure() {
             None => ExecutionState {
                 status: Status::Completed,
                 prompt,
                 error: None,
+                budget_used,
             },
             Some(failure) => ExecutionState {
                 status: Status::Failed,
                 prompt,
                 error: Some(format!("the engine stopped: {failure}")),
+                budget_used,
             },
         }
     }

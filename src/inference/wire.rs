@@ -197,6 +197,14 @@ impl ChatResponse {
             .unwrap_or_default()
     }
 
+    /// True when the first choice stopped at its token limit (`finish_reason` `length`).
+    pub fn truncated(&self) -> bool {
+        self.choices
+            .first()
+            .and_then(|choice| choice.finish_reason.as_deref())
+            == Some("length")
+    }
+
     pub fn node_id(&self) -> Option<&str> {
         self.metadata.as_ref().and_then(|m| m.node_id.as_deref())
     }

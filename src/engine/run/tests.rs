@@ -1,6 +1,7 @@
 //! Whole runs against the deterministic stand-in task.
 
 use std::collections::{BTreeSet, HashSet};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -231,6 +232,9 @@ async fn budget_is_never_exceeded() {
                 config.seed = seed;
                 config.merge = merge.then(MergeConfig::default);
                 config.on_task_error = on_task_error;
+                // Every call the stand-in sees is then a paid one; retries (paid once) have
+                // their own test.
+                config.retries = 0;
                 config.parallel_calls = 1 + seed as usize % 3;
                 let mut last_spent = 0;
                 let result = run(&task, SEED, &config, |event| {
@@ -310,14 +314,24 @@ async fn stops_when_nothing_is_accepted_for_n_iterations() {
 }
 
 #[tokio::test]
-async fn stops_on_budget_before_an_iteration_it_cannot_finish() {
+async fn spends_the_tail_of_the_budget_on_a_smaller_minibatch_then_stops() {
     let task = StandIn::new(&ROWS);
-    // Seed 6; the first iteration costs at most 3 + 1 + 3 + 6 = 13; the 12 left cannot pay for
-    // a second one whose parent, the new child, has no known minibatch scores (13 again).
+    // Seed 6; the first iteration costs at most 3 + 1 + 3 + 6 = 13. The 12 left cannot pay for
+    // a second one on 3 examples whose parent, the new child, has no known minibatch scores
+    // (13 again), but they pay for one on 2 examples (2 + 1 + 2 + 6 = 11).
     let run = run_quietly(&task, &config(6 + 13 + 12)).await.expect("run");
     assert_eq!(run.stop(), StopReason::Budget);
-    assert_eq!(run.iterations().len(), 1);
+    assert_eq!(run.iterations().len(), 2);
+    let IterationRecord::Mutation(first) = &run.iterations()[0] else {
+        panic!("a mutation")
+    };
+    let IterationRecord::Mutation(second) = &run.iterations()[1] else {
+        panic!("a mutation")
+    };
+    assert_eq!(first.minibatch.len(), 3);
+    assert_eq!(second.minibatch.len(), 2);
     assert!(spent_calls(&run) <= 31);
+    assert_eq!(spent_calls(&run), task.calls_made());
 }
 
 #[tokio::test]
@@ -353,11 +367,55 @@ async fn a_task_error_stops_the_run_by_default_and_keeps_its_records() {
     assert!(failure.iteration >= 1);
     assert_eq!(failure.error.to_string(), "503: no node for model");
     assert!(!run.candidates().is_empty());
-    assert_eq!(
-        spent_calls(&run),
-        task.calls_made(),
-        "failed calls are paid too"
-    );
+    // The failed call was tried twice (one retry) and paid for once.
+    assert_eq!(spent_calls(&run) + 1, task.calls_made());
+}
+
+#[tokio::test]
+async fn a_call_that_fails_once_is_retried_and_a_run_of_failures_stops_the_run() {
+    // Example 8 fails on the first attempt of every prompt, then answers: the run is the one
+    // it would have been without the failures, paid the same, with one extra attempt per
+    // prompt scored on example 8.
+    let attempts = Mutex::new(BTreeSet::new());
+    let flaky = StandIn::new(&ROWS).failing(move |prompt, example| {
+        (example == 8 && attempts.lock().unwrap().insert(prompt.to_owned()))
+            .then(|| TaskError::new("504: generation timed out"))
+    });
+    let steady = StandIn::new(&ROWS);
+    let mut config = config(200);
+    config.on_task_error = OnTaskError::ScoreZero;
+    let with_retries = run_quietly(&flaky, &config).await.expect("run");
+    let without = run_quietly(&steady, &config).await.expect("run");
+    assert_eq!(with_retries.candidates(), without.candidates());
+    assert_eq!(with_retries.spent(), without.spent());
+    let scored_on_8 = flaky
+        .calls
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, example)| *example == 8)
+        .map(|(prompt, _)| prompt.clone())
+        .collect::<BTreeSet<_>>()
+        .len() as u64;
+    assert!(scored_on_8 >= 1);
+    assert_eq!(flaky.calls_made(), steady.calls_made() + scored_on_8);
+
+    // Every evaluation fails: three in a row (after their retries) stop the run, and the error
+    // says so.
+    let task = StandIn::new(&ROWS).failing(|_, _| Some(TaskError::new("503: no node")));
+    config.parallel_calls = 1;
+    match run_quietly(&task, &config).await {
+        Err(EngineError::SeedEvaluation { failure, spent }) => {
+            assert_eq!(failure.failures_in_a_row, 3);
+            assert!(
+                failure.to_string().contains("(3 failed calls in a row)"),
+                "{failure}"
+            );
+            assert_eq!(spent.task_calls, 3);
+            assert_eq!(task.calls_made(), 6);
+        }
+        other => panic!("expected the seed evaluation to fail, got {other:?}"),
+    }
 }
 
 #[tokio::test]
