@@ -184,6 +184,7 @@ fn describe(id: &str, execution: &Execution) -> String {
             execution.strategy.clone().unwrap_or_else(missing),
         ),
         ("budget", generation(execution.budget)),
+        ("budget_used", generation(execution.budget_used)),
         (
             "created_at",
             execution.created_at.clone().unwrap_or_else(missing),
@@ -285,11 +286,13 @@ mod tests {
             prompt: None,
             created_at: None,
             error: Some("why".into()),
+            budget_used: Some(12.0),
         };
         let shown = describe("id-1", &execution);
         assert!(shown.contains("evolution_id  id-1\n"), "{shown}");
         assert!(shown.contains("status        failed\n"), "{shown}");
         assert!(shown.contains("error         why\n"), "{shown}");
+        assert!(shown.contains("budget_used   12\n"), "{shown}");
         assert!(shown.contains("(not reported yet)"), "{shown}");
         let running = Execution {
             prompt: Some(PromptState {

@@ -132,6 +132,7 @@ mod tests {
                 prompt: None,
                 created_at: None,
                 error: None,
+                budget_used: None,
             };
             Ok(match page {
                 Some(1) => (0..PAGE_LIMIT)

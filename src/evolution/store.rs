@@ -32,6 +32,8 @@ pub struct ExecutionState {
     pub prompt: Option<PromptState>,
     /// Why a failed execution failed.
     pub error: Option<String>,
+    /// Calls spent so far (task and reflection calls), when the engine has reported them.
+    pub budget_used: Option<u64>,
 }
 
 impl StoredExecution {
@@ -46,6 +48,7 @@ impl StoredExecution {
             prompt: self.state.prompt.clone(),
             created_at: Some(self.created_at.clone()),
             error: self.state.error.clone(),
+            budget_used: self.state.budget_used.map(|used| used as f64),
         }
     }
 }

@@ -148,6 +148,10 @@ pub struct Execution {
     /// local engine fill it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Calls spent so far, task and reflection calls alike (not in the contract; `serve` and the
+    /// local engine fill it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_used: Option<f64>,
 }
 
 /// One generation of an evolution's history.

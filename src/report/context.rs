@@ -279,7 +279,10 @@ pub fn build(
             strategy: spec.start.strategy.clone(),
             model: spec.start.model.clone(),
             budget: spec.start.budget,
-            budget_used: history.and_then(|h| h.budget_used),
+            // What the service said the execution spent, else what its last generation had.
+            budget_used: record
+                .and_then(|r| r.budget_used)
+                .or_else(|| history.and_then(|h| h.budget_used)),
             minibatch: spec.start.minibatch_size,
             pareto: spec.start.pareto_size,
             holdout_rows: spec.dataset.holdout_rows,

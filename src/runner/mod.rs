@@ -126,6 +126,7 @@ pub fn create_run(
                 error: None,
                 started_at: None,
                 finished_at: None,
+                budget_used: None,
             })
             .collect(),
     };
@@ -389,8 +390,16 @@ impl Runner<'_> {
                     budget: execution.budget,
                 })?;
                 let record = &mut self.manifest.executions[index];
-                let changed = record.status.as_deref() != Some(execution.status.as_str());
+                let budget_used = execution
+                    .budget_used
+                    .filter(|used| used.is_finite() && *used >= 0.0)
+                    .map(|used| used.round() as u64);
+                let changed = record.status.as_deref() != Some(execution.status.as_str())
+                    || (execution.status.is_final() && record.budget_used != budget_used);
                 record.status = Some(execution.status.to_string());
+                if budget_used.is_some() {
+                    record.budget_used = budget_used;
+                }
                 if execution.status.is_final() {
                     record.finished_at = Some(Utc::now());
                     if execution.status == Status::Failed {
@@ -546,6 +555,7 @@ mod tests {
                     current_generation: Some(1.0),
                 }),
                 created_at: None,
+                budget_used: None,
             })
         }
         async fn list(

@@ -65,6 +65,8 @@ const MIGRATIONS: &[&str] = &[
         error_message TEXT,
         result_url TEXT
     );",
+    // Calls an execution has spent, which the engine knows and the API shows as `budgetUsed`.
+    "ALTER TABLE evolution_executions ADD COLUMN budget_used INTEGER;",
 ];
 
 #[derive(Debug, thiserror::Error)]

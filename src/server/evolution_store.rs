@@ -37,7 +37,7 @@ impl SqliteExecutions {
             .call(|conn| {
                 let mut executions = conn.prepare(
                     "SELECT evolution_id, owner, request, seed, status, current_prompt,
-                            current_score, current_generation, error, created_at
+                            current_score, current_generation, error, created_at, budget_used
                      FROM evolution_executions ORDER BY seq",
                 )?;
                 let mut history = conn.prepare(
@@ -58,11 +58,13 @@ impl SqliteExecutions {
                         },
                         row.get::<_, Option<String>>(8)?,
                         row.get::<_, String>(9)?,
+                        row.get::<_, Option<i64>>(10)?,
                     ))
                 })?;
                 let mut loaded = Vec::new();
                 for row in rows {
-                    let (id, owner, request, seed, status, prompt, error, created_at) = row?;
+                    let (id, owner, request, seed, status, prompt, error, created_at, budget_used) =
+                        row?;
                     let request: StartExecution = match serde_json::from_str(&request) {
                         Ok(request) => request,
                         Err(err) => {
@@ -91,6 +93,7 @@ impl SqliteExecutions {
                             status: Status::from(status.as_str()),
                             prompt: scored.then_some(prompt),
                             error,
+                            budget_used: budget_used.and_then(|used| u64::try_from(used).ok()),
                         },
                         created_at,
                         history: records,
@@ -184,7 +187,8 @@ impl ExecutionStore for SqliteExecutions {
                 });
                 let changed = conn.execute(
                     "UPDATE evolution_executions SET status = ?2, current_prompt = ?3,
-                        current_score = ?4, current_generation = ?5, error = ?6, updated_at = ?7
+                        current_score = ?4, current_generation = ?5, error = ?6, updated_at = ?7,
+                        budget_used = ?8
                      WHERE evolution_id = ?1",
                     params![
                         id,
@@ -194,6 +198,7 @@ impl ExecutionStore for SqliteExecutions {
                         prompt.current_generation,
                         state.error,
                         now(),
+                        state.budget_used.and_then(|used| i64::try_from(used).ok()),
                     ],
                 )?;
                 if changed == 0 {
@@ -267,6 +272,7 @@ mod tests {
                 status: Status::Pending,
                 prompt: None,
                 error: None,
+                budget_used: None,
             },
             created_at: "2026-01-01T00:00:00.000Z".into(),
             history: Vec::new(),
@@ -308,6 +314,7 @@ mod tests {
                     current_generation: Some(1.0),
                 }),
                 error: Some("why".into()),
+                budget_used: Some(17),
             };
             store
                 .save_state("b-second-id-sorts-first", &state)
@@ -324,6 +331,7 @@ mod tests {
         assert_eq!(first.seed, i64::MAX as u64);
         assert_eq!(first.state.status, Status::Failed);
         assert_eq!(first.state.error.as_deref(), Some("why"));
+        assert_eq!(first.state.budget_used, Some(17));
         assert_eq!(
             first.state.prompt.as_ref().unwrap().current_prompt_score,
             Some(0.75)

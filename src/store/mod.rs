@@ -86,6 +86,10 @@ pub struct ExecutionRecord {
     pub started_at: Option<DateTime<Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<DateTime<Utc>>,
+    /// Calls the execution spent, when the service says (the local engine and `serve` do;
+    /// the evolution API's contract has no such field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_used: Option<u64>,
 }
 
 /// `run.json`.

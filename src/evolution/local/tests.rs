@@ -293,6 +293,7 @@ fn stored(id: &str, status: Status, history: Vec<HistoryRecord>) -> StoredExecut
             status,
             prompt: None,
             error: None,
+            budget_used: None,
         },
         created_at: "2026-01-01T00:00:00.000Z".into(),
         history,
