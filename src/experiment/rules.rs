@@ -65,6 +65,7 @@ rules! {
     EvaluatorModel => "evaluator-model", "`evaluator.model` is a supported evolution model";
     BudgetMin => "budget-min", "`evolution.budget` is at least 1";
     BudgetLow => "budget-low", "(warning) `evolution.budget` is at least 10; 25-50 is recommended";
+    BudgetReflections => "budget-reflections", "(warning) the budget pays for at least 3 reflections after the seed's Pareto scores";
     EvaluatorMetric => "evaluator-metric", "(warning) `evaluator.metric` is accuracy, exact_match or coherence";
     EvaluatorThreshold => "evaluator-threshold", "`evaluator.threshold` is a number from 0 to 1";
     ReplayModels => "replay-models", "`replay.models` lists at least 1 model, each once";

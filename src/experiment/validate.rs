@@ -11,6 +11,7 @@ use super::plan::{DatasetPlan, Estimate, ExecutionPlan, JudgePlan, Plan, ReplayP
 use super::rules::Rule;
 use super::source::{Loaded, Resolved, load};
 use crate::dataset::{self, HoldoutSize, Split};
+use crate::engine;
 use crate::evolution::ServiceProfile;
 use crate::evolution::wire::{DatasetItem, Evaluator, StartExecution};
 use crate::prompt::Template;
@@ -439,6 +440,9 @@ impl<'a> Checker<'a> {
                 .seen(format!("{:?}", experiment.dataset.holdout))
                 .help(help),
             );
+        }
+        if let (Some((plan, _)), Some((_, _, budget))) = (&dataset, &evolution) {
+            check_budget_room(&mut scope, plan, *budget);
         }
         let failed = scope.failed;
         let (prompt, (dataset, items), (strategy, model, budget), evaluator) =
@@ -880,6 +884,47 @@ fn check_evolution(
         u64::try_from(section.budget).ok()
     };
     Some((strategy?, model?, budget?))
+}
+
+/// Reflections below which an evolution has little chance to find anything: each proposal is a
+/// guess, and most guesses of a small model are rejected.
+const FEW_REFLECTIONS: u64 = 3;
+
+fn check_budget_room(scope: &mut Scope<'_, '_>, dataset: &DatasetPlan, budget: u64) {
+    let (minibatch, pareto) = (
+        dataset.minibatch_rows.len() as u64,
+        dataset.pareto_rows.len() as u64,
+    );
+    let reflections = engine::reflections_assured(
+        minibatch,
+        pareto,
+        budget,
+        engine::DEFAULT_REFLECTION_MINIBATCH as u64,
+    );
+    if pareto > budget || reflections >= FEW_REFLECTIONS {
+        return;
+    }
+    let shown = (engine::DEFAULT_REFLECTION_MINIBATCH as u64).min(minibatch);
+    let per_mutation = 2 * shown + 1 + pareto;
+    let needed = pareto + FEW_REFLECTIONS * per_mutation;
+    scope.report(
+        "evolution.budget",
+        Diagnostic::warning(
+            Rule::BudgetReflections,
+            format!(
+                "budget {budget} with pareto {pareto} leaves room for {reflections} reflection{} \
+                 when every proposal is accepted: scoring the seed costs {pareto} calls and each \
+                 mutation up to {per_mutation}",
+                if reflections == 1 { "" } else { "s" }
+            ),
+        )
+        .seen(format!(
+            "budget = {budget}, pareto = {pareto}, minibatch = {minibatch}"
+        ))
+        .help(format!(
+            "raise the budget to {needed} or more, or lower pareto"
+        )),
+    );
 }
 
 fn check_evaluator(scope: &mut Scope<'_, '_>, experiment: &Experiment) -> Option<Evaluator> {
