@@ -127,6 +127,15 @@ fn reflection_model_id() -> String {
     }
 }
 
+/// The task model of a local evolution: the first replay model, so that the prompt is evolved
+/// on the model it is then replayed on (and will be used with); `local` without one.
+fn local_task_model(replay_models: &[String]) -> String {
+    replay_models
+        .first()
+        .cloned()
+        .unwrap_or_else(|| LOCAL.to_owned())
+}
+
 /// Builds the backends; the embedded models named by `replay_models` (and, for a local run, the
 /// task and reflection models) are loaded once, here.
 pub fn build(choice: &BackendChoice, replay_models: &[String]) -> anyhow::Result<Backends> {
@@ -142,7 +151,7 @@ pub fn build(choice: &BackendChoice, replay_models: &[String]) -> anyhow::Result
                 "replay model {model:?} is not available offline: with --backend local every replay model must be `local` or `local:<name>`"
             );
         }
-        local_ids.extend([LOCAL.to_owned(), reflection.clone()]);
+        local_ids.extend([local_task_model(replay_models), reflection.clone()]);
     }
     let embedded = EmbeddedModel::load_ids(&local_ids).context(
         "loading the embedded model (install it with scripts/setup-model.sh or `gepa-lab model install`)",
@@ -150,7 +159,7 @@ pub fn build(choice: &BackendChoice, replay_models: &[String]) -> anyhow::Result
     match choice {
         BackendChoice::Local => {
             let router: Arc<dyn Inference> = Arc::new(ModelRouter::new(embedded, None));
-            let mut models = ModelSettings::new(LOCAL);
+            let mut models = ModelSettings::new(local_task_model(replay_models));
             models.reflection_model = reflection;
             let evolution = LocalEvolution::new(
                 router.clone(),
