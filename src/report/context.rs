@@ -29,6 +29,9 @@ pub struct ReportContext {
     /// Seed against the best version of the execution whose best has the highest evolution
     /// score, on its first replay model.
     pub headline: Option<ComparisonView>,
+    /// No headline because the seed is the best version: evolved prompts were replayed, but
+    /// none scored above the seed on the evolution's own score.
+    pub seed_is_best: bool,
     /// Seed against best, for every execution and replay model.
     pub comparisons: Vec<ComparisonView>,
     pub versions: Vec<VersionView>,
@@ -360,6 +363,7 @@ pub fn build(
 
         for model in &execution.models {
             if let Some(best) = best
+                && !best.is_seed()
                 && execution.versions[0].replayed
             {
                 let pairs = paired_scores(&answers, execution, "seed", &best.label, model);
@@ -403,7 +407,14 @@ pub fn build(
         ));
     }
     for execution in &run.executions {
-        if execution.best.is_none() {
+        if execution.best == Some(0) {
+            notes.push(format!(
+                "{}: no evolved prompt scored above the seed on the evolution's own score (its \
+                 Pareto rows), so the seed is the best version; the evolved prompts' holdout \
+                 scores are shown for reference, not as an improvement.",
+                execution.label
+            ));
+        } else if execution.best.is_none() {
             notes.push(format!(
                 "{}: no evolved prompt was replayed, so there is nothing to compare with the seed.",
                 execution.label
@@ -430,6 +441,7 @@ pub fn build(
             backend: backend_text(&manifest.backend, manifest.simulated),
         },
         executions,
+        seed_is_best: headline.is_none() && run.executions.iter().any(|e| e.best == Some(0)),
         headline,
         comparisons,
         versions,
@@ -700,8 +712,9 @@ fn method() -> MethodView {
         min_discordant: stats::MIN_DISCORDANT,
         text: vec![
             "The best version of an execution is the replayed prompt with the highest evolution \
-             (Pareto) score, ties to the earlier generation. It is chosen before the holdout is \
-             looked at, so the holdout comparison is not biased towards it."
+             (Pareto) score, ties to the earlier generation; the seed competes when its score is \
+             known, so an evolved prompt must score above it. The best is chosen before the \
+             holdout is looked at, so the holdout comparison is not biased towards it."
                 .to_owned(),
             format!(
                 "Differences are paired: both versions on the same holdout rows and model, rows \
@@ -771,7 +784,7 @@ fn slug(text: &str) -> String {
 mod tests {
     use std::path::Path;
 
-    use crate::store::{REPLAY_FILE, ReplayRow, RunDir};
+    use crate::store::{HISTORY_FILE, HistoryRow, REPLAY_FILE, ReplayRow, RunDir};
 
     /// The fixture run with the holdout scores of budget-30's g3 raised to 1.0: g3 now beats
     /// g5 on the holdout, while g5 keeps the higher evolution score.
@@ -817,6 +830,54 @@ mod tests {
         );
         assert_eq!(recommendation.mean, Some(holdout("g5")));
         assert_eq!(recommendation.model, "local");
+    }
+
+    #[test]
+    fn when_no_evolved_prompt_beats_the_seed_on_the_evolution_score_the_seed_is_best() {
+        // The case from the field: an evolved prompt badged best although the seed had the
+        // higher evolution score. Every seed (generation 0) now scores above its evolved prompts.
+        let temp = fixture_where_g3_wins_the_holdout();
+        let dir = RunDir::open(temp.path()).unwrap();
+        let mut history: Vec<HistoryRow> = dir.read_csv(HISTORY_FILE).unwrap();
+        for row in &mut history {
+            if row.generation == 0 {
+                // g5 has 1.0: a tie keeps the seed, an evolved prompt must score above it.
+                row.score = 1.0;
+            }
+        }
+        dir.write_csv(HISTORY_FILE, &history).unwrap();
+        let report =
+            crate::report::build(temp.path(), crate::report::RenderOptions::default()).unwrap();
+        let context = &report.context;
+        assert!(context.headline.is_none());
+        assert!(context.comparisons.is_empty());
+        assert!(context.seed_is_best);
+        for execution in &context.executions {
+            assert_eq!(execution.best_version.as_deref(), Some("seed"));
+        }
+        for version in &context.versions {
+            assert_eq!(version.is_best, version.is_seed, "{}", version.label);
+        }
+        assert_eq!(context.recommendation().unwrap().version, "seed");
+        assert!(
+            context
+                .notes
+                .iter()
+                .any(|n| n.contains("so the seed is the best version")),
+            "{:?}",
+            context.notes
+        );
+        let terminal = crate::report::summary_text(context);
+        assert!(
+            terminal.contains("\nThe seed is the best version: no evolved prompt scored"),
+            "{terminal}"
+        );
+        assert!(report.html.contains("<p>The seed is the best version"));
+        assert!(
+            report.markdown.contains("The seed is the best version"),
+            "{}",
+            report.markdown
+        );
     }
 
     #[test]

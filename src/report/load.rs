@@ -39,7 +39,9 @@ pub struct Execution {
     pub versions: Vec<Version>,
     /// Models of the replay: the plan's order, then any other model the file names.
     pub models: Vec<String>,
-    /// Index in `versions` of the version compared with the seed, if any was replayed.
+    /// Index in `versions` of the best version, when an evolved one was replayed: the evolved
+    /// version with the highest evolution score, or the seed (index 0) when none scored above
+    /// the seed's own evolution score.
     pub best: Option<usize>,
 }
 
@@ -205,21 +207,27 @@ fn check(
                         replayed: true,
                     }),
             );
-            // The version set against the seed is chosen by the evolution's own score, before
-            // the holdout is looked at (ties to the earlier generation, as the runner picks its
-            // top prompts): choosing it by holdout score would bias the comparison upwards.
-            let best = versions
-                .iter()
-                .enumerate()
-                .skip(1) // the seed is what the best is compared with
-                .fold(None::<(usize, f64)>, |best, (i, v)| {
-                    let score = v.validation_score.unwrap_or(f64::NEG_INFINITY);
-                    match best {
-                        Some((_, top)) if top >= score => best,
-                        _ => Some((i, score)),
-                    }
-                })
-                .map(|(i, _)| i);
+            // The best version is chosen by the evolution's own score, before the holdout is
+            // looked at (ties to the earlier generation, as the runner picks its top prompts):
+            // choosing it by holdout score would bias the comparison upwards. The seed competes
+            // when its score is known: an evolved prompt that did not score above it is no
+            // improvement, whatever its holdout score says by chance.
+            let best = if versions.len() > 1 {
+                versions
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, v)| *i > 0 || v.validation_score.is_some())
+                    .fold(None::<(usize, f64)>, |best, (i, v)| {
+                        let score = v.validation_score.unwrap_or(f64::NEG_INFINITY);
+                        match best {
+                            Some((_, top)) if top >= score => best,
+                            _ => Some((i, score)),
+                        }
+                    })
+                    .map(|(i, _)| i)
+            } else {
+                None
+            };
             let planned: Vec<String> = spec
                 .replay
                 .as_ref()
