@@ -233,6 +233,16 @@ fn finish(
         eprintln!("not completed: {}", failed.join(", "));
         code = EXECUTION_FAILED;
     }
+    if outcome.history_failures > 0 {
+        eprintln!(
+            "the history of {} execution(s) could not be fetched (see events.jsonl); the run \
+             directory keeps the generations it already had, and `gepa-lab run --resume {}` \
+             fetches them again",
+            outcome.history_failures,
+            outcome.dir.path.display()
+        );
+        code = exit::FAILURE;
+    }
     if let Some(threshold) = fail_under {
         let scored = recommendation
             .as_ref()

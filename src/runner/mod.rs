@@ -89,6 +89,8 @@ pub struct Outcome {
     pub dir: RunDir,
     pub manifest: RunManifest,
     pub history: Vec<HistoryRow>,
+    /// Executions whose history could not be fetched this time (what was stored is kept).
+    pub history_failures: usize,
     pub replay: Vec<ReplayRow>,
 }
 
@@ -158,7 +160,7 @@ pub async fn execute(
     run.check_datasets()?;
     run.start_all().await?;
     run.poll_all(options).await?;
-    let history = run.fetch_histories().await?;
+    let (history, history_failures) = run.fetch_histories().await?;
     let replay = replay::replay(&mut run, &history).await?;
     let failed = run
         .manifest
@@ -178,6 +180,7 @@ pub async fn execute(
         dir: run.dir,
         manifest: run.manifest,
         history,
+        history_failures,
         replay,
     })
 }
@@ -446,13 +449,20 @@ impl Runner<'_> {
     }
 
     /// Every page of every started execution's history, written to `history.csv`.
-    async fn fetch_histories(&mut self) -> Result<Vec<HistoryRow>, RunError> {
+    /// Every page of every execution's history, merged into what `history.csv` already holds:
+    /// a generation fetched now replaces the stored one, and a stored generation the service
+    /// did not return (it is down, or answered a shorter list) is kept. What a run directory
+    /// holds never shrinks because a service failed; the failures are counted in the outcome.
+    async fn fetch_histories(&mut self) -> Result<(Vec<HistoryRow>, usize), RunError> {
+        let stored: Vec<HistoryRow> = self.dir.read_csv(HISTORY_FILE)?;
         let mut rows = Vec::new();
+        let mut failures = 0;
         for index in 0..self.manifest.executions.len() {
             let Some(evolution_id) = self.manifest.executions[index].evolution_id.clone() else {
                 continue;
             };
             let variant = self.variant(index);
+            let mut fetched: Vec<HistoryRow> = Vec::new();
             match fetch_history(self.backends.evolution.as_ref(), &evolution_id, PAGE_LIMIT).await {
                 Ok(history) => {
                     self.emit(Event::History {
@@ -463,7 +473,7 @@ impl Runner<'_> {
                         repeated_page: history.repeated_page,
                         duplicates: history.duplicates,
                     })?;
-                    rows.extend(history.records.into_iter().map(|record| HistoryRow {
+                    fetched.extend(history.records.into_iter().map(|record| HistoryRow {
                         variant: variant.clone(),
                         evolution_id: evolution_id.clone(),
                         generation: record.generation.max(0.0).round() as u32,
@@ -473,15 +483,30 @@ impl Runner<'_> {
                         budget_used: None,
                     }));
                 }
-                Err(err) => self.emit(Event::HistoryFailed {
-                    variant,
-                    evolution_id,
-                    error: err.to_string(),
-                })?,
+                Err(err) => {
+                    failures += 1;
+                    self.emit(Event::HistoryFailed {
+                        variant: variant.clone(),
+                        evolution_id: evolution_id.clone(),
+                        error: err.to_string(),
+                    })?;
+                }
             }
+            let mut merged: Vec<HistoryRow> = stored
+                .iter()
+                .filter(|old| {
+                    old.variant == variant
+                        && old.evolution_id == evolution_id
+                        && !fetched.iter().any(|new| new.generation == old.generation)
+                })
+                .cloned()
+                .collect();
+            merged.extend(fetched);
+            merged.sort_by_key(|row| row.generation);
+            rows.extend(merged);
         }
         self.dir.write_csv(HISTORY_FILE, &rows)?;
-        Ok(rows)
+        Ok((rows, failures))
     }
 
     fn write_replay(&self, rows: &[ReplayRow]) -> Result<(), RunError> {

@@ -459,3 +459,39 @@ fn an_unfinished_run_is_offered_and_the_score_gate_sets_the_exit_status() {
         String::from_utf8_lossy(&passed.stderr)
     );
 }
+
+#[test]
+fn a_resume_while_the_service_has_lost_the_executions_keeps_every_generation_and_answer() {
+    let serve = Serve::start(&["sim:seed=4,latency_ms=20"], &[&format!("{KEY}:6000")]);
+    let out = tempfile::tempdir().unwrap();
+    let output = run_command(&serve, out.path(), &[experiment().to_str().unwrap()])
+        .output()
+        .expect("run");
+    assert!(output.status.success(), "{}", serve.log());
+    let dir = run_dir(out.path());
+    let (history, replay) = assert_complete(&dir);
+    assert!(
+        replay.iter().any(|row| row.version != "seed"),
+        "evolved versions were replayed, so there is something to lose"
+    );
+    // Another serve knows none of these executions: every history request fails (404).
+    let stranger = Serve::start(&["sim:seed=4,latency_ms=20"], &[&format!("{KEY}:6000")]);
+    let output = run_command(
+        &stranger,
+        out.path(),
+        &["--resume", dir.path.to_str().unwrap()],
+    )
+    .output()
+    .expect("resume");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("the history of 2 execution(s) could not be fetched"),
+        "{stderr}"
+    );
+    let (history_after, replay_after) = assert_complete(&dir);
+    assert_eq!(history_after, history, "history.csv never shrinks");
+    assert_eq!(replay_after, replay, "replay.csv keeps every answer");
+    let (requests, _, _) = stranger.usage_of_key_with_rpm(6000);
+    assert_eq!(requests, 0, "every answer came from the cache");
+}
