@@ -600,3 +600,60 @@ async fn the_observer_sees_the_seed_first_progress_as_it_goes_and_the_end_last()
     assert_eq!(line["kind"], "mutation");
     assert!(line["outcome"]["status"].is_string());
 }
+
+#[tokio::test]
+async fn the_rules_proposer_shows_one_failure_and_adds_one_checked_rule() {
+    // The stand-in scores a prompt 1 on a row when it mentions the row's keyword, and the
+    // expected outputs are the keywords: a classification with labels alpha, bravo, charlie.
+    let requests = std::sync::Arc::new(Mutex::new(Vec::<String>::new()));
+    let seen = std::sync::Arc::clone(&requests);
+    let task = StandIn::new(&ROWS).reflecting(move |request| {
+        let mut seen = seen.lock().unwrap();
+        seen.push(request.to_owned());
+        let correct = request
+            .split("Correct answer: ")
+            .nth(1)
+            .and_then(|rest| rest.lines().next())
+            .unwrap_or_default()
+            .to_owned();
+        // Every third answer teaches a wrong label, which the engine must refuse.
+        Ok(if seen.len() % 3 == 0 {
+            let wrong = if correct == "alpha" { "bravo" } else { "alpha" };
+            format!("- When the question looks like this, answer {wrong}.")
+        } else {
+            format!("Sure:\n- When the question looks like this, answer <{correct}>.")
+        })
+    });
+    let mut config = config(120);
+    config.proposer = Proposer::Rules;
+    config.stall_iterations = Some(6);
+    let run = run_quietly(&task, &config).await.expect("run");
+    assert!(run.candidates().len() > 1, "rules were accepted");
+    for candidate in &run.candidates()[1..] {
+        let prompt = &candidate.prompt;
+        // The seed is kept whole (its input is on its first line, so the rules follow it).
+        assert!(
+            prompt.starts_with(
+                "Answer {question}.\n\nRules:\n- When the question looks like this, answer "
+            ),
+            "{prompt}"
+        );
+        assert!(!prompt.contains('<'), "{prompt}");
+    }
+    let outcomes: Vec<&Outcome> = run.iterations().iter().map(|r| r.outcome()).collect();
+    assert!(
+        outcomes.iter().any(|o| matches!(
+            o,
+            Outcome::Failed {
+                reason: ProposalFailure::WrongAnswerInRules { .. }
+            }
+        )),
+        "{outcomes:?}"
+    );
+    for request in requests.lock().unwrap().iter() {
+        assert_eq!(request.matches("Wrong answer: ").count(), 1, "{request}");
+        assert!(request.contains("Every correct answer is exactly one of: alpha, bravo, charlie."));
+        // The rules the parent has are not shown again.
+        assert!(!request.contains("Rules:"), "{request}");
+    }
+}
