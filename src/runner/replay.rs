@@ -388,13 +388,23 @@ pub(super) async fn replay(
             let answer = cache.get(&cell.key);
             let score = match (answer, scorers.get(&cell.variant)) {
                 (Some(answer), Some(scorer)) => scorer.score(&answer.output, &cell.expected),
-                (Some(answer), None) => judged
-                    .get(&(cell.variant.clone(), answer.key.clone()))
-                    .cloned()
-                    .unwrap_or(Score {
-                        value: 0.0,
-                        feedback: "the judge gave no grade".to_owned(),
-                    }),
+                (Some(answer), None) => {
+                    match judged.get(&(cell.variant.clone(), answer.key.clone())) {
+                        Some(Ok(grade)) => grade.clone(),
+                        // Not a wrong answer: an answer nobody graded. The row is an error, so
+                        // it is counted as such and left out of every mean and test.
+                        failed => {
+                            let reason = match failed {
+                                Some(Err(reason)) => reason.clone(),
+                                _ => "the judge gave no grade".to_owned(),
+                            };
+                            let mut row = replay_row(cell, Some(answer), no_answer(), &errors);
+                            row.feedback = "not graded".to_owned();
+                            row.error = format!("judge: {reason}");
+                            return row;
+                        }
+                    }
+                }
                 (None, _) => no_answer(),
             };
             replay_row(cell, answer, score, &errors)
@@ -409,14 +419,15 @@ pub(super) async fn replay(
 }
 
 /// Grades answers with the judge model of executions whose scorer is `judge`. Judge requests go
-/// through the same cache as replay requests.
+/// through the same cache as replay requests. A grade is `Err` with the reason when the judge
+/// call failed or its answer holds no grade.
 async fn judge_answers(
     run: &Runner<'_>,
     cells: &[Cell],
     cache: &mut HashMap<String, CachedAnswer>,
     concurrency: usize,
     errors: &mut HashMap<String, String>,
-) -> Result<HashMap<(String, String), Score>, RunError> {
+) -> Result<HashMap<(String, String), Result<Score, String>>, RunError> {
     let judges: HashMap<String, crate::experiment::JudgePlan> = run
         .manifest
         .plan
@@ -457,9 +468,16 @@ async fn judge_answers(
     answer_all(&run.answering(), queue, concurrency, cache, errors).await?;
     Ok(wanted
         .into_iter()
-        .filter_map(|(variant, answer_key, judge_key)| {
-            let grade = cache.get(&judge_key)?;
-            Some(((variant, answer_key), judge::parse(&grade.output)))
+        .map(|(variant, answer_key, judge_key)| {
+            // Failed judge requests are recorded under the judge request's own key.
+            let grade = match cache.get(&judge_key) {
+                Some(grade) => judge::parse(&grade.output),
+                None => Err(errors
+                    .get(&judge_key)
+                    .cloned()
+                    .unwrap_or_else(|| "the judge gave no grade".to_owned())),
+            };
+            ((variant, answer_key), grade)
         })
         .collect())
 }

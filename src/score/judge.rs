@@ -41,7 +41,7 @@ pub fn request(judge: &JudgePlan, answer: &str, expected: &str) -> ChatRequest {
 
 /// Reads the judge's answer. An answer that is not a grade scores 0, and the feedback says why,
 /// so a broken judge shows up in the report instead of passing silently.
-pub fn parse(answer: &str) -> Score {
+pub fn parse(answer: &str) -> Result<Score, String> {
     let text = answer
         .trim()
         .trim_start_matches("```json")
@@ -50,23 +50,19 @@ pub fn parse(answer: &str) -> Score {
         .trim();
     match serde_json::from_str::<serde_json::Value>(text) {
         Ok(value) => match value.get("score").and_then(serde_json::Value::as_f64) {
-            Some(score) if (0.0..=10.0).contains(&score) => Score {
+            Some(score) if (0.0..=10.0).contains(&score) => Ok(Score {
                 value: score / 10.0,
                 feedback: value
                     .get("reason")
                     .and_then(serde_json::Value::as_str)
                     .unwrap_or("no reason given")
                     .to_owned(),
-            },
-            _ => Score {
-                value: 0.0,
-                feedback: format!("the judge's grade is missing or outside 0-10: {text}"),
-            },
+            }),
+            _ => Err(format!(
+                "the judge's grade is missing or outside 0-10: {text}"
+            )),
         },
-        Err(_) => Score {
-            value: 0.0,
-            feedback: format!("the judge did not answer with JSON: {text}"),
-        },
+        Err(_) => Err(format!("the judge did not answer with JSON: {text}")),
     }
 }
 
@@ -76,12 +72,20 @@ mod tests {
 
     #[test]
     fn reads_a_grade_and_refuses_anything_else() {
-        let grade = parse("```json\n{\"score\": 7, \"reason\": \"close\"}\n```");
+        let grade = parse("```json\n{\"score\": 7, \"reason\": \"close\"}\n```").unwrap();
         assert_eq!(grade.value, 0.7);
         assert_eq!(grade.feedback, "close");
-        assert_eq!(parse("{\"score\": 11}").value, 0.0);
-        assert_eq!(parse("seven").value, 0.0);
-        assert!(parse("seven").feedback.contains("did not answer with JSON"));
+        // No grade is not a grade of 0: the caller records it as an error.
+        assert!(
+            parse("{\"score\": 11}")
+                .unwrap_err()
+                .contains("outside 0-10")
+        );
+        assert!(
+            parse("seven")
+                .unwrap_err()
+                .contains("did not answer with JSON")
+        );
     }
 
     #[test]

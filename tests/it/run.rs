@@ -495,3 +495,69 @@ fn a_resume_while_the_service_has_lost_the_executions_keeps_every_generation_and
     let (requests, _, _) = stranger.usage_of_key_with_rpm(6000);
     assert_eq!(requests, 0, "every answer came from the cache");
 }
+
+#[test]
+fn a_failed_grade_is_an_error_left_out_of_every_mean_not_a_zero() {
+    // Every other request to the judge model gets an answer that does not follow the grade's
+    // schema, so about half the grades fail.
+    let serve = Serve::start(
+        &[
+            "sim:seed=4,latency_ms=5",
+            "sim:model=judge-sim,faults=ok/nonconforming,cycle=2",
+        ],
+        &[&format!("{KEY}:6000")],
+    );
+    let out = tempfile::tempdir().unwrap();
+    let experiment = root().join("tests/fixtures/run_experiments/judged.toml");
+    let output = run_command(&serve, out.path(), &[experiment.to_str().unwrap()])
+        .output()
+        .expect("run");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let experiment_dir = out.path().join("judged");
+    let entry = std::fs::read_dir(&experiment_dir)
+        .expect("a run directory")
+        .next()
+        .unwrap()
+        .unwrap();
+    let dir = RunDir::open(&entry.path()).unwrap();
+    let replay: Vec<ReplayRow> = dir.read_csv("replay.csv").expect("replay.csv");
+    let ungraded: Vec<&ReplayRow> = replay
+        .iter()
+        .filter(|row| row.error.starts_with("judge: "))
+        .collect();
+    let graded: Vec<&ReplayRow> = replay.iter().filter(|row| row.error.is_empty()).collect();
+    assert!(
+        !ungraded.is_empty() && !graded.is_empty(),
+        "some grades failed and some did not: {replay:?}\n{stdout}\n{stderr}"
+    );
+    for row in &ungraded {
+        assert!(!row.output.is_empty(), "the answer itself is kept: {row:?}");
+        assert_eq!(row.feedback, "not graded");
+    }
+    // The report's means rest on the graded rows only.
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.file("results.json")).unwrap()).unwrap();
+    let seed = results["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["label"] == "seed")
+        .expect("the seed");
+    let score = &seed["scores"][0];
+    let graded_seed: Vec<f64> = graded
+        .iter()
+        .filter(|row| row.version == "seed")
+        .map(|row| row.score)
+        .collect();
+    let mean = graded_seed.iter().sum::<f64>() / graded_seed.len() as f64;
+    assert!(
+        (score["mean"].as_f64().unwrap() - mean).abs() < 1e-9,
+        "{score} vs {mean}"
+    );
+    assert_eq!(
+        score["errors"].as_u64().unwrap() as usize,
+        ungraded.iter().filter(|r| r.version == "seed").count(),
+        "{score}"
+    );
+}
