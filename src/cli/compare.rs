@@ -84,11 +84,19 @@ struct PromptArgs {
     /// shared answer cache (`<out>/compare/cache.jsonl`).
     #[arg(long, default_value = "reports")]
     out: PathBuf,
+    /// Exit 0 even when some answers are missing (failed after their retries); without it such
+    /// a comparison exits 6, since its means rest on fewer rows than asked for.
+    #[arg(long)]
+    allow_missing: bool,
     #[command(flatten)]
     inference: InferenceArgs,
 }
 
+/// Exit status of a comparison that finished with answers missing (without --allow-missing).
+pub const MISSING_ANSWERS: u8 = 6;
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let mut code = exit::OK;
     let comparison = if args.prompts.is_empty() {
         match report::compare(&args.run_dirs) {
             Ok(comparison) => comparison,
@@ -96,7 +104,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     } else {
         match compare_prompts(&args.prompts, &args.answering)? {
-            Ok(comparison) => comparison,
+            Ok((comparison, missing)) => {
+                if missing > 0 && !args.answering.allow_missing {
+                    code = MISSING_ANSWERS;
+                }
+                comparison
+            }
             Err(code) => return Ok(code),
         }
     };
@@ -107,7 +120,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         print!("{}", comparison.text());
     }
-    Ok(ExitCode::from(exit::OK))
+    if code == MISSING_ANSWERS {
+        eprintln!(
+            "answers are missing (see above), so the comparison rests on fewer rows than asked \
+             for: exit {MISSING_ANSWERS}. Run the same command again to ask for them (answers \
+             already given come from the cache), or pass --allow-missing."
+        );
+    }
+    Ok(ExitCode::from(code))
 }
 
 /// Answers the prompt files on the dataset and compares them; the outer error is a failure
@@ -115,7 +135,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 fn compare_prompts(
     files: &[PathBuf],
     args: &PromptArgs,
-) -> anyhow::Result<Result<CompareReport, ExitCode>> {
+) -> anyhow::Result<Result<(CompareReport, usize), ExitCode>> {
     let Some(dataset) = &args.dataset else {
         anyhow::bail!("--prompts needs --dataset");
     };
@@ -212,12 +232,38 @@ fn compare_prompts(
         job.max_tokens
             .map_or_else(|| "default".to_owned(), |t| t.to_string())
     )];
-    settings.push(format!(
-        "{} of {} data rows answered by each prompt; answers and tables in {}",
-        prepared.rows.len(),
-        prepared.file_rows,
-        dir.path.display()
-    ));
+    // Counted per prompt: one prompt's lost answer is not another's.
+    let asked = prepared.rows.len();
+    let per_prompt: Vec<(String, usize)> = job
+        .prompts
+        .iter()
+        .map(|prompt| {
+            let count = answered
+                .rows
+                .iter()
+                .filter(|row| row.version == prompt.file && row.error.is_empty())
+                .count();
+            (prompt.file.clone(), count)
+        })
+        .collect();
+    if per_prompt.iter().all(|(_, count)| *count == asked) {
+        settings.push(format!(
+            "{asked} of {} data rows answered by each prompt; answers and tables in {}",
+            prepared.file_rows,
+            dir.path.display()
+        ));
+    } else {
+        let each: Vec<String> = per_prompt
+            .iter()
+            .map(|(file, count)| format!("{file} {count} ({} missing)", asked - count))
+            .collect();
+        settings.push(format!(
+            "{asked} of {} data rows asked; answered: {}; answers and tables in {}",
+            prepared.file_rows,
+            each.join(", "),
+            dir.path.display()
+        ));
+    }
     let comparison = report::compare_prompts(
         PromptSetting {
             dataset_file: dataset.display().to_string(),
@@ -237,7 +283,7 @@ fn compare_prompts(
         &dir.file(report::SUMMARY_FILE),
         comparison.markdown().as_bytes(),
     )?;
-    Ok(Ok(comparison))
+    Ok(Ok((comparison, failed)))
 }
 
 /// `<first>-vs-<second>-<hash>`: the same prompts, dataset and settings always land in the same

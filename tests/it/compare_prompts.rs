@@ -206,8 +206,10 @@ fn failed_answers_are_left_out_and_counted() {
     let mut args = ARGS.to_vec();
     args.extend(["--concurrency", "1"]);
     let output = compare(dir, &serve.url, &args);
-    assert!(output.status.success(), "{}", text(&output.stderr));
     let stderr = text(&output.stderr);
+    // Answers are missing: the comparison is printed, and the exit status says it is short.
+    assert_eq!(output.status.code(), Some(6), "{stderr}");
+    assert!(stderr.contains("Run the same command again"), "{stderr}");
     assert!(
         stderr.contains("answers failed and are left out"),
         "{stderr}"
@@ -222,6 +224,16 @@ fn failed_answers_are_left_out_and_counted() {
         "only rows both answered are paired"
     );
     assert!(stderr.contains("26 of 80 answers failed"), "{stderr}");
+    // Counted per prompt, not "40 of 40 answered by each".
+    let settings = report["settings"].to_string();
+    assert!(
+        settings.contains("answered: a.txt 27 (13 missing), b.txt 27 (13 missing)"),
+        "{settings}"
+    );
+    // Allowed: the same comparison (its failed rows asked again) exits 0.
+    args.push("--allow-missing");
+    let output = compare(dir, &serve.url, &args);
+    assert!(output.status.success(), "{}", text(&output.stderr));
 }
 
 #[test]
