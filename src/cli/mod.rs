@@ -22,6 +22,7 @@ mod model;
 mod models;
 mod plan;
 mod progress;
+mod ranges;
 mod report;
 mod run;
 mod schema;

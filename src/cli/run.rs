@@ -38,22 +38,23 @@ pub struct Args {
     #[arg(long)]
     yes: bool,
     /// Refuse to run when the estimated replay credits exceed N.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = super::ranges::credits)]
     max_credits: Option<f64>,
     /// Exit with status 4 when the mean holdout score of the prompt the report names best (by
     /// the evolution's score; the seed when nothing evolved was replayed) is below SCORE (0 to 1).
-    #[arg(long, value_name = "SCORE")]
+    #[arg(long, value_name = "SCORE", value_parser = super::ranges::score)]
     fail_under: Option<f64>,
     /// Also write each chart of the report as `charts/<name>.png` (for a README or a slide).
     #[arg(long)]
     png: bool,
     /// Seconds between polls of an execution (default: 10-30 s with jitter for the public
-    /// service, about 1 s for local and self-hosted ones).
-    #[arg(long, value_name = "SECONDS")]
-    poll_interval: Option<f64>,
-    /// Give up waiting for executions after this many seconds (default 6 hours).
-    #[arg(long, value_name = "SECONDS")]
-    timeout: Option<f64>,
+    /// service, about 1 s for local and self-hosted ones). Above 0, at most 30 days.
+    #[arg(long, value_name = "SECONDS", value_parser = super::ranges::seconds)]
+    poll_interval: Option<Duration>,
+    /// Give up waiting for executions after this many seconds (default 6 hours). Above 0, at
+    /// most 30 days.
+    #[arg(long, value_name = "SECONDS", value_parser = super::ranges::seconds)]
+    timeout: Option<Duration>,
     #[command(flatten)]
     settings: super::SettingsArgs,
 }
@@ -69,20 +70,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         eprintln!("{note}");
     }
     let mut options = backends::options(&choice);
-    if let Some(seconds) = args.poll_interval {
-        anyhow::ensure!(
-            seconds.is_finite() && seconds > 0.0,
-            "--poll-interval must be a positive number of seconds"
-        );
-        options.poll_interval = Duration::from_secs_f64(seconds);
-        options.poll_jitter = Duration::from_secs_f64(seconds / 2.0);
+    if let Some(interval) = args.poll_interval {
+        options.poll_interval = interval;
+        options.poll_jitter = interval / 2;
     }
-    if let Some(seconds) = args.timeout {
-        anyhow::ensure!(
-            seconds.is_finite() && seconds > 0.0,
-            "--timeout must be a positive number of seconds"
-        );
-        options.timeout = Duration::from_secs_f64(seconds);
+    if let Some(timeout) = args.timeout {
+        options.timeout = timeout;
     }
     let runtime = super::runtime()?;
     let mut worst = exit::OK;

@@ -561,3 +561,26 @@ fn a_failed_grade_is_an_error_left_out_of_every_mean_not_a_zero() {
         "{score}"
     );
 }
+
+#[test]
+fn numeric_options_out_of_range_are_usage_errors_not_panics_or_hangs() {
+    let experiment = experiment();
+    let file = experiment.to_str().unwrap();
+    for (option, value, says) in [
+        ("--fail-under", "nan", "expected a finite number"),
+        ("--fail-under", "1.5", "must be from 0 to 1"),
+        ("--max-credits", "nan", "expected a finite number"),
+        ("--timeout", "1e20", "at most 2592000 seconds"),
+        ("--poll-interval", "1e18", "at most 2592000 seconds"),
+        ("--poll-interval", "1e300", "at most 2592000 seconds"),
+        ("--timeout", "0", "must be above 0"),
+    ] {
+        let output = crate::common::gepa_lab(&["run", file, "--backend", "local", option, value]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{option} {value}: {stderr}");
+        assert!(
+            stderr.contains(option) && stderr.contains(value) && stderr.contains(says),
+            "{option} {value}: {stderr}"
+        );
+    }
+}
