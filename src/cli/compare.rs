@@ -92,9 +92,6 @@ struct PromptArgs {
     inference: InferenceArgs,
 }
 
-/// Exit status of a comparison that finished with answers missing (without --allow-missing).
-pub const MISSING_ANSWERS: u8 = 6;
-
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut code = exit::OK;
     let comparison = if args.prompts.is_empty() {
@@ -106,7 +103,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         match compare_prompts(&args.prompts, &args.answering)? {
             Ok((comparison, missing)) => {
                 if missing > 0 && !args.answering.allow_missing {
-                    code = MISSING_ANSWERS;
+                    code = exit::MISSING_ANSWERS;
                 }
                 comparison
             }
@@ -120,11 +117,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         print!("{}", comparison.text());
     }
-    if code == MISSING_ANSWERS {
+    if code == exit::MISSING_ANSWERS {
         eprintln!(
             "answers are missing (see above), so the comparison rests on fewer rows than asked \
-             for: exit {MISSING_ANSWERS}. Run the same command again to ask for them (answers \
-             already given come from the cache), or pass --allow-missing."
+             for: exit {}. Run the same command again to ask for them (answers \
+             already given come from the cache), or pass --allow-missing.",
+            exit::MISSING_ANSWERS
         );
     }
     Ok(ExitCode::from(code))

@@ -42,6 +42,9 @@ pub mod exit {
     pub const USAGE: u8 = 2;
     /// A service, file system or other runtime failure stopped the command.
     pub const FAILURE: u8 = 3;
+    /// `run` and `compare --prompts` finished, but answers are missing (failed after their
+    /// retries), so the means rest on fewer rows than planned; `--allow-missing` makes it 0.
+    pub const MISSING_ANSWERS: u8 = 6;
 }
 
 #[derive(Debug, Parser)]

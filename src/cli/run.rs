@@ -47,6 +47,10 @@ pub struct Args {
     /// Also write each chart of the report as `charts/<name>.png` (for a README or a slide).
     #[arg(long)]
     png: bool,
+    /// Exit 0 even when replay answers are missing (failed after their retries); without it
+    /// such a run exits 6, since its means rest on fewer rows than planned.
+    #[arg(long)]
+    allow_missing: bool,
     /// Seconds between polls of an execution (default: 10-30 s with jitter for the public
     /// service, about 1 s for local and self-hosted ones). Above 0, at most 30 days.
     #[arg(long, value_name = "SECONDS", value_parser = super::ranges::seconds)]
@@ -112,7 +116,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             ))
             .context("running the experiment")?;
         let options = crate::report::RenderOptions { png: args.png };
-        let code = finish(&outcome, args.fail_under, options)?;
+        let code = finish(&outcome, args.fail_under, args.allow_missing, options)?;
         worst = worst.max(code);
     }
     Ok(ExitCode::from(worst))
@@ -195,6 +199,7 @@ fn unfinished_run(out: &Path, plan: &Plan) -> anyhow::Result<Option<PathBuf>> {
 fn finish(
     outcome: &Outcome,
     fail_under: Option<f64>,
+    allow_missing: bool,
     options: crate::report::RenderOptions,
 ) -> anyhow::Result<u8> {
     // The report is rendered from the run directory alone, exactly as `gepa-lab report` does.
@@ -225,6 +230,28 @@ fn finish(
     if !failed.is_empty() {
         eprintln!("not completed: {}", failed.join(", "));
         code = EXECUTION_FAILED;
+    }
+    let missing = outcome
+        .replay
+        .iter()
+        .filter(|row| !row.error.is_empty())
+        .count();
+    if missing > 0 {
+        eprintln!(
+            "{missing} of {} replay answers are missing (the error column of replay.csv says \
+             why); they are left out of every mean and test. `gepa-lab run --resume {}` asks \
+             for them again{}",
+            outcome.replay.len(),
+            outcome.dir.path.display(),
+            if allow_missing {
+                ""
+            } else {
+                "; exit 6 (--allow-missing for 0)"
+            }
+        );
+        if !allow_missing && code == exit::OK {
+            code = exit::MISSING_ANSWERS;
+        }
     }
     if outcome.history_failures > 0 {
         eprintln!(

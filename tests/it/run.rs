@@ -429,12 +429,7 @@ fn an_unfinished_run_is_offered_and_the_score_gate_sets_the_exit_status() {
     let gated = run_command(
         &serve,
         out.path(),
-        &[
-            "--resume",
-            dir.path.to_str().unwrap(),
-            "--fail-under",
-            "1.01",
-        ],
+        &["--resume", dir.path.to_str().unwrap(), "--fail-under", "1"],
     )
     .output()
     .unwrap();
@@ -444,7 +439,7 @@ fn an_unfinished_run_is_offered_and_the_score_gate_sets_the_exit_status() {
         "{}",
         String::from_utf8_lossy(&gated.stderr)
     );
-    assert!(String::from_utf8_lossy(&gated.stderr).contains("--fail-under 1.01: missed"));
+    assert!(String::from_utf8_lossy(&gated.stderr).contains("--fail-under 1: missed"));
     let passed = run_command(
         &serve,
         out.path(),
@@ -583,4 +578,52 @@ fn numeric_options_out_of_range_are_usage_errors_not_panics_or_hangs() {
             "{option} {value}: {stderr}"
         );
     }
+}
+
+#[test]
+fn a_run_whose_replay_answers_all_failed_exits_6_unless_allowed() {
+    let serve = Serve::start(&["sim:seed=4"], &[&format!("{KEY}:6000")]);
+    let out = tempfile::tempdir().unwrap();
+    let file = out.path().join("unanswered.toml");
+    let text = std::fs::read_to_string(experiment())
+        .unwrap()
+        .replace(
+            "../data/tiny.csv",
+            &root()
+                .join("tests/fixtures/data/tiny.csv")
+                .display()
+                .to_string(),
+        )
+        // No node serves this model: every replay answer is a 503.
+        .replace("models = [\"sim-text\"]", "models = [\"no-such-model\"]");
+    std::fs::write(&file, text).unwrap();
+    let output = run_command(&serve, out.path(), &[file.to_str().unwrap()])
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(6), "{stderr}");
+    let replay: Vec<ReplayRow> = run_dir(out.path()).read_csv("replay.csv").unwrap();
+    assert!(!replay.is_empty() && replay.iter().all(|row| !row.error.is_empty()));
+    assert!(
+        stderr.contains(&format!(
+            "{} of {} replay answers are missing",
+            replay.len(),
+            replay.len()
+        )),
+        "{stderr}"
+    );
+    let dir = run_dir(out.path());
+    let allowed = run_command(
+        &serve,
+        out.path(),
+        &["--resume", dir.path.to_str().unwrap(), "--allow-missing"],
+    )
+    .output()
+    .expect("resume");
+    assert_eq!(
+        allowed.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&allowed.stderr)
+    );
 }
