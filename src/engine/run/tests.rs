@@ -617,7 +617,7 @@ async fn the_rules_proposer_shows_one_failure_and_adds_one_checked_rule() {
             .unwrap_or_default()
             .to_owned();
         // Every third answer teaches a wrong label, which the engine must refuse.
-        Ok(if seen.len() % 3 == 0 {
+        Ok(if seen.len().is_multiple_of(3) {
             let wrong = if correct == "alpha" { "bravo" } else { "alpha" };
             format!("- When the question looks like this, answer {wrong}.")
         } else {
