@@ -1,16 +1,22 @@
 //! "Did you mean …?": the closest known name to a misspelt one.
 
 /// The candidate closest to `seen`, if it is close enough to be a likely typo: a Jaro–Winkler
-/// similarity of at least 0.8, or a case-insensitive match.
+/// similarity of at least 0.8, one edit away (a letter added, dropped, changed, or two swapped:
+/// short words such as `rnu` score low on Jaro–Winkler), or a case-insensitive match.
 pub fn closest<'a>(seen: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     let lowered = seen.to_lowercase();
     candidates
         .into_iter()
         .map(|candidate| {
-            let similarity = if candidate.to_lowercase() == lowered {
+            let candidate_lowered = candidate.to_lowercase();
+            let similarity = if candidate_lowered == lowered {
                 1.0
+            } else if lowered.chars().count() >= 3
+                && strsim::osa_distance(&lowered, &candidate_lowered) == 1
+            {
+                0.95
             } else {
-                strsim::jaro_winkler(&lowered, &candidate.to_lowercase())
+                strsim::jaro_winkler(&lowered, &candidate_lowered)
             };
             (similarity, candidate)
         })
@@ -30,5 +36,9 @@ mod tests {
         assert_eq!(closest("Pareto", keys), Some("pareto"));
         assert_eq!(closest("shuffle", keys), Some("shuffle_seed"));
         assert_eq!(closest("temperature", keys), None);
+        let commands = ["run", "report", "plan", "serve"];
+        assert_eq!(closest("rnu", commands), Some("run"));
+        assert_eq!(closest("paln", commands), Some("plan"));
+        assert_eq!(closest("xyz", commands), None);
     }
 }

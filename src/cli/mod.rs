@@ -5,7 +5,7 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 mod auth;
 mod backends;
@@ -52,6 +52,18 @@ pub mod exit {
 struct Cli {
     #[command(subcommand)]
     command: Command,
+}
+
+/// The subcommand clap did not know, when that is what went wrong.
+fn unknown_subcommand(err: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if err.kind() != ErrorKind::InvalidSubcommand {
+        return None;
+    }
+    match err.get(ContextKind::InvalidSubcommand)? {
+        ContextValue::String(seen) => Some(seen.clone()),
+        _ => None,
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -125,7 +137,23 @@ impl SettingsArgs {
 }
 
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            let suggestion = unknown_subcommand(&err).and_then(|seen| {
+                let names: Vec<String> = Cli::command()
+                    .get_subcommands()
+                    .map(|command| command.get_name().to_owned())
+                    .collect();
+                crate::suggest::closest(&seen, names.iter().map(String::as_str)).map(str::to_owned)
+            });
+            let _ = err.print();
+            if let Some(name) = suggestion {
+                eprintln!("\ntip: did you mean `gepa-lab {name}`?");
+            }
+            return ExitCode::from(u8::try_from(err.exit_code()).unwrap_or(exit::USAGE));
+        }
+    };
     if !matches!(cli.command, Command::Serve(_)) {
         // Quiet unless asked: `RUST_LOG=gepa_lab=info gepa-lab run ...` shows, among other
         // things, why the local engine stopped. serve sets up its own, louder, logging.

@@ -69,6 +69,20 @@ const GATE_MISSED: u8 = 4;
 const EXECUTION_FAILED: u8 = 5;
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    // Every file is checked before anything else is said or done: a missing or broken file is
+    // the first thing a user needs to hear about.
+    let mut plans = Vec::new();
+    for file in &args.files {
+        let validation = validate_file(file, &args.settings.settings());
+        for diagnostic in &validation.diagnostics {
+            eprintln!("{diagnostic}\n");
+        }
+        let Some(plan) = validation.plan else {
+            eprintln!("{}: invalid; nothing was started", file.display());
+            return Ok(ExitCode::from(exit::INVALID));
+        };
+        plans.push((file, plan));
+    }
     let (choice, note) = backends::resolve(args.backend.clone())?;
     if let Some(note) = note {
         eprintln!("{note}");
@@ -91,8 +105,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         None => {
             let mut jobs = Vec::new();
-            for file in &args.files {
-                match prepare(&args, file, &choice)? {
+            for (file, plan) in plans {
+                match prepare(&args, file, plan, &choice)? {
                     Ok(job) => jobs.push(job),
                     Err(code) => return Ok(ExitCode::from(code)),
                 }
@@ -127,16 +141,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 fn prepare(
     args: &Args,
     file: &Path,
+    plan: Plan,
     choice: &BackendChoice,
 ) -> anyhow::Result<Result<(RunDir, RunManifest), u8>> {
-    let validation = validate_file(file, &args.settings.settings());
-    for diagnostic in &validation.diagnostics {
-        eprintln!("{diagnostic}\n");
-    }
-    let Some(plan) = validation.plan else {
-        eprintln!("{}: invalid; nothing was started", file.display());
-        return Ok(Err(exit::INVALID));
-    };
     if let Some(unfinished) = unfinished_run(&args.out, &plan)?
         && !args.new
     {

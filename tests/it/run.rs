@@ -627,3 +627,27 @@ fn a_run_whose_replay_answers_all_failed_exits_6_unless_allowed() {
         String::from_utf8_lossy(&allowed.stderr)
     );
 }
+
+#[test]
+fn a_missing_file_is_the_first_thing_said_and_a_typo_gets_a_suggestion() {
+    let output = crate::common::gepa_lab(&["run", "missing.toml"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.starts_with("missing.toml:1:1: error[file-read]: cannot read the experiment file"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("keys"),
+        "nothing about backends first: {stderr}"
+    );
+
+    let output = crate::common::gepa_lab(&["rnu", "experiments/support_tickets.toml"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("unrecognized subcommand 'rnu'")
+            && stderr.contains("tip: did you mean `gepa-lab run`?"),
+        "{stderr}"
+    );
+}
