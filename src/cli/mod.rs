@@ -13,6 +13,7 @@ mod batch;
 mod channel;
 mod chat;
 mod compare;
+mod completions;
 mod credits;
 mod evolution_args;
 mod executions;
@@ -100,6 +101,8 @@ enum Command {
     Compare(compare::Args),
     /// Install and list the embedded models (`local`, `local:<name>`).
     Model(model::Args),
+    /// Print the completion script of a shell: bash, zsh, fish, elvish or powershell.
+    Completions(completions::Args),
 }
 
 /// Options that change how experiments are checked and estimated, shared by `validate`, `plan`
@@ -183,6 +186,7 @@ pub fn main() -> ExitCode {
         Command::Report(args) => report::run(args),
         Command::Compare(args) => compare::run(args),
         Command::Model(args) => model::run(args),
+        Command::Completions(args) => completions::run(args),
     };
     match result {
         Ok(code) => code,

@@ -149,3 +149,38 @@ fn a_wrong_key_fails_without_showing_the_key() {
     assert!(!serve.log().contains("not_this_one"));
     assert!(!serve.log().contains(KEY));
 }
+
+#[test]
+fn completion_scripts_know_every_subcommand_and_load_in_bash() {
+    for shell in ["bash", "zsh", "fish", "powershell"] {
+        let output = crate::common::gepa_lab(&["completions", shell]);
+        assert!(output.status.success(), "{shell}");
+        let script = text(&output.stdout);
+        for word in [
+            "run",
+            "compare",
+            "fail-under",
+            "allow-missing",
+            "completions",
+        ] {
+            assert!(script.contains(word), "{shell} lacks {word}");
+        }
+    }
+    let script = crate::common::gepa_lab(&["completions", "bash"]).stdout;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("gepa-lab.bash");
+    std::fs::write(&file, script).unwrap();
+    let loaded = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!("source {} && complete -p gepa-lab", file.display()))
+        .output()
+        .expect("bash runs");
+    assert!(
+        text(&loaded.stdout).contains("gepa-lab"),
+        "{}{}",
+        text(&loaded.stdout),
+        text(&loaded.stderr)
+    );
+    let unknown = crate::common::gepa_lab(&["completions", "tcsh"]);
+    assert_eq!(unknown.status.code(), Some(2));
+}
