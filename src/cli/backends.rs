@@ -14,6 +14,7 @@ use crate::inference::{
     EmbeddedModel, HttpInference, Inference, InferenceConfig, ModelRouter, is_local_model,
 };
 use crate::runner::{Backends, RunOptions};
+use crate::score::ScorerSpec;
 use crate::store::Backend;
 
 /// `--backend`: `remote`, `local`, or the URL of a server that speaks both APIs.
@@ -137,8 +138,15 @@ fn local_task_model(replay_models: &[String]) -> String {
 }
 
 /// Builds the backends; the embedded models named by `replay_models` (and, for a local run, the
-/// task and reflection models) are loaded once, here.
-pub fn build(choice: &BackendChoice, replay_models: &[String]) -> anyhow::Result<Backends> {
+/// task and reflection models) are loaded once, here. A local run's engine scores with
+/// `replay_scorer` when it can (not the judge, which needs its own model, nor a schema file),
+/// rather than with what the evaluator's metric maps to: the extraction example's `exact_match`
+/// metric scored every answer of the small model 0, which left the engine nothing to learn.
+pub fn build(
+    choice: &BackendChoice,
+    replay_models: &[String],
+    replay_scorer: Option<&ScorerSpec>,
+) -> anyhow::Result<Backends> {
     let mut local_ids: Vec<String> = replay_models
         .iter()
         .filter(|m| is_local_model(m))
@@ -161,12 +169,13 @@ pub fn build(choice: &BackendChoice, replay_models: &[String]) -> anyhow::Result
             let router: Arc<dyn Inference> = Arc::new(ModelRouter::new(embedded, None));
             let mut models = ModelSettings::new(local_task_model(replay_models));
             models.reflection_model = reflection;
-            let evolution = LocalEvolution::new(
-                router.clone(),
-                router.clone(),
-                LocalSettings::new(models),
-                None,
-            );
+            let mut settings = LocalSettings::new(models);
+            settings.scorer = replay_scorer
+                .filter(|scorer| {
+                    !matches!(scorer, ScorerSpec::Judge | ScorerSpec::JsonSchema { .. })
+                })
+                .cloned();
+            let evolution = LocalEvolution::new(router.clone(), router.clone(), settings, None);
             Ok(Backends {
                 evolution: Arc::new(evolution),
                 inference: router,

@@ -122,7 +122,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .filter_map(|e| e.replay.as_ref())
             .flat_map(|r| r.models.clone())
             .collect();
-        let backends = backends::build(&choice, &replay_models)?;
+        let replay_scorer = manifest
+            .plan
+            .executions
+            .iter()
+            .find_map(|e| e.replay.as_ref())
+            .map(|r| &r.scorer);
+        let backends = backends::build(&choice, &replay_models, replay_scorer)?;
         let progress = Progress::new();
         let outcome = runtime
             .block_on(runner::execute(

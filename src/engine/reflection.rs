@@ -100,6 +100,16 @@ pub(crate) fn rules_request(instruction: &str, failures: &[Shown], labels: &[Str
         }
     }
     match failures {
+        // A task without a small set of answers (extraction, free text): the correct answer is
+        // no label to name, so the rule says what to do instead.
+        [_] if labels.is_empty() => {
+            text.push_str(
+                "\nWrite one rule to add to the instruction, so that the assistant answers this \
+                 input and similar inputs correctly. Say in general words what it must do \
+                 differently; do not quote the input or the answer. Answer with one line in \
+                 this form:\n- When ..., ...",
+            );
+        }
         [failure] => {
             let _ = write!(
                 text,
@@ -620,6 +630,22 @@ mod tests {
             "this input wrongly:\nreview: Oh great, it broke.\nWrong answer: Positive\nCorrect answer: negative\n"
         ));
         assert!(text.ends_with("in this form:\n- When ..., answer negative."));
+        // Without a label set (extraction, free text) the rule says what to do instead.
+        let view = ExampleView {
+            inputs: vec![("text".into(), "Mail Ana by March 3".into())],
+            expected: "{\"date\":null}".into(),
+        };
+        let text = rules_request(
+            "Extract {text}.",
+            &[Shown {
+                view: &view,
+                output: "{\"date\":\"2025-03-03\"}",
+                feedback: "date: expected null",
+            }],
+            &[],
+        );
+        assert!(text.contains("Feedback: date: expected null"));
+        assert!(text.ends_with("in this form:\n- When ..., ..."));
     }
 
     #[test]

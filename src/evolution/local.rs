@@ -37,6 +37,7 @@ use crate::engine::{
     OnTaskError, Proposer,
 };
 use crate::inference::{Inference, is_local_model};
+use crate::score::ScorerSpec;
 
 /// How a `LocalEvolution` runs its executions.
 #[derive(Debug, Clone, PartialEq)]
@@ -52,6 +53,10 @@ pub struct LocalSettings {
     pub proposer: Proposer,
     /// Feedback examples per reflection minibatch.
     pub reflection_minibatch: usize,
+    /// Scores the engine's answers with this instead of the scorer the evaluator's metric maps
+    /// to ([`scorer_for_metric`]): a local run sets its replay scorer, so that the prompt is
+    /// evolved on what it is then measured by.
+    pub scorer: Option<ScorerSpec>,
 }
 
 impl LocalSettings {
@@ -81,6 +86,7 @@ impl LocalSettings {
             } else {
                 DEFAULT_REFLECTION_MINIBATCH
             },
+            scorer: None,
         }
     }
 }
@@ -463,7 +469,10 @@ impl Inner {
             return failed("minibatchSize or paretoSize does not fit this machine".into());
         };
         let metric = evaluator_metric(&request.evaluator);
-        let (scorer, note) = scorer_for_metric(metric.as_deref());
+        let (scorer, note) = match &self.settings.scorer {
+            Some(scorer) => (scorer.clone(), None),
+            None => scorer_for_metric(metric.as_deref()),
+        };
         if let Some(note) = note {
             tracing::warn!(%evolution_id, "{note}");
         }
