@@ -1057,7 +1057,12 @@ async fn empty_wallet_accounts_get_402_on_chat_when_credits_are_required() {
 fn stored_keys_serve_executions_and_run_without_environment_keys() {
     use std::io::Write;
 
-    let serve = Serve::start(&["sim:model=m"], &[&format!("{API_KEY}:100000")]);
+    // sim-text is the experiment's replay model: without it every replay answer would fail,
+    // which `run` now reports with exit 6.
+    let serve = Serve::start(
+        &["sim:model=m,model=sim-text"],
+        &[&format!("{API_KEY}:100000")],
+    );
     let user = User::new(&serve.url);
     let command = |args: &[&str]| {
         let mut command = user.command(args);
