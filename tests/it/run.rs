@@ -17,6 +17,21 @@ fn experiment() -> PathBuf {
     root().join("tests/fixtures/run_experiments/two_variants.toml")
 }
 
+/// The two-variant experiment written to `dir/name` with its dataset path made absolute and
+/// each (from, to) replacement made.
+fn edited_experiment(dir: &Path, name: &str, replacements: &[(&str, &str)]) -> PathBuf {
+    let dataset = root().join("tests/fixtures/data/tiny.csv");
+    let mut text = std::fs::read_to_string(experiment())
+        .unwrap()
+        .replace("../data/tiny.csv", &dataset.display().to_string());
+    for (from, to) in replacements {
+        text = text.replace(from, to);
+    }
+    let file = dir.join(name);
+    std::fs::write(&file, text).unwrap();
+    file
+}
+
 /// `gepa-lab run --backend URL --yes` with fast polling, writing under `out`.
 fn run_command(serve: &Serve, out: &Path, extra: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_gepa-lab"));
@@ -229,22 +244,17 @@ fn failures_are_recorded_and_the_run_completes() {
     // whose budget cannot score the seed fails; a replay model no node serves answers 503.
     let serve = Serve::start(&["sim:seed=4"], &[&format!("{KEY}:120")]);
     let out = tempfile::tempdir().unwrap();
-    let file = out.path().join("failures.toml");
-    let text = std::fs::read_to_string(experiment())
-        .unwrap()
-        .replace(
-            "../data/tiny.csv",
-            &root()
-                .join("tests/fixtures/data/tiny.csv")
-                .display()
-                .to_string(),
-        )
-        .replace(
-            "models = [\"sim-text\"]",
-            "models = [\"no-such-model\", \"sim-text\"]",
-        )
-        .replace("evolution = { budget = 20 }", "evolution = { budget = 2 }");
-    std::fs::write(&file, text).unwrap();
+    let file = edited_experiment(
+        out.path(),
+        "failures.toml",
+        &[
+            (
+                "models = [\"sim-text\"]",
+                "models = [\"no-such-model\", \"sim-text\"]",
+            ),
+            ("evolution = { budget = 20 }", "evolution = { budget = 2 }"),
+        ],
+    );
     let output = run_command(&serve, out.path(), &[file.to_str().unwrap()])
         .output()
         .expect("run");
@@ -584,19 +594,12 @@ fn numeric_options_out_of_range_are_usage_errors_not_panics_or_hangs() {
 fn a_run_whose_replay_answers_all_failed_exits_6_unless_allowed() {
     let serve = Serve::start(&["sim:seed=4"], &[&format!("{KEY}:6000")]);
     let out = tempfile::tempdir().unwrap();
-    let file = out.path().join("unanswered.toml");
-    let text = std::fs::read_to_string(experiment())
-        .unwrap()
-        .replace(
-            "../data/tiny.csv",
-            &root()
-                .join("tests/fixtures/data/tiny.csv")
-                .display()
-                .to_string(),
-        )
-        // No node serves this model: every replay answer is a 503.
-        .replace("models = [\"sim-text\"]", "models = [\"no-such-model\"]");
-    std::fs::write(&file, text).unwrap();
+    // No node serves this model: every replay answer is a 503.
+    let file = edited_experiment(
+        out.path(),
+        "unanswered.toml",
+        &[("models = [\"sim-text\"]", "models = [\"no-such-model\"]")],
+    );
     let output = run_command(&serve, out.path(), &[file.to_str().unwrap()])
         .output()
         .expect("run");
