@@ -255,13 +255,15 @@ async fn concurrent_callers_are_all_answered() {
 async fn the_time_limit_counts_generation_not_the_wait_in_the_queue() {
     let _turn = TURN.lock().await;
     let Some(model) = model() else { return };
-    // A long answer occupies the model's one worker...
-    let mut long = ask("Write a long poem about the sea.");
-    long.max_tokens = Some(200);
-    // ...while a short request with a 1-second limit waits behind it.
+    // A long answer occupies the model's one worker (600 tokens: about 15 s at the 0.5B
+    // model's 41 tokens/s on an idle machine)...
+    let mut long = ask("Count from 1 to 1000, separated by commas.");
+    long.max_tokens = Some(600);
+    // ...while a short request with a 5-second limit (its own work takes well under a second)
+    // waits behind it.
     let mut short = ask("2 + 2 = ? Answer with the number only.");
     short.max_tokens = Some(3);
-    short.timeout_secs = Some(1);
+    short.timeout_secs = Some(5);
     let started = std::time::Instant::now();
     let (long_answer, short_answer) = tokio::join!(model.chat(&long), async {
         // Queued second.
@@ -272,8 +274,9 @@ async fn the_time_limit_counts_generation_not_the_wait_in_the_queue() {
     long_answer.expect("the long answer");
     let (short_answer, waited) = short_answer;
     assert!(
-        waited > std::time::Duration::from_secs(2),
-        "the short request should have waited behind the long one: {waited:?}"
+        waited > std::time::Duration::from_secs(5),
+        "the short request should have waited behind the long one for longer than its limit: \
+         {waited:?}"
     );
     let short_answer = short_answer.expect("answered after waiting longer than its limit");
     assert!(short_answer.content().contains('4'), "{short_answer:?}");
