@@ -11,6 +11,7 @@ use std::fmt::Write;
 
 use super::records::ProposalFailure;
 use super::task::ExampleView;
+use crate::prompt::Template;
 
 /// One minibatch example as the reflection model sees it.
 pub(crate) struct Shown<'a> {
@@ -57,18 +58,18 @@ pub(crate) fn mutation_request(instruction: &str, examples: &[Shown], keep: &[St
     text
 }
 
-/// The request of the [`Proposer::Rules`](super::Proposer) strategy: the instruction, the
-/// answers it got wrong with the correct ones, and the set of correct answers when the task has
-/// a small one; the reflection model writes one general rule per failure, in a fixed form that
-/// names the correct answer. Small models that cannot be trusted to rewrite a whole prompt
-/// (they drop its placeholders, echo it, or answer without the fenced block) still write a
-/// usable rule, and the engine puts the rules into the parent itself ([`add_rules`]), so the
-/// rest of the prompt is never lost.
-pub(crate) fn rules_request(instruction: &str, failures: &[Shown], labels: &[String]) -> String {
+/// The request of the [`Proposer::Rules`](super::Proposer) strategy: the instruction (without
+/// the rules it already has), one answer it got wrong with the correct one, and the set of
+/// correct answers when the task has a small one; the reflection model writes one general rule
+/// in a fixed form. Small models that cannot be trusted to rewrite a whole prompt (they drop its
+/// placeholders, echo it, or answer without the fenced block) still write a usable rule, and the
+/// engine puts it into the parent itself ([`add_rules`]), so the rest of the prompt is never
+/// lost.
+pub(crate) fn rules_request(instruction: &str, failure: &Shown, labels: &[String]) -> String {
     let mut text = String::new();
     text.push_str("An assistant is given this instruction:\n\"\"\"\n");
-    // Without the rules it already has: shown them, a small model copies one of them instead of
-    // writing a rule for the failure in front of it (the engine drops repeated rules anyway).
+    // Shown the rules it already has, a small model copies one of them instead of writing a
+    // rule for the failure in front of it.
     text.push_str(without_rules(instruction).trim());
     text.push_str("\n\"\"\"\n\n");
     if !labels.is_empty() {
@@ -78,59 +79,35 @@ pub(crate) fn rules_request(instruction: &str, failures: &[Shown], labels: &[Str
             labels.join(", ")
         );
     }
-    let one = failures.len() == 1;
-    text.push_str(if one {
-        "The assistant answered this input wrongly:\n"
-    } else {
-        "The assistant answered these inputs wrongly:\n"
-    });
-    for (number, example) in failures.iter().enumerate() {
-        if !one {
-            let _ = writeln!(text, "\nExample {}", number + 1);
-        }
-        for (name, value) in &example.view.inputs {
-            let _ = writeln!(text, "{name}: {}", value.trim());
-        }
-        let _ = writeln!(text, "Wrong answer: {}", one_line(example.output));
-        let _ = writeln!(text, "Correct answer: {}", example.view.expected.trim());
-        let feedback = example.feedback.trim();
-        // A classification's feedback only restates the two answers.
-        if !feedback.is_empty() && labels.is_empty() {
-            let _ = writeln!(text, "Feedback: {}", one_line(feedback));
-        }
+    text.push_str("The assistant answered this input wrongly:\n");
+    for (name, value) in &failure.view.inputs {
+        let _ = writeln!(text, "{name}: {}", value.trim());
     }
-    match failures {
-        // A task without a small set of answers (extraction, free text): the correct answer is
-        // no label to name, so the rule says what to do instead.
-        [_] if labels.is_empty() => {
-            text.push_str(
-                "\nWrite one rule to add to the instruction, so that the assistant answers this \
-                 input and similar inputs correctly. Say in general words what it must do \
-                 differently; do not quote the input or the answer. Answer with one line in \
-                 this form:\n- When ..., ...",
-            );
+    let _ = writeln!(text, "Wrong answer: {}", one_line(failure.output));
+    let _ = writeln!(text, "Correct answer: {}", failure.view.expected.trim());
+    text.push_str(
+        "\nWrite one rule to add to the instruction, so that the assistant answers this input \
+         and similar inputs correctly. ",
+    );
+    if labels.is_empty() {
+        // No label to name (extraction, free text): the feedback says what was wrong, and the
+        // rule says what to do instead.
+        let feedback = failure.feedback.trim();
+        if !feedback.is_empty() {
+            let _ = writeln!(text, "Feedback on the wrong answer: {}", one_line(feedback));
         }
-        [failure] => {
-            let _ = write!(
-                text,
-                "\nWrite one rule to add to the instruction, so that the assistant answers this \
-                 input and similar inputs correctly. Say in general words what in the input \
-                 shows the correct answer; do not quote it. Answer with one line in this \
-                 form:\n- When ..., answer {}.",
-                one_line(&failure.view.expected)
-            );
-        }
-        _ => {
-            let _ = write!(
-                text,
-                "\nWrite one rule for each example, to add to the instruction, so that the \
-                 assistant answers that example and similar inputs correctly. Say in general \
-                 words what in the input shows the correct answer; do not quote the example. \
-                 Write exactly {} lines, one per example, each in this form:\n- When ..., \
-                 answer <the correct answer>.",
-                failures.len()
-            );
-        }
+        text.push_str(
+            "Say in general words what it must do differently; do not quote the input or the \
+             answer. Answer with one line in this form:\n- When ..., ...",
+        );
+    } else {
+        // A classification's feedback only restates the two answers.
+        let _ = write!(
+            text,
+            "Say in general words what in the input shows the correct answer; do not quote it. \
+             Answer with one line in this form:\n- When ..., answer {}.",
+            one_line(&failure.view.expected)
+        );
     }
     text
 }
@@ -138,26 +115,22 @@ pub(crate) fn rules_request(instruction: &str, failures: &[Shown], labels: &[Str
 /// The heading of the list of rules that [`add_rules`] keeps in a prompt.
 const RULES_HEADING: &str = "Rules:";
 
-/// The rules in a reflection answer: its "- ", "* " or "1. " lines, stripped of the marker,
-/// without duplicates; a line that runs several "- When" rules together is split. (An answer cut
-/// off by its token limit reaches the engine without its unfinished last line; the adapter
-/// drops it.)
+/// The rules in a reflection answer: its "- ", "* ", "1. " or bare "When " lines, stripped of
+/// the marker and of the form's brackets, without duplicates; a line that runs several "- When"
+/// rules together is split. (An answer cut off by its token limit reaches the engine without its
+/// unfinished last line; the adapter drops it.)
 ///
-/// With a label set, a rule must end on the correct answer of one of the examples it was
-/// written for (`answers`): a small model now and then copies the wrong answer into its rule,
-/// and such a rule would teach the mistake.
+/// With a label set, a rule that names a label must name `correct`, the answer of the example it
+/// was written for: a small model now and then copies the wrong answer into its rule, and such a
+/// rule would teach the mistake.
 pub(crate) fn parse_rules(
     answer: &str,
     labels: &[String],
-    answers: &[&str],
+    correct: &str,
 ) -> Result<Vec<String>, ProposalFailure> {
-    let text = match answer.rfind("</think>") {
-        Some(end) => &answer[end + "</think>".len()..],
-        None => answer,
-    };
     let mut rules: Vec<String> = Vec::new();
     let mut wrong = 0;
-    for line in text.lines() {
+    for line in after_thinking(answer).lines() {
         let line = line.trim();
         let body = if let Some(rest) = line.strip_prefix("- ").or(line.strip_prefix("* ")) {
             rest
@@ -167,28 +140,23 @@ pub(crate) fn parse_rules(
         {
             rest
         } else if line.starts_with("When ") {
-            // The rule's form without its list marker.
             line
         } else {
             continue;
         };
-        for rule in body.split(" - When ").enumerate().map(|(i, part)| {
-            if i == 0 {
+        for (i, part) in body.split(" - When ").enumerate() {
+            let rule = if i == 0 {
                 part.to_string()
             } else {
                 format!("When {part}")
-            }
-        }) {
-            // Small models copy the form's brackets around what they fill in.
+            };
             let rule = rule.replace(['<', '>'], "");
             let rule = rule.trim().trim_matches('"').trim();
             if rule.is_empty() || rule.contains("...") {
                 continue;
             }
-            if let Some(label) = last_label(rule, labels)
-                && !answers
-                    .iter()
-                    .any(|answer| answer.trim().eq_ignore_ascii_case(label))
+            if last_label(rule, labels)
+                .is_some_and(|label| !label.eq_ignore_ascii_case(correct.trim()))
             {
                 wrong += 1;
                 continue;
@@ -198,18 +166,15 @@ pub(crate) fn parse_rules(
             }
         }
     }
-    if rules.is_empty() {
-        return Err(if wrong > 0 {
-            ProposalFailure::WrongAnswerInRules {
-                answer: answer.to_string(),
-            }
-        } else {
-            ProposalFailure::NoRules {
-                answer: answer.to_string(),
-            }
-        });
+    match (rules.is_empty(), wrong) {
+        (false, _) => Ok(rules),
+        (true, 0) => Err(ProposalFailure::NoRules {
+            answer: answer.to_string(),
+        }),
+        (true, _) => Err(ProposalFailure::WrongAnswerInRules {
+            answer: answer.to_string(),
+        }),
     }
-    Ok(rules)
 }
 
 /// The label named last in `rule` (as a whole word, any case): the answer it tells to give.
@@ -240,60 +205,42 @@ fn last_label<'l>(rule: &str, labels: &'l [String]) -> Option<&'l str> {
 /// (so that the rules come before the input, as instructions usually do), else at the end.
 /// Rules the prompt already states are not repeated. `None` when nothing is new.
 pub(crate) fn add_rules(prompt: &str, rules: &[String]) -> Option<String> {
-    let new: Vec<&String> = rules
+    let items: Vec<String> = rules
         .iter()
         .filter(|rule| !prompt.contains(rule.as_str()))
+        .map(|rule| format!("- {rule}"))
         .collect();
-    if new.is_empty() {
+    if items.is_empty() {
         return None;
     }
-    let items: String = new.iter().map(|rule| format!("- {rule}\n")).collect();
-    let lines: Vec<&str> = prompt.lines().collect();
-    let mut out = String::new();
-    if let Some(heading) = lines.iter().position(|line| line.trim() == RULES_HEADING) {
-        let last_rule = lines[heading + 1..]
-            .iter()
-            .take_while(|line| line.trim_start().starts_with("- "))
-            .count()
-            + heading;
-        for line in &lines[..=last_rule] {
-            out.push_str(line);
-            out.push('\n');
+    let mut lines: Vec<String> = prompt.trim_end().lines().map(str::to_owned).collect();
+    let heading = lines.iter().position(|line| line.trim() == RULES_HEADING);
+    let first_input = lines
+        .iter()
+        .position(|line| has_placeholder(line))
+        .filter(|&at| at > 0);
+    match (heading, first_input) {
+        (Some(heading), _) => {
+            let end = heading
+                + 1
+                + lines[heading + 1..]
+                    .iter()
+                    .take_while(|line| line.trim_start().starts_with("- "))
+                    .count();
+            lines.splice(end..end, items);
         }
-        out.push_str(&items);
-        for line in &lines[last_rule + 1..] {
-            out.push_str(line);
-            out.push('\n');
+        (None, Some(at)) => {
+            lines.splice(
+                at..at,
+                std::iter::once(RULES_HEADING.to_owned()).chain(items),
+            );
         }
-    } else {
-        let first_input = lines
-            .iter()
-            .position(|line| has_placeholder(line))
-            .filter(|&at| at > 0);
-        match first_input {
-            Some(at) => {
-                for line in &lines[..at] {
-                    out.push_str(line);
-                    out.push('\n');
-                }
-                out.push_str(RULES_HEADING);
-                out.push('\n');
-                out.push_str(&items);
-                for line in &lines[at..] {
-                    out.push_str(line);
-                    out.push('\n');
-                }
-            }
-            None => {
-                out.push_str(prompt.trim_end());
-                out.push_str("\n\n");
-                out.push_str(RULES_HEADING);
-                out.push('\n');
-                out.push_str(&items);
-            }
+        (None, None) => {
+            lines.extend([String::new(), RULES_HEADING.to_owned()]);
+            lines.extend(items);
         }
     }
-    Some(out.trim_end().to_string())
+    Some(lines.join("\n"))
 }
 
 /// `prompt` without its "Rules:" list (the heading and its "- " lines).
@@ -314,13 +261,18 @@ fn without_rules(prompt: &str) -> String {
     out.join("\n")
 }
 
-/// A `{name}` placeholder on the line; `{{` is a literal brace.
+/// The line holds a `{variable}` placeholder (a line that is not a template on its own, such as
+/// half of a brace pair split over two lines, does not count).
 fn has_placeholder(line: &str) -> bool {
-    let unescaped = line.replace("{{", "").replace("}}", "");
-    unescaped.split('{').skip(1).any(|rest| {
-        rest.split_once('}')
-            .is_some_and(|(name, _)| !name.is_empty())
-    })
+    Template::parse(line).is_ok_and(|template| !template.variables().is_empty())
+}
+
+/// What a reasoning model answered after its `<think>` section.
+fn after_thinking(answer: &str) -> &str {
+    match answer.rfind("</think>") {
+        Some(end) => &answer[end + "</think>".len()..],
+        None => answer,
+    }
 }
 
 fn one_line(text: &str) -> String {
@@ -400,10 +352,7 @@ fn push_placeholder_rule(text: &mut String, keep: &[String]) {
 /// opening fence (a language tag) is dropped; a reasoning model's `<think>` section is ignored. A
 /// fence opened and never closed is refused: that is how a truncated answer looks.
 pub(crate) fn extract_instruction(answer: &str) -> Result<String, ProposalFailure> {
-    let text = match answer.rfind("</think>") {
-        Some(end) => &answer[end + "</think>".len()..],
-        None => answer,
-    };
+    let text = after_thinking(answer);
     let fences = line_start_fences(text);
     let body = match (fences.first(), fences.last()) {
         (Some(&first), Some(&last)) if first != last => &text[first + 3..last],
@@ -621,7 +570,7 @@ mod tests {
         };
         let text = rules_request(
             "Classify {review}.",
-            &[shown(&view, "Positive\n")],
+            &shown(&view, "Positive\n"),
             &["negative".into(), "positive".into()],
         );
         assert!(text.contains("\"\"\"\nClassify {review}.\n\"\"\""));
@@ -637,14 +586,14 @@ mod tests {
         };
         let text = rules_request(
             "Extract {text}.",
-            &[Shown {
+            &Shown {
                 view: &view,
                 output: "{\"date\":\"2025-03-03\"}",
                 feedback: "date: expected null",
-            }],
+            },
             &[],
         );
-        assert!(text.contains("Feedback: date: expected null"));
+        assert!(text.contains("Feedback on the wrong answer: date: expected null"));
         assert!(text.ends_with("in this form:\n- When ..., ..."));
     }
 
@@ -653,7 +602,7 @@ mod tests {
         let answer = "Here are the rules:\n- Sarcasm is negative.\n* Delivery does not count.\n\
                       2. \"Returns mean negative.\"\n- Sarcasm is negative.\nThat is all.";
         assert_eq!(
-            parse_rules(answer, &[], &[]).unwrap(),
+            parse_rules(answer, &[], "").unwrap(),
             vec![
                 "Sarcasm is negative.",
                 "Delivery does not count.",
@@ -661,7 +610,7 @@ mod tests {
             ]
         );
         assert!(matches!(
-            parse_rules("No list here.", &[], &[]),
+            parse_rules("No list here.", &[], ""),
             Err(ProposalFailure::NoRules { .. })
         ));
         // The form's brackets are dropped, its unfilled "..." refused, a bare "When" line kept.
@@ -670,7 +619,7 @@ mod tests {
                 "- When <a parcel is lost>, answer <shipping>.\n- When ..., answer shipping.\n\
                  When it crashes, answer technical.",
                 &[],
-                &[]
+                ""
             )
             .unwrap(),
             vec![
@@ -686,15 +635,12 @@ mod tests {
             .map(String::from)
             .to_vec();
         let answer = "- When the export fails, answer billing. - When a parcel is lost, answer \
-                      shipping.\n- When the app crashes, answer Technical.";
+                      Shipping.\n- When the app crashes, answer technical.";
         assert_eq!(
-            parse_rules(answer, &labels, &["technical", "shipping"]).unwrap(),
-            vec![
-                "When a parcel is lost, answer shipping.",
-                "When the app crashes, answer Technical."
-            ]
+            parse_rules(answer, &labels, "shipping").unwrap(),
+            vec!["When a parcel is lost, answer Shipping."]
         );
-        // "billing-related" is not the word billing; "shipping" named last decides.
+        // The label named last is the answer the rule gives.
         assert_eq!(
             last_label(
                 "When it is billing-related but about shipping, answer shipping.",
@@ -704,7 +650,7 @@ mod tests {
         );
         assert_eq!(last_label("When unsure, ask.", &labels), None);
         assert!(matches!(
-            parse_rules("- When it fails, answer billing.", &labels, &["technical"]),
+            parse_rules("- When it fails, answer billing.", &labels, "technical"),
             Err(ProposalFailure::WrongAnswerInRules { .. })
         ));
     }
@@ -731,7 +677,11 @@ mod tests {
         );
         assert_eq!(add_rules(&twice, &["Returns are negative.".into()]), None);
         assert_eq!(without_rules(&twice), seed);
-        assert!(!rules_request(&twice, &[], &[]).contains("Sarcasm"));
+        let view = ExampleView {
+            inputs: vec![("review".into(), "Fine.".into())],
+            expected: "positive".into(),
+        };
+        assert!(!rules_request(&twice, &shown(&view, "negative"), &[]).contains("Sarcasm"));
         // The input on the first line, or no input at all: the rules go at the end.
         assert_eq!(
             add_rules("{review} - sentiment?", &["Be brief.".into()]).unwrap(),

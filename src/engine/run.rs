@@ -88,12 +88,9 @@ enum Halt {
 enum Reading<'p> {
     /// A whole new instruction in a fenced block.
     Instruction,
-    /// Rules to add to this parent prompt, written for examples whose correct answers are
-    /// `answers`.
-    RulesFor {
-        parent: &'p str,
-        answers: &'p [String],
-    },
+    /// Rules to add to this parent prompt, written for an example whose correct answer is
+    /// `correct`.
+    RulesFor { parent: &'p str, correct: &'p str },
 }
 
 /// A reflection that produced no child worth running.
@@ -382,45 +379,44 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
         if record.parent_scores.iter().all(|&score| score >= PERFECT) {
             return Ok(record);
         }
-        // Positions in the minibatch the reflection model is shown: all of them for a rewrite;
-        // for rules, the first failure (the minibatch is in random order), see `Proposer::Rules`.
-        let shown_positions: Vec<usize> = match self.config.proposer {
-            Proposer::Rewrite => (0..record.minibatch.len()).collect(),
-            Proposer::Rules => (0..record.minibatch.len())
-                .filter(|&position| record.parent_scores[position] < PERFECT)
-                .take(1)
-                .collect(),
-        };
-        let views: Vec<ExampleView> = shown_positions
+        let views: Vec<ExampleView> = record
+            .minibatch
             .iter()
-            .map(|&position| self.task.describe(record.minibatch[position]))
+            .map(|&example| self.task.describe(example))
             .collect();
         let shown: Vec<Shown> = views
             .iter()
-            .zip(&shown_positions)
-            .map(|(view, &position)| Shown {
+            .zip(&parent_evaluations)
+            .map(|(view, evaluation)| Shown {
                 view,
-                output: &parent_evaluations[position].output,
-                feedback: &parent_evaluations[position].feedback,
+                output: &evaluation.output,
+                feedback: &evaluation.feedback,
             })
             .collect();
-        let request = match self.config.proposer {
-            Proposer::Rewrite => reflection::mutation_request(
-                parent_prompt.text(),
-                &shown,
-                self.placeholders.required(),
+        let (request, reading) = match self.config.proposer {
+            Proposer::Rewrite => (
+                reflection::mutation_request(
+                    parent_prompt.text(),
+                    &shown,
+                    self.placeholders.required(),
+                ),
+                Reading::Instruction,
             ),
+            // The first failure (the minibatch is in random order); see `Proposer::Rules`. The
+            // parent is not perfect here, so there is one.
             Proposer::Rules => {
-                reflection::rules_request(parent_prompt.text(), &shown, &self.labels)
+                let failed = (0..shown.len())
+                    .find(|&position| record.parent_scores[position] < PERFECT)
+                    .unwrap_or(0);
+                let failure = &shown[failed];
+                (
+                    reflection::rules_request(parent_prompt.text(), failure, &self.labels),
+                    Reading::RulesFor {
+                        parent: parent_prompt.text(),
+                        correct: &failure.view.expected,
+                    },
+                )
             }
-        };
-        let answers: Vec<String> = views.iter().map(|view| view.expected.clone()).collect();
-        let reading = match self.config.proposer {
-            Proposer::Rewrite => Reading::Instruction,
-            Proposer::Rules => Reading::RulesFor {
-                parent: parent_prompt.text(),
-                answers: &answers,
-            },
         };
         let child = match self.propose(&request, reading).await? {
             Ok(child) => child,
@@ -531,9 +527,8 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
         let parsed = match reading {
             Reading::Instruction => reflection::extract_instruction(&answer)
                 .map(|text| self.placeholders.complete(&text)),
-            Reading::RulesFor { parent, answers } => {
-                let answers: Vec<&str> = answers.iter().map(String::as_str).collect();
-                reflection::parse_rules(&answer, &self.labels, &answers).and_then(|rules| {
+            Reading::RulesFor { parent, correct } => {
+                reflection::parse_rules(&answer, &self.labels, correct).and_then(|rules| {
                     reflection::add_rules(parent, &rules).ok_or(ProposalFailure::NoNewRule)
                 })
             }
