@@ -139,8 +139,8 @@ fn local_task_model(replay_models: &[String]) -> String {
 
 /// Builds the backends; the embedded models named by `replay_models` (and, for a local run, the
 /// task and reflection models) are loaded once, here. A local run's engine scores with
-/// `replay_scorer` when it can (not the judge, which needs its own model, nor a schema file),
-/// rather than with what the evaluator's metric maps to: the extraction example's `exact_match`
+/// `replay_scorer` (unless it is the judge, which needs a model and rubric of its own) rather
+/// than with what the evaluator's metric maps to: the extraction example's `exact_match`
 /// metric scored every answer of the small model 0, which left the engine nothing to learn.
 pub fn build(
     choice: &BackendChoice,
@@ -171,9 +171,7 @@ pub fn build(
             models.reflection_model = reflection;
             let mut settings = LocalSettings::new(models);
             settings.scorer = replay_scorer
-                .filter(|scorer| {
-                    !matches!(scorer, ScorerSpec::Judge | ScorerSpec::JsonSchema { .. })
-                })
+                .filter(|scorer| !matches!(scorer, ScorerSpec::Judge))
                 .cloned();
             let evolution = LocalEvolution::new(router.clone(), router.clone(), settings, None);
             Ok(Backends {

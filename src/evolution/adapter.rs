@@ -135,7 +135,8 @@ impl InferenceTask {
         items: Vec<DatasetItem>,
         scorer: &ScorerSpec,
     ) -> Result<Self, TaskError> {
-        // Only file-backed scorers can fail to build, and none of the metric mappings is one.
+        // Only a file-backed scorer (json_schema) can fail to build; its path is resolved in the
+        // plan, as replay builds it too.
         let scorer = Scorer::new(scorer, std::path::Path::new(".")).map_err(TaskError::new)?;
         let mut settings = settings;
         settings.max_tokens = settings.max_tokens.or(Some(max_tokens_for(&items)));

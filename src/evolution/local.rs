@@ -94,15 +94,15 @@ impl LocalSettings {
 /// `max_tokens` of an embedded reflection model's answers unless set otherwise.
 pub const EMBEDDED_REFLECTION_MAX_TOKENS: u32 = 400;
 
+/// The reflection minibatch with an embedded reflection model (see [`LocalSettings::new`]).
+pub const EMBEDDED_REFLECTION_MINIBATCH: usize = 6;
+
 /// What the engine's observer passes to the task that records an execution.
 enum Recorded {
     Candidate(CandidateRecord),
     /// Calls spent so far.
     Spent(u64),
 }
-
-/// The reflection minibatch with an embedded reflection model (see [`LocalSettings::new`]).
-pub const EMBEDDED_REFLECTION_MINIBATCH: usize = 6;
 
 /// A page of a list, numbered from 1 (the convention `fetch_history` documents).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

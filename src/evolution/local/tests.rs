@@ -426,3 +426,33 @@ async fn pages_are_numbered_from_1_and_executions_are_seen_by_their_owner_only()
     ));
     assert_eq!(local.batch_jobs().await.unwrap().jobs.len(), 0);
 }
+
+#[tokio::test]
+async fn a_scorer_in_the_settings_replaces_the_metrics_and_spent_calls_are_reported() {
+    // The evaluator says exact_match, which the simulated answers rarely meet; a run whose
+    // settings carry its replay scorer is scored by that instead (here one every answer meets).
+    let Setup { local, .. } = setup("model=local-sim", 2, None);
+    let id = local.start(&request(20, 3, 5)).await.unwrap();
+    finished(&local, &id).await;
+    let by_metric = history(&local, &id).await;
+    assert!(by_metric[0].score < 1.0, "{by_metric:?}");
+
+    let model = Arc::new(Counted {
+        sim: SimModel::new("model=local-sim".parse().unwrap()),
+        calls: AtomicU64::new(0),
+        log: Arc::default(),
+    });
+    let mut settings = LocalSettings::new(ModelSettings::new(MODEL));
+    settings.scorer = Some("regex:.".parse().unwrap());
+    let local = LocalEvolution::new(model.clone(), model.clone(), settings, None);
+    let id = local.start(&request(20, 3, 5)).await.unwrap();
+    let execution = finished(&local, &id).await;
+    let by_replay_scorer = history(&local, &id).await;
+    assert_eq!(by_replay_scorer[0].score, 1.0);
+    // budgetUsed is what the engine paid: here every model call (none failed, so none was
+    // retried).
+    assert_eq!(
+        execution.budget_used,
+        Some(model.calls.load(Ordering::SeqCst) as f64)
+    );
+}
