@@ -116,17 +116,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     for (dir, manifest) in jobs {
         let replay_models: Vec<String> = manifest
-            .plan
             .executions
             .iter()
-            .filter_map(|e| e.replay.as_ref())
+            .filter_map(|e| e.plan.replay.as_ref())
             .flat_map(|r| r.models.clone())
             .collect();
         let replay_scorer = manifest
-            .plan
             .executions
             .iter()
-            .find_map(|e| e.replay.as_ref())
+            .find_map(|e| e.plan.replay.as_ref())
             .map(|r| &r.scorer);
         let backends = backends::build(&choice, &replay_models, replay_scorer)?;
         let progress = Progress::new();
@@ -208,6 +206,29 @@ fn unfinished_run(out: &Path, plan: &Plan) -> anyhow::Result<Option<PathBuf>> {
     Ok(found.pop().map(|(_, path)| path))
 }
 
+/// The `--fail-under` gate on the version the report recommends (the seed when nothing evolved
+/// beats it): whether it passed, and the line that says so.
+fn gate(best: Option<&crate::report::Recommendation>, threshold: f64) -> (bool, String) {
+    match best.and_then(|r| r.mean.map(|mean| (r, mean))) {
+        Some((r, mean)) => {
+            let passed = mean >= threshold;
+            let verdict = if passed { "passed" } else { "missed" };
+            (
+                passed,
+                format!(
+                    "--fail-under {threshold}: {verdict} ({} {} on {} scored {mean:.3} on the \
+                     holdout rows)",
+                    r.execution, r.version, r.model
+                ),
+            )
+        }
+        None => (
+            false,
+            format!("--fail-under {threshold}: missed (no holdout score to check)"),
+        ),
+    }
+}
+
 /// Prints the outcome and picks the exit status.
 fn finish(
     outcome: &Outcome,
@@ -224,7 +245,7 @@ fn finish(
                 "report: {}",
                 outcome.dir.file(crate::report::HTML_FILE).display()
             );
-            report.context.recommendation()
+            report.context.best.clone()
         }
         Err(err) => {
             eprintln!("the report could not be rendered: {err}");
@@ -237,7 +258,7 @@ fn finish(
         .manifest
         .executions
         .iter()
-        .filter(|e| e.status.as_deref() != Some("completed"))
+        .filter(|e| !e.state.is_finished())
         .map(|e| e.custom_id.as_str())
         .collect();
     if !failed.is_empty() {
@@ -277,29 +298,41 @@ fn finish(
         code = exit::FAILURE;
     }
     if let Some(threshold) = fail_under {
-        let scored = recommendation
-            .as_ref()
-            .and_then(|r| r.mean.map(|mean| (r, mean)));
-        match scored {
-            Some((r, mean)) => {
-                let verdict = if mean >= threshold {
-                    "passed"
-                } else {
-                    "missed"
-                };
-                eprintln!(
-                    "--fail-under {threshold}: {verdict} ({} {} on {} scored {mean:.3} on the holdout rows)",
-                    r.execution, r.version, r.model
-                );
-                if mean < threshold {
-                    code = GATE_MISSED;
-                }
-            }
-            None => {
-                eprintln!("--fail-under {threshold}: missed (no holdout score to check)");
-                code = GATE_MISSED;
-            }
+        let (passed, message) = gate(recommendation.as_ref(), threshold);
+        eprintln!("{message}");
+        if !passed {
+            code = GATE_MISSED;
         }
     }
     Ok(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::Recommendation;
+
+    fn best(version: &str, mean: Option<f64>) -> Recommendation {
+        Recommendation {
+            execution: "budget-10".into(),
+            version: version.into(),
+            model: "m".into(),
+            mean,
+        }
+    }
+
+    #[test]
+    fn the_gate_checks_the_recommended_version_the_seed_included() {
+        let (passed, line) = gate(Some(&best("seed", Some(0.625))), 0.5);
+        assert!(passed, "{line}");
+        assert!(line.contains("budget-10 seed on m scored 0.625"), "{line}");
+        let (passed, line) = gate(Some(&best("g1", Some(0.25))), 0.5);
+        assert!(!passed && line.contains("missed"), "{line}");
+        assert!(!gate(Some(&best("g1", None)), 0.5).0);
+        assert!(!gate(None, 0.0).0);
+        assert!(
+            gate(Some(&best("g1", Some(0.5))), 0.5).0,
+            "the threshold itself passes"
+        );
+    }
 }

@@ -3,7 +3,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::dataset::{HoldoutSize, Split};
+use crate::dataset::{HoldoutSize, Split, SplitError};
 use crate::evolution::wire::StartExecution;
 use crate::score::ScorerSpec;
 
@@ -20,6 +20,30 @@ pub struct Plan {
     /// One execution per variant, or one for a file without variants.
     pub executions: Vec<ExecutionPlan>,
     pub estimate: Estimate,
+}
+
+/// A plan without its list of executions: what a run record keeps of it, beside its own list of
+/// executions (each with its [`ExecutionPlan`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanSummary {
+    pub file: PathBuf,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub content_hash: String,
+    pub estimate: Estimate,
+}
+
+impl Plan {
+    pub fn summary(&self) -> PlanSummary {
+        PlanSummary {
+            file: self.file.clone(),
+            name: self.name.clone(),
+            description: self.description.clone(),
+            content_hash: self.content_hash.clone(),
+            estimate: self.estimate,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -114,18 +138,18 @@ impl std::iter::Sum for Estimate {
 
 impl DatasetPlan {
     /// The rows of each part. Recomputed from the plan's own numbers when the plan was read back
-    /// from a run directory: the split of a seed never changes.
-    pub fn split(&self) -> Split {
-        self.split.clone().unwrap_or_else(|| {
-            let usable = self.rows;
-            Split::new(
-                usable,
+    /// from a run directory: the split of a seed never changes. An error only when those numbers
+    /// were edited into ones that do not split.
+    pub fn split(&self) -> Result<Split, SplitError> {
+        match &self.split {
+            Some(split) => Ok(split.clone()),
+            None => Split::new(
+                self.rows,
                 self.minibatch_rows.len(),
                 self.pareto_rows.len(),
                 self.holdout,
                 self.shuffle_seed,
-            )
-            .expect("a validated plan splits")
-        })
+            ),
+        }
     }
 }

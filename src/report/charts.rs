@@ -185,7 +185,7 @@ pub fn build(run: &RunData, context: &ReportContext, png: bool) -> Result<Charts
         if execution.generations.is_empty() {
             continue;
         }
-        let budget = run.manifest.plan.executions[execution.index].start.budget;
+        let budget = run.manifest.executions[execution.index].plan.start.budget;
         charts.score_by_generation.push(chart(
             format!("{}: score by generation", execution.label),
             format!("score-by-generation-{}", file_part(&execution.label)),

@@ -200,28 +200,12 @@ impl CompareReport {
     }
 }
 
-/// The best version of one run: the execution whose best prompt the evolution rated highest
-/// (as in the run's own headline), on its first replay model. Returns that execution's index.
+/// The best version of one run (as in the run's own headline, by [`RunData::best`]), on its
+/// execution's first replay model: (execution, version, model).
 fn best_of(run: &RunData) -> Option<(usize, usize, String)> {
-    run.executions
-        .iter()
-        .filter_map(|e| {
-            let best = e.best?;
-            let model = e.models.first()?.clone();
-            Some((
-                e.index,
-                best,
-                model,
-                e.versions[best]
-                    .validation_score
-                    .unwrap_or(f64::NEG_INFINITY),
-            ))
-        })
-        .fold(None::<(usize, usize, String, f64)>, |top, next| match top {
-            Some(ref t) if t.3 >= next.3 => top,
-            _ => Some(next),
-        })
-        .map(|(e, v, m, _)| (e, v, m))
+    let (execution, version) = run.best()?;
+    let model = run.executions[execution].models.first()?.clone();
+    Some((execution, version, model))
 }
 
 /// Scores by row of one version on one model, answered rows only.
@@ -245,13 +229,12 @@ pub fn compare(dirs: &[PathBuf]) -> Result<CompareReport, ReportError> {
     };
     let dataset = |run: &RunData| {
         run.manifest
-            .plan
             .executions
             .iter()
             .map(|e| {
                 (
-                    e.dataset.sha256.clone(),
-                    e.dataset.file.display().to_string(),
+                    e.plan.dataset.sha256.clone(),
+                    e.plan.dataset.file.display().to_string(),
                 )
             })
             .collect::<Vec<_>>()

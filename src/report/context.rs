@@ -26,8 +26,13 @@ pub struct ReportContext {
     pub simulated: bool,
     pub experiment: ExperimentView,
     pub executions: Vec<ExecutionView>,
-    /// Seed against the best version of the execution whose best has the highest evolution
-    /// score, on its first replay model.
+    /// The version the run recommends: its best by the ranking rule (`RunData::best`), or the
+    /// first replayed seed when no evolved prompt was replayed; with its mean holdout score on
+    /// its execution's first replay model. The page, the terminal, `summary.md`, `results.json`
+    /// and `run --fail-under` all read this one field.
+    pub best: Option<Recommendation>,
+    /// Seed against the run's best version, on its first replay model; none when the best is a
+    /// seed.
     pub headline: Option<ComparisonView>,
     /// No headline because the seed is the best version: evolved prompts were replayed, but
     /// none scored above the seed on the evolution's own score.
@@ -49,37 +54,6 @@ pub struct Recommendation {
     pub model: String,
     /// Over the rows it answered; none when it answered none.
     pub mean: Option<f64>,
-}
-
-impl ReportContext {
-    /// The version the headline names best (chosen by the evolution's score, before the holdout
-    /// was looked at) on the headline's model; the first replayed seed when no evolved prompt
-    /// was replayed. This is what `run --fail-under` gates on, so the gate, the page and the
-    /// terminal agree, and picking the highest holdout score (which flatters by chance) is
-    /// avoided.
-    pub fn recommendation(&self) -> Option<Recommendation> {
-        let (execution, version, model) = match &self.headline {
-            Some(h) => (h.execution.as_str(), h.b.as_str(), Some(h.model.as_str())),
-            None => {
-                let seed = self.versions.iter().find(|v| v.is_seed && v.replayed)?;
-                (seed.execution.as_str(), seed.label.as_str(), None)
-            }
-        };
-        let view = self
-            .versions
-            .iter()
-            .find(|v| v.execution == execution && v.label == version)?;
-        let score = view
-            .scores
-            .iter()
-            .find(|s| model.is_none_or(|model| s.model == model))?;
-        Some(Recommendation {
-            execution: execution.to_owned(),
-            version: version.to_owned(),
-            model: score.model.clone(),
-            mean: score.mean,
-        })
-    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -266,25 +240,22 @@ pub fn build(
     let mut versions = Vec::new();
     let mut row_tables = Vec::new();
     for execution in &run.executions {
-        let spec = &plan.executions[execution.index];
-        let record = manifest.executions.get(execution.index);
+        let record = &manifest.executions[execution.index];
+        let spec = &record.plan;
         let history = history.get(execution.variant.as_str());
         let best = execution.best.map(|i| &execution.versions[i]);
         executions.push(ExecutionView {
             label: execution.label.clone(),
-            custom_id: record.map_or_else(
-                || spec.start.custom_id.clone().unwrap_or_default(),
-                |r| r.custom_id.clone(),
-            ),
-            evolution_id: record.and_then(|r| r.evolution_id.clone()),
-            status: record.and_then(|r| r.status.clone()),
-            error: record.and_then(|r| r.error.clone()),
+            custom_id: record.custom_id.clone(),
+            evolution_id: record.state.evolution_id().map(str::to_owned),
+            status: Some(record.state.status_text()),
+            error: record.state.problem().map(str::to_owned),
             strategy: spec.start.strategy.clone(),
             model: spec.start.model.clone(),
             budget: spec.start.budget,
             // What the service said the execution spent, else what its last generation had.
             budget_used: record
-                .and_then(|r| r.budget_used)
+                .budget_used
                 .or_else(|| history.and_then(|h| h.budget_used)),
             minibatch: spec.start.minibatch_size,
             pareto: spec.start.pareto_size,
@@ -349,7 +320,7 @@ pub fn build(
                 id: format!("{}-{}", execution.label, version.label),
                 execution: execution.label.clone(),
                 label: version.label.clone(),
-                generation: version.generation,
+                generation: version.generation(),
                 is_seed: version.is_seed(),
                 is_best: best.is_some_and(|b| b.label == version.label),
                 replayed: version.replayed,
@@ -383,6 +354,10 @@ pub fn build(
     }
 
     let headline = headline(run, &comparisons);
+    let best = recommend(run, &versions);
+    let seed_is_best = run
+        .best()
+        .is_some_and(|(e, v)| run.executions[e].versions[v].is_seed());
     let mut notes = Vec::new();
     if manifest.simulated {
         notes.push(
@@ -441,7 +416,8 @@ pub fn build(
             backend: backend_text(&manifest.backend, manifest.simulated),
         },
         executions,
-        seed_is_best: headline.is_none() && run.executions.iter().any(|e| e.best == Some(0)),
+        best,
+        seed_is_best,
         headline,
         comparisons,
         versions,
@@ -682,25 +658,43 @@ fn sentence(
     )
 }
 
+/// The comparison of the seed with the run's best version on its first replay model.
 fn headline(run: &RunData, comparisons: &[ComparisonView]) -> Option<ComparisonView> {
-    // The execution whose best prompt the evolution itself rated highest; ties to the earlier
-    // execution. Its first replay model is the one the experiment listed first.
-    let execution = run
-        .executions
-        .iter()
-        .filter_map(|e| {
-            let best = &e.versions[e.best?];
-            Some((e, best.validation_score.unwrap_or(f64::NEG_INFINITY)))
-        })
-        .fold(None::<(&Execution, f64)>, |top, (e, score)| match top {
-            Some((_, s)) if s >= score => top,
-            _ => Some((e, score)),
-        })?
-        .0;
+    let (execution, version) = run.best()?;
+    let execution = &run.executions[execution];
+    if execution.versions[version].is_seed() {
+        return None;
+    }
     comparisons
         .iter()
         .find(|c| c.execution == execution.label && Some(&c.model) == execution.models.first())
         .cloned()
+}
+
+/// The version the run recommends (see [`ReportContext::best`]).
+fn recommend(run: &RunData, versions: &[VersionView]) -> Option<Recommendation> {
+    let (execution, version) = run.best().or_else(|| {
+        run.executions
+            .iter()
+            .find(|e| e.versions[0].replayed)
+            .map(|e| (e.index, 0))
+    })?;
+    let execution = &run.executions[execution];
+    let label = &execution.versions[version].label;
+    let model = execution.models.first()?;
+    let mean = versions
+        .iter()
+        .find(|v| v.execution == execution.label && v.label == *label)?
+        .scores
+        .iter()
+        .find(|s| s.model == *model)
+        .and_then(|s| s.mean);
+    Some(Recommendation {
+        execution: execution.label.clone(),
+        version: label.clone(),
+        model: model.clone(),
+        mean,
+    })
 }
 
 fn method() -> MethodView {
@@ -820,7 +814,7 @@ mod tests {
                 .unwrap()
         };
         assert!(holdout("g3") > holdout("g5"), "the edit took");
-        let recommendation = context.recommendation().unwrap();
+        let recommendation = context.best.clone().unwrap();
         assert_eq!(
             (
                 recommendation.execution.as_str(),
@@ -858,7 +852,7 @@ mod tests {
         for version in &context.versions {
             assert_eq!(version.is_best, version.is_seed, "{}", version.label);
         }
-        assert_eq!(context.recommendation().unwrap().version, "seed");
+        assert_eq!(context.best.clone().unwrap().version, "seed");
         assert!(
             context
                 .notes
@@ -877,6 +871,39 @@ mod tests {
             report.markdown.contains("The seed is the best version"),
             "{}",
             report.markdown
+        );
+        let results = serde_json::to_value(crate::report::export::results(context)).unwrap();
+        assert_eq!(results["best"]["version"], "seed", "{}", results["best"]);
+    }
+
+    #[test]
+    fn across_a_matrix_the_seed_of_one_variant_can_beat_another_variants_evolved_prompt() {
+        // budget-30's g5 has evolution score 1.0. A budget-10 seed below it loses; a seed equal
+        // to it wins, as the earlier execution.
+        let temp = fixture_where_g3_wins_the_holdout();
+        let dir = RunDir::open(temp.path()).unwrap();
+        let original: Vec<HistoryRow> = dir.read_csv(HISTORY_FILE).unwrap();
+        let best_with_seed_score = |score: f64| {
+            let mut history = original.clone();
+            for row in &mut history {
+                if row.variant == "budget-10" {
+                    row.score = if row.generation == 0 { score } else { 0.1 };
+                }
+            }
+            dir.write_csv(HISTORY_FILE, &history).unwrap();
+            let report =
+                crate::report::build(temp.path(), crate::report::RenderOptions::default()).unwrap();
+            let best = report.context.best.clone().unwrap();
+            let headline = report.context.headline.as_ref().map(|h| h.b.clone());
+            (best.execution, best.version, headline)
+        };
+        assert_eq!(
+            best_with_seed_score(0.99),
+            ("budget-30".into(), "g5".into(), Some("g5".into()))
+        );
+        assert_eq!(
+            best_with_seed_score(1.0),
+            ("budget-10".into(), "seed".into(), None)
         );
     }
 
@@ -898,7 +925,7 @@ mod tests {
             .unwrap()
             .context;
         assert!(context.headline.is_none());
-        let recommendation = context.recommendation().unwrap();
+        let recommendation = context.best.clone().unwrap();
         assert_eq!(recommendation.version, "seed");
         assert_eq!(recommendation.execution, "budget-10");
         let mean = recommendation.mean.unwrap();

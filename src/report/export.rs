@@ -8,7 +8,8 @@ use polars_parquet::write::{
 use serde::Serialize;
 
 use super::context::{
-    ComparisonView, ExecutionView, ExperimentView, MethodView, ReportContext, VersionScore,
+    ComparisonView, ExecutionView, ExperimentView, MethodView, Recommendation, ReportContext,
+    VersionScore,
 };
 
 /// Name of the results file in the run directory.
@@ -27,6 +28,8 @@ pub struct Results<'a> {
     pub simulated: bool,
     pub experiment: &'a ExperimentView,
     pub executions: &'a [ExecutionView],
+    /// The version the run recommends, the seed included: what `run --fail-under` gates on.
+    pub best: Option<&'a Recommendation>,
     pub headline: Option<&'a ComparisonView>,
     pub comparisons: &'a [ComparisonView],
     pub versions: Vec<VersionResult<'a>>,
@@ -52,6 +55,7 @@ pub fn results(context: &ReportContext) -> Results<'_> {
         simulated: context.simulated,
         experiment: &context.experiment,
         executions: &context.executions,
+        best: context.best.as_ref(),
         headline: context.headline.as_ref(),
         comparisons: &context.comparisons,
         versions: context

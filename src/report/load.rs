@@ -5,12 +5,11 @@
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use crate::store::{HISTORY_FILE, HistoryRow, REPLAY_FILE, ReplayRow, RunDir, RunManifest};
+use crate::store::{
+    HISTORY_FILE, HistoryRow, REPLAY_FILE, ReplayRow, RunDir, RunManifest, Version, best_by_score,
+};
 
 use super::ReportError;
-
-/// The label of the seed prompt in `replay.csv`.
-pub const SEED: &str = "seed";
 
 /// A run directory, read and checked.
 #[derive(Debug, Clone)]
@@ -25,7 +24,7 @@ pub struct RunData {
 /// One execution (variant) of the plan with what the run recorded for it.
 #[derive(Debug, Clone)]
 pub struct Execution {
-    /// Position in `plan.executions` and `manifest.executions`.
+    /// Position in `manifest.executions`.
     pub index: usize,
     /// The variant as the CSV files spell it: empty for a file without variants.
     pub variant: String,
@@ -36,20 +35,36 @@ pub struct Execution {
     pub generations: Vec<HistoryRow>,
     /// Versions that were replayed, the seed first (always present, replayed or not), then by
     /// generation.
-    pub versions: Vec<Version>,
+    pub versions: Vec<PromptVersion>,
     /// Models of the replay: the plan's order, then any other model the file names.
     pub models: Vec<String>,
-    /// Index in `versions` of the best version, when an evolved one was replayed: the evolved
-    /// version with the highest evolution score, or the seed (index 0) when none scored above
-    /// the seed's own evolution score.
+    /// Index in `versions` of the best version by the ranking rule, when an evolved one was
+    /// replayed: the seed (index 0) when no evolved version scored above the seed's own
+    /// evolution score.
     pub best: Option<usize>,
 }
 
+impl RunData {
+    /// The best version of the whole run, as (execution, version) indices: of each execution's
+    /// best, the one the ranking rule puts first (ties to the earlier execution). `None` when no
+    /// execution has a best version (nothing evolved was replayed).
+    pub fn best(&self) -> Option<(usize, usize)> {
+        let bests = self
+            .executions
+            .iter()
+            .filter_map(|e| e.best.map(|best| (e.index, best)));
+        best_by_score(bests, |&(execution, version)| {
+            self.executions[execution].versions[version].validation_score
+        })
+    }
+}
+
+/// One version of an execution's prompt, with what the run knows of it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Version {
-    /// `seed` or `g<generation>`.
+pub struct PromptVersion {
+    pub version: Version,
+    /// The version as files and tables spell it: `seed` or `g<generation>`.
     pub label: String,
-    pub generation: Option<u32>,
     pub prompt: String,
     /// The evolution's own score of this prompt (on the Pareto rows); for the seed, the score of
     /// generation 0 when that is the seed prompt.
@@ -58,9 +73,13 @@ pub struct Version {
     pub replayed: bool,
 }
 
-impl Version {
+impl PromptVersion {
     pub fn is_seed(&self) -> bool {
-        self.generation.is_none()
+        self.version.is_seed()
+    }
+
+    pub fn generation(&self) -> Option<u32> {
+        self.version.generation()
     }
 }
 
@@ -88,12 +107,11 @@ fn check(
 ) -> Result<Vec<Execution>, ReportError> {
     let history_path = run.file(HISTORY_FILE);
     let replay_path = run.file(REPLAY_FILE);
-    let plan = &manifest.plan;
-    let by_variant: BTreeMap<String, usize> = plan
+    let by_variant: BTreeMap<String, usize> = manifest
         .executions
         .iter()
         .enumerate()
-        .map(|(index, e)| (e.variant.clone().unwrap_or_default(), index))
+        .map(|(index, e)| (e.variant().to_owned(), index))
         .collect();
     let known = || {
         by_variant
@@ -138,12 +156,7 @@ fn check(
                 known()
             )));
         };
-        let generation = parse_version(&row.version).ok_or_else(|| {
-            record(format!(
-                "version {:?} is neither \"seed\" nor g<generation>",
-                row.version
-            ))
-        })?;
+        let generation = row.version.parse::<Version>().map_err(record)?.generation();
         if let Some(generation) = generation
             && !generations[execution].contains_key(&generation)
         {
@@ -173,9 +186,10 @@ fn check(
         }
     }
 
-    Ok(plan
+    Ok(manifest
         .executions
         .iter()
+        .map(|record| &record.plan)
         .enumerate()
         .map(|(index, spec)| {
             let variant = spec.variant.clone().unwrap_or_default();
@@ -187,9 +201,9 @@ fn check(
                 .get(&0)
                 .filter(|g| g.prompt == seed)
                 .map(|g| g.score);
-            let mut versions = vec![Version {
-                label: SEED.into(),
-                generation: None,
+            let mut versions = vec![PromptVersion {
+                version: Version::Seed,
+                label: Version::Seed.to_string(),
                 prompt: seed.clone(),
                 validation_score: seed_score,
                 replayed: replayed[index].contains_key(&None),
@@ -199,32 +213,20 @@ fn check(
                     .keys()
                     .flatten()
                     .filter_map(|g| history.get(g))
-                    .map(|row| Version {
-                        label: format!("g{}", row.generation),
-                        generation: Some(row.generation),
+                    .map(|row| PromptVersion {
+                        version: Version::Generation(row.generation),
+                        label: Version::Generation(row.generation).to_string(),
                         prompt: row.prompt.clone(),
                         validation_score: Some(row.score),
                         replayed: true,
                     }),
             );
-            // The best version is chosen by the evolution's own score, before the holdout is
-            // looked at (ties to the earlier generation, as the runner picks its top prompts):
-            // choosing it by holdout score would bias the comparison upwards. The seed competes
-            // when its score is known: an evolved prompt that did not score above it is no
-            // improvement, whatever its holdout score says by chance.
+            // The best version is chosen by the ranking rule on the evolution's own scores,
+            // before the holdout is looked at. The seed competes when its score is known: an
+            // evolved prompt that did not score above it is no improvement, whatever its
+            // holdout score says by chance.
             let best = if versions.len() > 1 {
-                versions
-                    .iter()
-                    .enumerate()
-                    .filter(|(i, v)| *i > 0 || v.validation_score.is_some())
-                    .fold(None::<(usize, f64)>, |best, (i, v)| {
-                        let score = v.validation_score.unwrap_or(f64::NEG_INFINITY);
-                        match best {
-                            Some((_, top)) if top >= score => best,
-                            _ => Some((i, score)),
-                        }
-                    })
-                    .map(|(i, _)| i)
+                best_by_score(0..versions.len(), |&i| versions[i].validation_score)
             } else {
                 None
             };
@@ -257,31 +259,4 @@ fn check(
             }
         })
         .collect())
-}
-
-/// `seed` → `Some(None)`, `g12` → `Some(Some(12))`, anything else → `None`.
-pub fn parse_version(version: &str) -> Option<Option<u32>> {
-    if version == SEED {
-        return Some(None);
-    }
-    let digits = version.strip_prefix('g')?;
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok().map(Some)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn versions_are_seed_or_a_generation() {
-        assert_eq!(parse_version("seed"), Some(None));
-        assert_eq!(parse_version("g0"), Some(Some(0)));
-        assert_eq!(parse_version("g12"), Some(Some(12)));
-        for bad in ["", "g", "g-1", "g1.5", "G1", "seed2", "g+1"] {
-            assert_eq!(parse_version(bad), None, "{bad}");
-        }
-    }
 }

@@ -39,7 +39,7 @@ pub use context::{
 };
 pub use diff::{DiffStats, Segment, SegmentKind, word_diff};
 pub use export::{REPLAY_PARQUET_FILE, RESULTS_FILE, Results};
-pub use load::{Execution, RunData, Version, load};
+pub use load::{Execution, PromptVersion, RunData, load};
 pub use tables::{HistoryTotals, VersionTotals};
 
 /// Files the report writes into the run directory.

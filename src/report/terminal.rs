@@ -52,7 +52,7 @@ pub fn summary(context: &ReportContext) -> String {
             } else {
                 "No comparison of the seed with an evolved prompt is possible"
             });
-            match context.recommendation() {
+            match &context.best {
                 Some(seed) => out.push_str(&format!(
                     "; the seed ({}) scored {} on the holdout rows of {}.\n\n",
                     seed.execution,

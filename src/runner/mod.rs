@@ -22,8 +22,8 @@ use crate::evolution::{Evolution, EvolutionError, PAGE_LIMIT, fetch_history, fin
 use crate::experiment::Plan;
 use crate::inference::Inference;
 use crate::store::{
-    Backend, ExecutionRecord, FORMAT_VERSION, HISTORY_FILE, HistoryRow, REPLAY_FILE, ReplayRow,
-    RunDir, RunManifest, StoreError,
+    Backend, ExecutionRecord, ExecutionState, FORMAT_VERSION, HISTORY_FILE, HistoryRow,
+    REPLAY_FILE, ReplayRow, RunDir, RunManifest, StoreError,
 };
 
 /// The two services a run talks to, and how to describe them in `run.json`.
@@ -71,6 +71,8 @@ pub enum RunError {
     Store(#[from] StoreError),
     #[error("{0}")]
     Dataset(#[from] crate::dataset::DatasetError),
+    #[error("the plan's dataset split: {0}")]
+    Split(#[from] crate::dataset::SplitError),
     #[error("replay scorer: {0}")]
     Scorer(#[from] crate::score::ScorerError),
     #[error(
@@ -115,21 +117,12 @@ pub fn create_run(
         backend,
         simulated: false,
         finished_at: None,
-        plan: plan.clone(),
+        plan: plan.summary(),
         executions: plan
             .executions
             .iter()
-            .map(|execution| ExecutionRecord {
-                variant: execution.variant.clone(),
-                custom_id: execution.start.custom_id.clone().unwrap_or_default(),
-                evolution_id: None,
-                start_sent: false,
-                status: None,
-                error: None,
-                started_at: None,
-                finished_at: None,
-                budget_used: None,
-            })
+            .cloned()
+            .map(ExecutionRecord::new)
             .collect(),
     };
     dir.write_manifest(&manifest)?;
@@ -144,7 +137,10 @@ pub async fn execute(
     options: &RunOptions,
     observer: &dyn Observer,
 ) -> Result<Outcome, RunError> {
-    let resumed = manifest.executions.iter().any(|e| e.start_sent);
+    let resumed = manifest
+        .executions
+        .iter()
+        .any(|e| e.state != ExecutionState::NotSent);
     let mut run = Runner {
         dir,
         manifest,
@@ -166,7 +162,7 @@ pub async fn execute(
         .manifest
         .executions
         .iter()
-        .filter(|e| e.status.as_deref() != Some("completed"))
+        .filter(|e| !e.state.is_finished())
         .count();
     run.emit(Event::RunFinished {
         executions_completed: run.manifest.executions.len() - failed,
@@ -222,16 +218,13 @@ impl Runner<'_> {
     }
 
     fn variant(&self, index: usize) -> String {
-        self.manifest.executions[index]
-            .variant
-            .clone()
-            .unwrap_or_default()
+        self.manifest.executions[index].variant().to_owned()
     }
 
     /// A resumed run must see the rows it started with.
     fn check_datasets(&self) -> Result<(), RunError> {
-        for execution in &self.manifest.plan.executions {
-            let dataset = &execution.dataset;
+        for execution in &self.manifest.executions {
+            let dataset = &execution.plan.dataset;
             let header = crate::dataset::read_header(&dataset.file)?;
             let Ok(columns) = header.columns(&dataset.inputs, &dataset.expected) else {
                 return Err(RunError::DatasetChanged {
@@ -258,18 +251,22 @@ impl Runner<'_> {
     async fn start_all(&mut self) -> Result<(), RunError> {
         for index in 0..self.manifest.executions.len() {
             let record = &self.manifest.executions[index];
-            if record.evolution_id.is_some() || record.status.as_deref() == Some("failed") {
-                continue;
-            }
+            let looked_up = match &record.state {
+                ExecutionState::NotSent => false,
+                ExecutionState::StartSent { .. } => true,
+                _ => continue,
+            };
             let custom_id = record.custom_id.clone();
             let variant = self.variant(index);
-            if record.start_sent {
+            if looked_up {
                 match find_by_custom_id(self.backends.evolution.as_ref(), &custom_id).await {
                     Ok(Some(found)) if found.evolution_id.is_some() => {
                         let evolution_id = found.evolution_id.unwrap_or_default();
-                        let record = &mut self.manifest.executions[index];
-                        record.evolution_id = Some(evolution_id.clone());
-                        record.status = Some(found.status.to_string());
+                        self.manifest.executions[index].state = ExecutionState::reported(
+                            evolution_id.clone(),
+                            found.status,
+                            found.error,
+                        );
                         self.save()?;
                         self.emit(Event::StartRecovered {
                             variant,
@@ -292,19 +289,22 @@ impl Runner<'_> {
                     }
                 }
             }
-            self.manifest.executions[index].start_sent = true;
+            self.manifest.executions[index].state = ExecutionState::StartSent { error: None };
             self.save()?;
             self.emit(Event::StartSending {
                 variant: variant.clone(),
                 custom_id: custom_id.clone(),
             })?;
-            let request = &self.manifest.plan.executions[index].start;
+            let request = &self.manifest.executions[index].plan.start;
             let result = self.backends.evolution.start(request).await;
             let record = &mut self.manifest.executions[index];
             match result {
                 Ok(evolution_id) => {
-                    record.evolution_id = Some(evolution_id.clone());
-                    record.status = Some(Status::Pending.to_string());
+                    record.state = ExecutionState::Running {
+                        evolution_id: evolution_id.clone(),
+                        status: Status::Pending,
+                        note: None,
+                    };
                     record.started_at = Some(Utc::now());
                     self.save()?;
                     self.emit(Event::Started {
@@ -314,12 +314,18 @@ impl Runner<'_> {
                     })?;
                 }
                 Err(err) => {
-                    // A refusal (4xx) means nothing started; anything else leaves `start_sent` set
+                    // A refusal (4xx) means nothing started; anything else stays `start sent`
                     // so that a resume looks the customId up first.
-                    if refused(&err) {
-                        record.status = Some(Status::Failed.to_string());
-                    }
-                    record.error = Some(err.to_string());
+                    record.state = if refused(&err) {
+                        ExecutionState::Failed {
+                            evolution_id: None,
+                            reason: err.to_string(),
+                        }
+                    } else {
+                        ExecutionState::StartSent {
+                            error: Some(err.to_string()),
+                        }
+                    };
                     self.save()?;
                     self.emit(Event::StartFailed {
                         variant,
@@ -337,35 +343,32 @@ impl Runner<'_> {
         let deadline = Instant::now() + options.timeout;
         loop {
             let waiting: Vec<usize> = (0..self.manifest.executions.len())
-                .filter(|&i| {
-                    let record = &self.manifest.executions[i];
-                    record.evolution_id.is_some()
-                        && !Status::from(record.status.as_deref().unwrap_or("pending")).is_final()
-                })
+                .filter(|&i| self.manifest.executions[i].state.is_running())
                 .collect();
             if waiting.is_empty() {
                 return Ok(());
             }
-            for index in waiting {
+            for &index in &waiting {
                 self.poll_one(index).await?;
             }
             if Instant::now() >= deadline {
-                for index in 0..self.manifest.executions.len() {
-                    let record = &mut self.manifest.executions[index];
-                    let Some(evolution_id) = record.evolution_id.clone() else {
+                for index in waiting {
+                    let variant = self.variant(index);
+                    let ExecutionState::Running {
+                        evolution_id, note, ..
+                    } = &mut self.manifest.executions[index].state
+                    else {
                         continue;
                     };
-                    if !Status::from(record.status.as_deref().unwrap_or("pending")).is_final() {
-                        record.error = Some(format!(
-                            "still running after the {:?} time-out",
-                            options.timeout
-                        ));
-                        let variant = self.variant(index);
-                        self.emit(Event::TimedOut {
-                            variant,
-                            evolution_id,
-                        })?;
-                    }
+                    *note = Some(format!(
+                        "still running after the {:?} time-out",
+                        options.timeout
+                    ));
+                    let evolution_id = evolution_id.clone();
+                    self.emit(Event::TimedOut {
+                        variant,
+                        evolution_id,
+                    })?;
                 }
                 self.save()?;
                 return Ok(());
@@ -377,10 +380,13 @@ impl Runner<'_> {
 
     async fn poll_one(&mut self, index: usize) -> Result<(), RunError> {
         let variant = self.variant(index);
-        let evolution_id = self.manifest.executions[index]
-            .evolution_id
-            .clone()
-            .unwrap_or_default();
+        let Some(evolution_id) = self.manifest.executions[index]
+            .state
+            .evolution_id()
+            .map(str::to_owned)
+        else {
+            return Ok(());
+        };
         match self.backends.evolution.get(&evolution_id).await {
             Ok(execution) => {
                 let prompt = execution.prompt.as_ref();
@@ -397,20 +403,21 @@ impl Runner<'_> {
                     .budget_used
                     .filter(|used| used.is_finite() && *used >= 0.0)
                     .map(|used| used.round() as u64);
-                let changed = record.status.as_deref() != Some(execution.status.as_str())
-                    || (execution.status.is_final() && record.budget_used != budget_used);
-                record.status = Some(execution.status.to_string());
+                let state = ExecutionState::reported(
+                    evolution_id.clone(),
+                    execution.status.clone(),
+                    execution.error.clone(),
+                );
+                let changed = record.state != state
+                    || (state.is_final() && record.budget_used != budget_used);
+                let finished = state.is_final();
+                record.state = state;
                 if budget_used.is_some() {
                     record.budget_used = budget_used;
                 }
-                if execution.status.is_final() {
+                if finished {
                     record.finished_at = Some(Utc::now());
-                    if execution.status == Status::Failed {
-                        record.error = Some(execution.error.clone().unwrap_or_else(|| {
-                            "the service reported the execution as failed, without a reason".into()
-                        }));
-                    }
-                    let error = record.error.clone();
+                    let error = record.state.problem().map(str::to_owned);
                     self.emit(Event::Finished {
                         variant,
                         evolution_id,
@@ -424,18 +431,18 @@ impl Runner<'_> {
             }
             Err(EvolutionError::NotFound(_)) => {
                 let record = &mut self.manifest.executions[index];
-                record.status = Some(Status::Failed.to_string());
-                record.error = Some(format!(
-                    "the service does not know evolutionId {evolution_id}"
-                ));
+                let reason = format!("the service does not know evolutionId {evolution_id}");
+                record.state = ExecutionState::Failed {
+                    evolution_id: Some(evolution_id.clone()),
+                    reason: reason.clone(),
+                };
                 record.finished_at = Some(Utc::now());
-                let error = record.error.clone();
                 self.save()?;
                 self.emit(Event::Finished {
                     variant,
                     evolution_id,
                     status: Status::Failed.to_string(),
-                    error,
+                    error: Some(reason),
                 })?;
             }
             // The HTTP layer already retried; the next round tries again until the time-out.
@@ -458,7 +465,11 @@ impl Runner<'_> {
         let mut rows = Vec::new();
         let mut failures = 0;
         for index in 0..self.manifest.executions.len() {
-            let Some(evolution_id) = self.manifest.executions[index].evolution_id.clone() else {
+            let Some(evolution_id) = self.manifest.executions[index]
+                .state
+                .evolution_id()
+                .map(str::to_owned)
+            else {
                 continue;
             };
             let variant = self.variant(index);
@@ -661,10 +672,7 @@ mod tests {
         .unwrap();
 
         assert_eq!(evolution.starts.lock().unwrap().len(), 1);
-        assert_eq!(
-            outcome.manifest.executions[0].status.as_deref(),
-            Some("completed")
-        );
+        assert!(outcome.manifest.executions[0].state.is_finished());
         assert!(
             outcome.manifest.simulated,
             "answers from SimModel mark the run simulated"
@@ -760,10 +768,11 @@ mod tests {
         .await
         .unwrap();
         let record = &outcome.manifest.executions[0];
-        assert_eq!(record.status.as_deref(), Some("failed"));
-        assert_eq!(
-            record.error.as_deref(),
-            Some("reflection model unavailable")
+        assert!(
+            matches!(&record.state, ExecutionState::Failed { reason, evolution_id: Some(_) }
+                if reason == "reflection model unavailable"),
+            "{:?}",
+            record.state
         );
         assert!(outcome.replay.iter().any(|row| row.version == "seed"));
     }

@@ -16,26 +16,23 @@ use crate::experiment::{ExecutionPlan, ReplayPlan};
 use crate::inference::{ChatMessage, ChatRequest, Inference};
 use crate::prompt::Template;
 use crate::score::{Score, Scorer, ScorerSpec, judge};
-use crate::store::{CachedAnswer, HistoryRow, ReplayRow, RunDir};
+use crate::store::{CachedAnswer, HistoryRow, ReplayRow, RunDir, Version, rank_by_score};
 
-/// A prompt to replay: `seed` or `g<generation>` of one execution.
+/// A prompt to replay.
 #[derive(Debug, Clone)]
-struct Version {
-    label: String,
+struct ToReplay {
+    version: Version,
     prompt: String,
 }
 
-/// The seed, then the best `top` distinct prompts of the history (highest score first, ties to
-/// the earlier generation). A history prompt identical to the seed is the seed.
-fn versions(seed: &str, history: &[&HistoryRow], top: usize) -> Vec<Version> {
-    let mut ranked: Vec<&&HistoryRow> = history.iter().collect();
-    ranked.sort_by(|a, b| {
-        b.score
-            .total_cmp(&a.score)
-            .then(a.generation.cmp(&b.generation))
-    });
-    let mut out = vec![Version {
-        label: "seed".to_owned(),
+/// The seed, then the best `top` distinct prompts of the history by the ranking rule. A history
+/// prompt identical to the seed is the seed.
+fn versions(seed: &str, history: &[&HistoryRow], top: usize) -> Vec<ToReplay> {
+    let mut ranked: Vec<&HistoryRow> = history.to_vec();
+    ranked.sort_by_key(|row| row.generation);
+    rank_by_score(&mut ranked, |row| Some(row.score));
+    let mut out = vec![ToReplay {
+        version: Version::Seed,
         prompt: seed.to_owned(),
     }];
     for row in ranked {
@@ -45,8 +42,8 @@ fn versions(seed: &str, history: &[&HistoryRow], top: usize) -> Vec<Version> {
         if out.iter().any(|version| version.prompt == row.prompt) {
             continue;
         }
-        out.push(Version {
-            label: format!("g{}", row.generation),
+        out.push(ToReplay {
+            version: Version::Generation(row.generation),
             prompt: row.prompt.clone(),
         });
     }
@@ -326,15 +323,13 @@ pub(super) async fn replay(
     // Scorers by variant; a variant graded by the judge has none.
     let mut scorers: HashMap<String, Scorer> = HashMap::new();
     let mut concurrency = 1;
-    for (index, execution) in run.manifest.plan.executions.iter().enumerate() {
+    for record in &run.manifest.executions {
+        let execution = &record.plan;
         let Some(replay) = &execution.replay else {
             continue;
         };
         concurrency = concurrency.max(replay.concurrency);
-        let variant = run.manifest.executions[index]
-            .variant
-            .clone()
-            .unwrap_or_default();
+        let variant = record.variant().to_owned();
         let own_history: Vec<&HistoryRow> = history
             .iter()
             .filter(|row| row.variant == variant)
@@ -349,10 +344,11 @@ pub(super) async fn replay(
         for model in &replay.models {
             for version in &versions {
                 let template = Template::parse(&version.prompt);
+                let label = version.version.to_string();
                 for row in &rows {
                     let at = CellAt {
                         variant: &variant,
-                        version: &version.label,
+                        version: &label,
                         model,
                     };
                     cells.push(queue_cell(
@@ -430,17 +426,15 @@ async fn judge_answers(
 ) -> Result<HashMap<(String, String), Result<Score, String>>, RunError> {
     let judges: HashMap<String, crate::experiment::JudgePlan> = run
         .manifest
-        .plan
         .executions
         .iter()
-        .zip(&run.manifest.executions)
-        .filter_map(|(plan, record): (&ExecutionPlan, _)| {
-            let replay = plan.replay.as_ref()?;
+        .filter_map(|record| {
+            let replay = record.plan.replay.as_ref()?;
             let judge = replay
                 .judge
                 .clone()
                 .filter(|_| matches!(replay.scorer, ScorerSpec::Judge))?;
-            Some((record.variant.clone().unwrap_or_default(), judge))
+            Some((record.variant().to_owned(), judge))
         })
         .collect();
     if judges.is_empty() {
@@ -498,7 +492,7 @@ fn holdout_rows(execution: &ExecutionPlan) -> Result<Vec<crate::dataset::Row>, R
     Ok(crate::dataset::read_rows(
         &dataset.file,
         &columns,
-        &dataset.split().holdout,
+        &dataset.split()?.holdout,
     )?)
 }
 
@@ -529,13 +523,13 @@ mod tests {
         let refs: Vec<&HistoryRow> = history.iter().collect();
         let labels: Vec<String> = versions("seed {x}", &refs, 3)
             .into_iter()
-            .map(|v| v.label)
+            .map(|v| v.version.to_string())
             .collect();
         // b (0.9, gen 2 before its repeat in gen 4), then the 0.7 tie goes to the earlier gen 1.
         assert_eq!(labels, ["seed", "g2", "g1", "g3"]);
         let labels: Vec<String> = versions("seed {x}", &refs, 1)
             .into_iter()
-            .map(|v| v.label)
+            .map(|v| v.version.to_string())
             .collect();
         assert_eq!(labels, ["seed", "g2"]);
     }

@@ -1,7 +1,7 @@
 //! The run directory: the single source of truth of a run, `reports/<name>/<run-id>/`.
 //!
 //! ```text
-//! run.json       RunManifest: plan, backend, execution ids and statuses (rewritten atomically)
+//! run.json       RunManifest: backend, and each execution's plan and state (rewritten atomically)
 //! events.jsonl   one JSON object per line, append-only: request outcomes, poll snapshots
 //! history.csv    HistoryRow per generation of each execution
 //! replay.csv     ReplayRow per (prompt version, model, holdout row)
@@ -20,10 +20,11 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::experiment::Plan;
+mod manifest;
+mod version;
 
-/// Version of the run-directory format; bumped when a reader would misread an older one.
-pub const FORMAT_VERSION: u32 = 1;
+pub use manifest::{Backend, ExecutionRecord, ExecutionState, FORMAT_VERSION, RunManifest};
+pub use version::{Version, best_by_score, rank_by_score};
 
 pub const MANIFEST_FILE: &str = "run.json";
 pub const EVENTS_FILE: &str = "events.jsonl";
@@ -50,68 +51,6 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
     }
 }
 
-/// Where the services of a run were.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Backend {
-    /// The public services.
-    Remote {
-        evolution_url: String,
-        inference_url: String,
-    },
-    /// The built-in engine and the embedded model, in process.
-    Local,
-    /// A `gepa-lab serve` (or another deployment of both APIs) at one address.
-    Url { url: String },
-}
-
-/// What the service (or the local engine) last said about an execution.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ExecutionRecord {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub variant: Option<String>,
-    pub custom_id: String,
-    /// Set once the service answered the start request. `start_sent` without an id means the
-    /// request may have reached the service: resume must look the customId up before resending.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub evolution_id: Option<String>,
-    #[serde(default)]
-    pub start_sent: bool,
-    /// `pending`, `in_progress`, `completed`, `failed`, or whatever the service said.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub started_at: Option<DateTime<Utc>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub finished_at: Option<DateTime<Utc>>,
-    /// Calls the execution spent, when the service says (the local engine and `serve` do;
-    /// the evolution API's contract has no such field).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub budget_used: Option<u64>,
-}
-
-/// `run.json`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct RunManifest {
-    pub format_version: u32,
-    pub run_id: String,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
-    pub backend: Backend,
-    /// True when any answer came from the deterministic test stand-in model: such a run says
-    /// nothing about real models, and every report of it says so.
-    #[serde(default)]
-    pub simulated: bool,
-    /// Set when the run went through to the end (executions final or timed out, replay written);
-    /// a run without it can be resumed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub finished_at: Option<DateTime<Utc>>,
-    pub plan: Plan,
-    pub executions: Vec<ExecutionRecord>,
-}
-
 /// One line of `history.csv`: a generation of an execution as the service reported it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HistoryRow {
@@ -132,7 +71,8 @@ pub struct HistoryRow {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReplayRow {
     pub variant: String,
-    /// `seed`, or `g<generation>` of the execution's history.
+    /// In a run, a [`Version`] as text (`seed` or `g<generation>`); in a comparison of prompt
+    /// files (`compare --prompts`), the prompt file as the user named it.
     pub version: String,
     /// The model asked.
     pub model: String,
@@ -258,10 +198,7 @@ impl RunDir {
     pub fn read_manifest(&self) -> Result<RunManifest, StoreError> {
         let path = self.file(MANIFEST_FILE);
         let text = std::fs::read_to_string(&path).map_err(io(&path))?;
-        serde_json::from_str(&text).map_err(|err| StoreError::Format {
-            path,
-            message: err.to_string(),
-        })
+        manifest::parse(&path, &text)
     }
 
     /// Replaces `run.json` atomically: a crash leaves the old or the new file, never half of one.
@@ -430,7 +367,7 @@ mod tests {
     fn replay_row() -> ReplayRow {
         ReplayRow {
             variant: String::new(),
-            version: "g2".into(),
+            version: Version::Generation(2).to_string(),
             model: "local".into(),
             answered_by: "local".into(),
             row: 14,

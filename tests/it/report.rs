@@ -326,3 +326,24 @@ fn compare_needs_two_runs() {
     let output = gepa_lab_in(&root(), &["compare", FIXTURE]);
     assert_eq!(output.status.code(), Some(2), "a usage error");
 }
+
+/// An edited run.json (one execution record removed, so the two lists of format 1 no longer
+/// match) is an error naming the file and the field, for `report` and for `run --resume`.
+#[test]
+fn an_edited_run_json_is_an_error_naming_the_field_not_a_panic() {
+    let (temp, dir) = fixture_copy();
+    let path = dir.join("run.json");
+    let mut manifest: serde_json::Value = serde_json::from_str(&read(&path)).unwrap();
+    manifest["executions"].as_array_mut().unwrap().pop();
+    std::fs::write(&path, manifest.to_string()).unwrap();
+    for args in [&["report", "run"][..], &["run", "--resume", "run"]] {
+        let output = gepa_lab_in(temp.path(), args);
+        let err = stderr(&output);
+        assert!(!output.status.success(), "{args:?}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(
+            err.contains("run.json") && err.contains("field `executions`: 1 entries"),
+            "{args:?}: {err}"
+        );
+    }
+}

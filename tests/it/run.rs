@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use gepa_lab::evolution::{Evolution, EvolutionConfig, HttpEvolution};
 use gepa_lab::http::Secret;
-use gepa_lab::store::{HistoryRow, ReplayRow, RunDir};
+use gepa_lab::store::{ExecutionState, HistoryRow, ReplayRow, RunDir};
 
 use crate::common::{Serve, root};
 
@@ -125,11 +125,7 @@ fn assert_complete(dir: &RunDir) -> (Vec<HistoryRow>, Vec<ReplayRow>) {
     assert!(manifest.simulated, "answers came from the simulated model");
     assert_eq!(manifest.executions.len(), 2);
     for execution in &manifest.executions {
-        assert_eq!(
-            execution.status.as_deref(),
-            Some("completed"),
-            "{execution:?}"
-        );
+        assert!(execution.state.is_finished(), "{execution:?}");
     }
     let history: Vec<HistoryRow> = dir.read_csv("history.csv").expect("history.csv");
     let replay: Vec<ReplayRow> = dir.read_csv("replay.csv").expect("replay.csv");
@@ -267,22 +263,12 @@ fn failures_are_recorded_and_the_run_completes() {
     let dir = run_dir(out.path());
     let manifest = dir.read_manifest().unwrap();
     assert!(manifest.finished_at.is_some());
-    let small = manifest
-        .executions
-        .iter()
-        .find(|e| e.variant.as_deref() == Some("small"))
-        .unwrap();
-    assert_eq!(small.status.as_deref(), Some("failed"));
+    let small = manifest.execution("small").unwrap();
     assert!(
-        small.error.as_deref().is_some_and(|e| !e.is_empty()),
-        "the reason is kept: {small:?}"
+        matches!(&small.state, ExecutionState::Failed { reason, .. } if !reason.is_empty()),
+        "failed, with the reason kept: {small:?}"
     );
-    let large = manifest
-        .executions
-        .iter()
-        .find(|e| e.variant.as_deref() == Some("large"))
-        .unwrap();
-    assert_eq!(large.status.as_deref(), Some("completed"));
+    assert!(manifest.execution("large").unwrap().state.is_finished());
     let replay: Vec<ReplayRow> = dir.read_csv("replay.csv").unwrap();
     let missing: Vec<&ReplayRow> = replay
         .iter()

@@ -1,0 +1,146 @@
+//! Prompt versions of an execution, and the one rule that ranks prompts.
+//!
+//! Every place that picks a best prompt (the runner choosing which evolved prompts to replay, the
+//! report naming the best version and the headline execution, `compare`, the `--fail-under` gate
+//! and the terminal summary) goes through [`rank_by_score`] or [`best_by_score`], so that they can
+//! never disagree.
+use std::cmp::Ordering;
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// A prompt version of one execution: its seed, or a generation of its history. Spelled `seed`
+/// and `g<generation>` in files and tables. Orders the seed first, then by generation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Version {
+    Seed,
+    Generation(u32),
+}
+
+impl Version {
+    pub fn is_seed(self) -> bool {
+        self == Self::Seed
+    }
+
+    pub fn generation(self) -> Option<u32> {
+        match self {
+            Self::Seed => None,
+            Self::Generation(generation) => Some(generation),
+        }
+    }
+}
+
+impl fmt::Display for Version {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Seed => f.write_str("seed"),
+            Self::Generation(generation) => write!(f, "g{generation}"),
+        }
+    }
+}
+
+impl FromStr for Version {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        if text == "seed" {
+            return Ok(Self::Seed);
+        }
+        text.strip_prefix('g')
+            .filter(|digits| !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|digits| digits.parse().ok())
+            .map(Self::Generation)
+            .ok_or_else(|| format!("version {text:?} is neither \"seed\" nor g<generation>"))
+    }
+}
+
+impl Serialize for Version {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Version {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// The ranking rule, written once: a higher score first; a known score before an unknown one;
+/// equal scores keep the order they were given in. Callers list candidates seed first, then by
+/// generation, then by execution, so a tie goes to the earlier one.
+///
+/// The score is the evolution's own (on its Pareto rows), never the holdout's: a best chosen by
+/// holdout score would bias the holdout comparison towards it.
+fn rank(a: Option<f64>, b: Option<f64>) -> Ordering {
+    match (a, b) {
+        (Some(a), Some(b)) => b.total_cmp(&a),
+        (Some(_), None) => Ordering::Less,
+        (None, Some(_)) => Ordering::Greater,
+        (None, None) => Ordering::Equal,
+    }
+}
+
+/// Sorts `items` best first by the ranking rule.
+pub fn rank_by_score<T>(items: &mut [T], score: impl Fn(&T) -> Option<f64>) {
+    items.sort_by(|a, b| rank(score(a), score(b)));
+}
+
+/// The best of `items` by the ranking rule; a candidate whose score is unknown is never best.
+pub fn best_by_score<T>(
+    items: impl IntoIterator<Item = T>,
+    score: impl Fn(&T) -> Option<f64>,
+) -> Option<T> {
+    items
+        .into_iter()
+        .filter(|item| score(item).is_some())
+        .min_by(|a, b| rank(score(a), score(b)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_seed_or_a_generation() {
+        assert_eq!("seed".parse(), Ok(Version::Seed));
+        assert_eq!("g0".parse(), Ok(Version::Generation(0)));
+        assert_eq!("g12".parse(), Ok(Version::Generation(12)));
+        for bad in ["", "g", "g-1", "g1.5", "G1", "seed2", "g+1", "g99999999999"] {
+            let err = bad.parse::<Version>().unwrap_err();
+            assert!(err.contains("neither"), "{bad}: {err}");
+        }
+        for version in [Version::Seed, Version::Generation(7)] {
+            assert_eq!(version.to_string().parse(), Ok(version));
+        }
+        assert!(Version::Seed < Version::Generation(0));
+        assert!(Version::Generation(2) < Version::Generation(10));
+    }
+
+    #[test]
+    fn the_highest_score_wins_and_a_tie_goes_to_the_earlier() {
+        let items = [
+            ("seed", Some(0.5)),
+            ("g1", Some(0.75)),
+            ("g2", None),
+            ("g3", Some(0.75)),
+            ("g4", Some(0.25)),
+        ];
+        assert_eq!(best_by_score(items, |i| i.1).unwrap().0, "g1");
+        let mut ranked = items;
+        rank_by_score(&mut ranked, |i| i.1);
+        let order: Vec<&str> = ranked.iter().map(|i| i.0).collect();
+        assert_eq!(order, ["g1", "g3", "seed", "g4", "g2"]);
+    }
+
+    #[test]
+    fn the_seed_wins_a_tie_and_an_unscored_candidate_is_never_best() {
+        let items = [("seed", Some(0.5)), ("g1", Some(0.5))];
+        assert_eq!(best_by_score(items, |i| i.1).unwrap().0, "seed");
+        let items = [("seed", None), ("g1", Some(0.1))];
+        assert_eq!(best_by_score(items, |i| i.1).unwrap().0, "g1");
+        assert_eq!(best_by_score([("seed", None::<f64>)], |i| i.1), None);
+    }
+}
