@@ -109,6 +109,7 @@ fn generate(dir: &Path) {
                     score: if right { 1.0 } else { 0.0 },
                     feedback: String::new(),
                     latency_ms: 80 + (rng.next() * 300.0) as u64,
+                    waited_ms: Some((rng.next() * 500.0) as u64),
                     prompt_tokens: 60,
                     completion_tokens: 2,
                     node_id: "local-0".into(),

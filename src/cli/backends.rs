@@ -1,5 +1,6 @@
 //! Choosing and building the services a run talks to: the public APIs, the built-in engine with
 //! the embedded model, or a `gepa-lab serve` (or any deployment of both APIs) at one address.
+use std::num::NonZeroU32;
 use std::str::FromStr;
 use std::sync::Arc;
 
@@ -146,6 +147,7 @@ pub fn build(
     choice: &BackendChoice,
     replay_models: &[String],
     replay_scorer: Option<&ScorerSpec>,
+    rpm: Option<NonZeroU32>,
 ) -> anyhow::Result<Backends> {
     let mut local_ids: Vec<String> = replay_models
         .iter()
@@ -197,7 +199,7 @@ pub fn build(
                 evolution: Arc::new(HttpEvolution::new(evolution_config)?),
                 inference: Arc::new(ModelRouter::new(
                     embedded,
-                    Some(http_inference(&inference_url(), inference)?),
+                    Some(http_inference(&inference_url(), inference, rpm)?),
                 )),
                 description: describe(choice),
             })
@@ -214,7 +216,7 @@ pub fn build(
                 ))?),
                 inference: Arc::new(ModelRouter::new(
                     embedded,
-                    Some(http_inference(url, inference)?),
+                    Some(http_inference(url, inference, rpm)?),
                 )),
                 description: describe(choice),
             })
@@ -222,13 +224,15 @@ pub fn build(
     }
 }
 
-/// An inference client for `url`, paced to `GEPA_LAB_INFERENCE_RPM` or else the stored limit.
-fn http_inference(url: &str, credential: Credential) -> anyhow::Result<Arc<dyn Inference>> {
+/// An inference client for `url`, paced to `rpm` (`run --rpm`) or else the stored limit; with
+/// neither, it adapts to 429 answers.
+fn http_inference(
+    url: &str,
+    credential: Credential,
+    rpm: Option<NonZeroU32>,
+) -> anyhow::Result<Arc<dyn Inference>> {
     let mut config = InferenceConfig::new(url.to_owned(), credential.key);
-    config.rpm = std::env::var("GEPA_LAB_INFERENCE_RPM")
-        .ok()
-        .and_then(|rpm| rpm.trim().parse().ok())
-        .or(credential.rpm);
+    config.rpm = rpm.or(credential.rpm);
     Ok(Arc::new(
         HttpInference::new(config).with_context(|| format!("inference API at {url}"))?,
     ))

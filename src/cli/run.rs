@@ -59,6 +59,11 @@ pub struct Args {
     /// most 30 days.
     #[arg(long, value_name = "SECONDS", value_parser = super::ranges::seconds)]
     timeout: Option<Duration>,
+    /// The inference key's requests-per-minute limit: replay requests are spaced to stay under
+    /// it. Default: the stored rpmLimit of a key from the config file; with neither, the client
+    /// learns the limit from 429 answers.
+    #[arg(long, value_name = "N", env = "GEPA_LAB_INFERENCE_RPM")]
+    rpm: Option<std::num::NonZeroU32>,
     #[command(flatten)]
     settings: super::SettingsArgs,
 }
@@ -126,7 +131,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .iter()
             .find_map(|e| e.plan.replay.as_ref())
             .map(|r| &r.scorer);
-        let backends = backends::build(&choice, &replay_models, replay_scorer)?;
+        let backends = backends::build(&choice, &replay_models, replay_scorer, args.rpm)?;
         let progress = Progress::new();
         let outcome = runtime
             .block_on(runner::execute(

@@ -17,6 +17,7 @@ use reqwest::{Method, Response, Url};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+mod adaptive;
 mod error;
 mod retry;
 
@@ -174,6 +175,8 @@ pub struct HttpClient {
     retry: RetryPolicy,
     timeout: Duration,
     pacing: Option<Arc<DefaultDirectRateLimiter>>,
+    /// Pacing learned from 429s, when no rpm is known.
+    adaptive: Arc<adaptive::Adaptive>,
     counters: Arc<Counters>,
 }
 
@@ -211,6 +214,7 @@ impl HttpClient {
             retry: config.retry,
             timeout: config.timeout,
             pacing,
+            adaptive: Arc::default(),
             counters: Arc::default(),
         })
     }
@@ -226,22 +230,53 @@ impl HttpClient {
     /// Sends `call`, pacing every attempt and retrying as the policy says. Returns the response
     /// of the first attempt with a success status, body unread (it may be a stream).
     pub async fn send(&self, call: &Call) -> Result<Response, ApiError> {
+        Ok(self.send_attempts(call).await?.0)
+    }
+
+    /// `send`, and when the answered attempt was sent: latency is measured from there, so that
+    /// neither pacing nor earlier attempts count in it.
+    async fn send_attempts(&self, call: &Call) -> Result<(Response, Instant), ApiError> {
         let started = Instant::now();
         let mut jitter = rand_chacha::ChaCha8Rng::seed_from_u64(jitter_seed());
-        let mut attempt = 0;
+        // Attempts that failed for a reason other than rate limiting, and 429s: a 429 means the
+        // request was not served, so it is retried until `max_elapsed` without using up an
+        // attempt.
+        let (mut failed, mut limited) = (0, 0);
         loop {
-            attempt += 1;
-            if let Some(pacing) = &self.pacing {
-                pacing.until_ready().await;
+            match &self.pacing {
+                Some(pacing) => pacing.until_ready().await,
+                None => {
+                    let wait = self.adaptive.reserve(Instant::now());
+                    if !wait.is_zero() {
+                        tokio::time::sleep(wait).await;
+                    }
+                }
             }
             self.counters.attempts.fetch_add(1, Ordering::Relaxed);
-            let error = match self.attempt(call).await {
-                Ok(response) => return Ok(response),
+            let sent = Instant::now();
+            let result = self.attempt(call).await;
+            let error = match result {
+                Ok(response) => {
+                    self.adaptive.answered();
+                    return Ok((response, sent));
+                }
                 Err(error) => error,
             };
-            if error.status() == Some(reqwest::StatusCode::TOO_MANY_REQUESTS) {
+            let attempt = if let ApiError::Status {
+                status: reqwest::StatusCode::TOO_MANY_REQUESTS,
+                retry_after,
+                ..
+            } = &error
+            {
                 self.counters.rate_limited.fetch_add(1, Ordering::Relaxed);
-            }
+                self.adaptive.rate_limited(Instant::now(), *retry_after);
+                limited += 1;
+                limited
+            } else {
+                self.adaptive.answered();
+                failed += 1;
+                failed
+            };
             match self
                 .retry
                 .decide(attempt, started.elapsed(), &error, jitter.random())
@@ -258,9 +293,21 @@ impl HttpClient {
 
     /// `send`, then the body read as JSON.
     pub async fn send_json<T: DeserializeOwned>(&self, call: &Call) -> Result<T, ApiError> {
-        let response = self.send(call).await?;
+        Ok(self.send_json_timed(call).await?.0)
+    }
+
+    /// `send_json`, and the latency of the answered attempt: from sending it to having its whole
+    /// body.
+    pub async fn send_json_timed<T: DeserializeOwned>(
+        &self,
+        call: &Call,
+    ) -> Result<(T, Duration), ApiError> {
+        let (response, sent) = self.send_attempts(call).await?;
         let body = response.text().await.map_err(ApiError::Transport)?;
-        serde_json::from_str(&body).map_err(|source| ApiError::Decode { source, body })
+        let latency = sent.elapsed();
+        let value =
+            serde_json::from_str(&body).map_err(|source| ApiError::Decode { source, body })?;
+        Ok((value, latency))
     }
 
     async fn attempt(&self, call: &Call) -> Result<Response, ApiError> {

@@ -10,7 +10,9 @@ use super::ApiError;
 /// client from the same builder.
 #[derive(Debug, Clone)]
 pub struct RetryPolicy {
-    /// Attempts in all, the first one included; 1 means never retry.
+    /// Attempts in all, the first one included, that failed for a reason other than rate
+    /// limiting; 1 means never retry. A 429 means the request was not served: it is retried
+    /// (after its `Retry-After`) until `max_elapsed`, however many there were.
     pub max_attempts: u32,
     /// No new attempt starts, and no wait is begun, past this much time since the first attempt.
     pub max_elapsed: Duration,
@@ -48,8 +50,9 @@ impl RetryPolicy {
         step.mul_f64(0.5 + 0.5 * jitter)
     }
 
-    /// Decides what to do after attempt number `attempt` (1-based) failed with `error`, when
-    /// `elapsed` has passed since the first attempt.
+    /// Decides what to do after an attempt failed with `error`, when `elapsed` has passed since
+    /// the first attempt. `attempt` counts (from 1) the attempts that failed as this one did:
+    /// the 429s for a 429, the other failures otherwise.
     pub fn decide(
         &self,
         attempt: u32,
@@ -57,7 +60,11 @@ impl RetryPolicy {
         error: &ApiError,
         jitter: f64,
     ) -> Decision {
-        if attempt >= self.max_attempts {
+        let rate_limited = matches!(
+            error,
+            ApiError::Status { status, .. } if *status == StatusCode::TOO_MANY_REQUESTS
+        );
+        if attempt >= self.max_attempts && !rate_limited {
             return Decision::GiveUp;
         }
         let wait = match error {
@@ -202,6 +209,21 @@ mod tests {
                 ..p
             }
             .decide(1, Duration::ZERO, &status(500, None), 0.5),
+            Decision::GiveUp
+        );
+    }
+
+    #[test]
+    fn a_429_is_retried_past_max_attempts_until_the_time_budget() {
+        // Rate limiting serves nothing: giving up after a few 429s would lose an answer that
+        // waiting would get.
+        let p = policy();
+        assert_eq!(
+            p.decide(50, Duration::from_secs(30), &status(429, Some(2)), 0.5),
+            Decision::RetryAfter(Duration::from_secs(2))
+        );
+        assert_eq!(
+            p.decide(50, Duration::from_secs(59), &status(429, Some(2)), 0.5),
             Decision::GiveUp
         );
     }

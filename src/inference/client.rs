@@ -85,7 +85,8 @@ impl Inference for HttpInference {
 
     async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, InferenceError> {
         let call = Self::chat_call(request, false)?;
-        let response: ChatResponse = self.http.send_json(&call).await?;
+        let (mut response, latency): (ChatResponse, _) = self.http.send_json_timed(&call).await?;
+        response.latency = Some(latency);
         if let Some(schema) = request.json_schema()
             && let Err(errors) = validate_answer(schema, response.content())
         {

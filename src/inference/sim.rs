@@ -327,6 +327,7 @@ impl SimModel {
             metadata: Some(Metadata {
                 node_id: Some(format!("sim-node-{}", self.config.seed)),
             }),
+            latency: None,
         }
     }
 }

@@ -186,6 +186,12 @@ pub struct ChatResponse {
     pub usage: Option<Usage>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Metadata>,
+    /// Not on the wire: how long the answer took to produce, from sending the request that was
+    /// answered (the last attempt) to having all of its body; for the embedded model, from
+    /// taking the job up to its last token. Waits before it (rate pacing, retries, the embedded
+    /// model's queue) are not in it. Set by the client that received the answer.
+    #[serde(skip)]
+    pub latency: Option<std::time::Duration>,
 }
 
 impl ChatResponse {

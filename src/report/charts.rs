@@ -650,7 +650,7 @@ impl Drawing for LatencyTokens {
         let latency_x = *left;
         let tokens_x = left + panel + 20;
         root.draw(&Text::new(
-            "mean latency (ms)",
+            "mean latency, send to answer (ms)",
             (latency_x, 12),
             title_style.clone(),
         ))

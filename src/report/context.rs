@@ -157,7 +157,10 @@ pub struct VersionScore {
     pub ci_high: Option<f64>,
     /// `wilson` for binary scores, `bootstrap` otherwise.
     pub ci_method: Option<String>,
+    /// Send to answer of the request that was answered: the model and the network.
     pub mean_latency_ms: Option<f64>,
+    /// Rate pacing, retries and queues before that request was sent.
+    pub mean_waited_ms: Option<f64>,
     pub mean_prompt_tokens: Option<f64>,
     pub mean_completion_tokens: Option<f64>,
     pub fallbacks: u32,
@@ -310,6 +313,7 @@ pub fn build(
                             }
                         }),
                         mean_latency_ms: t.mean_latency_ms,
+                        mean_waited_ms: t.mean_waited_ms,
                         mean_prompt_tokens: t.mean_prompt_tokens,
                         mean_completion_tokens: t.mean_completion_tokens,
                         fallbacks: t.fallbacks,

@@ -191,7 +191,11 @@ mod tests {
 
         // The columns of replay.csv, in its order, with Parquet's own types: a reader that
         // knows nothing of polars or Arrow sees UTF-8 strings, unsigned integers and doubles.
-        let mut csv = csv::Reader::from_path(fixture().join(REPLAY_FILE)).unwrap();
+        // As this version writes replay.csv (the fixture predates the `waited_ms` column).
+        let temp = tempfile::tempdir().unwrap();
+        let written = RunDir::folder(temp.path()).unwrap();
+        written.write_csv(REPLAY_FILE, &rows).unwrap();
+        let mut csv = csv::Reader::from_path(written.file(REPLAY_FILE)).unwrap();
         let header: Vec<String> = csv.headers().unwrap().iter().map(String::from).collect();
         let string = (Physical::ByteArray, Some(Logical::String));
         let unsigned = |physical, width| (physical, Some(Logical::Integer(width)));
@@ -207,6 +211,7 @@ mod tests {
             ("score", (Physical::Double, None)),
             ("feedback", string),
             ("latency_ms", unsigned(Physical::Int64, IntegerType::UInt64)),
+            ("waited_ms", unsigned(Physical::Int64, IntegerType::UInt64)),
             (
                 "prompt_tokens",
                 unsigned(Physical::Int32, IntegerType::UInt32),
@@ -263,6 +268,7 @@ mod tests {
                 DataType::String,
                 DataType::Float64,
                 DataType::String,
+                DataType::UInt64,
                 DataType::UInt64,
                 DataType::UInt32,
                 DataType::UInt32,
@@ -351,6 +357,6 @@ mod tests {
         let bytes = replay_parquet(&replay_frame(&[]).unwrap()).unwrap();
         let metadata = read_metadata(&mut Cursor::new(&bytes)).unwrap();
         assert_eq!(metadata.num_rows, 0);
-        assert_eq!(metadata.schema().fields().len(), 15);
+        assert_eq!(metadata.schema().fields().len(), 16);
     }
 }

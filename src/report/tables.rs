@@ -24,8 +24,11 @@ pub struct VersionTotals {
     pub errors: u32,
     /// Mean score over answered rows; `None` when nothing was answered.
     pub mean_score: Option<f64>,
+    /// Send to answer of the answered request (see `ReplayRow::latency_ms`).
     pub mean_latency_ms: Option<f64>,
     pub max_latency_ms: Option<u64>,
+    /// Pacing, retries and queues before it (see `ReplayRow::waited_ms`).
+    pub mean_waited_ms: Option<f64>,
     pub mean_prompt_tokens: Option<f64>,
     pub mean_completion_tokens: Option<f64>,
     /// Rows whose answer came from another model than the one asked (a 503 fallback).
@@ -44,7 +47,7 @@ pub struct HistoryTotals {
 }
 
 /// The replay table: the columns of `replay.csv` in its order, typed. A row with an error has no
-/// answer, so its score, latency and token counts are null (the CSV file writes 0 there).
+/// answer, so its score, latency, wait and token counts are null (the CSV file writes 0 there).
 pub fn replay_frame(rows: &[ReplayRow]) -> PolarsResult<DataFrame> {
     let text = |field: fn(&ReplayRow) -> &str| rows.iter().map(field).collect::<Vec<_>>();
     let answered = |row: &ReplayRow| row.error.is_empty();
@@ -60,6 +63,7 @@ pub fn replay_frame(rows: &[ReplayRow]) -> PolarsResult<DataFrame> {
         "score" => rows.iter().map(|r| answered(r).then_some(r.score)).collect::<Vec<_>>(),
         "feedback" => text(|r| &r.feedback),
         "latency_ms" => rows.iter().map(|r| answered(r).then_some(r.latency_ms)).collect::<Vec<_>>(),
+        "waited_ms" => rows.iter().map(|r| r.waited_ms.filter(|_| answered(r))).collect::<Vec<_>>(),
         "prompt_tokens" => rows.iter().map(|r| answered(r).then_some(r.prompt_tokens)).collect::<Vec<_>>(),
         "completion_tokens" => rows.iter().map(|r| answered(r).then_some(r.completion_tokens)).collect::<Vec<_>>(),
         "node_id" => text(|r| &r.node_id),
@@ -97,6 +101,10 @@ pub fn version_totals(replay: &DataFrame) -> PolarsResult<Vec<VersionTotals>> {
                 .mean()
                 .alias("mean_latency_ms"),
             when_answered("latency_ms").max().alias("max_latency_ms"),
+            when_answered("waited_ms")
+                .cast(DataType::Float64)
+                .mean()
+                .alias("mean_waited_ms"),
             when_answered("prompt_tokens")
                 .cast(DataType::Float64)
                 .mean()
@@ -138,6 +146,7 @@ pub fn version_totals(replay: &DataFrame) -> PolarsResult<Vec<VersionTotals>> {
     let mean_latency = float("mean_latency_ms")?;
     let max_latency = totals.column("max_latency_ms")?.u64()?;
     let max_latency: Vec<Option<u64>> = (0..height).map(|i| max_latency.get(i)).collect();
+    let mean_waited = float("mean_waited_ms")?;
     let prompt_tokens = float("mean_prompt_tokens")?;
     let completion_tokens = float("mean_completion_tokens")?;
     Ok((0..height)
@@ -151,6 +160,7 @@ pub fn version_totals(replay: &DataFrame) -> PolarsResult<Vec<VersionTotals>> {
             mean_score: mean_score[i],
             mean_latency_ms: mean_latency[i],
             max_latency_ms: max_latency[i],
+            mean_waited_ms: mean_waited[i],
             mean_prompt_tokens: prompt_tokens[i],
             mean_completion_tokens: completion_tokens[i],
             fallbacks: fallbacks[i],
@@ -207,6 +217,7 @@ mod tests {
             score,
             feedback: String::new(),
             latency_ms: 100 * row as u64,
+            waited_ms: Some(1000 * row as u64),
             prompt_tokens: 10,
             completion_tokens: 2,
             node_id: String::new(),
@@ -230,6 +241,7 @@ mod tests {
         assert_eq!(seed.mean_score, Some(0.5));
         assert_eq!(seed.mean_latency_ms, Some(150.0));
         assert_eq!(seed.max_latency_ms, Some(200));
+        assert_eq!(seed.mean_waited_ms, Some(1500.0), "kept apart from latency");
         assert_eq!(seed.fallbacks, 0, "the fallback row errored");
         let g2 = totals.iter().find(|t| t.version == "g2").unwrap();
         assert_eq!((g2.mean_score, g2.fallbacks), (Some(1.0), 1));

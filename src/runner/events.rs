@@ -79,7 +79,10 @@ pub enum Event {
         model: String,
         row: usize,
         answered_by: String,
+        /// The answered request alone (see `ReplayRow::latency_ms`).
         latency_ms: u64,
+        /// Pacing, retries and queues before it.
+        waited_ms: u64,
         error: Option<String>,
     },
     RunFinished {

@@ -167,7 +167,16 @@ pub(super) async fn answer_all(
         result,
     )) = answers.next().await
     {
-        let latency_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
+        let millis = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        // What the client measured of the answered request; the rest of the time this request
+        // took was waiting. A backend that measures nothing counts all of it as latency.
+        let latency = result
+            .as_ref()
+            .ok()
+            .and_then(|r| r.latency)
+            .map_or(elapsed, |latency| latency.min(elapsed));
+        let latency_ms = millis(latency);
+        let waited_ms = millis(elapsed - latency);
         let error = match result {
             Ok(response) => {
                 let usage = response.usage.unwrap_or_default();
@@ -178,6 +187,7 @@ pub(super) async fn answer_all(
                     output: response.content().to_owned(),
                     node_id: response.node_id().unwrap_or_default().to_owned(),
                     latency_ms,
+                    waited_ms: Some(waited_ms),
                     prompt_tokens: usage.prompt_tokens,
                     completion_tokens: usage.completion_tokens,
                 };
@@ -206,6 +216,7 @@ pub(super) async fn answer_all(
                     .map(|a| a.answered_by.clone())
                     .unwrap_or_default(),
                 latency_ms,
+                waited_ms,
                 error: error.clone(),
             })?;
         }
@@ -303,6 +314,7 @@ pub(super) fn replay_row(
         score: score.value,
         feedback: score.feedback,
         latency_ms: answer.map_or(0, |a| a.latency_ms),
+        waited_ms: answer.and_then(|a| a.waited_ms),
         prompt_tokens: answer.map_or(0, |a| u32::try_from(a.prompt_tokens).unwrap_or(u32::MAX)),
         completion_tokens: answer.map_or(0, |a| {
             u32::try_from(a.completion_tokens).unwrap_or(u32::MAX)

@@ -90,7 +90,14 @@ pub struct ReplayRow {
     pub output: String,
     pub score: f64,
     pub feedback: String,
+    /// From sending the request that was answered to having all of its answer: the model and
+    /// the network, nothing else.
     pub latency_ms: u64,
+    /// Time the answer waited before that request was sent: rate pacing, retries, earlier
+    /// attempts, a model's queue, or the unavailable model before a fallback. Unknown (empty) in
+    /// files written before the column existed, whose latency included these waits.
+    #[serde(default)]
+    pub waited_ms: Option<u64>,
     pub prompt_tokens: u32,
     pub completion_tokens: u32,
     pub node_id: String,
@@ -113,7 +120,11 @@ pub struct CachedAnswer {
     pub answered_by: String,
     pub output: String,
     pub node_id: String,
+    /// As in [`ReplayRow::latency_ms`].
     pub latency_ms: u64,
+    /// As in [`ReplayRow::waited_ms`].
+    #[serde(default)]
+    pub waited_ms: Option<u64>,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
     /// The answer came from the deterministic test stand-in model.
@@ -377,6 +388,7 @@ mod tests {
             score: 1.0,
             feedback: String::new(),
             latency_ms: 120,
+            waited_ms: Some(480),
             prompt_tokens: 40,
             completion_tokens: 2,
             node_id: "n1".into(),
@@ -476,6 +488,7 @@ mod tests {
             output: "positive".into(),
             node_id: "n".into(),
             latency_ms: 3,
+            waited_ms: Some(0),
             prompt_tokens: 10,
             completion_tokens: 1,
             simulated: false,

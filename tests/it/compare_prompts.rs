@@ -377,3 +377,87 @@ fn bad_input_is_refused_before_anything_is_sent() {
         );
     }
 }
+
+/// The `replay.csv` of the only comparison folder under `dir/reports/compare/`.
+fn replay_rows(dir: &Path) -> Vec<std::collections::HashMap<String, String>> {
+    let folder = std::fs::read_dir(dir.join("reports/compare"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_dir())
+        .expect("a comparison folder");
+    csv::Reader::from_path(folder.join("replay.csv"))
+        .unwrap()
+        .deserialize()
+        .map(Result::unwrap)
+        .collect()
+}
+
+fn median(mut values: Vec<u64>) -> u64 {
+    values.sort_unstable();
+    values[values.len() / 2]
+}
+
+#[test]
+fn latency_is_the_answered_request_alone_and_pacing_is_counted_as_waiting() {
+    // The case from the field: rpm pacing made `latency_ms` a median of 1504 ms where the server
+    // answered in 205. Here 16 requests, 4 in flight, paced 200 ms apart (300 rpm).
+    let serve = Serve::start(&["sim:model=m"], &[&format!("{KEY}:100000")]);
+    let temp = with_dataset();
+    let dir = temp.path();
+    write(
+        dir,
+        "a.txt",
+        "{review}\nAnswer with one of: positive, negative",
+    );
+    write(dir, "b.txt", "{review}\nOne of: positive, negative.");
+    let mut args = ARGS.to_vec();
+    args.extend(["--limit", "8", "--rpm", "300", "--concurrency", "4"]);
+    let output = compare(dir, &serve.url, &args);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let rows = replay_rows(dir);
+    assert_eq!(rows.len(), 16);
+    let column =
+        |name: &str| -> Vec<u64> { rows.iter().map(|r| r[name].parse().unwrap()).collect() };
+    let (latency, waited) = (column("latency_ms"), column("waited_ms"));
+    // 16 requests 200 ms apart span at least 3 s, almost all of it spent waiting for a slot.
+    assert!(
+        waited.iter().sum::<u64>() >= 3000,
+        "the pacing is recorded as waiting: {waited:?}"
+    );
+    assert!(
+        median(latency.clone()) * 3 < median(waited.clone()),
+        "latency {latency:?} is not the wait {waited:?}"
+    );
+}
+
+#[test]
+fn without_a_known_rpm_the_client_adapts_to_429s_and_loses_no_answer() {
+    // The case from the field: a 120 rpm key, no --rpm, and one request gave up on a 429 after
+    // its retries while the summary said every row was answered. Here a 60 rpm key (burst 6)
+    // and 4 requests in flight: most requests meet a 429 at least once.
+    let serve = Serve::start(&["sim:model=m"], &[&format!("{KEY}:60")]);
+    let temp = with_dataset();
+    let dir = temp.path();
+    write(
+        dir,
+        "a.txt",
+        "{review}\nAnswer with one of: positive, negative",
+    );
+    write(dir, "b.txt", "{review}\nOne of: positive, negative.");
+    let mut args = ARGS.to_vec();
+    args.extend(["--limit", "8", "--concurrency", "4"]);
+    let output = compare(dir, &serve.url, &args);
+    let stderr = text(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let rows = replay_rows(dir);
+    assert_eq!(rows.len(), 16);
+    let failed: Vec<&String> = rows
+        .iter()
+        .map(|r| &r["error"])
+        .filter(|e| !e.is_empty())
+        .collect();
+    assert!(failed.is_empty(), "{failed:?}");
+    let (requests, rate_limited, _) = serve.usage_of_key_with_rpm(60);
+    assert!(rate_limited > 0, "the limit was met: {requests} requests");
+    assert_eq!(requests, 16, "each answered once");
+}

@@ -112,7 +112,7 @@ fn report_renders_offline_from_the_run_directory_alone() {
     assert_eq!(metadata.num_rows, 180, "every record of replay.csv");
     assert_eq!(
         metadata.schema().fields().len(),
-        15,
+        16,
         "every column of replay.csv"
     );
 

@@ -364,6 +364,7 @@ impl EmbeddedModel {
             metadata: Some(Metadata {
                 node_id: Some(self.node_id()),
             }),
+            latency: Some(stats.prompt_time + stats.generation_time),
         };
         if let Some(schema) = request.json_schema()
             && let Err(errors) = validate_answer(schema, response.content())
