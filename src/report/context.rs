@@ -372,10 +372,23 @@ pub fn build(
     }
     let errors: u32 = version_totals.iter().map(|t| t.errors).sum();
     if errors > 0 {
+        // Which means rest on fewer rows, each by name: a total alone hides where.
+        let short: Vec<String> = version_totals
+            .iter()
+            .filter(|t| t.errors > 0)
+            .map(|t| {
+                let execution = if t.variant.is_empty() { "experiment" } else { &t.variant };
+                format!(
+                    "{execution} {} on {}: {} of {} answered, {} missing",
+                    t.version, t.model, t.answered, t.rows, t.errors
+                )
+            })
+            .collect();
         notes.push(format!(
-            "{errors} replay {} failed (see the per-row tables); failed answers are left out of \
-             every mean and every comparison, which pairs only rows both versions answered.",
-            if errors == 1 { "answer" } else { "answers" }
+            "{errors} replay {} failed ({}; see the per-row tables); failed answers are left out \
+             of every mean and every comparison, which pairs only rows both versions answered.",
+            if errors == 1 { "answer" } else { "answers" },
+            short.join("; ")
         ));
     }
     let fallbacks: u32 = version_totals.iter().map(|t| t.fallbacks).sum();
