@@ -19,7 +19,7 @@ use zeroize::Zeroizing;
 use crate::http::Secret;
 use crate::wallet::Address;
 
-pub const CONFIG_ENV: &str = "GEPA_LAB_CONFIG";
+pub const CONFIG_ENV: &str = crate::env::CONFIG;
 
 const HEADER: &str = "\
 # gepa-lab account settings, written by `gepa-lab auth wallet`, `auth key` and `credits topup`.

@@ -52,12 +52,12 @@ enum Service {
 #[derive(Debug, clap::Args)]
 struct WalletLogin {
     /// Base URL of the inference API.
-    #[arg(long = "url", env = "GEPA_LAB_INFERENCE_URL", default_value = DEFAULT_BASE_URL)]
+    #[arg(long = "url", env = crate::env::INFERENCE_URL, default_value = DEFAULT_BASE_URL)]
     base_url: String,
     #[command(flatten)]
     wallet: WalletArgs,
     /// The fixed word of the login text `<word>-login-<timestamp>`.
-    #[arg(long, env = "GEPA_LAB_LOGIN_WORD", default_value = DEFAULT_LOGIN_WORD, value_name = "WORD")]
+    #[arg(long, env = crate::env::LOGIN_WORD, default_value = DEFAULT_LOGIN_WORD, value_name = "WORD")]
     login_word: String,
 }
 
@@ -113,10 +113,7 @@ fn key(args: StoreKey) -> anyhow::Result<ExitCode> {
     let base_url = match (&args.base_url, args.service) {
         (Some(url), _) => url.clone(),
         (None, Service::Evolution) => crate::evolution::EvolutionConfig::from_env().base_url,
-        (None, Service::Inference) => std::env::var("GEPA_LAB_INFERENCE_URL")
-            .ok()
-            .filter(|url| !url.trim().is_empty())
-            .unwrap_or_else(|| DEFAULT_BASE_URL.to_owned()),
+        (None, Service::Inference) => super::backends::inference_url(),
     };
     let path = config_path()?;
     let mut config = UserConfig::load(&path)?;

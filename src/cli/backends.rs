@@ -7,13 +7,12 @@ use std::sync::Arc;
 use anyhow::Context;
 
 use super::keys::{self, Credential};
-use crate::evolution::{
-    EvolutionConfig, HttpEvolution, LocalEvolution, LocalSettings, ModelSettings,
-};
+use crate::evolution::{EvolutionConfig, HttpEvolution};
 use crate::inference::embedded::{LOCAL, REFLECTION_MODEL, models_dir};
 use crate::inference::{
     EmbeddedModel, HttpInference, Inference, InferenceConfig, ModelRouter, is_local_model,
 };
+use crate::local::{LocalEvolution, LocalSettings, ModelSettings};
 use crate::runner::{Backends, RunOptions};
 use crate::score::ScorerSpec;
 use crate::store::Backend;
@@ -43,8 +42,7 @@ impl FromStr for BackendChoice {
     }
 }
 
-const EVOLUTION_KEY: &str = "GEPA_LAB_EVOLUTION_KEY";
-const INFERENCE_KEY: &str = "GEPA_LAB_INFERENCE_KEY";
+use crate::env::{EVOLUTION_KEY, INFERENCE_KEY};
 
 /// The keys of the public services: from their environment variables, else from the config file
 /// (filed under the services' URLs by `auth key` and `auth wallet`).
@@ -104,10 +102,9 @@ pub fn describe(choice: &BackendChoice) -> Backend {
     }
 }
 
-fn inference_url() -> String {
-    std::env::var("GEPA_LAB_INFERENCE_URL")
-        .ok()
-        .filter(|url| !url.trim().is_empty())
+/// The public inference API's URL: `GEPA_LAB_INFERENCE_URL`, else the default.
+pub fn inference_url() -> String {
+    crate::env::var(crate::env::INFERENCE_URL)
         .unwrap_or_else(|| crate::inference::DEFAULT_BASE_URL.to_owned())
 }
 
@@ -115,10 +112,8 @@ fn inference_url() -> String {
 /// reflection model when it is installed (the default model tends to echo the prompt it should
 /// improve), else the default model.
 fn reflection_model_id() -> String {
-    if let Ok(id) = std::env::var("GEPA_LAB_REFLECTION_MODEL")
-        && !id.trim().is_empty()
-    {
-        return id.trim().to_owned();
+    if let Some(id) = crate::env::var(crate::env::REFLECTION_MODEL) {
+        return id;
     }
     let suggested = crate::inference::embedded::CATALOG
         .iter()
@@ -163,12 +158,9 @@ pub fn build(
         }
         local_ids.extend([local_task_model(replay_models), reflection.clone()]);
     }
-    let embedded = EmbeddedModel::load_ids(&local_ids).context(
-        "loading the embedded model (install it with scripts/setup-model.sh or `gepa-lab model install`)",
-    )?;
     match choice {
         BackendChoice::Local => {
-            let router: Arc<dyn Inference> = Arc::new(ModelRouter::new(embedded, None));
+            let router = inference_backend(&local_ids, None)?;
             let mut models = ModelSettings::new(local_task_model(replay_models));
             models.reflection_model = reflection;
             let mut settings = LocalSettings::new(models);
@@ -195,12 +187,10 @@ pub fn build(
             );
             let evolution_config =
                 EvolutionConfig::new(EvolutionConfig::from_env().base_url, Some(evolution_key));
+            let remote = http_inference(&inference_url(), inference, rpm)?;
             Ok(Backends {
                 evolution: Arc::new(HttpEvolution::new(evolution_config)?),
-                inference: Arc::new(ModelRouter::new(
-                    embedded,
-                    Some(http_inference(&inference_url(), inference, rpm)?),
-                )),
+                inference: inference_backend(&local_ids, Some(remote))?,
                 description: describe(choice),
             })
         }
@@ -209,19 +199,32 @@ pub fn build(
             let given = keys::from_env(INFERENCE_KEY).or_else(|| keys::from_env(EVOLUTION_KEY));
             let inference = keys::for_service(given, url)?;
             let evolution_key = keys::from_env(EVOLUTION_KEY).or_else(|| inference.key.clone());
+            let remote = http_inference(url, inference, rpm)?;
             Ok(Backends {
                 evolution: Arc::new(HttpEvolution::new(EvolutionConfig::new(
                     url.clone(),
                     evolution_key,
                 ))?),
-                inference: Arc::new(ModelRouter::new(
-                    embedded,
-                    Some(http_inference(url, inference, rpm)?),
-                )),
+                inference: inference_backend(&local_ids, Some(remote))?,
                 description: describe(choice),
             })
         }
     }
+}
+
+/// The one way an inference backend is put together: the embedded models named among
+/// `models` (`local`, `local:<name>`), loaded here, once, and `remote` for every other model.
+pub fn inference_backend(
+    models: &[String],
+    remote: Option<Arc<dyn Inference>>,
+) -> anyhow::Result<Arc<dyn Inference>> {
+    let embedded = EmbeddedModel::load_ids(models).context(
+        "loading the embedded model (install it with scripts/setup-model.sh or `gepa-lab model install`)",
+    )?;
+    Ok(match remote {
+        Some(remote) if embedded.is_empty() => remote,
+        remote => Arc::new(ModelRouter::new(embedded, remote)),
+    })
 }
 
 /// An inference client for `url`, paced to `rpm` (`run --rpm`) or else the stored limit; with

@@ -10,12 +10,12 @@ use crate::http::Secret;
 pub struct EvolutionArgs {
     /// Address of the prompt-evolution API (its routes are under /api/v0), or of a
     /// `gepa-lab serve`.
-    #[arg(long = "url", env = "GEPA_LAB_EVOLUTION_URL", default_value = DEFAULT_EVOLUTION_URL)]
+    #[arg(long = "url", env = crate::env::EVOLUTION_URL, default_value = DEFAULT_EVOLUTION_URL)]
     pub base_url: String,
     /// API key, sent as `x-api-key`. Prefer the environment variable: a command line is visible
     /// to other users of the machine. Without one, the key `auth key evolution` stored in the
     /// config file for this URL is used.
-    #[arg(long, env = "GEPA_LAB_EVOLUTION_KEY", hide_env_values = true, value_parser = parse_secret)]
+    #[arg(long, env = crate::env::EVOLUTION_KEY, hide_env_values = true, value_parser = parse_secret)]
     pub key: Option<Secret>,
 }
 

@@ -8,23 +8,21 @@ use crate::account::{AccountClient, AccountConfig};
 use crate::http::Secret;
 use std::sync::Arc;
 
-use crate::inference::{
-    DEFAULT_BASE_URL, EmbeddedModel, HttpInference, Inference, InferenceConfig, ModelRouter,
-};
+use crate::inference::{DEFAULT_BASE_URL, HttpInference, Inference, InferenceConfig};
 
 #[derive(Debug, clap::Args)]
 pub struct InferenceArgs {
     /// Base URL of the inference API or any OpenAI-compatible server.
-    #[arg(long = "url", env = "GEPA_LAB_INFERENCE_URL", default_value = DEFAULT_BASE_URL)]
+    #[arg(long = "url", env = crate::env::INFERENCE_URL, default_value = DEFAULT_BASE_URL)]
     pub base_url: String,
     /// API key, sent as a Bearer token. Prefer the environment variable: a command line is
     /// visible to other users of the machine. Without one, the key `auth wallet` stored in the
     /// config file for this URL is used.
-    #[arg(long, env = "GEPA_LAB_INFERENCE_KEY", hide_env_values = true, value_parser = parse_secret)]
+    #[arg(long, env = crate::env::INFERENCE_KEY, hide_env_values = true, value_parser = parse_secret)]
     pub key: Option<Secret>,
     /// The key's requests-per-minute limit; requests are spaced to stay under it. Defaults to
     /// the stored rpmLimit when the key comes from the config file.
-    #[arg(long, env = "GEPA_LAB_INFERENCE_RPM")]
+    #[arg(long, env = crate::env::INFERENCE_RPM)]
     pub rpm: Option<NonZeroU32>,
 }
 
@@ -66,15 +64,7 @@ impl InferenceArgs {
     /// What answers `models`: the embedded model, in this process, for the `local` ids among
     /// them (loaded here, once), and the inference API at --url for the rest.
     pub fn backend(&self, models: &[String]) -> anyhow::Result<Arc<dyn Inference>> {
-        let client: Arc<dyn Inference> = Arc::new(self.client()?);
-        let local = EmbeddedModel::load_ids(models).context(
-            "loading the embedded model (install it with scripts/setup-model.sh or `gepa-lab model install`)",
-        )?;
-        Ok(if local.is_empty() {
-            client
-        } else {
-            Arc::new(ModelRouter::new(local, Some(client)))
-        })
+        super::backends::inference_backend(models, Some(Arc::new(self.client()?)))
     }
 
     pub fn client(&self) -> anyhow::Result<HttpInference> {

@@ -35,8 +35,5 @@ pub fn for_service(given: Option<Secret>, base_url: &str) -> anyhow::Result<Cred
 
 /// A non-empty environment variable, as a key.
 pub fn from_env(name: &str) -> Option<Secret> {
-    std::env::var(name)
-        .ok()
-        .filter(|value| !value.trim().is_empty())
-        .map(|value| Secret::new(value.trim()))
+    crate::env::var(name).map(Secret::new)
 }

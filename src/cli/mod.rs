@@ -112,7 +112,7 @@ pub struct SettingsArgs {
     /// The fixed word of evolution model ids (`<word>-4o-mini`).
     #[arg(
         long,
-        env = "GEPA_LAB_MODEL_WORD",
+        env = crate::env::MODEL_WORD,
         default_value = "gpt",
         value_name = "WORD"
     )]
@@ -120,7 +120,7 @@ pub struct SettingsArgs {
     /// Assumed credits per remote inference request, for estimates (no price is published).
     #[arg(
         long,
-        env = "GEPA_LAB_CREDITS_PER_CALL",
+        env = crate::env::CREDITS_PER_CALL,
         default_value_t = 1.0,
         value_name = "N"
     )]

@@ -62,7 +62,7 @@ pub struct Args {
     /// The inference key's requests-per-minute limit: replay requests are spaced to stay under
     /// it. Default: the stored rpmLimit of a key from the config file; with neither, the client
     /// learns the limit from 429 answers.
-    #[arg(long, value_name = "N", env = "GEPA_LAB_INFERENCE_RPM")]
+    #[arg(long, value_name = "N", env = crate::env::INFERENCE_RPM)]
     rpm: Option<std::num::NonZeroU32>,
     #[command(flatten)]
     settings: super::SettingsArgs,

@@ -32,13 +32,13 @@ pub struct Args {
     #[arg(
         long = "api-key",
         value_name = "KEY[:RPM]",
-        env = "GEPA_LAB_SERVE_KEYS",
+        env = crate::env::SERVE_KEYS,
         value_delimiter = ',',
         hide_env_values = true
     )]
     pub keys: Vec<KeySpec>,
     /// Bearer key for http(s) upstreams.
-    #[arg(long, env = "GEPA_LAB_UPSTREAM_KEY", hide_env_values = true, value_parser = parse_secret)]
+    #[arg(long, env = crate::env::UPSTREAM_KEY, hide_env_values = true, value_parser = parse_secret)]
     pub upstream_key: Option<Secret>,
     #[command(flatten)]
     pub account: ServeAccountArgs,
@@ -62,7 +62,7 @@ pub struct EngineArgs {
     /// The fixed word of evolution model ids (`<word>-4o-mini`) that requests may name.
     #[arg(
         long,
-        env = "GEPA_LAB_MODEL_WORD",
+        env = crate::env::MODEL_WORD,
         default_value = "gpt",
         value_name = "WORD"
     )]

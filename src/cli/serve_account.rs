@@ -9,7 +9,7 @@ use crate::wallet::{Address, Network};
 #[derive(Debug, clap::Args)]
 pub struct ServeAccountArgs {
     /// The fixed word of the wallet login text `<word>-login-<timestamp>`.
-    #[arg(long, env = "GEPA_LAB_LOGIN_WORD", default_value = DEFAULT_LOGIN_WORD, value_name = "WORD")]
+    #[arg(long, env = crate::env::LOGIN_WORD, default_value = DEFAULT_LOGIN_WORD, value_name = "WORD")]
     login_word: String,
     /// How far (seconds, either way) a login timestamp may be from the server's clock.
     #[arg(long, default_value_t = 300, value_name = "SECONDS")]
@@ -31,7 +31,7 @@ pub struct ServeAccountArgs {
     #[arg(long)]
     require_credits: bool,
     /// The address top-ups pay to; without it, top-ups are refused (501).
-    #[arg(long, env = "GEPA_LAB_SERVE_PAY_TO", value_name = "ADDRESS")]
+    #[arg(long, env = crate::env::SERVE_PAY_TO, value_name = "ADDRESS")]
     pay_to: Option<Address>,
     /// The chain top-ups are signed for: base or base-sepolia.
     #[arg(long, default_value = "base")]

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use crate::wallet::{PrivateKey, WalletError};
 
-pub const WALLET_KEY_ENV: &str = "GEPA_LAB_WALLET_KEY";
+pub const WALLET_KEY_ENV: &str = crate::env::WALLET_KEY;
 
 #[derive(Debug, clap::Args)]
 pub struct WalletArgs {

@@ -49,14 +49,9 @@ impl EvolutionConfig {
 
     /// `GEPA_LAB_EVOLUTION_URL` (default [`DEFAULT_EVOLUTION_URL`]) and `GEPA_LAB_EVOLUTION_KEY`.
     pub fn from_env() -> Self {
-        let url = std::env::var("GEPA_LAB_EVOLUTION_URL")
-            .ok()
-            .filter(|url| !url.trim().is_empty())
+        let url = crate::env::var(crate::env::EVOLUTION_URL)
             .unwrap_or_else(|| DEFAULT_EVOLUTION_URL.to_owned());
-        let key = std::env::var("GEPA_LAB_EVOLUTION_KEY")
-            .ok()
-            .filter(|key| !key.trim().is_empty())
-            .map(|key| Secret::new(key.trim()));
+        let key = crate::env::var(crate::env::EVOLUTION_KEY).map(Secret::new);
         Self::new(url, key)
     }
 }

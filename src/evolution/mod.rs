@@ -1,23 +1,17 @@
 //! The prompt-evolution service (GEPA): the `Evolution` trait every backend implements, its wire
-//! types (defined once here for the client, the local engine's adapter and `serve` alike), the
-//! contract's start rules (shared by every backend that runs executions), reading histories page
-//! by page, and the two backends: `HttpEvolution` (the service over HTTP) and `LocalEvolution`
-//! (the built-in engine in process, with a persistence hook that `serve` uses).
-mod adapter;
+//! types (defined once here for the client, the local engine and `serve` alike), the contract's
+//! start rules (shared by every backend that runs executions), reading histories page by page,
+//! and `HttpEvolution`, the service over HTTP. The other backend, the built-in engine in process,
+//! is `crate::local::LocalEvolution`.
 mod client;
 mod history;
-mod local;
 pub mod rules;
-mod store;
 pub mod wire;
 
 use async_trait::async_trait;
 
-pub use adapter::{InferenceTask, ModelSettings, evaluator_metric, scorer_for_metric};
 pub use client::{DEFAULT_EVOLUTION_URL, EvolutionConfig, HttpEvolution};
 pub use history::{History, PAGE_LIMIT, fetch_history, find_by_custom_id};
-pub use local::{LocalEvolution, LocalSettings, Paging, Restored};
-pub use store::{ExecutionState, ExecutionStore, StoreError, StoredExecution};
 use wire::{BatchJobs, Execution, HistoryRecord, StartExecution};
 
 use crate::http::ApiError;
@@ -62,6 +56,11 @@ pub enum EvolutionError {
     Store(#[from] StoreError),
 }
 
+/// A local backend's store that could not record a change (see `crate::local::ExecutionStore`).
+#[derive(Debug, thiserror::Error)]
+#[error("execution store: {0}")]
+pub struct StoreError(#[source] pub Box<dyn std::error::Error + Send + Sync>);
+
 /// Model suffixes the evolution service supports; ids are `<word>-<suffix>`, where the word is
 /// configuration (see [`ServiceProfile`]).
 pub const MODEL_SUFFIXES: [&str; 5] = ["5-mini", "5", "4.1", "4o", "4o-mini"];
@@ -86,10 +85,8 @@ impl ServiceProfile {
     /// The defaults, overridden by `GEPA_LAB_MODEL_WORD`.
     pub fn from_env() -> Self {
         let mut profile = Self::default();
-        if let Ok(word) = std::env::var("GEPA_LAB_MODEL_WORD")
-            && !word.trim().is_empty()
-        {
-            profile.model_word = word.trim().to_owned();
+        if let Some(word) = crate::env::var(crate::env::MODEL_WORD) {
+            profile.model_word = word;
         }
         profile
     }

@@ -13,7 +13,7 @@ mod validate;
 
 pub use diagnostic::{Diagnostic, Location, Severity};
 pub use file::*;
-pub use plan::{DatasetPlan, Estimate, ExecutionPlan, JudgePlan, Plan, PlanSummary, ReplayPlan};
+pub use plan::{DatasetPlan, Estimate, ExecutionPlan, Plan, PlanSummary, ReplayPlan};
 pub use rules::Rule;
 pub use schema::json_schema;
 pub use validate::{KNOWN_METRICS, Settings, Validation, validate_file};

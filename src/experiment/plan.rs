@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::dataset::{HoldoutSize, Split, SplitError};
 use crate::evolution::wire::StartExecution;
 use crate::score::ScorerSpec;
+use crate::score::judge::JudgePlan;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Plan {
@@ -91,12 +92,6 @@ pub struct ReplayPlan {
     pub concurrency: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub judge: Option<JudgePlan>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct JudgePlan {
-    pub model: String,
-    pub rubric: String,
 }
 
 /// What a run will spend, at most. Replay counts assume every execution yields `top` distinct

@@ -7,7 +7,7 @@ use sha2::{Digest, Sha256};
 
 use super::diagnostic::{Diagnostic, Location};
 use super::file::{Experiment, Holdout, ReplaySection};
-use super::plan::{DatasetPlan, Estimate, ExecutionPlan, JudgePlan, Plan, ReplayPlan};
+use super::plan::{DatasetPlan, Estimate, ExecutionPlan, Plan, ReplayPlan};
 use super::rules::Rule;
 use super::source::{Loaded, Resolved, load};
 use crate::dataset::{self, HoldoutSize, Split};
@@ -15,6 +15,7 @@ use crate::engine;
 use crate::evolution::ServiceProfile;
 use crate::evolution::wire::{DatasetItem, Evaluator, StartExecution};
 use crate::prompt::Template;
+use crate::score::judge::JudgePlan;
 use crate::score::{SCORER_NAMES, ScorerSpec};
 use crate::suggest::closest;
 

@@ -377,7 +377,11 @@ pub fn build(
             .iter()
             .filter(|t| t.errors > 0)
             .map(|t| {
-                let execution = if t.variant.is_empty() { "experiment" } else { &t.variant };
+                let execution = if t.variant.is_empty() {
+                    "experiment"
+                } else {
+                    &t.variant
+                };
                 format!(
                     "{execution} {} on {}: {} of {} answered, {} missing",
                     t.version, t.model, t.answered, t.rows, t.errors

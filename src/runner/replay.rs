@@ -436,7 +436,7 @@ async fn judge_answers(
     concurrency: usize,
     errors: &mut HashMap<String, String>,
 ) -> Result<HashMap<(String, String), Result<Score, String>>, RunError> {
-    let judges: HashMap<String, crate::experiment::JudgePlan> = run
+    let judges: HashMap<String, judge::JudgePlan> = run
         .manifest
         .executions
         .iter()

@@ -1,12 +1,20 @@
 //! The `judge` scorer: an inference model grades an answer against the expected output with the
 //! experiment's rubric. This module builds the grading request and reads the grade; the caller
 //! sends it (through its cache and rate limits).
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::Score;
-use crate::experiment::JudgePlan;
 use crate::inference::wire::{JsonSchemaFormat, ResponseFormat};
 use crate::inference::{ChatMessage, ChatRequest};
+
+/// The judge of an experiment (`[replay.judge]`), as its plan records it: which model grades,
+/// with which rubric.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JudgePlan {
+    pub model: String,
+    pub rubric: String,
+}
 
 /// The grading request: the rubric, the expected output and the answer, asking for a grade from 0
 /// to 10 as structured output.

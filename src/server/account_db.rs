@@ -8,46 +8,6 @@ use rusqlite::{OptionalExtension, Transaction, params};
 use super::db::{Db, DbError, key_hash};
 use crate::http::Secret;
 
-/// Appended to `db::MIGRATIONS`: the account tables.
-pub(super) const ACCOUNT_SCHEMA: &str = "
-    CREATE TABLE accounts (
-        id TEXT PRIMARY KEY,
-        address TEXT UNIQUE,
-        balance INTEGER NOT NULL DEFAULT 0 CHECK (balance >= 0),
-        metered INTEGER NOT NULL,
-        created_at INTEGER NOT NULL
-    );
-    CREATE TABLE key_accounts (
-        key_id TEXT PRIMARY KEY REFERENCES api_keys(id),
-        account_id TEXT NOT NULL REFERENCES accounts(id)
-    );
-    CREATE TABLE login_signatures (
-        signature TEXT PRIMARY KEY,
-        used_at INTEGER NOT NULL
-    );
-    CREATE TABLE payments (
-        nonce TEXT PRIMARY KEY,
-        account_id TEXT NOT NULL REFERENCES accounts(id),
-        payer TEXT NOT NULL,
-        value TEXT NOT NULL,
-        credits INTEGER NOT NULL,
-        tx_hash TEXT NOT NULL,
-        created_at INTEGER NOT NULL
-    );
-    CREATE TABLE channel_messages (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT,
-        id TEXT NOT NULL UNIQUE,
-        channel TEXT NOT NULL,
-        author TEXT NOT NULL,
-        author_name TEXT NOT NULL,
-        author_type TEXT NOT NULL,
-        avatar TEXT,
-        content TEXT NOT NULL,
-        created_at_ms INTEGER NOT NULL
-    );
-    CREATE INDEX channel_messages_by_time ON channel_messages (channel, created_at_ms);
-";
-
 /// The credit account a key draws on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AccountRow {

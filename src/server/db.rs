@@ -1,5 +1,6 @@
-//! The server's SQLite state: API keys with their rpm limits, usage counts per key, and the
-//! tables of the evolution half (read and written by `evolution_store`).
+//! The server's SQLite state: API keys with their rpm limits, usage counts per key, the account
+//! tables (read and written by `account_db`) and the tables of the evolution half (by
+//! `evolution_store`). Every table is made by `MIGRATIONS`, the one ordered list of the schema.
 //!
 //! The schema grows by appending statements to `MIGRATIONS`; `PRAGMA user_version` records how
 //! many have run, so a database made by an older build is brought up to date on open. Keys are
@@ -29,8 +30,45 @@ const MIGRATIONS: &[&str] = &[
         prompt_tokens INTEGER NOT NULL DEFAULT 0,
         completion_tokens INTEGER NOT NULL DEFAULT 0
     );",
-    // 2: credit accounts, payments, login signatures, channel messages.
-    super::account_db::ACCOUNT_SCHEMA,
+    // 2: credit accounts, payments, login signatures, channel messages (`account_db`).
+    "
+    CREATE TABLE accounts (
+        id TEXT PRIMARY KEY,
+        address TEXT UNIQUE,
+        balance INTEGER NOT NULL DEFAULT 0 CHECK (balance >= 0),
+        metered INTEGER NOT NULL,
+        created_at INTEGER NOT NULL
+    );
+    CREATE TABLE key_accounts (
+        key_id TEXT PRIMARY KEY REFERENCES api_keys(id),
+        account_id TEXT NOT NULL REFERENCES accounts(id)
+    );
+    CREATE TABLE login_signatures (
+        signature TEXT PRIMARY KEY,
+        used_at INTEGER NOT NULL
+    );
+    CREATE TABLE payments (
+        nonce TEXT PRIMARY KEY,
+        account_id TEXT NOT NULL REFERENCES accounts(id),
+        payer TEXT NOT NULL,
+        value TEXT NOT NULL,
+        credits INTEGER NOT NULL,
+        tx_hash TEXT NOT NULL,
+        created_at INTEGER NOT NULL
+    );
+    CREATE TABLE channel_messages (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        channel TEXT NOT NULL,
+        author TEXT NOT NULL,
+        author_name TEXT NOT NULL,
+        author_type TEXT NOT NULL,
+        avatar TEXT,
+        content TEXT NOT NULL,
+        created_at_ms INTEGER NOT NULL
+    );
+    CREATE INDEX channel_messages_by_time ON channel_messages (channel, created_at_ms);
+",
     // 3: evolution executions in creation order (`seq`), their history, and batch jobs
     // (`evolution_store`). The request is kept whole so a queued execution can be run after a
     // restart.
@@ -65,7 +103,7 @@ const MIGRATIONS: &[&str] = &[
         error_message TEXT,
         result_url TEXT
     );",
-    // Calls an execution has spent, which the engine knows and the API shows as `budgetUsed`.
+    // 4: calls an execution has spent, which the engine knows and the API shows as `budgetUsed`.
     "ALTER TABLE evolution_executions ADD COLUMN budget_used INTEGER;",
 ];
 

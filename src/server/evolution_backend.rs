@@ -15,14 +15,13 @@ use reqwest::StatusCode;
 use super::Catalog;
 use super::db::{Db, DbError};
 use super::evolution_store::SqliteExecutions;
-use crate::evolution::{
-    EvolutionError, ExecutionStore, LocalEvolution, LocalSettings, ModelSettings, ServiceProfile,
-};
+use crate::evolution::{EvolutionError, ServiceProfile};
 use crate::http::ApiError;
 use crate::inference::wire::Model;
 use crate::inference::{
     ChatRequest, ChatResponse, ChunkStream, Inference, InferenceError, ModelClass,
 };
+use crate::local::{ExecutionStore, LocalEvolution, LocalSettings, ModelSettings};
 
 /// How `serve` runs evolutions.
 #[derive(Debug, Clone, Default)]

@@ -23,8 +23,9 @@ use super::AppState;
 use super::auth::{Caller, known_key, text};
 use super::evolution_store::SqliteExecutions;
 use crate::evolution::wire::{BatchJobs, ExecutionList, PromptsPage, Started};
-use crate::evolution::{EvolutionError, Paging, rules};
+use crate::evolution::{EvolutionError, rules};
 use crate::http::Secret;
+use crate::local::Paging;
 
 /// A dataset travels inside the start request; axum's 2 MB default is small for a long one.
 const BODY_LIMIT: usize = 16 * 1024 * 1024;

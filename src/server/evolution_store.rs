@@ -9,7 +9,7 @@ use rusqlite::params;
 
 use super::db::{Db, DbError};
 use crate::evolution::wire::{BatchJob, HistoryRecord, PromptState, StartExecution, Status};
-use crate::evolution::{ExecutionState, ExecutionStore, StoreError, StoredExecution};
+use crate::local::{ExecutionState, ExecutionStore, StoreError, StoredExecution};
 
 /// Executions and batch jobs in the server's database.
 #[derive(Clone)]

@@ -17,7 +17,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use axum::Router;
 
-use crate::evolution::LocalEvolution;
 use crate::http::Secret;
 use crate::inference::embedded::models_dir;
 use crate::inference::wire::Model;
@@ -25,6 +24,7 @@ use crate::inference::{
     EmbeddedError, EmbeddedModel, HttpInference, Inference, InferenceConfig, InferenceError,
     ModelChoice, SimConfig, SimConfigError, SimModel,
 };
+use crate::local::LocalEvolution;
 
 mod account_db;
 pub mod account_routes;

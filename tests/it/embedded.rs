@@ -378,9 +378,8 @@ async fn serve_offers_the_local_model_over_http() {
 #[tokio::test]
 async fn a_tiny_gepa_run_on_real_rows_stays_within_its_budget() {
     use gepa_lab::evolution::wire::{DatasetItem, StartExecution, Status};
-    use gepa_lab::evolution::{
-        Evolution, LocalEvolution, LocalSettings, ModelSettings, fetch_history,
-    };
+    use gepa_lab::evolution::{Evolution, fetch_history};
+    use gepa_lab::local::{LocalEvolution, LocalSettings, ModelSettings};
 
     let _turn = TURN.lock().await;
     let Some(model) = model() else { return };

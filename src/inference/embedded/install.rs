@@ -89,8 +89,7 @@ impl Pip {
     /// `python3 -m pip`: the pip of the Python on the PATH, which is what `pip download` users
     /// expect.
     pub fn from_env() -> Pip {
-        let command = std::env::var("GEPA_LAB_PIP")
-            .ok()
+        let command = crate::env::var(crate::env::PIP)
             .map(|c| c.split_whitespace().map(str::to_owned).collect::<Vec<_>>())
             .filter(|c| !c.is_empty())
             .unwrap_or_else(|| vec!["python3".into(), "-m".into(), "pip".into()]);

@@ -151,26 +151,24 @@ pub const DEFAULT_CONTEXT_TOKENS: u32 = 8192;
 
 impl EmbeddedConfig {
     pub fn from_env() -> Result<Self, EmbeddedError> {
-        let threads = match std::env::var("GEPA_LAB_THREADS") {
-            Ok(value) if !value.trim().is_empty() => {
-                positive(&value).ok_or_else(|| EmbeddedError::Setting {
-                    variable: "GEPA_LAB_THREADS",
-                    value: value.clone(),
-                    reason: "expected a whole number of threads, at least 1".into(),
-                })?
-            }
-            _ => default_threads(),
+        let threads = match crate::env::var(crate::env::THREADS) {
+            Some(value) => positive(&value).ok_or_else(|| EmbeddedError::Setting {
+                variable: crate::env::THREADS,
+                value: value.clone(),
+                reason: "expected a whole number of threads, at least 1".into(),
+            })?,
+            None => default_threads(),
         };
-        let context_tokens = match std::env::var("GEPA_LAB_CONTEXT_TOKENS") {
-            Ok(value) if !value.trim().is_empty() => positive(&value)
+        let context_tokens = match crate::env::var(crate::env::CONTEXT_TOKENS) {
+            Some(value) => positive(&value)
                 .and_then(|n| u32::try_from(n).ok())
                 .filter(|n| *n >= 64)
                 .ok_or_else(|| EmbeddedError::Setting {
-                    variable: "GEPA_LAB_CONTEXT_TOKENS",
+                    variable: crate::env::CONTEXT_TOKENS,
                     value: value.clone(),
                     reason: "expected a whole number of tokens, at least 64".into(),
                 })?,
-            _ => DEFAULT_CONTEXT_TOKENS,
+            None => DEFAULT_CONTEXT_TOKENS,
         };
         Ok(EmbeddedConfig {
             threads,

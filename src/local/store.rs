@@ -4,7 +4,8 @@
 //! through [`LocalEvolution::restore`](super::LocalEvolution::restore) at start-up.
 use async_trait::async_trait;
 
-use super::wire::{Execution, HistoryRecord, PromptState, StartExecution, Status};
+use crate::evolution::StoreError;
+use crate::evolution::wire::{Execution, HistoryRecord, PromptState, StartExecution, Status};
 
 /// One execution as a backend keeps it: the request it was started with (so it can be run
 /// again), its seed, its state and its history.
@@ -52,11 +53,6 @@ impl StoredExecution {
         }
     }
 }
-
-/// A store that could not record a change.
-#[derive(Debug, thiserror::Error)]
-#[error("execution store: {0}")]
-pub struct StoreError(#[source] pub Box<dyn std::error::Error + Send + Sync>);
 
 /// Makes executions durable. Calls for one execution arrive in order and never overlap.
 #[async_trait]

@@ -19,6 +19,13 @@
 //!
 //! Strategy `RPM` runs reflective mutation only; `SAM` adds the engine's merge of two lineages
 //! (our reading of "system-aware merge", which the service does not define).
+mod adapter;
+mod store;
+
+pub use crate::evolution::StoreError;
+pub use adapter::{InferenceTask, ModelSettings, evaluator_metric, scorer_for_metric};
+pub use store::{ExecutionState, ExecutionStore, StoredExecution};
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -26,16 +33,16 @@ use async_trait::async_trait;
 use chrono::{SecondsFormat, Utc};
 use tokio::sync::Semaphore;
 
-use super::adapter::{InferenceTask, ModelSettings, evaluator_metric, scorer_for_metric};
-use super::history::PAGE_LIMIT;
-use super::rules::validate_start;
-use super::store::{ExecutionState, ExecutionStore, StoredExecution};
-use super::wire::{BatchJobs, Execution, HistoryRecord, PromptState, StartExecution, Status};
-use super::{Evolution, EvolutionError, ServiceProfile};
 use crate::engine::{
     self, CandidateRecord, DEFAULT_REFLECTION_MINIBATCH, EngineConfig, EngineEvent, MergeConfig,
     OnTaskError, Proposer,
 };
+use crate::evolution::PAGE_LIMIT;
+use crate::evolution::rules::validate_start;
+use crate::evolution::wire::{
+    BatchJobs, Execution, HistoryRecord, PromptState, StartExecution, Status,
+};
+use crate::evolution::{Evolution, EvolutionError, ServiceProfile};
 use crate::inference::{Inference, is_local_model};
 use crate::score::ScorerSpec;
 

@@ -5,7 +5,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::*;
-use crate::evolution::store::StoreError;
 use crate::evolution::wire::DatasetItem;
 use crate::inference::wire::Model;
 use crate::inference::{ChatRequest, ChatResponse, ChunkStream, InferenceError, SimModel};
