@@ -392,6 +392,22 @@ fn replay_rows(dir: &Path) -> Vec<std::collections::HashMap<String, String>> {
         .collect()
 }
 
+/// Two short prompt files compared on the dataset through `serve`, with `extra` arguments.
+fn compare_two(serve: &Serve, extra: &[&str]) -> (tempfile::TempDir, Output) {
+    let temp = with_dataset();
+    let dir = temp.path();
+    write(
+        dir,
+        "a.txt",
+        "{review}\nAnswer with one of: positive, negative",
+    );
+    write(dir, "b.txt", "{review}\nOne of: positive, negative.");
+    let mut args = ARGS.to_vec();
+    args.extend(extra);
+    let output = compare(dir, &serve.url, &args);
+    (temp, output)
+}
+
 fn median(mut values: Vec<u64>) -> u64 {
     values.sort_unstable();
     values[values.len() / 2]
@@ -402,17 +418,11 @@ fn latency_is_the_answered_request_alone_and_pacing_is_counted_as_waiting() {
     // The case from the field: rpm pacing made `latency_ms` a median of 1504 ms where the server
     // answered in 205. Here 16 requests, 4 in flight, paced 200 ms apart (300 rpm).
     let serve = Serve::start(&["sim:model=m"], &[&format!("{KEY}:100000")]);
-    let temp = with_dataset();
-    let dir = temp.path();
-    write(
-        dir,
-        "a.txt",
-        "{review}\nAnswer with one of: positive, negative",
+    let (temp, output) = compare_two(
+        &serve,
+        &["--limit", "8", "--rpm", "300", "--concurrency", "4"],
     );
-    write(dir, "b.txt", "{review}\nOne of: positive, negative.");
-    let mut args = ARGS.to_vec();
-    args.extend(["--limit", "8", "--rpm", "300", "--concurrency", "4"]);
-    let output = compare(dir, &serve.url, &args);
+    let dir = temp.path();
     assert!(output.status.success(), "{}", text(&output.stderr));
     let rows = replay_rows(dir);
     assert_eq!(rows.len(), 16);
@@ -436,17 +446,8 @@ fn without_a_known_rpm_the_client_adapts_to_429s_and_loses_no_answer() {
     // its retries while the summary said every row was answered. Here a 60 rpm key (burst 6)
     // and 4 requests in flight: most requests meet a 429 at least once.
     let serve = Serve::start(&["sim:model=m"], &[&format!("{KEY}:60")]);
-    let temp = with_dataset();
+    let (temp, output) = compare_two(&serve, &["--limit", "8", "--concurrency", "4"]);
     let dir = temp.path();
-    write(
-        dir,
-        "a.txt",
-        "{review}\nAnswer with one of: positive, negative",
-    );
-    write(dir, "b.txt", "{review}\nOne of: positive, negative.");
-    let mut args = ARGS.to_vec();
-    args.extend(["--limit", "8", "--concurrency", "4"]);
-    let output = compare(dir, &serve.url, &args);
     let stderr = text(&output.stderr);
     assert!(output.status.success(), "{stderr}");
     let rows = replay_rows(dir);
