@@ -88,6 +88,21 @@ struct PromptArgs {
     /// a comparison exits 6, since its means rest on fewer rows than asked for.
     #[arg(long)]
     allow_missing: bool,
+    /// CI gate: exit 4 when any prompt after the first has a mean score below SCORE (0 to 1),
+    /// or no answered row.
+    #[arg(long, value_name = "SCORE", value_parser = super::ranges::score, requires = "prompts")]
+    fail_under: Option<f64>,
+    /// CI gate: exit 4 when any prompt after the first is significantly worse than the first
+    /// (the paired test of the comparison table).
+    #[arg(long, requires = "prompts")]
+    fail_if_worse: bool,
+    /// Write JUnit XML to FILE: a test suite per prompt, a test case per row, failed when its
+    /// score is below --pass-score or it has no answer.
+    #[arg(long, value_name = "FILE", requires = "prompts")]
+    junit: Option<PathBuf>,
+    /// The score a row needs to pass in --junit (0 to 1).
+    #[arg(long, value_name = "SCORE", value_parser = super::ranges::score, default_value_t = 1.0, requires = "junit")]
+    pass_score: f64,
     #[command(flatten)]
     inference: InferenceArgs,
 }
@@ -125,7 +140,74 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             exit::MISSING_ANSWERS
         );
     }
+    let gates = gate(
+        &comparison,
+        args.answering.fail_under,
+        args.answering.fail_if_worse,
+    );
+    for (_, line) in &gates {
+        eprintln!("{line}");
+    }
+    // A missed gate is what a CI job acts on; it outranks missing answers.
+    if gates.iter().any(|(passed, _)| !passed) {
+        code = exit::GATE_MISSED;
+    }
     Ok(ExitCode::from(code))
+}
+
+/// The CI gates of `compare --prompts`: whether each passed, and a line that says why.
+fn gate(
+    comparison: &CompareReport,
+    fail_under: Option<f64>,
+    fail_if_worse: bool,
+) -> Vec<(bool, String)> {
+    let mut lines = Vec::new();
+    let others = comparison.contenders.iter().skip(1);
+    if let Some(threshold) = fail_under {
+        let low: Vec<String> = others
+            .clone()
+            .filter(|c| c.mean.is_none_or(|mean| mean < threshold))
+            .map(|c| match c.mean {
+                Some(mean) => format!("{} scored {mean:.3}", c.source),
+                None => format!("{} answered no row", c.source),
+            })
+            .collect();
+        lines.push(if low.is_empty() {
+            let each: Vec<String> = others
+                .clone()
+                .map(|c| format!("{} {:.3}", c.source, c.mean.unwrap_or_default()))
+                .collect();
+            (
+                true,
+                format!("--fail-under {threshold}: passed ({})", each.join(", ")),
+            )
+        } else {
+            (
+                false,
+                format!("--fail-under {threshold}: missed ({})", low.join(", ")),
+            )
+        });
+    }
+    if fail_if_worse {
+        let worse: Vec<String> = comparison
+            .comparisons
+            .iter()
+            .filter(|c| c.verdict == crate::report::stats::Verdict::Worse)
+            .map(|c| format!("{}: {}", c.b, c.sentence))
+            .collect();
+        lines.push(if worse.is_empty() {
+            (
+                true,
+                "--fail-if-worse: passed (no prompt is significantly worse than the first)".into(),
+            )
+        } else {
+            (
+                false,
+                format!("--fail-if-worse: missed ({})", worse.join(" ")),
+            )
+        });
+    }
+    lines
 }
 
 /// Answers the prompt files on the dataset and compares them; the outer error is a failure
@@ -281,6 +363,11 @@ fn compare_prompts(
         &dir.file(report::SUMMARY_FILE),
         comparison.markdown().as_bytes(),
     )?;
+    if let Some(path) = &args.junit {
+        let xml = report::junit(&job.prompts, &answered.rows, args.pass_score);
+        write_atomic(path, xml.as_bytes())
+            .with_context(|| format!("writing --junit {}", path.display()))?;
+    }
     Ok(Ok((comparison, failed)))
 }
 

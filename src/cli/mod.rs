@@ -43,6 +43,8 @@ pub mod exit {
     pub const USAGE: u8 = 2;
     /// A service, file system or other runtime failure stopped the command.
     pub const FAILURE: u8 = 3;
+    /// A CI gate was missed: `run --fail-under`, `compare --fail-under` or `--fail-if-worse`.
+    pub const GATE_MISSED: u8 = 4;
     /// `run` and `compare --prompts` finished, but answers are missing (failed after their
     /// retries), so the means rest on fewer rows than planned; `--allow-missing` makes it 0.
     pub const MISSING_ANSWERS: u8 = 6;

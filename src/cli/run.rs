@@ -68,8 +68,6 @@ pub struct Args {
     settings: super::SettingsArgs,
 }
 
-/// Exit status when the `--fail-under` gate is missed.
-const GATE_MISSED: u8 = 4;
 /// Exit status when the run finished but an execution failed or timed out.
 const EXECUTION_FAILED: u8 = 5;
 
@@ -306,7 +304,7 @@ fn finish(
         let (passed, message) = gate(recommendation.as_ref(), threshold);
         eprintln!("{message}");
         if !passed {
-            code = GATE_MISSED;
+            code = exit::GATE_MISSED;
         }
     }
     Ok(code)

@@ -19,6 +19,7 @@ mod diff;
 mod export;
 mod format;
 mod html;
+mod junit;
 mod load;
 mod markdown;
 pub mod stats;
@@ -39,6 +40,7 @@ pub use context::{
 };
 pub use diff::{DiffStats, Segment, SegmentKind, word_diff};
 pub use export::{REPLAY_PARQUET_FILE, RESULTS_FILE, Results};
+pub use junit::junit;
 pub use load::{Execution, PromptVersion, RunData, load};
 pub use tables::{HistoryTotals, VersionTotals};
 

@@ -462,3 +462,104 @@ fn without_a_known_rpm_the_client_adapts_to_429s_and_loses_no_answer() {
     assert!(rate_limited > 0, "the limit was met: {requests} requests");
     assert_eq!(requests, 16, "each answered once");
 }
+
+#[test]
+fn a_ci_job_gates_a_prompt_change_and_reads_each_row_in_its_test_panel() {
+    let serve = Serve::start(&["sim:model=m"], &[&format!("{KEY}:100000")]);
+    let temp = with_dataset();
+    let dir = temp.path();
+    // `hint.txt` always gives the label; `plain.txt` picks one by hash.
+    write(
+        dir,
+        "hint.txt",
+        "Review: {review}\nAnswer with one of: {hint}, {hint}\n",
+    );
+    write(
+        dir,
+        "plain.txt",
+        "Review: {review}\nAnswer with one of: positive, negative\n",
+    );
+    let gated = |first: &str, second: &str| {
+        let args = [
+            "--yes",
+            "--prompts",
+            first,
+            second,
+            "--dataset",
+            "data.csv",
+            "--expected",
+            "label",
+            "--model",
+            "m",
+            "--json",
+            "--fail-under",
+            "0.9",
+            "--fail-if-worse",
+            "--junit",
+            "junit.xml",
+        ];
+        let output = compare(dir, &serve.url, &args);
+        let xml = std::fs::read_to_string(dir.join("junit.xml")).unwrap();
+        (output, xml)
+    };
+
+    // The change makes it worse: both gates miss, exit 4, and every lost row is a failed case.
+    let (output, xml) = gated("hint.txt", "plain.txt");
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(4), "{stderr}");
+    assert!(
+        stderr.contains("--fail-under 0.9: missed (plain.txt scored 0."),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("--fail-if-worse: missed (plain.txt: "),
+        "{stderr}"
+    );
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let plain_right = (report["contenders"][1]["mean"].as_f64().unwrap() * 40.0).round() as usize;
+    assert!(xml.starts_with("<?xml"));
+    assert!(
+        xml.contains("<testsuite name=\"hint.txt\" tests=\"40\" failures=\"0\""),
+        "{xml}"
+    );
+    assert!(
+        xml.contains(&format!(
+            "<testsuite name=\"plain.txt\" tests=\"40\" failures=\"{}\"",
+            40 - plain_right
+        )),
+        "{xml}"
+    );
+    assert_eq!(xml.matches("<testcase ").count(), 80);
+    assert_eq!(xml.matches("<failure ").count(), 40 - plain_right);
+    assert!(
+        xml.contains("expected: negative") && xml.contains("answer: "),
+        "{xml}"
+    );
+
+    // The change makes it better: both gates pass, exit 0.
+    let (output, xml) = gated("plain.txt", "hint.txt");
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("--fail-under 0.9: passed (hint.txt 1.000)"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--fail-if-worse: passed"), "{stderr}");
+    assert!(xml.contains("<testsuite name=\"hint.txt\" tests=\"40\" failures=\"0\""));
+
+    // Out of range: refused before anything is sent.
+    let output = compare(
+        dir,
+        &serve.url,
+        &[
+            "--prompts",
+            "a",
+            "b",
+            "--dataset",
+            "data.csv",
+            "--fail-under",
+            "1.5",
+        ],
+    );
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output.stderr));
+}
