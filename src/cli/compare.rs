@@ -297,6 +297,16 @@ fn compare_prompts(
     progress.finish();
 
     let failed = answered.rows.iter().filter(|r| !r.error.is_empty()).count();
+    if answered
+        .rows
+        .iter()
+        .any(|r| super::keys::is_unauthorized(&r.error))
+    {
+        eprintln!(
+            "tip: {}",
+            super::keys::unauthorized_hint(Some(&args.inference.base_url))
+        );
+    }
     if failed > 0 {
         eprintln!(
             "warning: {failed} of {} answers failed and are left out of the comparison; the error column of {} says why",

@@ -37,3 +37,48 @@ pub fn for_service(given: Option<Secret>, base_url: &str) -> anyhow::Result<Cred
 pub fn from_env(name: &str) -> Option<Secret> {
     crate::env::var(name).map(Secret::new)
 }
+
+/// What to tell a user whose key a service refused (401): which key each service was sent,
+/// and how to set one. Never the key itself. `inference_url` is the inference API the command
+/// used, when known (else the one of the environment).
+pub fn unauthorized_hint(inference_url: Option<&str>) -> String {
+    let inference_url = inference_url.map_or_else(super::backends::inference_url, str::to_owned);
+    let evolution_url = crate::evolution::EvolutionConfig::from_env().base_url;
+    let config = config_path().ok();
+    let stored = |url: &str| {
+        config
+            .as_ref()
+            .and_then(|path| UserConfig::load(path).ok())
+            .and_then(|config| config.service(url).map(|a| a.key.is_some()))
+            .unwrap_or(false)
+    };
+    let source = |var: &str, url: &str| {
+        if from_env(var).is_some() {
+            format!("the key in {var}")
+        } else if stored(url) {
+            format!(
+                "the key stored for {url} in {}",
+                config
+                    .as_ref()
+                    .map_or_else(String::new, |p| p.display().to_string())
+            )
+        } else {
+            "no key".to_owned()
+        }
+    };
+    format!(
+        "the service refused the API key (401 Unauthorized). Sent: {} to the inference API \
+         ({inference_url}), {} to the evolution API ({evolution_url}); a --key flag, where \
+         given, came first. Set a valid key in {} or {}, or store one with `gepa-lab auth key \
+         inference|evolution` (or `gepa-lab auth wallet` for an inference key).",
+        source(crate::env::INFERENCE_KEY, &inference_url),
+        source(crate::env::EVOLUTION_KEY, &evolution_url),
+        crate::env::INFERENCE_KEY,
+        crate::env::EVOLUTION_KEY,
+    )
+}
+
+/// Whether an error text (a replay row's, an execution's) is a refused key.
+pub fn is_unauthorized(error: &str) -> bool {
+    error.contains("401 Unauthorized")
+}

@@ -194,6 +194,15 @@ pub fn main() -> ExitCode {
         Ok(code) => code,
         Err(err) => {
             eprintln!("error: {err:#}");
+            let unauthorized = err.chain().any(|cause| {
+                cause
+                    .downcast_ref::<crate::http::ApiError>()
+                    .and_then(crate::http::ApiError::status)
+                    == Some(reqwest::StatusCode::UNAUTHORIZED)
+            });
+            if unauthorized {
+                eprintln!("tip: {}", keys::unauthorized_hint(None));
+            }
             ExitCode::from(exit::FAILURE)
         }
     }

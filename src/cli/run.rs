@@ -273,6 +273,26 @@ fn finish(
         .iter()
         .filter(|row| !row.error.is_empty())
         .count();
+    let refused_key = outcome
+        .replay
+        .iter()
+        .map(|row| row.error.as_str())
+        .chain(
+            outcome
+                .manifest
+                .executions
+                .iter()
+                .filter_map(|e| e.state.problem()),
+        )
+        .any(super::keys::is_unauthorized);
+    if refused_key {
+        let url = match &outcome.manifest.backend {
+            crate::store::Backend::Remote { inference_url, .. } => Some(inference_url.as_str()),
+            crate::store::Backend::Url { url } => Some(url.as_str()),
+            crate::store::Backend::Local => None,
+        };
+        eprintln!("tip: {}", super::keys::unauthorized_hint(url));
+    }
     if missing > 0 {
         eprintln!(
             "{missing} of {} replay answers are missing (the error column of replay.csv says \

@@ -563,3 +563,50 @@ fn a_ci_job_gates_a_prompt_change_and_reads_each_row_in_its_test_panel() {
     );
     assert_eq!(output.status.code(), Some(2), "{}", text(&output.stderr));
 }
+
+#[test]
+fn a_refused_key_says_which_key_was_sent_and_how_to_set_one() {
+    let serve = Serve::start(&["sim:model=m"], &[&format!("{KEY}:100000")]);
+    let temp = with_dataset();
+    let dir = temp.path();
+    write(dir, "a.txt", "{review}");
+    write(dir, "b.txt", "{review}!");
+    let output = Command::new(env!("CARGO_BIN_EXE_gepa-lab"))
+        .args([
+            "compare",
+            "--yes",
+            "--prompts",
+            "a.txt",
+            "b.txt",
+            "--dataset",
+            "data.csv",
+        ])
+        .args([
+            "--expected",
+            "label",
+            "--model",
+            "m",
+            "--limit",
+            "2",
+            "--url",
+            &serve.url,
+        ])
+        .current_dir(dir)
+        .env("GEPA_LAB_INFERENCE_KEY", "not-a-key-of-this-server")
+        .env("GEPA_LAB_CONFIG", dir.join("no-config.toml"))
+        .env_remove("GEPA_LAB_INFERENCE_RPM")
+        .env_remove("GEPA_LAB_EVOLUTION_KEY")
+        .output()
+        .unwrap();
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(6), "{stderr}");
+    assert!(
+        stderr.contains(&format!("tip: the service refused the API key (401 Unauthorized). Sent: the key in GEPA_LAB_INFERENCE_KEY to the inference API ({})", serve.url)),
+        "{stderr}"
+    );
+    assert!(stderr.contains("no key to the evolution API"), "{stderr}");
+    assert!(
+        !stderr.contains("not-a-key-of-this-server"),
+        "the key itself is never printed"
+    );
+}
