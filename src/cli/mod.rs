@@ -18,6 +18,7 @@ mod credits;
 mod evolution_args;
 mod executions;
 mod inference_args;
+mod init;
 mod keys;
 mod model;
 mod models;
@@ -105,6 +106,8 @@ enum Command {
     Model(model::Args),
     /// Print the completion script of a shell: bash, zsh, fish, elvish or powershell.
     Completions(completions::Args),
+    /// Write a first experiment file for a dataset, commented, that validates.
+    Init(init::Args),
 }
 
 /// Options that change how experiments are checked and estimated, shared by `validate`, `plan`
@@ -189,6 +192,7 @@ pub fn main() -> ExitCode {
         Command::Compare(args) => compare::run(args),
         Command::Model(args) => model::run(args),
         Command::Completions(args) => completions::run(args),
+        Command::Init(args) => init::run(args),
     };
     match result {
         Ok(code) => code,

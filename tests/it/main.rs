@@ -9,6 +9,7 @@ mod dataset_files;
 mod embedded;
 mod evolution;
 mod inference;
+mod init;
 mod plan;
 mod report;
 mod run;

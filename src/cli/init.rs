@@ -1,0 +1,456 @@
+//! `gepa-lab init --dataset CSV`: a first experiment file for a dataset, commented, that
+//! validates as written. The expected column and the inputs are guessed from the header, the
+//! seed prompt uses every input, the splits and the budget fit the file's rows, and the file is
+//! checked with `validate` before `init` says it is done.
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+
+use super::exit;
+use crate::engine::{DEFAULT_REFLECTION_MINIBATCH, reflections_assured};
+use crate::experiment::validate_file;
+
+/// Header names taken for the expected column, in this order, when `--expected` is not given.
+const EXPECTED_NAMES: [&str; 10] = [
+    "expected", "label", "answer", "output", "target", "gold", "class", "category", "queue", "y",
+];
+/// At most this many distinct expected values make a classification: the seed lists them.
+const MAX_LABELS: usize = 12;
+/// Reflections the generated budget pays for at least (see `budget-reflections`).
+const REFLECTIONS: u64 = 4;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The CSV file (with a header row) the experiment runs on.
+    #[arg(long, value_name = "CSV")]
+    dataset: PathBuf,
+    /// The column holding the expected output. Default: a column named expected, label, answer,
+    /// output, target, gold, class, category, queue or y, else the last column.
+    #[arg(long, value_name = "COLUMN")]
+    expected: Option<String>,
+    /// Where to write the experiment. Default: `<dataset stem>.toml` in the current folder.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// Replace FILE when it exists.
+    #[arg(long)]
+    force: bool,
+    #[command(flatten)]
+    settings: super::SettingsArgs,
+}
+
+/// What `init` learned of the dataset.
+struct Shape {
+    header: Vec<String>,
+    inputs: Vec<String>,
+    expected: String,
+    rows: usize,
+    /// The distinct expected values, when there are at most [`MAX_LABELS`].
+    labels: Option<BTreeSet<String>>,
+    /// Every expected value is a JSON object.
+    json_objects: bool,
+    longest_expected: usize,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let shape = match read_shape(&args.dataset, args.expected.as_deref()) {
+        Ok(shape) => shape,
+        Err(message) => {
+            eprintln!("error: {}: {message}", args.dataset.display());
+            return Ok(ExitCode::from(exit::INVALID));
+        }
+    };
+    let out = args.out.clone().unwrap_or_else(|| {
+        let stem = args
+            .dataset
+            .file_stem()
+            .map_or_else(|| "experiment".into(), |s| s.to_string_lossy().into_owned());
+        PathBuf::from(format!("{}.toml", name_of(&stem)))
+    });
+    if out.exists() && !args.force {
+        eprintln!(
+            "error: {} exists; pass --force to replace it, or --out for another file",
+            out.display()
+        );
+        return Ok(ExitCode::from(exit::INVALID));
+    }
+    let text = match experiment(&shape, &args.dataset, &out) {
+        Ok(text) => text,
+        Err(message) => {
+            eprintln!("error: {}: {message}", args.dataset.display());
+            return Ok(ExitCode::from(exit::INVALID));
+        }
+    };
+    if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("creating the folder {}", parent.display()))?;
+    }
+    crate::store::write_atomic(&out, text.as_bytes())?;
+    let validation = validate_file(&out, &args.settings.settings());
+    for diagnostic in &validation.diagnostics {
+        eprintln!("{diagnostic}\n");
+    }
+    if validation.plan.is_none() {
+        eprintln!(
+            "{}: written, but it does not validate (see above); edit it, then `gepa-lab validate {}`",
+            out.display(),
+            out.display()
+        );
+        return Ok(ExitCode::from(exit::INVALID));
+    }
+    println!(
+        "{}: an experiment on {} ({} rows; inputs {}; expected {}). It validates; read its \
+         comments, then `gepa-lab run {}`.",
+        out.display(),
+        args.dataset.display(),
+        shape.rows,
+        shape.inputs.join(", "),
+        shape.expected,
+        out.display()
+    );
+    Ok(ExitCode::from(exit::OK))
+}
+
+/// Reads the header and every row once: the columns, the row count and the expected values.
+fn read_shape(dataset: &Path, expected: Option<&str>) -> Result<Shape, String> {
+    let mut reader = csv::Reader::from_path(dataset).map_err(|e| e.to_string())?;
+    let header: Vec<String> = reader
+        .headers()
+        .map_err(|e| format!("reading the header: {e}"))?
+        .iter()
+        .map(|h| h.trim().to_owned())
+        .collect();
+    if header.len() < 2 {
+        return Err(format!(
+            "the header has {} column(s) ({}); an experiment needs at least one input column and \
+             the expected column",
+            header.len(),
+            header.join(", ")
+        ));
+    }
+    let expected = match expected {
+        Some(name) => {
+            if !header.iter().any(|h| h == name) {
+                return Err(format!(
+                    "--expected {name:?} is not a column (columns: {})",
+                    header.join(", ")
+                ));
+            }
+            name.to_owned()
+        }
+        None => EXPECTED_NAMES
+            .iter()
+            .find_map(|want| header.iter().find(|h| h.eq_ignore_ascii_case(want)))
+            .unwrap_or_else(|| &header[header.len() - 1])
+            .clone(),
+    };
+    let at = header
+        .iter()
+        .position(|h| *h == expected)
+        .unwrap_or_default();
+    let is_id = |name: &str| {
+        let lower = name.to_ascii_lowercase();
+        lower == "id" || lower.ends_with("_id")
+    };
+    let mut inputs: Vec<String> = header
+        .iter()
+        .filter(|h| **h != expected && !is_id(h) && !h.is_empty())
+        .cloned()
+        .collect();
+    if inputs.is_empty() {
+        inputs = header.iter().filter(|h| **h != expected).cloned().collect();
+    }
+    let mut rows = 0;
+    let mut labels = BTreeSet::new();
+    let mut longest_expected = 0;
+    let mut json_objects = true;
+    for (index, record) in reader.records().enumerate() {
+        let record = record.map_err(|e| format!("row {}: {e}", index + 1))?;
+        rows += 1;
+        let value = record.get(at).unwrap_or_default().trim();
+        longest_expected = longest_expected.max(value.len());
+        json_objects = json_objects
+            && serde_json::from_str::<serde_json::Value>(value).is_ok_and(|v| v.is_object());
+        if labels.len() <= MAX_LABELS {
+            labels.insert(value.to_owned());
+        }
+    }
+    Ok(Shape {
+        header,
+        inputs,
+        expected,
+        rows,
+        labels: (labels.len() <= MAX_LABELS).then_some(labels),
+        json_objects: json_objects && rows > 0,
+        longest_expected,
+    })
+}
+
+/// The experiment's name: the dataset's stem in the characters a name may use.
+fn name_of(stem: &str) -> String {
+    let name: String = stem
+        .to_ascii_lowercase()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(30)
+        .collect();
+    if name.is_empty() {
+        "experiment".into()
+    } else {
+        name
+    }
+}
+
+/// The splits for `rows` rows: (minibatch, pareto), leaving at least a third for the holdout.
+fn splits(rows: usize) -> Result<(usize, usize), String> {
+    if rows < 6 {
+        return Err(format!(
+            "{rows} data rows; an experiment needs at least 6 (minibatch, Pareto and holdout rows)"
+        ));
+    }
+    let minibatch = (rows / 10).clamp(2, 10);
+    let pareto = (rows / 5).clamp(2, 20);
+    Ok((minibatch, pareto))
+}
+
+/// The smallest budget of at least 25, in steps of 5, that pays for [`REFLECTIONS`].
+fn budget(minibatch: usize, pareto: usize) -> u64 {
+    let mut budget = 25;
+    while reflections_assured(
+        minibatch as u64,
+        pareto as u64,
+        budget,
+        DEFAULT_REFLECTION_MINIBATCH as u64,
+    ) < REFLECTIONS
+    {
+        budget += 5;
+    }
+    budget
+}
+
+/// A TOML basic string literal.
+fn quoted(text: &str) -> String {
+    let mut out = String::from("\"");
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04X}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// The experiment file's text.
+fn experiment(shape: &Shape, dataset: &Path, out: &Path) -> Result<String, String> {
+    let (minibatch, pareto) = splits(shape.rows)?;
+    let budget = budget(minibatch, pareto);
+    // The dataset as the experiment file names it: as given when absolute, else relative to the
+    // experiment file's own folder (paths in the file resolve against it).
+    let dataset_path = if dataset.is_absolute() {
+        dataset.to_owned()
+    } else {
+        relative_to(dataset, out.parent().unwrap_or(Path::new("")))
+    };
+    let stem = out
+        .file_stem()
+        .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
+    let name = name_of(&stem);
+    let mut seed = String::new();
+    for input in &shape.inputs {
+        // A placeholder names its column; `{` and `}` in a column name cannot be written.
+        if input.contains(['{', '}']) {
+            return Err(format!(
+                "column {input:?} has a brace in its name, which a prompt placeholder cannot name"
+            ));
+        }
+        seed.push_str(&format!("{}: {{{input}}}\n", title(input)));
+    }
+    let (task, scorer, max_tokens) = match &shape.labels {
+        _ if shape.json_objects => (
+            "Answer with a JSON object only, with the same fields every time.".to_owned(),
+            "json_match",
+            (shape.longest_expected * 2).max(64),
+        ),
+        Some(labels) => {
+            let list: Vec<&str> = labels.iter().map(String::as_str).collect();
+            (
+                format!(
+                    "Answer with exactly one of: {}. Give only the answer.",
+                    list.join(", ")
+                ),
+                "exact_match_ci",
+                shape.longest_expected + 16,
+            )
+        }
+        None => (
+            format!(
+                "Give the {}. Give only the answer.",
+                title(&shape.expected).to_lowercase()
+            ),
+            "f1",
+            (shape.longest_expected + 16).max(64),
+        ),
+    };
+    seed.push_str(&task);
+    let inputs: Vec<String> = shape.inputs.iter().map(|i| quoted(i)).collect();
+    let unused: Vec<&String> = shape
+        .header
+        .iter()
+        .filter(|h| **h != shape.expected && !shape.inputs.contains(h))
+        .collect();
+    let unused_note = if unused.is_empty() {
+        String::new()
+    } else {
+        let names: Vec<&str> = unused.iter().map(|s| s.as_str()).collect();
+        format!(
+            "# Left out of the inputs (they look like ids): {}.\n",
+            names.join(", ")
+        )
+    };
+    let labels_note = match &shape.labels {
+        _ if shape.json_objects => {
+            "# The expected column holds JSON objects: answers are scored by the share of the\n\
+             # expected fields they match (json_match).\n"
+                .to_owned()
+        }
+        Some(labels) => format!(
+            "# The expected column has {} distinct values, so this is a classification: the seed\n\
+             # lists them and answers are scored by exact match, ignoring case.\n",
+            labels.len()
+        ),
+        None => "# The expected column is free text: answers are scored by token overlap (f1).\n"
+            .to_owned(),
+    };
+    Ok(format!(
+        r#"# Written by `gepa-lab init --dataset {dataset}`: a first experiment on this dataset.
+# It validates as it is; read the comments, change what you know better, then:
+#   gepa-lab validate {file}
+#   gepa-lab run {file}              # offline: the built-in engine and the embedded model
+# The format: `gepa-lab schema`, and the README's "The experiment file".
+name = {name}
+description = {description}
+
+[prompt]
+# The prompt to improve. Each {{column}} is filled from a dataset row.
+{labels_note}seed = """{seed}"""
+
+[dataset]
+file = {dataset_path}
+{unused_note}inputs = [{inputs}]
+expected = {expected}
+# {rows} data rows: the first {minibatch} (after shuffling) show the engine its mistakes, the next
+# {pareto} judge each new prompt, and the rest are held out to compare the prompts at the end.
+minibatch = {minibatch}
+pareto = {pareto}
+holdout = "rest"
+shuffle_seed = 7
+
+[evolution]
+strategy = "RPM"
+model = "{word}-4o-mini"
+# Inference calls the evolution may spend: this one pays for at least {reflections} proposals.
+budget = {budget}
+
+[evaluator]
+model = "{word}-4o-mini"
+metric = "exact_match"
+
+[replay]
+# The seed and the best evolved prompt, answered on the holdout rows by each model.
+models = ["local"]
+top = 1
+scorer = "{scorer}"
+temperature = 0.0
+max_tokens = {max_tokens}
+concurrency = 2
+"#,
+        dataset = dataset.display(),
+        file = out.display(),
+        name = quoted(&name),
+        description = quoted(&format!(
+            "{} from {}",
+            title(&shape.expected),
+            shape.inputs.join(", ")
+        )),
+        seed = seed.replace('\\', "\\\\").replace("\"\"\"", "\"\"\\\""),
+        dataset_path = quoted(&dataset_path.to_string_lossy()),
+        inputs = inputs.join(", "),
+        expected = quoted(&shape.expected),
+        rows = shape.rows,
+        word = crate::evolution::ServiceProfile::from_env().model_word,
+        reflections = REFLECTIONS,
+    ))
+}
+
+/// `Review text` for `review_text`.
+fn title(column: &str) -> String {
+    let spaced = column.replace(['_', '-'], " ");
+    let mut chars = spaced.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => spaced,
+    }
+}
+
+/// `path` as seen from `base`, both taken as given (relative to the current folder, or absolute).
+fn relative_to(path: &Path, base: &Path) -> PathBuf {
+    let absolute = |p: &Path| {
+        if p.is_absolute() {
+            p.to_owned()
+        } else {
+            std::env::current_dir().unwrap_or_default().join(p)
+        }
+    };
+    let (path, base) = (absolute(path), absolute(base));
+    let path: Vec<_> = path.components().collect();
+    let base: Vec<_> = base.components().collect();
+    let common = path.iter().zip(&base).take_while(|(a, b)| a == b).count();
+    let mut out = PathBuf::new();
+    for _ in common..base.len() {
+        out.push("..");
+    }
+    for part in &path[common..] {
+        out.push(part);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_fit_the_rows_and_the_budget_pays_for_the_reflections() {
+        assert!(splits(5).is_err());
+        for rows in [6, 20, 40, 109, 5000] {
+            let (minibatch, pareto) = splits(rows).unwrap();
+            assert!(minibatch + pareto < rows, "{rows}: a holdout is left");
+            let budget = budget(minibatch, pareto);
+            assert!(budget >= 25 && budget.is_multiple_of(5));
+            assert!(reflections_assured(minibatch as u64, pareto as u64, budget, 3) >= REFLECTIONS);
+        }
+    }
+
+    #[test]
+    fn names_titles_and_paths() {
+        assert_eq!(name_of("My Tickets (2024)"), "my-tickets--2024-");
+        assert_eq!(title("review_text"), "Review text");
+        assert_eq!(
+            relative_to(Path::new("/a/data/x.csv"), Path::new("/a/exp")),
+            PathBuf::from("../data/x.csv")
+        );
+        assert_eq!(quoted("a \"b\"\n\\"), "\"a \\\"b\\\"\\n\\\\\"");
+    }
+}

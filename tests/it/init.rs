@@ -1,0 +1,142 @@
+//! `gepa-lab init --dataset CSV`: a first experiment that validates as written, for the
+//! project's datasets and for a file with an id column and free-text answers; and its refusals.
+use std::path::Path;
+use std::process::{Command, Output};
+
+use crate::common::root;
+
+fn gepa_lab(cwd: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gepa-lab"))
+        .args(args)
+        .current_dir(cwd)
+        .env_remove("GEPA_LAB_MODEL_WORD")
+        .output()
+        .expect("the gepa-lab binary runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn init_writes_an_experiment_that_validates_for_each_dataset() {
+    let temp = tempfile::tempdir().unwrap();
+    for (dataset, expected, scorer) in [
+        ("sentiment", "label", "exact_match_ci"),
+        ("support_tickets", "queue", "exact_match_ci"),
+        ("extraction", "expected_json", "json_match"),
+    ] {
+        let csv = root().join(format!("datasets/{dataset}.csv"));
+        let out = temp.path().join(format!("experiments/{dataset}.toml"));
+        let output = gepa_lab(
+            temp.path(),
+            &[
+                "init",
+                "--dataset",
+                csv.to_str().unwrap(),
+                "--out",
+                out.to_str().unwrap(),
+            ],
+        );
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        assert!(text(&output.stdout).contains("It validates"));
+        let toml = std::fs::read_to_string(&out).unwrap();
+        assert!(
+            toml.contains(&format!("expected = \"{expected}\"")),
+            "{toml}"
+        );
+        assert!(toml.contains(&format!("scorer = \"{scorer}\"")), "{toml}");
+        // No warning either: `validate` prints nothing but its summary.
+        let validate = gepa_lab(temp.path(), &["validate", out.to_str().unwrap()]);
+        assert!(validate.status.success(), "{}", text(&validate.stderr));
+        assert!(
+            !text(&validate.stderr).contains("warning"),
+            "{}",
+            text(&validate.stderr)
+        );
+    }
+    let tickets =
+        std::fs::read_to_string(temp.path().join("experiments/support_tickets.toml")).unwrap();
+    assert!(
+        tickets.contains("Subject: {subject}\nBody: {body}\nAnswer with exactly one of: account, billing, feedback, shipping, technical."),
+        "{tickets}"
+    );
+}
+
+#[test]
+fn init_guesses_the_columns_leaves_ids_out_and_refuses_what_it_cannot_do() {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path();
+    let mut csv = String::from("ticket_id,question,context,answer\n");
+    for i in 0..30 {
+        csv.push_str(&format!("{i},What is item {i}?,\"Item {i} is a \"\"thing\"\", number {i}.\",A thing numbered {i}\n"));
+    }
+    std::fs::write(dir.join("qa.csv"), csv).unwrap();
+    let output = gepa_lab(dir, &["init", "--dataset", "qa.csv"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let toml = std::fs::read_to_string(dir.join("qa.toml")).unwrap();
+    assert!(
+        toml.contains("inputs = [\"question\", \"context\"]"),
+        "{toml}"
+    );
+    assert!(
+        toml.contains("# Left out of the inputs (they look like ids): ticket_id."),
+        "{toml}"
+    );
+    assert!(
+        toml.contains("expected = \"answer\"") && toml.contains("scorer = \"f1\""),
+        "{toml}"
+    );
+    assert!(
+        toml.contains("file = \"qa.csv\""),
+        "relative to the experiment file: {toml}"
+    );
+
+    // An existing file is kept unless --force.
+    let again = gepa_lab(dir, &["init", "--dataset", "qa.csv"]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(text(&again.stderr).contains("qa.toml exists; pass --force"));
+    assert!(
+        gepa_lab(dir, &["init", "--dataset", "qa.csv", "--force"])
+            .status
+            .success()
+    );
+
+    // A named expected column that is not there; a file too short to split.
+    let wrong = gepa_lab(
+        dir,
+        &[
+            "init",
+            "--dataset",
+            "qa.csv",
+            "--expected",
+            "anwser",
+            "--out",
+            "x.toml",
+        ],
+    );
+    assert_eq!(wrong.status.code(), Some(1));
+    assert!(
+        text(&wrong.stderr).contains(
+            "--expected \"anwser\" is not a column (columns: ticket_id, question, context, answer)"
+        ),
+        "{}",
+        text(&wrong.stderr)
+    );
+    std::fs::write(dir.join("tiny.csv"), "q,a\n1,2\n3,4\n").unwrap();
+    let tiny = gepa_lab(dir, &["init", "--dataset", "tiny.csv"]);
+    assert_eq!(tiny.status.code(), Some(1));
+    assert!(
+        text(&tiny.stderr).contains("tiny.csv: 2 data rows; an experiment needs at least 6"),
+        "{}",
+        text(&tiny.stderr)
+    );
+    assert!(!dir.join("tiny.toml").exists(), "nothing written");
+    let missing = gepa_lab(dir, &["init", "--dataset", "nope.csv"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(
+        text(&missing.stderr).contains("nope.csv"),
+        "{}",
+        text(&missing.stderr)
+    );
+}
