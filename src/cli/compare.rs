@@ -281,19 +281,27 @@ fn compare_prompts(
     let dir = RunDir::folder(&root.path.join(folder_name(&job, &prepared)))?;
     let inference = args.inference.backend(std::slice::from_ref(&job.model))?;
     let progress = Progress::new();
-    let answered = super::runtime()?
-        .block_on(prompts::answer(
-            &job,
-            &prepared.scorer,
-            planned,
-            inference,
-            Folders {
-                cache: &root,
-                output: &dir,
-            },
-            &progress,
-        ))
-        .context("answering the prompts")?;
+    let answering = prompts::answer(
+        &job,
+        &prepared.scorer,
+        planned,
+        inference,
+        Folders {
+            cache: &root,
+            output: &dir,
+        },
+        &progress,
+    );
+    let Some(answered) = super::until_interrupted(&super::runtime()?, answering) else {
+        progress.finish();
+        eprintln!(
+            "\ninterrupted: every answer received so far is kept in {}. Run the same command \
+             again to go on: only the requests never answered are sent.",
+            root.file(crate::store::CACHE_FILE).display()
+        );
+        return Ok(Err(ExitCode::from(exit::INTERRUPTED)));
+    };
+    let answered = answered.context("answering the prompts")?;
     progress.finish();
 
     let failed = answered.rows.iter().filter(|r| !r.error.is_empty()).count();

@@ -49,6 +49,8 @@ pub mod exit {
     /// `run` and `compare --prompts` finished, but answers are missing (failed after their
     /// retries), so the means rest on fewer rows than planned; `--allow-missing` makes it 0.
     pub const MISSING_ANSWERS: u8 = 6;
+    /// Stopped by Ctrl-C (128 + SIGINT, as shells report it); what was received is kept.
+    pub const INTERRUPTED: u8 = 130;
 }
 
 #[derive(Debug, Parser)]
@@ -225,6 +227,21 @@ fn confirm(what: &str) -> anyhow::Result<bool> {
     let mut answer = String::new();
     std::io::stdin().lock().read_line(&mut answer)?;
     Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
+}
+
+/// Runs `job` to its end, or until the user presses Ctrl-C: then `None`, and the caller says what
+/// was kept and how to go on. Dropping `job` cancels the requests in flight; every answer
+/// already received was appended to its cache the moment it arrived.
+fn until_interrupted<F: std::future::Future>(
+    runtime: &tokio::runtime::Runtime,
+    job: F,
+) -> Option<F::Output> {
+    runtime.block_on(async {
+        tokio::select! {
+            output = job => Some(output),
+            _ = tokio::signal::ctrl_c() => None,
+        }
+    })
 }
 
 /// The async runtime for subcommands that talk to services.

@@ -1,10 +1,16 @@
-//! Progress bars for `run`: one line per execution (status, generation, score, budget spent),
-//! then one bar for the replay. Drawn on stderr, and only when stderr is a terminal; otherwise
-//! each event worth a line is printed plainly, so logs of CI jobs stay readable.
+//! Progress bars for `run` and `compare --prompts`: one line per execution (status, generation,
+//! score, budget spent), then one bar for the answers, with their rate and the time left. Drawn
+//! on stderr, and only when stderr is a terminal; otherwise each event worth a line is printed
+//! plainly, and the answers' progress once every [`PLAIN_EVERY`], so logs of CI jobs stay
+//! readable and never go quiet for long.
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
-use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{HumanDuration, MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// How often the answers' progress is printed when stderr is not a terminal.
+const PLAIN_EVERY: Duration = Duration::from_secs(5);
 
 use crate::runner::{Event, Observer};
 
@@ -13,6 +19,8 @@ pub struct Progress {
     interactive: bool,
     executions: Mutex<HashMap<String, ProgressBar>>,
     replay: Mutex<Option<ProgressBar>>,
+    /// When the answers' progress was last printed plainly.
+    last_plain: Mutex<Option<Instant>>,
 }
 
 impl Progress {
@@ -28,6 +36,7 @@ impl Progress {
             interactive,
             executions: Mutex::new(HashMap::new()),
             replay: Mutex::new(None),
+            last_plain: Mutex::new(None),
         }
     }
 
@@ -49,6 +58,28 @@ impl Progress {
         } else {
             eprintln!("{text}");
         }
+    }
+
+    /// One plain line of the answers' progress, at most once every [`PLAIN_EVERY`], and at the
+    /// last answer.
+    fn plain_progress(&self, bar: &ProgressBar) {
+        let mut last = self
+            .last_plain
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let done = bar.position();
+        let total = bar.length().unwrap_or(done);
+        let due = last.is_none_or(|at| at.elapsed() >= PLAIN_EVERY);
+        if !due && done < total {
+            return;
+        }
+        *last = Some(Instant::now());
+        let left = if done < total {
+            format!(", about {} left", HumanDuration(bar.eta()))
+        } else {
+            String::new()
+        };
+        eprintln!("answers: {done} of {total} ({:.1}/s{left})", bar.per_sec());
     }
 
     fn execution_bar(&self, variant: &str) -> ProgressBar {
@@ -177,8 +208,10 @@ impl Observer for Progress {
                 ));
                 let bar = self.multi.add(ProgressBar::new(*waiting as u64));
                 bar.set_style(
-                    ProgressStyle::with_template("  replay {bar:30} {pos}/{len} {msg}")
-                        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+                    ProgressStyle::with_template(
+                        "  answers {bar:30} {pos}/{len} {per_sec} · about {eta} left {msg}",
+                    )
+                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
                 );
                 *self
                     .replay
@@ -195,6 +228,9 @@ impl Observer for Progress {
                     bar.inc(1);
                     if let Some(error) = error {
                         bar.set_message(format!("last error: {error}"));
+                    }
+                    if !self.interactive {
+                        self.plain_progress(bar);
                     }
                 }
             }

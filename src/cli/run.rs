@@ -131,11 +131,27 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .map(|r| &r.scorer);
         let backends = backends::build(&choice, &replay_models, replay_scorer, args.rpm)?;
         let progress = Progress::new();
-        let outcome = runtime
-            .block_on(runner::execute(
-                dir, manifest, &backends, &options, &progress,
-            ))
-            .context("running the experiment")?;
+        let path = dir.path.clone();
+        let local = matches!(manifest.backend, crate::store::Backend::Local);
+        let job = runner::execute(dir, manifest, &backends, &options, &progress);
+        let Some(outcome) = super::until_interrupted(&runtime, job) else {
+            progress.finish();
+            eprintln!(
+                "\ninterrupted: everything received so far is kept in {} (states in run.json, \
+                 answers in cache.jsonl). Continue with:\n  gepa-lab run --resume {}{}",
+                path.display(),
+                path.display(),
+                if local {
+                    "\nAn evolution of the local engine that was still running cannot be \
+                     continued (it keeps no checkpoint yet): the resumed run records it as \
+                     failed and still replays its seed."
+                } else {
+                    ""
+                }
+            );
+            return Ok(ExitCode::from(exit::INTERRUPTED));
+        };
+        let outcome = outcome.context("running the experiment")?;
         let options = crate::report::RenderOptions { png: args.png };
         let code = finish(&outcome, args.fail_under, args.allow_missing, options)?;
         worst = worst.max(code);

@@ -610,3 +610,66 @@ fn a_refused_key_says_which_key_was_sent_and_how_to_set_one() {
         "the key itself is never printed"
     );
 }
+
+#[test]
+fn progress_is_printed_plainly_in_a_log_and_ctrl_c_keeps_what_was_answered() {
+    // Paced at 120 rpm: 20 requests take about 10 s, so an interrupt lands halfway.
+    let serve = Serve::start(&["sim:model=m"], &[&format!("{KEY}:100000")]);
+    let temp = with_dataset();
+    let dir = temp.path();
+    write(
+        dir,
+        "a.txt",
+        "{review}\nAnswer with one of: positive, negative",
+    );
+    write(dir, "b.txt", "{review}\nOne of: positive, negative.");
+    let mut args = ARGS.to_vec();
+    args.extend(["--limit", "10", "--rpm", "120", "--concurrency", "1"]);
+    let child = Command::new(env!("CARGO_BIN_EXE_gepa-lab"))
+        .arg("compare")
+        .args(&args)
+        .args(["--url", &serve.url])
+        .current_dir(dir)
+        .env("GEPA_LAB_INFERENCE_KEY", KEY)
+        .env_remove("GEPA_LAB_INFERENCE_RPM")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    let sent = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let output = child.wait_with_output().unwrap();
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    assert!(
+        stderr.contains("interrupted: every answer received so far is kept in"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("answers: 1 of 20 ("),
+        "a plain line at once: {stderr}"
+    );
+    let kept = cached_answers(dir);
+    assert!((2..20).contains(&kept), "{kept} answers kept: {stderr}");
+
+    // The same command goes on where it stopped, and says how far it is as it goes.
+    let output = compare(dir, &serve.url, &args);
+    let stderr = text(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{} request(s) to send, {kept} answer(s) already cached",
+            20 - kept
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("answers: {0} of {0} (", 20 - kept)),
+        "{stderr}"
+    );
+    assert_eq!(cached_answers(dir), 20);
+}
