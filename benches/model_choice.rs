@@ -80,7 +80,11 @@ fn main() {
                 let answer = runtime
                     .block_on(loaded.generate(&request))
                     .unwrap_or_else(|e| fail(&e.to_string()));
-                total += task.scorer.score(answer.response.content(), expected).value;
+                total += task
+                    .scorer
+                    .score(None, answer.response.content(), expected)
+                    .unwrap_or_else(|e| fail(&e.to_string()))
+                    .value;
                 prompt_tokens += u64::from(answer.stats.prompt_tokens_evaluated);
                 prompt_secs += answer.stats.prompt_time.as_secs_f64();
                 gen_tokens += u64::from(answer.stats.completion_tokens);

@@ -1039,6 +1039,24 @@ fn check_replay(scope: &mut Scope<'_, '_>, replay: &ReplaySection) -> Option<Rep
                 }
             }
         }
+        Ok(ScorerSpec::Command { command, .. }) => {
+            // The program runs in the experiment file's folder.
+            let dir = scope.checker.base_dir.clone();
+            match crate::score::command::find_program(&command, &dir) {
+                Ok(()) => Some(ScorerSpec::Command { command, dir }),
+                Err(message) => {
+                    scope.report(
+                        "replay.scorer",
+                        Diagnostic::error(
+                            Rule::ReplayScorer,
+                            format!("scorer command `{command}`: {message}"),
+                        )
+                        .seen(&replay.scorer),
+                    );
+                    None
+                }
+            }
+        }
         Ok(ScorerSpec::Judge) if replay.judge.is_none() => {
             scope.report(
                 "replay.scorer",

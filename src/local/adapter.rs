@@ -189,7 +189,10 @@ impl Task for InferenceTask {
             .await
             .map_err(TaskError::new)?;
         let output = answer.content().to_owned();
-        let score = self.scorer.score(&output, &item.expected_output);
+        let score = self
+            .scorer
+            .score(None, &output, &item.expected_output)
+            .map_err(TaskError::new)?;
         Ok(Evaluation {
             output,
             score: score.value,

@@ -6,7 +6,6 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
-use crate::score::ScorerSpec;
 use crate::store::{Backend, ReplayRow};
 
 use super::diff::{DiffStats, Segment, word_diff};
@@ -271,7 +270,7 @@ pub fn build(
             replay: spec.replay.as_ref().map(|r| ReplayView {
                 models: r.models.clone(),
                 top: r.top,
-                scorer: scorer_name(&r.scorer),
+                scorer: r.scorer.to_string(),
                 temperature: r.temperature,
                 max_tokens: r.max_tokens,
             }),
@@ -770,21 +769,6 @@ fn backend_text(backend: &Backend, simulated: bool) -> String {
         format!("{text}; answers from the test stand-in model")
     } else {
         text
-    }
-}
-
-fn scorer_name(scorer: &ScorerSpec) -> String {
-    // As the experiment file spells it.
-    match scorer {
-        ScorerSpec::ExactMatch => "exact_match".into(),
-        ScorerSpec::ExactMatchCi => "exact_match_ci".into(),
-        ScorerSpec::Contains => "contains".into(),
-        ScorerSpec::Regex { pattern } => format!("regex:{pattern}"),
-        ScorerSpec::Numeric { tolerance } => format!("numeric:{tolerance}"),
-        ScorerSpec::JsonSchema { schema } => format!("json_schema:{}", schema.display()),
-        ScorerSpec::JsonMatch => "json_match".into(),
-        ScorerSpec::F1 => "f1".into(),
-        ScorerSpec::Judge => "judge".into(),
     }
 }
 

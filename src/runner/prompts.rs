@@ -286,10 +286,11 @@ pub async fn answer(
         .iter()
         .map(|cell| {
             let answer = cache.get(&cell.key);
-            let score = answer.map_or_else(replay::no_answer, |a| {
-                scorer.score(&a.output, &cell.expected)
-            });
-            replay_row(cell, answer, score, &errors)
+            match answer.map(|a| scorer.score(Some(cell.row), &a.output, &cell.expected)) {
+                Some(Ok(score)) => replay_row(cell, answer, score, &errors),
+                Some(Err(err)) => replay::unscored(cell, answer, &err.to_string(), &errors),
+                None => replay_row(cell, answer, replay::no_answer(), &errors),
+            }
         })
         .collect();
     let simulated = cells

@@ -290,6 +290,20 @@ pub(super) fn no_answer() -> Score {
     }
 }
 
+/// The line of `replay.csv` for an answer that could not be scored (a failed judge call, a
+/// failed scorer command): an error row, left out of every mean and test, not a wrong answer.
+pub(super) fn unscored(
+    cell: &Cell,
+    answer: Option<&CachedAnswer>,
+    reason: &str,
+    errors: &HashMap<String, String>,
+) -> ReplayRow {
+    let mut row = replay_row(cell, answer, no_answer(), errors);
+    row.feedback = "not graded".to_owned();
+    row.error = reason.to_owned();
+    row
+}
+
 /// The line of `replay.csv` for a cell, its answer (if any) and that answer's score.
 pub(super) fn replay_row(
     cell: &Cell,
@@ -395,7 +409,12 @@ pub(super) async fn replay(
         .map(|cell| {
             let answer = cache.get(&cell.key);
             let score = match (answer, scorers.get(&cell.variant)) {
-                (Some(answer), Some(scorer)) => scorer.score(&answer.output, &cell.expected),
+                (Some(answer), Some(scorer)) => {
+                    match scorer.score(Some(cell.row), &answer.output, &cell.expected) {
+                        Ok(score) => score,
+                        Err(err) => return unscored(cell, Some(answer), &err.to_string(), &errors),
+                    }
+                }
                 (Some(answer), None) => {
                     match judged.get(&(cell.variant.clone(), answer.key.clone())) {
                         Some(Ok(grade)) => grade.clone(),
@@ -406,10 +425,8 @@ pub(super) async fn replay(
                                 Some(Err(reason)) => reason.clone(),
                                 _ => "the judge gave no grade".to_owned(),
                             };
-                            let mut row = replay_row(cell, Some(answer), no_answer(), &errors);
-                            row.feedback = "not graded".to_owned();
-                            row.error = format!("judge: {reason}");
-                            return row;
+                            let reason = format!("judge: {reason}");
+                            return unscored(cell, Some(answer), &reason, &errors);
                         }
                     }
                 }

@@ -5,6 +5,7 @@
 //! [`ScorerSpec`] parses and checks it, [`Scorer`] is the ready-to-run form. The `judge` scorer
 //! needs an inference model, so it is run by the caller that owns one; this module only knows it
 //! by name.
+pub mod command;
 pub mod judge;
 
 use std::path::{Path, PathBuf};
@@ -36,10 +37,13 @@ pub enum ScorerSpec {
     F1,
     /// An inference model grades the answer against the expected output with a rubric.
     Judge,
+    /// The user's program scores each answer (see [`command`]); it runs in `dir`, the
+    /// experiment file's folder (the current folder for `compare`).
+    Command { command: String, dir: PathBuf },
 }
 
 /// The names a spec may start with, for suggestions.
-pub const SCORER_NAMES: [&str; 9] = [
+pub const SCORER_NAMES: [&str; 10] = [
     "exact_match",
     "exact_match_ci",
     "contains",
@@ -49,6 +53,7 @@ pub const SCORER_NAMES: [&str; 9] = [
     "json_match",
     "f1",
     "judge",
+    "command:<program>",
 ];
 
 const DEFAULT_NUMERIC_TOLERANCE: f64 = 1e-6;
@@ -63,6 +68,8 @@ pub enum ScorerSpecError {
     Tolerance,
     #[error("json_schema needs a schema file, as in `json_schema:schemas/answer.json`")]
     SchemaPathMissing,
+    #[error("command needs a program, as in `command:python3 score.py`")]
+    CommandMissing,
 }
 
 impl FromStr for ScorerSpec {
@@ -100,6 +107,11 @@ impl FromStr for ScorerSpec {
                 schema: PathBuf::from(path.trim()),
             },
             ("json_schema", _) => return Err(ScorerSpecError::SchemaPathMissing),
+            ("command", Some(command)) if !command.trim().is_empty() => Self::Command {
+                command: command.trim().to_owned(),
+                dir: PathBuf::from("."),
+            },
+            ("command", _) => return Err(ScorerSpecError::CommandMissing),
             _ => return Err(ScorerSpecError::Unknown),
         })
     }
@@ -118,6 +130,7 @@ impl std::fmt::Display for ScorerSpec {
             Self::JsonMatch => f.write_str("json_match"),
             Self::F1 => f.write_str("f1"),
             Self::Judge => f.write_str("judge"),
+            Self::Command { command, .. } => write!(f, "command:{command}"),
         }
     }
 }
@@ -150,6 +163,8 @@ pub enum ScorerError {
     SchemaInvalid { path: PathBuf, message: String },
     #[error("the judge scorer runs through an inference model; score it with the judge, not here")]
     NeedsJudge,
+    #[error("scorer command `{command}`: {message}")]
+    Command { command: String, message: String },
 }
 
 /// A scorer ready to run: regular expressions compiled, schemas loaded.
@@ -163,6 +178,7 @@ pub enum Scorer {
     JsonSchema(Box<jsonschema::Validator>),
     JsonMatch,
     F1,
+    Command(command::CommandScorer),
 }
 
 impl Scorer {
@@ -188,13 +204,31 @@ impl Scorer {
             ScorerSpec::JsonMatch => Self::JsonMatch,
             ScorerSpec::F1 => Self::F1,
             ScorerSpec::Judge => return Err(ScorerError::NeedsJudge),
+            ScorerSpec::Command { command, dir } => {
+                let dir = base.join(dir);
+                command::find_program(command, &dir).map_err(|message| ScorerError::Command {
+                    command: command.clone(),
+                    message,
+                })?;
+                Self::Command(command::CommandScorer::new(command, &dir))
+            }
         })
     }
 
-    pub fn score(&self, output: &str, expected: &str) -> Score {
+    /// Scores one answer of data row `row` (1-based, when there is one). Only a user's command
+    /// can fail; its failure is an error for that answer, never a score.
+    pub fn score(
+        &self,
+        row: Option<usize>,
+        output: &str,
+        expected: &str,
+    ) -> Result<Score, ScorerError> {
+        if let Self::Command(command) = self {
+            return command.score(row, output, expected);
+        }
         let output = output.trim();
         let expected = expected.trim();
-        match self {
+        Ok(match self {
             Self::ExactMatch => exact(output == expected, output, expected),
             Self::ExactMatchCi => exact(
                 output.to_lowercase() == expected.to_lowercase(),
@@ -229,7 +263,8 @@ impl Scorer {
             Self::JsonSchema(validator) => json_schema(validator, output),
             Self::JsonMatch => json_match(output, expected),
             Self::F1 => f1(output, expected),
-        }
+            Self::Command(_) => unreachable!("scored above"),
+        })
     }
 }
 
@@ -452,7 +487,8 @@ mod tests {
         let spec: ScorerSpec = spec.parse().expect("spec parses");
         Scorer::new(&spec, Path::new("."))
             .expect("scorer builds")
-            .score(output, expected)
+            .score(None, output, expected)
+            .unwrap()
     }
 
     #[test]
@@ -558,8 +594,8 @@ mod tests {
         .unwrap();
         let spec: ScorerSpec = "json_schema:s.json".parse().unwrap();
         let scorer = Scorer::new(&spec, dir.path()).unwrap();
-        assert_eq!(scorer.score(r#"{"a": 1}"#, "").value, 1.0);
-        let wrong = scorer.score(r#"{"a": "x"}"#, "");
+        assert_eq!(scorer.score(None, r#"{"a": 1}"#, "").unwrap().value, 1.0);
+        let wrong = scorer.score(None, r#"{"a": "x"}"#, "").unwrap();
         assert_eq!(wrong.value, 0.0);
         assert!(wrong.feedback.contains("/a"), "{}", wrong.feedback);
         assert!(matches!(

@@ -673,3 +673,75 @@ fn progress_is_printed_plainly_in_a_log_and_ctrl_c_keeps_what_was_answered() {
     );
     assert_eq!(cached_answers(dir), 20);
 }
+
+#[test]
+fn a_users_scorer_command_scores_each_answer_and_its_failures_are_errors() {
+    let serve = Serve::start(&["sim:model=m"], &[&format!("{KEY}:100000")]);
+    let temp = with_dataset();
+    let dir = temp.path();
+    // Full marks for an answer that names the label, half for any other answer; it fails on
+    // row 3 by printing something that is not a reply.
+    write(
+        dir,
+        "score.sh",
+        r#"while read -r line; do
+  case "$line" in
+    *'"row":3}'*) echo 'not json' ;;
+    *'"answer":"positive"'*'"expected":"positive"'*|*'"answer":"negative"'*'"expected":"negative"'*) echo '{"score": 1, "feedback": "right"}' ;;
+    *) echo '{"score": 0.5, "feedback": "half"}' ;;
+  esac
+done
+"#,
+    );
+    write(
+        dir,
+        "a.txt",
+        "{review}\nAnswer with one of: positive, negative",
+    );
+    write(
+        dir,
+        "b.txt",
+        "Review: {review}\nAnswer with one of: {hint}, {hint}\n",
+    );
+    let mut args = ARGS.to_vec();
+    args.extend(["--limit", "6", "--scorer", "command:sh score.sh"]);
+    let output = compare(dir, &serve.url, &args);
+    let stderr = text(&output.stderr);
+    // Row 3 of each prompt could not be scored: missing, exit 6, never a zero.
+    assert_eq!(output.status.code(), Some(6), "{stderr}");
+    let rows = replay_rows(dir);
+    let row3: Vec<&String> = rows
+        .iter()
+        .filter(|r| r["row"] == "3")
+        .map(|r| &r["error"])
+        .collect();
+    assert_eq!(row3.len(), 2);
+    assert!(
+        row3.iter().all(|e| e
+            .contains("scorer command `sh score.sh`: its reply \"not json\" is not a JSON object")),
+        "{row3:?}"
+    );
+    let b_scores: Vec<&String> = rows
+        .iter()
+        .filter(|r| r["version"] == "b.txt" && r["row"] != "3")
+        .map(|r| &r["score"])
+        .collect();
+    assert_eq!(b_scores.len(), 5);
+    assert!(b_scores.iter().all(|s| s.as_str() == "1.0"), "{b_scores:?}");
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        report["contenders"][1]["rows"], 5,
+        "the unscored row is left out"
+    );
+
+    // A program that is not there is refused before anything is sent.
+    let mut args = ARGS.to_vec();
+    args.extend(["--scorer", "command:./nope.sh"]);
+    let output = compare(dir, &serve.url, &args);
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stderr).contains("program `./nope.sh` not found"),
+        "{}",
+        text(&output.stderr)
+    );
+}
