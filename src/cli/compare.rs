@@ -21,6 +21,7 @@ use crate::prompt::PromptFile;
 use crate::report::{self, CompareReport, PromptSetting};
 use crate::runner::prompts::{self, Folders, Prepared, PromptsJob};
 use crate::score::ScorerSpec;
+use crate::score::judge::JudgePlan;
 use crate::store::{RunDir, write_atomic};
 
 #[derive(Debug, clap::Args)]
@@ -61,9 +62,16 @@ struct PromptArgs {
     #[arg(long, default_value = "local")]
     model: String,
     /// How an answer is scored against the expected output: exact_match, exact_match_ci,
-    /// contains, regex:<pattern>, numeric[:tolerance], json_schema:<file>, json_match or f1.
+    /// contains, regex:<pattern>, numeric[:tolerance], json_schema:<file>, json_match, f1,
+    /// command:<program>, or judge (with --judge-model and --rubric).
     #[arg(long, default_value = "exact_match")]
     scorer: ScorerSpec,
+    /// The model that grades each answer, for `--scorer judge` (`local` runs in this process).
+    #[arg(long, value_name = "MODEL", requires = "rubric")]
+    judge_model: Option<String>,
+    /// A text file with the rubric the judge grades by, for `--scorer judge`.
+    #[arg(long, value_name = "FILE", requires = "judge_model")]
+    rubric: Option<PathBuf>,
     /// Sampling temperature.
     #[arg(long, default_value_t = 0.0)]
     temperature: f64,
@@ -226,6 +234,27 @@ fn compare_prompts(
         );
         return Ok(Err(ExitCode::from(exit::USAGE)));
     }
+    let judge = match (&args.judge_model, &args.rubric) {
+        (Some(model), Some(rubric)) => match std::fs::read_to_string(rubric) {
+            Ok(text) if !text.trim().is_empty() => Some(JudgePlan {
+                model: model.clone(),
+                rubric: text.trim().to_owned(),
+            }),
+            Ok(_) => {
+                eprintln!("error: {}: the rubric is empty", rubric.display());
+                return Ok(Err(ExitCode::from(exit::INVALID)));
+            }
+            Err(err) => {
+                eprintln!("error: {}: cannot read the rubric: {err}", rubric.display());
+                return Ok(Err(ExitCode::from(exit::INVALID)));
+            }
+        },
+        _ => None,
+    };
+    if judge.is_some() && !matches!(args.scorer, ScorerSpec::Judge) {
+        eprintln!("error: --judge-model and --rubric grade answers only with --scorer judge");
+        return Ok(Err(ExitCode::from(exit::USAGE)));
+    }
     let mut prompt_files = Vec::with_capacity(files.len());
     for file in files {
         match PromptFile::read(file) {
@@ -249,6 +278,7 @@ fn compare_prompts(
         max_tokens: args.max_tokens,
         concurrency: args.concurrency,
         limit: args.limit,
+        judge,
     };
     let prepared = match prompts::prepare(&job) {
         Ok(prepared) => prepared,
@@ -264,26 +294,40 @@ fn compare_prompts(
 
     let root = RunDir::folder(&args.out.join("compare"))?;
     let planned = prompts::plan(&job, &prepared, &root)?;
-    if !is_local_model(&job.model)
-        && planned.to_send() > 0
+    // A remote judge is paid too: at most one grading request per answer (cached ones are free).
+    let remote_judge = job
+        .judge
+        .as_ref()
+        .filter(|judge| !is_local_model(&judge.model))
+        .map(|judge| {
+            format!(
+                ", and up to {} grading request(s) to the judge {}",
+                planned.cells(),
+                judge.model
+            )
+        });
+    if (!is_local_model(&job.model) && planned.to_send() > 0 || remote_judge.is_some())
         && !args.yes
         && !super::confirm(&format!(
-            "this comparison sends {} request(s) to {} at {} ({} answer(s) already cached)",
+            "this comparison sends {} request(s) to {} at {} ({} answer(s) already cached){}",
             planned.to_send(),
             job.model,
             args.inference.base_url,
-            planned.cached()
+            planned.cached(),
+            remote_judge.unwrap_or_default()
         ))?
     {
         eprintln!("nothing was sent");
         return Ok(Err(ExitCode::from(exit::INVALID)));
     }
     let dir = RunDir::folder(&root.path.join(folder_name(&job, &prepared)))?;
-    let inference = args.inference.backend(std::slice::from_ref(&job.model))?;
+    let mut models = vec![job.model.clone()];
+    models.extend(job.judge.as_ref().map(|judge| judge.model.clone()));
+    let inference = args.inference.backend(&models)?;
     let progress = Progress::new();
     let answering = prompts::answer(
         &job,
-        &prepared.scorer,
+        &prepared.grading,
         planned,
         inference,
         Folders {
@@ -408,6 +452,9 @@ fn folder_name(job: &PromptsJob, prepared: &Prepared) -> String {
         prepared.rows.len()
     );
     hash.update(settings.as_bytes());
+    if let Some(judge) = &job.judge {
+        hash.update(format!("\0{}\0{}", judge.model, judge.rubric).as_bytes());
+    }
     let stem = |prompt: &PromptFile| {
         let name = Path::new(&prompt.file)
             .file_stem()

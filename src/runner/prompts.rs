@@ -16,6 +16,7 @@ use super::{Event, Observer, RunError};
 use crate::dataset::{self, DatasetError, Row, RowProblem};
 use crate::inference::{ChatMessage, ChatRequest, Inference};
 use crate::prompt::{PromptFile, Template, TemplateError};
+use crate::score::judge::JudgePlan;
 use crate::score::{Scorer, ScorerError, ScorerSpec};
 use crate::store::{CachedAnswer, REPLAY_FILE, ReplayRow, RunDir};
 
@@ -38,6 +39,15 @@ pub struct PromptsJob {
     pub concurrency: usize,
     /// Only the first N data rows.
     pub limit: Option<usize>,
+    /// The judge, for `--scorer judge`.
+    pub judge: Option<JudgePlan>,
+}
+
+/// How answers are scored: by a scorer, or graded by a judge model.
+#[derive(Debug)]
+pub enum Grading {
+    Scorer(Scorer),
+    Judge(JudgePlan),
 }
 
 #[derive(Debug, Error)]
@@ -83,9 +93,7 @@ pub enum PromptsError {
     },
     #[error("{dataset}: no data rows to answer")]
     NoRows { dataset: String },
-    #[error(
-        "--scorer judge needs a judge model and a rubric, which only an experiment file gives; compare with another scorer, or use `gepa-lab run`"
-    )]
+    #[error("--scorer judge needs a judge: --judge-model MODEL and --rubric FILE")]
     Judge,
     #[error("--scorer: {0}")]
     Scorer(#[from] ScorerError),
@@ -97,7 +105,7 @@ pub enum PromptsError {
 #[derive(Debug)]
 pub struct Prepared {
     pub rows: Vec<Row>,
-    pub scorer: Scorer,
+    pub grading: Grading,
     /// Data rows in the file (the answered ones may be fewer, with a limit).
     pub file_rows: usize,
     /// SHA-256 of the dataset file.
@@ -118,10 +126,11 @@ pub struct Answered {
 /// the rows to answer. Nothing is sent.
 pub fn prepare(job: &PromptsJob) -> Result<Prepared, PromptsError> {
     let dataset = job.dataset.display().to_string();
-    if matches!(job.scorer, ScorerSpec::Judge) {
-        return Err(PromptsError::Judge);
-    }
-    let scorer = Scorer::new(&job.scorer, Path::new("."))?;
+    let grading = match (&job.scorer, &job.judge) {
+        (ScorerSpec::Judge, Some(judge)) => Grading::Judge(judge.clone()),
+        (ScorerSpec::Judge, None) => return Err(PromptsError::Judge),
+        (spec, _) => Grading::Scorer(Scorer::new(spec, Path::new("."))?),
+    };
     let header = dataset::read_header(&job.dataset)?;
     let mut inputs: Vec<String> = Vec::new();
     let mut seen = BTreeSet::new();
@@ -178,7 +187,7 @@ pub fn prepare(job: &PromptsJob) -> Result<Prepared, PromptsError> {
     let indices: Vec<usize> = (0..wanted).collect();
     Ok(Prepared {
         rows: dataset::read_rows(&job.dataset, &columns, &indices)?,
-        scorer,
+        grading,
         file_rows: scan.rows,
         sha256: scan.sha256,
         warnings,
@@ -224,6 +233,11 @@ impl Planned {
     pub fn cached(&self) -> usize {
         self.cells.len() - self.queue.cells()
     }
+
+    /// Answers wanted in all: each prompt on each row.
+    pub fn cells(&self) -> usize {
+        self.cells.len()
+    }
 }
 
 /// Renders every prompt for every prepared row and looks each request up in the cache.
@@ -258,7 +272,7 @@ pub fn plan(job: &PromptsJob, prepared: &Prepared, cache: &RunDir) -> Result<Pla
 /// arrives), scores every answer and writes them to `replay.csv` in the output folder.
 pub async fn answer(
     job: &PromptsJob,
-    scorer: &Scorer,
+    grading: &Grading,
     planned: Planned,
     inference: Arc<dyn Inference>,
     folders: Folders<'_>,
@@ -282,14 +296,39 @@ pub async fn answer(
         cached: cells.len() - queue.cells(),
     })?;
     replay::answer_all(&answering, queue, job.concurrency, &mut cache, &mut errors).await?;
+    let judges: HashMap<String, JudgePlan> = match grading {
+        // Prompt files have no variant: one judge for every cell.
+        Grading::Judge(judge) => HashMap::from([(String::new(), judge.clone())]),
+        Grading::Scorer(_) => HashMap::new(),
+    };
+    let grades = replay::grade(
+        &answering,
+        &judges,
+        &cells,
+        &mut cache,
+        job.concurrency,
+        &mut errors,
+    )
+    .await?;
     let rows: Vec<ReplayRow> = cells
         .iter()
         .map(|cell| {
-            let answer = cache.get(&cell.key);
-            match answer.map(|a| scorer.score(Some(cell.row), &a.output, &cell.expected)) {
-                Some(Ok(score)) => replay_row(cell, answer, score, &errors),
-                Some(Err(err)) => replay::unscored(cell, answer, &err.to_string(), &errors),
-                None => replay_row(cell, answer, replay::no_answer(), &errors),
+            let Some(answer) = cache.get(&cell.key) else {
+                return replay_row(cell, None, replay::no_answer(), &errors);
+            };
+            let score = match grading {
+                Grading::Scorer(scorer) => scorer
+                    .score(Some(cell.row), &answer.output, &cell.expected)
+                    .map_err(|err| err.to_string()),
+                Grading::Judge(_) => grades
+                    .get(&(cell.variant.clone(), answer.key.clone()))
+                    .cloned()
+                    .unwrap_or_else(|| Err("the judge gave no grade".to_owned()))
+                    .map_err(|reason| format!("judge: {reason}")),
+            };
+            match score {
+                Ok(score) => replay_row(cell, Some(answer), score, &errors),
+                Err(reason) => replay::unscored(cell, Some(answer), &reason, &errors),
             }
         })
         .collect();

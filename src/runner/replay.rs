@@ -452,7 +452,7 @@ async fn judge_answers(
     cache: &mut HashMap<String, CachedAnswer>,
     concurrency: usize,
     errors: &mut HashMap<String, String>,
-) -> Result<HashMap<(String, String), Result<Score, String>>, RunError> {
+) -> Result<Grades, RunError> {
     let judges: HashMap<String, judge::JudgePlan> = run
         .manifest
         .executions
@@ -466,6 +466,23 @@ async fn judge_answers(
             Some((record.variant().to_owned(), judge))
         })
         .collect();
+    grade(&run.answering(), &judges, cells, cache, concurrency, errors).await
+}
+
+/// Grades by (variant, answer key): the judge's score, or why there is none.
+pub(super) type Grades = HashMap<(String, String), Result<Score, String>>;
+
+/// Grades the answered cells of the variants in `judges` with each variant's judge. Judge
+/// requests go through the same cache as the answers; a grade is `Err` with the reason when the
+/// judge call failed or its answer holds no grade.
+pub(super) async fn grade(
+    answering: &Answering<'_>,
+    judges: &HashMap<String, judge::JudgePlan>,
+    cells: &[Cell],
+    cache: &mut HashMap<String, CachedAnswer>,
+    concurrency: usize,
+    errors: &mut HashMap<String, String>,
+) -> Result<Grades, RunError> {
     if judges.is_empty() {
         return Ok(HashMap::new());
     }
@@ -488,7 +505,7 @@ async fn judge_answers(
         }
         wanted.push((cell.variant.clone(), cell.key.clone(), key));
     }
-    answer_all(&run.answering(), queue, concurrency, cache, errors).await?;
+    answer_all(answering, queue, concurrency, cache, errors).await?;
     Ok(wanted
         .into_iter()
         .map(|(variant, answer_key, judge_key)| {

@@ -331,7 +331,7 @@ fn bad_input_is_refused_before_anything_is_sent() {
                 "--scorer",
                 "judge",
             ],
-            "--scorer judge needs a judge model and a rubric",
+            "--scorer judge needs a judge: --judge-model MODEL and --rubric FILE",
         ),
     ];
     for (args, message) in cases {
@@ -744,4 +744,77 @@ done
         "{}",
         text(&output.stderr)
     );
+}
+
+#[test]
+fn a_judge_grades_each_answer_and_a_failed_grade_is_an_error_not_a_zero() {
+    // The judge is serve's second stand-in model; every second grading answer breaks the
+    // schema, so half the grades fail.
+    let serve = Serve::start(
+        &[
+            "sim:model=m",
+            "sim:model=judge-sim,faults=ok/nonconforming,cycle=2",
+        ],
+        &[&format!("{KEY}:100000")],
+    );
+    let temp = with_dataset();
+    let dir = temp.path();
+    write(
+        dir,
+        "a.txt",
+        "{review}\nAnswer with one of: positive, negative",
+    );
+    write(
+        dir,
+        "b.txt",
+        "Review: {review}\nAnswer with one of: {hint}, {hint}\n",
+    );
+    write(
+        dir,
+        "rubric.txt",
+        "Full marks when the answer names the expected label.",
+    );
+    let mut args = ARGS.to_vec();
+    args.extend([
+        "--limit",
+        "6",
+        "--scorer",
+        "judge",
+        "--judge-model",
+        "judge-sim",
+    ]);
+    args.extend(["--rubric", "rubric.txt", "--allow-missing"]);
+    let output = compare(dir, &serve.url, &args);
+    let stderr = text(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let rows = replay_rows(dir);
+    assert_eq!(rows.len(), 12);
+    let (ungraded, graded): (Vec<_>, Vec<_>) = rows.iter().partition(|r| !r["error"].is_empty());
+    assert!(!ungraded.is_empty() && !graded.is_empty(), "{rows:?}");
+    for row in &ungraded {
+        assert!(row["error"].starts_with("judge: "), "{row:?}");
+        assert!(!row["output"].is_empty(), "the answer is kept: {row:?}");
+        assert_eq!(row["feedback"], "not graded");
+    }
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let rows_of = |i: usize| report["contenders"][i]["rows"].as_u64().unwrap() as usize;
+    assert_eq!(
+        rows_of(0) + rows_of(1),
+        graded.len(),
+        "means rest on graded rows only"
+    );
+
+    // The rubric must be readable and only goes with the judge.
+    let mut args = ARGS.to_vec();
+    args.extend([
+        "--judge-model",
+        "judge-sim",
+        "--rubric",
+        "nope.txt",
+        "--scorer",
+        "judge",
+    ]);
+    let output = compare(dir, &serve.url, &args);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(text(&output.stderr).contains("nope.txt: cannot read the rubric"));
 }
