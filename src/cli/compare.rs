@@ -425,6 +425,11 @@ fn compare_prompts(
         &dir.file(report::SUMMARY_FILE),
         comparison.markdown().as_bytes(),
     )?;
+    write_atomic(
+        &dir.file(report::HTML_FILE),
+        report::render_compare(&comparison)?.as_bytes(),
+    )?;
+    eprintln!("page: {}", dir.file(report::HTML_FILE).display());
     if let Some(path) = &args.junit {
         let xml = report::junit(&job.prompts, &answered.rows, args.pass_score);
         write_atomic(path, xml.as_bytes())

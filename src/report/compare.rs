@@ -73,6 +73,80 @@ pub struct CompareReport {
     pub contenders: Vec<Contender>,
     /// Every contender after the first against the first, paired on rows both answered.
     pub comparisons: Vec<ComparisonView>,
+    /// For prompt files: each contender after the first against the first, the rows they
+    /// scored differently on, with both answers. Empty for runs.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub differing: Vec<DifferingRows>,
+}
+
+/// The rows two prompts scored differently on.
+#[derive(Debug, Clone, Serialize)]
+pub struct DifferingRows {
+    /// The reference (the first prompt) and the other.
+    pub a: String,
+    pub b: String,
+    pub rows: Vec<RowPair>,
+}
+
+/// One dataset row answered by two prompts.
+#[derive(Debug, Clone, Serialize)]
+pub struct RowPair {
+    pub row: usize,
+    pub inputs: Vec<(String, String)>,
+    pub expected: String,
+    pub a: Answer,
+    pub b: Answer,
+}
+
+/// One prompt's answer to a row, and its score (none when it failed).
+#[derive(Debug, Clone, Serialize)]
+pub struct Answer {
+    pub output: String,
+    pub score: Option<f64>,
+    pub feedback: String,
+    pub error: String,
+}
+
+impl Answer {
+    fn of(row: &ReplayRow) -> Self {
+        Self {
+            output: row.output.clone(),
+            score: row.error.is_empty().then_some(row.score),
+            feedback: row.feedback.clone(),
+            error: row.error.clone(),
+        }
+    }
+}
+
+/// The rows where `b`'s score differs from `a`'s (a failed answer counts as differing).
+fn differing(a: &str, b: &str, replay: &[ReplayRow], model: &str) -> DifferingRows {
+    let of = |prompt: &str| -> BTreeMap<usize, &ReplayRow> {
+        replay
+            .iter()
+            .filter(|r| r.version == prompt && r.model == model)
+            .map(|r| (r.row, r))
+            .collect()
+    };
+    let (rows_a, rows_b) = (of(a), of(b));
+    let rows = rows_a
+        .iter()
+        .filter_map(|(row, ra)| {
+            let rb = rows_b.get(row)?;
+            let (sa, sb) = (Answer::of(ra), Answer::of(rb));
+            (sa.score != sb.score).then(|| RowPair {
+                row: *row,
+                inputs: ra.inputs.clone().into_iter().collect(),
+                expected: ra.expected.clone(),
+                a: sa,
+                b: sb,
+            })
+        })
+        .collect();
+    DifferingRows {
+        a: a.to_owned(),
+        b: b.to_owned(),
+        rows,
+    }
 }
 
 impl CompareReport {
@@ -291,6 +365,7 @@ pub fn compare(dirs: &[PathBuf]) -> Result<CompareReport, ReportError> {
         settings: Vec::new(),
         comparisons: against_first(&picked, "compare", "holdout"),
         contenders: picked.into_iter().map(|(contender, _)| contender).collect(),
+        differing: Vec::new(),
     })
 }
 
@@ -343,6 +418,14 @@ pub fn compare_prompts(
         })
         .collect();
     let comparisons = against_first(&picked, "compare", "dataset");
+    let differing = prompts
+        .iter()
+        .skip(1)
+        .filter_map(|prompt| {
+            let first = prompts.first()?;
+            Some(differing(&first.file, &prompt.file, replay, &setting.model))
+        })
+        .collect();
     CompareReport {
         subject: "prompt".to_owned(),
         dataset_file: setting.dataset_file,
@@ -350,6 +433,7 @@ pub fn compare_prompts(
         settings: setting.settings,
         contenders: picked.into_iter().map(|(contender, _)| contender).collect(),
         comparisons,
+        differing,
     }
 }
 

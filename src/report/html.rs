@@ -10,10 +10,14 @@ use serde::Serialize;
 
 use super::ReportError;
 use super::charts::Charts;
+use super::compare::CompareReport;
 use super::context::ReportContext;
 use super::format;
 
 const TEMPLATE: &str = include_str!("templates/index.html");
+const COMPARE_TEMPLATE: &str = include_str!("templates/compare.html");
+/// The style both pages share.
+const STYLE: &str = include_str!("templates/style.css");
 
 /// What the page template sees: the context's fields at the top level, and the charts.
 #[derive(Serialize)]
@@ -24,14 +28,42 @@ struct Page<'a> {
 }
 
 pub fn render(context: &ReportContext, charts: &Charts) -> Result<String, ReportError> {
+    render_page("index.html", TEMPLATE, &Page { context, charts })
+}
+
+/// What the comparison page sees: the comparison's fields at the top level.
+#[derive(Serialize)]
+struct ComparePage<'a> {
+    #[serde(flatten)]
+    report: &'a CompareReport,
+    simulated: bool,
+}
+
+/// The page of `compare --prompts`: scores with intervals, the paired comparisons, the rows
+/// each prompt scored differently from the first with both answers, and the prompts.
+pub fn render_compare(report: &CompareReport) -> Result<String, ReportError> {
+    let page = ComparePage {
+        report,
+        simulated: report.any_simulated(),
+    };
+    render_page("compare.html", COMPARE_TEMPLATE, &page)
+}
+
+fn render_page(
+    name: &'static str,
+    text: &'static str,
+    page: &impl Serialize,
+) -> Result<String, ReportError> {
     let mut env = Environment::new();
     format::register_filters(&mut env);
-    env.add_template("index.html", TEMPLATE)
-        .map_err(ReportError::template("index.html"))?;
+    env.add_template("style.css", STYLE)
+        .map_err(ReportError::template("style.css"))?;
+    env.add_template(name, text)
+        .map_err(ReportError::template(name))?;
     let template = env
-        .get_template("index.html")
-        .map_err(ReportError::template("index.html"))?;
+        .get_template(name)
+        .map_err(ReportError::template(name))?;
     template
-        .render(Value::from(Serde(&Page { context, charts })))
-        .map_err(ReportError::template("index.html"))
+        .render(Value::from(Serde(page)))
+        .map_err(ReportError::template(name))
 }

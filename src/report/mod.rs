@@ -40,6 +40,7 @@ pub use context::{
 };
 pub use diff::{DiffStats, Segment, SegmentKind, word_diff};
 pub use export::{REPLAY_PARQUET_FILE, RESULTS_FILE, Results};
+pub use html::render_compare;
 pub use junit::junit;
 pub use load::{Execution, PromptVersion, RunData, load};
 pub use tables::{HistoryTotals, VersionTotals};

@@ -144,6 +144,21 @@ fn prompt_files_are_answered_scored_and_compared_on_the_dataset() {
             .contains("40 dataset rows")
     );
     assert!(folder.join("summary.md").is_file() && folder.join("compare.json").is_file());
+    // The page: scores, the comparison, and each row b scored differently with both answers.
+    let page = std::fs::read_to_string(folder.join("index.html")).unwrap();
+    assert!(
+        !page.contains("<script") && !page.contains("http"),
+        "self-contained"
+    );
+    assert!(
+        page.contains(&format!("{} rows scored differently", 40 - a_right)),
+        "{page}"
+    );
+    assert!(page.contains("better (significant)"));
+    assert!(
+        page.matches("<td class=\"n\">").count() >= 40 - a_right,
+        "a line per differing row"
+    );
     assert_eq!(cached_answers(dir), 80);
 
     // The same comparison again asks nothing; a changed prompt asks only its own rows.
