@@ -38,6 +38,10 @@ pub struct ReportContext {
     pub seed_is_best: bool,
     /// Seed against best, for every execution and replay model.
     pub comparisons: Vec<ComparisonView>,
+    /// A matrix's own question: each variant's best version against the first variant's, on
+    /// the first replay model they share, paired on the holdout rows both answered. Only
+    /// variants with the first one's holdout rows (the same dataset and split) are compared.
+    pub variant_comparisons: Vec<ComparisonView>,
     pub versions: Vec<VersionView>,
     pub row_tables: Vec<RowTable>,
     pub method: MethodView,
@@ -356,12 +360,14 @@ pub fn build(
         }
     }
 
+    let mut notes_early = Vec::new();
+    let variant_comparisons = variant_comparisons(run, &answers, &mut notes_early);
     let headline = headline(run, &comparisons);
     let best = recommend(run, &versions);
     let seed_is_best = run
         .best()
         .is_some_and(|(e, v)| run.executions[e].versions[v].is_seed());
-    let mut notes = Vec::new();
+    let mut notes = notes_early;
     if manifest.simulated {
         notes.push(
             "Every answer in this run came from the deterministic test stand-in model, not from a \
@@ -440,6 +446,7 @@ pub fn build(
         seed_is_best,
         headline,
         comparisons,
+        variant_comparisons,
         versions,
         row_tables,
         method: method(),
@@ -678,6 +685,74 @@ fn sentence(
     )
 }
 
+/// Each variant's best version against the first variant's (see
+/// [`ReportContext::variant_comparisons`]); a variant that cannot be paired with the first is
+/// named in a note.
+fn variant_comparisons(
+    run: &RunData,
+    answers: &Answers<'_>,
+    notes: &mut Vec<String>,
+) -> Vec<ComparisonView> {
+    let Some((first, others)) = run.executions.split_first() else {
+        return Vec::new();
+    };
+    let Some(first_best) = first.best.map(|i| &first.versions[i]) else {
+        return Vec::new();
+    };
+    let holdout = |e: &Execution| {
+        let dataset = &run.manifest.executions[e.index].plan.dataset;
+        (
+            dataset.sha256.clone(),
+            dataset.shuffle_seed,
+            dataset.minibatch_rows.len(),
+            dataset.pareto_rows.len(),
+            dataset.holdout_rows,
+        )
+    };
+    let mut out = Vec::new();
+    for other in others {
+        let Some(best) = other.best.map(|i| &other.versions[i]) else {
+            continue;
+        };
+        if holdout(other) != holdout(first) {
+            notes.push(format!(
+                "{} is not compared with {}: their holdout rows differ (another dataset or split).",
+                other.label, first.label
+            ));
+            continue;
+        }
+        let Some(model) = first.models.iter().find(|m| other.models.contains(m)) else {
+            continue;
+        };
+        let (Some(a), Some(b)) = (
+            answers.get(&(
+                first.variant.as_str(),
+                first_best.label.as_str(),
+                model.as_str(),
+            )),
+            answers.get(&(other.variant.as_str(), best.label.as_str(), model.as_str())),
+        ) else {
+            continue;
+        };
+        let (a, b): (Vec<f64>, Vec<f64>) = a
+            .iter()
+            .filter_map(|(row, a)| {
+                let b = b.get(row)?;
+                (a.error.is_empty() && b.error.is_empty()).then_some((a.score, b.score))
+            })
+            .unzip();
+        out.push(ComparisonView::new(
+            "variants",
+            model,
+            &format!("{} {}", first.label, first_best.label),
+            &format!("{} {}", other.label, best.label),
+            &stats::compare_paired(&a, &b),
+            "holdout",
+        ));
+    }
+    out
+}
+
 /// The comparison of the seed with the run's best version on its first replay model.
 fn headline(run: &RunData, comparisons: &[ComparisonView]) -> Option<ComparisonView> {
     let (execution, version) = run.best()?;
@@ -802,6 +877,38 @@ mod tests {
         }
         dir.write_csv(REPLAY_FILE, &rows).unwrap();
         temp
+    }
+
+    #[test]
+    fn variants_are_compared_only_on_the_same_holdout_rows() {
+        let temp = fixture_where_g3_wins_the_holdout();
+        let build = || {
+            crate::report::build(temp.path(), crate::report::RenderOptions::default())
+                .unwrap()
+                .context
+        };
+        let context = build();
+        assert_eq!(context.variant_comparisons.len(), 1);
+        let c = &context.variant_comparisons[0];
+        assert_eq!(
+            (c.a.as_str(), c.b.as_str()),
+            ("budget-10 g1", "budget-30 g5")
+        );
+
+        // Another shuffle seed makes other holdout rows: no pairing, and a note says why.
+        let path = temp.path().join("run.json");
+        let mut manifest: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        manifest["plan"]["executions"][1]["dataset"]["shuffle_seed"] = 99.into();
+        std::fs::write(&path, manifest.to_string()).unwrap();
+        let context = build();
+        assert!(context.variant_comparisons.is_empty());
+        assert!(
+            context.notes.iter().any(|n| n
+                .contains("budget-30 is not compared with budget-10: their holdout rows differ")),
+            "{:?}",
+            context.notes
+        );
     }
 
     #[test]
