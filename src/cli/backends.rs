@@ -78,6 +78,24 @@ pub fn resolve(asked: Option<BackendChoice>) -> anyhow::Result<(BackendChoice, O
     })
 }
 
+/// The backend a run directory records, as a choice to resume it on.
+pub fn recorded(backend: &Backend) -> BackendChoice {
+    match backend {
+        Backend::Local => BackendChoice::Local,
+        Backend::Url { url } => BackendChoice::Url(url.clone()),
+        Backend::Remote { .. } => BackendChoice::Remote,
+    }
+}
+
+/// A choice in words: `local`, `remote`, or the URL.
+pub fn choice_label(choice: &BackendChoice) -> String {
+    match choice {
+        BackendChoice::Local => "local".into(),
+        BackendChoice::Remote => "remote".into(),
+        BackendChoice::Url(url) => url.clone(),
+    }
+}
+
 /// Whether running on this backend can cost money, and so asks for confirmation.
 pub fn costs_money(choice: &BackendChoice) -> bool {
     !matches!(choice, BackendChoice::Local)

@@ -86,7 +86,30 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         };
         plans.push((file, plan));
     }
-    let (choice, note) = backends::resolve(args.backend.clone())?;
+    // A resumed run goes on where it started, unless told otherwise: executions of one backend
+    // are unknown to another, which must never mark them failed.
+    let resumed = match &args.resume {
+        Some(path) => {
+            let dir = RunDir::open(path)?;
+            let manifest = dir.read_manifest()?;
+            Some((dir, manifest))
+        }
+        None => None,
+    };
+    let recorded = resumed
+        .as_ref()
+        .map(|(_, manifest)| backends::recorded(&manifest.backend));
+    if let (Some(asked), Some(recorded)) = (&args.backend, &recorded)
+        && asked != recorded
+    {
+        eprintln!(
+            "warning: this run was recorded on {}; resuming it on {} as asked. Executions the \
+             other backend does not know are marked failed.",
+            backends::choice_label(recorded),
+            backends::choice_label(asked)
+        );
+    }
+    let (choice, note) = backends::resolve(args.backend.clone().or(recorded))?;
     if let Some(note) = note {
         eprintln!("{note}");
     }
@@ -100,12 +123,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let runtime = super::runtime()?;
     let mut worst = exit::OK;
-    let jobs: Vec<(RunDir, RunManifest)> = match &args.resume {
-        Some(path) => {
-            let dir = RunDir::open(path)?;
-            let manifest = dir.read_manifest()?;
-            vec![(dir, manifest)]
-        }
+    let jobs: Vec<(RunDir, RunManifest)> = match resumed {
+        Some(job) => vec![job],
         None => {
             let mut jobs = Vec::new();
             for (file, plan) in plans {

@@ -18,9 +18,11 @@ pub enum ApiError {
         /// The raw response body (plain text on this API).
         body: String,
     },
-    /// No HTTP answer: connection refused or reset, DNS failure, time-out.
-    #[error("request failed: {0}")]
-    Transport(#[source] reqwest::Error),
+    /// No HTTP answer: connection refused or reset, DNS failure, time-out. The message names
+    /// the deepest cause ("Connection refused"), which reqwest's own message leaves out; the
+    /// chain is not a `source`, so that a report of the error does not repeat it.
+    #[error("request failed: {}{}", .0, root_cause(.0))]
+    Transport(reqwest::Error),
     /// A success status whose body is not the JSON we expected; the raw text is kept.
     #[error("response body does not parse ({source}): {}", body_excerpt(.body))]
     Decode {
@@ -31,6 +33,17 @@ pub enum ApiError {
     /// The client itself could not be set up (bad base URL, bad header value, bad TLS setup).
     #[error("invalid client configuration: {0}")]
     Config(String),
+}
+
+/// `: <the innermost cause>` of an error, when it has causes; empty otherwise.
+fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = error.source();
+    let mut last = None;
+    while let Some(inner) = cause {
+        last = Some(inner);
+        cause = inner.source();
+    }
+    last.map_or_else(String::new, |inner| format!(": {inner}"))
 }
 
 impl ApiError {

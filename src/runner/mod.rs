@@ -530,7 +530,13 @@ impl Runner<'_> {
 fn refused(err: &EvolutionError) -> bool {
     match err {
         EvolutionError::Invalid(_) => true,
-        EvolutionError::Api(api) => api.status().is_some_and(|status| status.is_client_error()),
+        // 429 (rate limited) and 408 (request time-out) started nothing either, but say "again
+        // later", not "never": the start stays to be sent on resume.
+        EvolutionError::Api(api) => api.status().is_some_and(|status| {
+            status.is_client_error()
+                && status != reqwest::StatusCode::TOO_MANY_REQUESTS
+                && status != reqwest::StatusCode::REQUEST_TIMEOUT
+        }),
         EvolutionError::NotFound(_) | EvolutionError::Store(_) => false,
     }
 }
@@ -542,6 +548,21 @@ mod tests {
     use async_trait::async_trait;
 
     use super::*;
+
+    #[test]
+    fn only_a_start_the_service_will_never_take_is_refused_for_good() {
+        let status = |code: u16| {
+            EvolutionError::Api(crate::http::ApiError::Status {
+                status: reqwest::StatusCode::from_u16(code).unwrap(),
+                retry_after: None,
+                body: String::new(),
+            })
+        };
+        assert!(refused(&status(400)) && refused(&status(422)) && refused(&status(401)));
+        // Rate limited or timed out: nothing started, but it may be sent again on resume.
+        assert!(!refused(&status(429)) && !refused(&status(408)));
+        assert!(!refused(&status(500)) && !refused(&status(503)));
+    }
     use crate::evolution::wire::{
         BatchJobs, Execution, HistoryRecord, PromptState, StartExecution,
     };

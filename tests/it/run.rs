@@ -640,3 +640,38 @@ fn a_missing_file_is_the_first_thing_said_and_a_typo_gets_a_suggestion() {
         "{stderr}"
     );
 }
+
+#[test]
+fn resume_without_backend_goes_on_on_the_recorded_backend_and_keeps_its_states() {
+    // The case from the field: `run --resume DIR` with no --backend and no evolution key ran
+    // locally, then marked serve's completed executions failed.
+    let serve = Serve::start(&["sim:seed=4"], &[&format!("{KEY}:6000")]);
+    let out = tempfile::tempdir().unwrap();
+    let output = run_command(&serve, out.path(), &[experiment().to_str().unwrap()])
+        .output()
+        .expect("run");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let dir = run_dir(out.path());
+    let output = Command::new(env!("CARGO_BIN_EXE_gepa-lab"))
+        .current_dir(root())
+        .env_remove("GEPA_LAB_EVOLUTION_KEY")
+        .env("GEPA_LAB_INFERENCE_KEY", KEY)
+        .env("GEPA_LAB_CONFIG", out.path().join("no-config.toml"))
+        .env_remove("GEPA_LAB_INFERENCE_RPM")
+        .args(["run", "--resume", dir.path.to_str().unwrap(), "--yes"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("resume");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(!stderr.contains("running locally"), "{stderr}");
+    assert!(
+        stderr.contains("resuming run") && stderr.contains(&serve.url),
+        "{stderr}"
+    );
+    assert_complete(&dir);
+}
