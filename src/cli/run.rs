@@ -75,8 +75,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // Every file is checked before anything else is said or done: a missing or broken file is
     // the first thing a user needs to hear about.
     let mut plans = Vec::new();
+    // Each new run gets customIds of its own: a later run's lookup by customId (after a lost
+    // start answer) must never find an earlier run's execution and adopt it.
+    let mut settings = args.settings.settings();
+    settings.run_suffix = Some(format!(
+        "{:06x}",
+        rand::Rng::random::<u32>(&mut rand::rng()) & 0x00ff_ffff
+    ));
     for file in &args.files {
-        let validation = validate_file(file, &args.settings.settings());
+        let validation = validate_file(file, &settings);
         for diagnostic in &validation.diagnostics {
             eprintln!("{diagnostic}\n");
         }

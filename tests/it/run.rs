@@ -675,3 +675,29 @@ fn resume_without_backend_goes_on_on_the_recorded_backend_and_keeps_its_states()
     );
     assert_complete(&dir);
 }
+
+#[test]
+fn each_run_has_customids_of_its_own() {
+    // The case from the field: `run --new` looked up its own customId after a lost start answer
+    // and adopted the previous run's execution, as customIds were derived from content alone.
+    let serve = Serve::start(&["sim:seed=4"], &[&format!("{KEY}:6000")]);
+    let out = tempfile::tempdir().unwrap();
+    for _ in 0..2 {
+        let output = run_command(
+            &serve,
+            out.path(),
+            &["--new", experiment().to_str().unwrap()],
+        )
+        .output()
+        .expect("run");
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let starts = starts_per_custom_id(&serve);
+    assert_eq!(starts.len(), 4, "two runs of two variants: {starts:?}");
+    assert!(starts.values().all(|&count| count == 1), "{starts:?}");
+    assert!(starts.keys().all(|id| id.len() <= 50), "{starts:?}");
+}
