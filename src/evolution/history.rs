@@ -68,7 +68,9 @@ pub async fn find_by_custom_id(
     evolution: &dyn Evolution,
     custom_id: &str,
 ) -> Result<Option<Execution>, EvolutionError> {
-    let mut previous: Option<Vec<Execution>> = None;
+    // Pages seen, by the evolutionIds they hold: a page seen before (a service that ignores
+    // `page`, or alternates pages) means every execution has been seen.
+    let mut seen: std::collections::HashSet<Vec<Option<String>>> = Default::default();
     for page in 1..=MAX_PAGES {
         let executions = evolution.list(Some(page), Some(PAGE_LIMIT)).await?;
         if let Some(found) = executions
@@ -77,12 +79,17 @@ pub async fn find_by_custom_id(
         {
             return Ok(Some(found.clone()));
         }
-        if executions.len() < PAGE_LIMIT as usize || previous.as_ref() == Some(&executions) {
-            break;
+        let ids = executions.iter().map(|e| e.evolution_id.clone()).collect();
+        if executions.len() < PAGE_LIMIT as usize || !seen.insert(ids) {
+            return Ok(None);
         }
-        previous = Some(executions);
     }
-    Ok(None)
+    // Not "not found": a list that never ends cannot say the start did not arrive, and sending it
+    // again could start the execution twice.
+    Err(EvolutionError::Invalid(format!(
+        "the list of executions did not end after {MAX_PAGES} pages; cannot tell whether \
+         customId {custom_id} was started"
+    )))
 }
 
 #[cfg(test)]

@@ -48,6 +48,9 @@ pub enum ExecutionState {
     StartSent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
+        /// When the last start request went out (none in files written before it was kept).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sent_at: Option<DateTime<Utc>>,
     },
     /// The service accepted the start and last said `status`: pending, in_progress, or a state
     /// the contract does not name. `note` says why the run stopped waiting (a time-out).
@@ -125,7 +128,7 @@ impl ExecutionState {
     /// What went wrong or is pending, in words, when anything did.
     pub fn problem(&self) -> Option<&str> {
         match self {
-            Self::StartSent { error } => error.as_deref(),
+            Self::StartSent { error, .. } => error.as_deref(),
             Self::Running { note, .. } => note.as_deref(),
             Self::Failed { reason, .. } => Some(reason),
             Self::NotSent | Self::Finished { .. } => None,
@@ -380,7 +383,10 @@ mod v1 {
                 note: error,
             },
             // Completed without an evolutionId cannot be confirmed: ask the service again.
-            (None, _) if start_sent => ExecutionState::StartSent { error },
+            (None, _) if start_sent => ExecutionState::StartSent {
+                error,
+                sent_at: None,
+            },
             (None, _) => ExecutionState::NotSent,
         }
     }
@@ -424,7 +430,15 @@ mod tests {
     fn format_1_states_map_to_the_state_they_meant() {
         let cases = [
             (None, false, None, ExecutionState::NotSent),
-            (None, true, None, ExecutionState::StartSent { error: None }),
+            (
+                None,
+                true,
+                None,
+                ExecutionState::StartSent {
+                    error: None,
+                    sent_at: None,
+                },
+            ),
             (
                 Some("e"),
                 true,
@@ -449,7 +463,10 @@ mod tests {
                 None,
                 true,
                 Some("completed"),
-                ExecutionState::StartSent { error: None },
+                ExecutionState::StartSent {
+                    error: None,
+                    sent_at: None,
+                },
             ),
         ];
         for (id, sent, status, expected) in cases {
