@@ -214,7 +214,12 @@ fn history(args: HistoryArgs) -> anyhow::Result<ExitCode> {
     let runtime = super::runtime()?;
     let records = if args.all_pages {
         let limit = args.limit.unwrap_or(PAGE_LIMIT);
-        match runtime.block_on(fetch_history(&client, &args.id, limit)) {
+        match runtime.block_on(fetch_history(
+            &client,
+            &args.id,
+            limit,
+            crate::evolution::MAX_GENERATIONS,
+        )) {
             Ok(history) => {
                 if history.repeated_page {
                     eprintln!(

@@ -185,11 +185,15 @@ impl Observer for Progress {
                 variant,
                 generations,
                 repeated_page,
+                truncated,
                 ..
             } => self.line(format!(
                 "{}: {generations} generation(s) of history{}",
                 label(variant),
-                if *repeated_page {
+                if *truncated {
+                    " (the service sent far more generations than the budget allows; the rest \
+                     was not read)"
+                } else if *repeated_page {
                     " (the service repeated a page; paging stopped there)"
                 } else {
                     ""

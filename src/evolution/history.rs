@@ -1,8 +1,9 @@
 //! Reading every page of an evolution's history, and finding an execution by its customId.
 //!
 //! Page numbering is not in the contract; gepa-lab numbers pages from 1 (as `serve` does) and
-//! stops at the first empty page, a page shorter than the limit, or a page that repeats the
-//! previous one (a service that ignores `page` would otherwise be read forever).
+//! stops at the first empty page, a page shorter than the limit, a page seen before (a service
+//! that ignores `page`, or alternates pages, would otherwise be read forever), or more
+//! generations than the caller allows (an execution cannot have more than its budget pays for).
 use std::collections::BTreeMap;
 
 use super::wire::{Execution, HistoryRecord};
@@ -23,16 +24,22 @@ pub struct History {
     pub repeated_page: bool,
     /// Records whose generation was already seen on an earlier page.
     pub duplicates: usize,
+    /// More generations came than the caller allows; paging stopped there.
+    pub truncated: bool,
 }
+
+/// Generations read at most when the caller knows no better bound.
+pub const MAX_GENERATIONS: usize = 100_000;
 
 pub async fn fetch_history(
     evolution: &dyn Evolution,
     evolution_id: &str,
     limit: u32,
+    max_generations: usize,
 ) -> Result<History, EvolutionError> {
     let mut history = History::default();
     let mut by_generation: BTreeMap<u64, HistoryRecord> = BTreeMap::new();
-    let mut previous: Option<Vec<HistoryRecord>> = None;
+    let mut seen: std::collections::HashSet<String> = Default::default();
     for page in 1..=MAX_PAGES {
         let records = evolution
             .prompts(evolution_id, Some(page), Some(limit))
@@ -41,7 +48,8 @@ pub async fn fetch_history(
         if records.is_empty() {
             break;
         }
-        if previous.as_ref() == Some(&records) {
+        // Pages are told apart by their content; serialising plain records cannot fail.
+        if !seen.insert(serde_json::to_string(&records).unwrap_or_default()) {
             history.repeated_page = true;
             break;
         }
@@ -52,9 +60,14 @@ pub async fn fetch_history(
                 history.duplicates += 1;
             }
         }
-        let short = records.len() < limit as usize;
-        previous = Some(records);
-        if short {
+        if by_generation.len() > max_generations {
+            history.truncated = true;
+            while by_generation.len() > max_generations {
+                by_generation.pop_last();
+            }
+            break;
+        }
+        if records.len() < limit as usize {
             break;
         }
     }
@@ -157,7 +170,12 @@ mod tests {
         ) -> Result<Vec<HistoryRecord>, EvolutionError> {
             let page = page.expect("always paged");
             self.asked.lock().unwrap().push(page);
-            let index = if self.sticky { 0 } else { page as usize - 1 };
+            // Sticky: the pages over and over (one page: a service that ignores `page`).
+            let index = if self.sticky {
+                (page as usize - 1) % self.pages.len()
+            } else {
+                page as usize - 1
+            };
             Ok(self.pages.get(index).cloned().unwrap_or_default())
         }
         async fn batch_jobs(&self) -> Result<BatchJobs, EvolutionError> {
@@ -176,7 +194,9 @@ mod tests {
     #[tokio::test]
     async fn reads_until_a_short_page() {
         let service = pages(vec![vec![record(0), record(1)], vec![record(2)]], false);
-        let history = fetch_history(&service, "e", 2).await.unwrap();
+        let history = fetch_history(&service, "e", 2, MAX_GENERATIONS)
+            .await
+            .unwrap();
         assert_eq!(
             history
                 .records
@@ -194,7 +214,9 @@ mod tests {
             vec![vec![record(0), record(1)], vec![record(2), record(3)]],
             false,
         );
-        let history = fetch_history(&service, "e", 2).await.unwrap();
+        let history = fetch_history(&service, "e", 2, MAX_GENERATIONS)
+            .await
+            .unwrap();
         assert_eq!(history.records.len(), 4);
         assert_eq!(*service.asked.lock().unwrap(), [1, 2, 3]);
     }
@@ -202,10 +224,46 @@ mod tests {
     #[tokio::test]
     async fn a_repeated_page_stops_paging() {
         let service = pages(vec![vec![record(0), record(1)]], true);
-        let history = fetch_history(&service, "e", 2).await.unwrap();
+        let history = fetch_history(&service, "e", 2, MAX_GENERATIONS)
+            .await
+            .unwrap();
         assert!(history.repeated_page);
         assert_eq!(history.records.len(), 2);
         assert_eq!(*service.asked.lock().unwrap(), [1, 2]);
+    }
+
+    #[tokio::test]
+    async fn alternating_pages_stop_paging_too() {
+        // The case from the field: pages A, B, A, B, ... read 9,669 times in 7 minutes.
+        let service = pages(
+            vec![vec![record(0), record(1)], vec![record(2), record(3)]],
+            true,
+        );
+        let history = fetch_history(&service, "e", 2, MAX_GENERATIONS)
+            .await
+            .unwrap();
+        assert!(history.repeated_page);
+        assert_eq!(history.records.len(), 4);
+        assert_eq!(*service.asked.lock().unwrap(), [1, 2, 3]);
+    }
+
+    #[tokio::test]
+    async fn no_more_generations_are_kept_than_the_caller_allows() {
+        // The case from the field: endless pages gave 500,000 generations and a 575 MB file.
+        let service = pages(
+            (0..100)
+                .map(|p| vec![record(2 * p), record(2 * p + 1)])
+                .collect(),
+            false,
+        );
+        let history = fetch_history(&service, "e", 2, 5).await.unwrap();
+        assert!(history.truncated);
+        assert_eq!(history.records.len(), 5);
+        assert_eq!(
+            service.asked.lock().unwrap().len(),
+            3,
+            "stopped at the first page past it"
+        );
     }
 
     #[tokio::test]
@@ -218,7 +276,9 @@ mod tests {
             ],
             false,
         );
-        let history = fetch_history(&service, "e", 2).await.unwrap();
+        let history = fetch_history(&service, "e", 2, MAX_GENERATIONS)
+            .await
+            .unwrap();
         assert_eq!(history.records.len(), 3);
         assert_eq!(history.duplicates, 1);
     }

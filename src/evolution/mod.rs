@@ -11,7 +11,7 @@ pub mod wire;
 use async_trait::async_trait;
 
 pub use client::{DEFAULT_EVOLUTION_URL, EvolutionConfig, HttpEvolution};
-pub use history::{History, PAGE_LIMIT, fetch_history, find_by_custom_id};
+pub use history::{History, MAX_GENERATIONS, PAGE_LIMIT, fetch_history, find_by_custom_id};
 use wire::{BatchJobs, Execution, HistoryRecord, StartExecution};
 
 use crate::http::ApiError;

@@ -59,6 +59,8 @@ pub enum Event {
         pages: u32,
         repeated_page: bool,
         duplicates: usize,
+        /// More generations than the execution's budget allows; the rest was not read.
+        truncated: bool,
     },
     HistoryFailed {
         variant: String,

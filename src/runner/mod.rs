@@ -506,7 +506,18 @@ impl Runner<'_> {
             };
             let variant = self.variant(index);
             let mut fetched: Vec<HistoryRow> = Vec::new();
-            match fetch_history(self.backends.evolution.as_ref(), &evolution_id, PAGE_LIMIT).await {
+            // Every generation costs at least one call, so an execution has at most its budget
+            // plus the seed's generation. A service may number them otherwise, so ten times that
+            // (at least 1,000) is read: enough for anything plausible, and a runaway service
+            // (500,000 generations were seen) cannot fill the disk.
+            let budget = self.manifest.executions[index].plan.start.budget;
+            let most = usize::try_from(budget)
+                .unwrap_or(usize::MAX)
+                .saturating_add(1)
+                .saturating_mul(10)
+                .clamp(1_000, crate::evolution::MAX_GENERATIONS);
+            let evolution = self.backends.evolution.as_ref();
+            match fetch_history(evolution, &evolution_id, PAGE_LIMIT, most).await {
                 Ok(history) => {
                     self.emit(Event::History {
                         variant: variant.clone(),
@@ -515,6 +526,7 @@ impl Runner<'_> {
                         pages: history.pages,
                         repeated_page: history.repeated_page,
                         duplicates: history.duplicates,
+                        truncated: history.truncated,
                     })?;
                     fetched.extend(history.records.into_iter().map(|record| HistoryRow {
                         variant: variant.clone(),

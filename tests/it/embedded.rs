@@ -429,7 +429,9 @@ async fn a_tiny_gepa_run_on_real_rows_stays_within_its_budget() {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     };
     assert_eq!(execution.status, Status::Completed, "{execution:?}");
-    let history = fetch_history(&evolution, &id, 10).await.expect("history");
+    let history = fetch_history(&evolution, &id, 10, gepa_lab::evolution::MAX_GENERATIONS)
+        .await
+        .expect("history");
     assert_eq!(history.records[0].generation, 0.0);
     assert_eq!(history.records[0].prompt, request.prompt);
     let score = history.records[0].score;

@@ -9,7 +9,9 @@ use async_trait::async_trait;
 use gepa_lab::evolution::wire::{
     BatchJobs, DatasetItem, Execution, HistoryRecord, StartExecution, Status,
 };
-use gepa_lab::evolution::{Evolution, EvolutionError, HttpEvolution, fetch_history};
+use gepa_lab::evolution::{
+    Evolution, EvolutionError, HttpEvolution, MAX_GENERATIONS, fetch_history,
+};
 use gepa_lab::http::ApiError;
 use serde_json::json;
 
@@ -150,7 +152,9 @@ async fn start_poll_and_read_every_history_page() {
     // Every page size, including exact boundaries (an empty page ends them) and a last short
     // page, reads the same history.
     for limit in 1..=(n as u32 + 1) {
-        let history = fetch_history(&client, &id, limit).await.unwrap();
+        let history = fetch_history(&client, &id, limit, MAX_GENERATIONS)
+            .await
+            .unwrap();
         assert_eq!(history.records, all, "limit {limit}");
         assert_eq!(history.pages, n as u32 / limit + 1, "limit {limit}");
         assert!(!history.repeated_page);
@@ -164,7 +168,9 @@ async fn start_poll_and_read_every_history_page() {
     assert_eq!(past_the_end.unwrap(), []);
 
     // A service that ignores `page` repeats page 1; paging stops there instead of looping.
-    let history = fetch_history(&IgnoresPage(&client), &id, 2).await.unwrap();
+    let history = fetch_history(&IgnoresPage(&client), &id, 2, MAX_GENERATIONS)
+        .await
+        .unwrap();
     assert!(history.repeated_page);
     assert_eq!(history.pages, 2);
     assert_eq!(history.records, all[..2]);
