@@ -381,7 +381,25 @@ impl Runner<'_> {
                 return Ok(());
             }
             for &index in &waiting {
-                self.poll_one(index).await?;
+                // A poll that hangs (retries included) must not hold the run past its time-out.
+                let left = deadline.saturating_duration_since(Instant::now());
+                let polled = tokio::time::timeout(left, self.poll_one(index)).await;
+                match polled {
+                    Ok(result) => result?,
+                    Err(_) => {
+                        let evolution_id = self.manifest.executions[index]
+                            .state
+                            .evolution_id()
+                            .unwrap_or_default()
+                            .to_owned();
+                        self.emit(Event::PollFailed {
+                            variant: self.variant(index),
+                            evolution_id,
+                            error: "no answer before the time-out".into(),
+                        })?;
+                        break;
+                    }
+                }
             }
             if Instant::now() >= deadline {
                 for index in waiting {

@@ -701,3 +701,50 @@ fn each_run_has_customids_of_its_own() {
     assert!(starts.values().all(|&count| count == 1), "{starts:?}");
     assert!(starts.keys().all(|id| id.len() <= 50), "{starts:?}");
 }
+
+#[test]
+fn a_stalled_poll_does_not_hold_the_run_past_its_timeout() {
+    // The case from the field: a poll that never answered took a `--timeout 30` run to 306 s.
+    use axum::routing::{get, post};
+    use axum::{Json, Router};
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let app = Router::new()
+        .route(
+            "/api/v0/gepa/start_execution",
+            post(|| async { Json(serde_json::json!({"evolutionId": "stalled-1"})) }),
+        )
+        .route(
+            "/api/v0/gepa/get_single_execution/{id}",
+            get(|| async {
+                tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
+                Json(serde_json::json!({"status": "completed"}))
+            }),
+        );
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    runtime.spawn(async move { axum::serve(listener, app).await });
+
+    let out = tempfile::tempdir().unwrap();
+    let started = std::time::Instant::now();
+    let output = Command::new(env!("CARGO_BIN_EXE_gepa-lab"))
+        .current_dir(root())
+        .env("GEPA_LAB_EVOLUTION_KEY", KEY)
+        .env("GEPA_LAB_INFERENCE_KEY", KEY)
+        .args(["run", "--backend", &url, "--yes", "--timeout", "2", "--out"])
+        .arg(out.path())
+        .arg(experiment())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run");
+    let took = started.elapsed();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    // Both executions time out (exit 5); the replay of their seeds fails on this service.
+    assert_ne!(output.status.code(), Some(0), "{stderr}");
+    assert!(
+        took < std::time::Duration::from_secs(30),
+        "took {took:?} for a 2 s time-out: {stderr}"
+    );
+    assert!(stderr.contains("still running at the time-out"), "{stderr}");
+}
