@@ -30,6 +30,9 @@ pub enum ApiError {
         source: serde_json::Error,
         body: String,
     },
+    /// A response body longer than any answer of these APIs can be: it is not read further.
+    #[error("response body larger than {limit} bytes; not read further")]
+    TooLarge { limit: usize },
     /// The client itself could not be set up (bad base URL, bad header value, bad TLS setup).
     #[error("invalid client configuration: {0}")]
     Config(String),

@@ -302,8 +302,19 @@ impl HttpClient {
         &self,
         call: &Call,
     ) -> Result<(T, Duration), ApiError> {
-        let (response, sent) = self.send_attempts(call).await?;
-        let body = response.text().await.map_err(ApiError::Transport)?;
+        let (mut response, sent) = self.send_attempts(call).await?;
+        // Read in chunks up to a bound: a service that sends 10 MB for an 8-token answer must
+        // not cost 10 MB per request (six such answers once held 546 MB).
+        let mut bytes = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(ApiError::Transport)? {
+            if bytes.len() + chunk.len() > MAX_BODY_BYTES {
+                return Err(ApiError::TooLarge {
+                    limit: MAX_BODY_BYTES,
+                });
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        let body = String::from_utf8_lossy(&bytes).into_owned();
         let latency = sent.elapsed();
         let value =
             serde_json::from_str(&body).map_err(|source| ApiError::Decode { source, body })?;
@@ -357,6 +368,9 @@ impl HttpClient {
         })
     }
 }
+
+/// The longest JSON body read: far above any answer, history page or list of these APIs.
+pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 
 /// Even spacing at the key's rate, with no burst: the server counts a burst against the same
 /// minute, and requests spaced exactly one period apart can never exceed a limit of `rpm` per

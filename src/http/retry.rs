@@ -85,7 +85,10 @@ impl RetryPolicy {
             ApiError::Transport(err) if err.is_connect() || err.is_timeout() => {
                 self.backoff(attempt - 1, jitter)
             }
-            ApiError::Transport(_) | ApiError::Decode { .. } | ApiError::Config(_) => {
+            ApiError::Transport(_)
+            | ApiError::Decode { .. }
+            | ApiError::TooLarge { .. }
+            | ApiError::Config(_) => {
                 return Decision::GiveUp;
             }
         };

@@ -139,6 +139,14 @@ impl Answering<'_> {
     }
 }
 
+/// The longest answer kept for a request: 64 bytes per token asked for (no token is longer), and
+/// never less than 64 KiB; 1 MiB when the request sets no limit.
+fn answer_limit(max_tokens: Option<u32>) -> usize {
+    max_tokens.map_or(1024 * 1024, |tokens| {
+        (tokens as usize).saturating_mul(64).max(64 * 1024)
+    })
+}
+
 /// Answers every request not in the cache, at most `concurrency` at a time.
 pub(super) async fn answer_all(
     answering: &Answering<'_>,
@@ -177,7 +185,21 @@ pub(super) async fn answer_all(
             .map_or(elapsed, |latency| latency.min(elapsed));
         let latency_ms = millis(latency);
         let waited_ms = millis(elapsed - latency);
+        let limit = answer_limit(request.max_tokens);
         let error = match result {
+            Ok(response) if response.content().len() > limit => {
+                // Not kept, not scored: an answer far longer than its token limit allows is a
+                // service's fault, and keeping it whole costs memory and disk.
+                let error = format!(
+                    "the answer is {} bytes, more than {limit} that max_tokens {} allows; not kept",
+                    response.content().len(),
+                    request
+                        .max_tokens
+                        .map_or_else(|| "(none)".to_owned(), |t| t.to_string())
+                );
+                errors.insert(key.clone(), error.clone());
+                Some(error)
+            }
             Ok(response) => {
                 let usage = response.usage.unwrap_or_default();
                 let answer = CachedAnswer {

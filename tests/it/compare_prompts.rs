@@ -833,3 +833,46 @@ fn a_judge_grades_each_answer_and_a_failed_grade_is_an_error_not_a_zero() {
     assert_eq!(output.status.code(), Some(1));
     assert!(text(&output.stderr).contains("nope.txt: cannot read the rubric"));
 }
+
+#[test]
+fn an_answer_far_longer_than_its_token_limit_is_not_kept() {
+    // The case from the field: a 10 MB answer to a `max_tokens = 8` request was kept whole.
+    use axum::routing::post;
+    use axum::{Json, Router};
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let app = Router::new().route(
+        "/v1/chat/completions",
+        post(|| async {
+            Json(serde_json::json!({
+                "id": "x", "model": "m",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": "positive ".repeat(30_000)}, "finish_reason": "stop"}],
+            }))
+        }),
+    );
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    runtime.spawn(async move { axum::serve(listener, app).await });
+
+    let temp = with_dataset();
+    let dir = temp.path();
+    write(dir, "a.txt", "{review}");
+    write(dir, "b.txt", "{review}!");
+    let mut args = ARGS.to_vec();
+    args.extend(["--limit", "2", "--max-tokens", "8"]);
+    let output = compare(dir, &url, &args);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(6), "{stderr}");
+    let rows = replay_rows(dir);
+    assert_eq!(rows.len(), 4);
+    for row in &rows {
+        assert!(
+            row["error"]
+                .contains("the answer is 270000 bytes, more than 65536 that max_tokens 8 allows"),
+            "{row:?}"
+        );
+        assert!(row["output"].is_empty());
+    }
+    assert_eq!(cached_answers(dir), 0, "nothing of it is cached");
+}
