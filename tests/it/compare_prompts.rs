@@ -876,3 +876,40 @@ fn an_answer_far_longer_than_its_token_limit_is_not_kept() {
     }
     assert_eq!(cached_answers(dir), 0, "nothing of it is cached");
 }
+
+#[test]
+fn a_response_body_past_the_read_limit_is_not_read_further() {
+    use axum::routing::post;
+    use axum::{Json, Router};
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let app = Router::new().route(
+        "/v1/chat/completions",
+        post(|| async {
+            // 17 MiB of content: past the 16 MiB a body is read to.
+            Json(serde_json::json!({
+                "id": "x", "model": "m",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": "y".repeat(17 << 20)}}],
+            }))
+        }),
+    );
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    runtime.spawn(async move { axum::serve(listener, app).await });
+
+    let temp = with_dataset();
+    let dir = temp.path();
+    write(dir, "a.txt", "{review}");
+    write(dir, "b.txt", "{review}!");
+    let mut args = ARGS.to_vec();
+    args.extend(["--limit", "1", "--concurrency", "1"]);
+    let output = compare(dir, &url, &args);
+    assert_eq!(output.status.code(), Some(6), "{}", text(&output.stderr));
+    for row in replay_rows(dir) {
+        assert!(
+            row["error"].contains("response body larger than 16777216 bytes"),
+            "{row:?}"
+        );
+    }
+}
