@@ -100,6 +100,7 @@ fn generate(dir: &Path) {
                     model: "local".into(),
                     answered_by: "local".into(),
                     row: 13 + row,
+                    sample: 1,
                     inputs: BTreeMap::from([(
                         "review".into(),
                         format!("Review number {row}: arrived late, but works <fine>."),

@@ -84,6 +84,12 @@ struct PromptArgs {
     /// Answer only the first N data rows.
     #[arg(long, value_name = "N")]
     limit: Option<usize>,
+    /// Answer each row N times (1 to 100; sensible with --temperature above 0). A row's score
+    /// is then the mean of its answers, every statistic counts rows (not answers), and the
+    /// tables show how often a row's answers agree.
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::experiment::MAX_REPEAT)))]
+    repeat: u32,
     /// Do not ask before sending requests to a model that is not local (needed without a
     /// terminal).
     #[arg(long)]
@@ -278,8 +284,16 @@ fn compare_prompts(
         max_tokens: args.max_tokens,
         concurrency: args.concurrency,
         limit: args.limit,
+        repeat: args.repeat,
         judge,
     };
+    if job.repeat > 1 && job.temperature == 0.0 {
+        eprintln!(
+            "warning: --repeat {} at --temperature 0: a model usually gives the same answer \
+             every time, so the repeats add cost and little information",
+            job.repeat
+        );
+    }
     let prepared = match prompts::prepare(&job) {
         Ok(prepared) => prepared,
         Err(err) => {
@@ -374,8 +388,15 @@ fn compare_prompts(
         job.max_tokens
             .map_or_else(|| "default".to_owned(), |t| t.to_string())
     )];
+    if job.repeat > 1 {
+        settings.push(format!(
+            "{} answers per row: a row's score is the mean of its answers, and intervals and \
+             tests count rows, not answers",
+            job.repeat
+        ));
+    }
     // Counted per prompt: one prompt's lost answer is not another's.
-    let asked = prepared.rows.len();
+    let asked = prepared.rows.len() * job.repeat as usize;
     let per_prompt: Vec<(String, usize)> = job
         .prompts
         .iter()
@@ -388,10 +409,21 @@ fn compare_prompts(
             (prompt.file.clone(), count)
         })
         .collect();
+    let unit = if job.repeat > 1 {
+        "answers"
+    } else {
+        "data rows"
+    };
     if per_prompt.iter().all(|(_, count)| *count == asked) {
         settings.push(format!(
-            "{asked} of {} data rows answered by each prompt; answers and tables in {}",
+            "{} of {} data rows answered by each prompt{}; answers and tables in {}",
+            prepared.rows.len(),
             prepared.file_rows,
+            if job.repeat > 1 {
+                format!(", {} times each", job.repeat)
+            } else {
+                String::new()
+            },
             dir.path.display()
         ));
     } else {
@@ -400,7 +432,8 @@ fn compare_prompts(
             .map(|(file, count)| format!("{file} {count} ({} missing)", asked - count))
             .collect();
         settings.push(format!(
-            "{asked} of {} data rows asked; answered: {}; answers and tables in {}",
+            "{asked} {unit} asked ({} of {} data rows); answered: {}; answers and tables in {}",
+            prepared.rows.len(),
             prepared.file_rows,
             each.join(", "),
             dir.path.display()
@@ -459,6 +492,10 @@ fn folder_name(job: &PromptsJob, prepared: &Prepared) -> String {
     hash.update(settings.as_bytes());
     if let Some(judge) = &job.judge {
         hash.update(format!("\0{}\0{}", judge.model, judge.rubric).as_bytes());
+    }
+    // Folders of comparisons made before repeats existed keep their names.
+    if job.repeat > 1 {
+        hash.update(format!("\0repeat {}", job.repeat).as_bytes());
     }
     let stem = |prompt: &PromptFile| {
         let name = Path::new(&prompt.file)

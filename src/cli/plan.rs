@@ -50,9 +50,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             dataset.holdout_rows
         );
         if let Some(replay) = &execution.replay {
+            let repeat = if replay.repeat > 1 {
+                format!(", {} answers per row", replay.repeat)
+            } else {
+                String::new()
+            };
             println!(
-                "replay: seed + top {} on {:?}, scorer {:?}",
-                replay.top, replay.models, replay.scorer
+                "replay: seed + top {} on {:?}, scorer {:?}, temperature {}{repeat}",
+                replay.top, replay.models, replay.scorer, replay.temperature
             );
         }
         println!("POST /gepa/start_execution");

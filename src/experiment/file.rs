@@ -128,6 +128,12 @@ pub struct ReplaySection {
     /// Requests in flight at once; the key's rpm limit also applies.
     #[serde(default = "default_concurrency")]
     pub concurrency: i64,
+    /// Answers per version and holdout row (1 to 100). Above 1, each row is answered that
+    /// many times (sensible with temperature above 0): the row's score is the mean of its
+    /// answers, and the report shows how often they agree.
+    #[serde(default = "default_repeat")]
+    #[schemars(range(min = 1, max = 100))]
+    pub repeat: i64,
     /// Required by the `judge` scorer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge: Option<JudgeSection>,
@@ -144,6 +150,10 @@ pub struct JudgeSection {
 
 fn default_top() -> i64 {
     3
+}
+
+fn default_repeat() -> i64 {
+    1
 }
 
 fn default_scorer() -> String {

@@ -90,8 +90,19 @@ pub struct ReplayPlan {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
     pub concurrency: usize,
+    /// Answers per version and row; plans written before repeats existed had one.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub repeat: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub judge: Option<JudgePlan>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn is_one(value: &u32) -> bool {
+    *value == 1
 }
 
 /// What a run will spend, at most. Replay counts assume every execution yields `top` distinct

@@ -25,6 +25,8 @@ pub const MAX_NAME_LEN: usize = 40;
 pub const MAX_CUSTOM_ID_LEN: usize = 50;
 /// Budgets below this work but rarely improve the prompt; the service describes it as a minimum.
 pub const LOW_BUDGET: i64 = 10;
+/// Most answers per version and row (`replay.repeat`, `compare --repeat`).
+pub const MAX_REPEAT: u32 = 100;
 /// Metrics the evolution service is known to offer; others are passed on with a warning.
 pub const KNOWN_METRICS: [&str; 3] = ["accuracy", "exact_match", "coherence"];
 /// Row problems shown per dataset; the rest are counted.
@@ -455,10 +457,9 @@ impl<'a> Checker<'a> {
             r.models.iter().filter(|m| !is_embedded_model(m)).count()
         });
         let local = replay.as_ref().map_or(0, |r| r.models.len() - remote);
-        let answers_per_model = replay
-            .as_ref()
-            .map_or(0, |r| (r.top + 1) * dataset.holdout_rows)
-            as u64;
+        let answers_per_model = replay.as_ref().map_or(0, |r| {
+            (r.top + 1) * dataset.holdout_rows * r.repeat as usize
+        }) as u64;
         let judge_calls = match &replay {
             Some(r) if r.judge.is_some() => answers_per_model * r.models.len() as u64,
             _ => 0,
@@ -1014,6 +1015,36 @@ fn check_replay(scope: &mut Scope<'_, '_>, replay: &ReplaySection) -> Option<Rep
         Some(tokens) => positive("max_tokens", Rule::ReplayMaxTokens, tokens).map(Some),
         None => Some(None),
     };
+    let repeat = match u32::try_from(replay.repeat) {
+        Ok(repeat @ 1..=MAX_REPEAT) => {
+            if repeat > 1 && replay.temperature == 0.0 {
+                scope.report(
+                    "replay.repeat",
+                    Diagnostic::warning(
+                        Rule::ReplayRepeatGreedy,
+                        "at temperature 0 a model usually gives the same answer every time, so \
+                         repeated answers add cost and little information",
+                    )
+                    .seen(replay.repeat)
+                    .help(
+                        "set replay.temperature above 0 (0.7 is common), or remove replay.repeat",
+                    ),
+                );
+            }
+            Some(repeat)
+        }
+        _ => {
+            scope.report(
+                "replay.repeat",
+                Diagnostic::error(
+                    Rule::ReplayRepeat,
+                    format!("replay.repeat must be from 1 to {MAX_REPEAT}"),
+                )
+                .seen(replay.repeat),
+            );
+            None
+        }
+    };
     if !replay.temperature.is_finite() || replay.temperature < 0.0 {
         ok = false;
         scope.report(
@@ -1095,6 +1126,7 @@ fn check_replay(scope: &mut Scope<'_, '_>, replay: &ReplaySection) -> Option<Rep
         temperature: replay.temperature,
         max_tokens: max_tokens?.and_then(|tokens| u32::try_from(tokens).ok()),
         concurrency: usize::try_from(concurrency?).ok()?,
+        repeat: repeat?,
         judge,
     })
 }

@@ -76,6 +76,10 @@ pub struct SimConfig {
     /// `faults[i]`, or `faults[i % cycle]` when `cycle` is set; requests past the end answer.
     pub faults: Vec<Fault>,
     pub cycle: Option<u64>,
+    /// Answers at a temperature above 0 vary from call to call, as a sampling model's do: the
+    /// call's number then counts in what is answered. Off by default, so that a run against
+    /// the stand-in model repeats exactly.
+    pub varies: bool,
 }
 
 impl Default for SimConfig {
@@ -88,6 +92,7 @@ impl Default for SimConfig {
             retry_after: Duration::from_secs(1),
             faults: Vec::new(),
             cycle: None,
+            varies: false,
         }
     }
 }
@@ -105,7 +110,8 @@ impl FromStr for SimConfig {
     /// Keys: `model` (repeatable; default `sim-text`, `sim-vl`, `sim-audio`), `seed`,
     /// `latency_ms`, `slow_ms`, `retry_after` (seconds), `faults` (a `/`-separated script of
     /// `ok`, `429`, `503`, `500`, `slow`, `truncate`, `nonconforming`, each optionally `*N`),
-    /// `cycle` (repeat the script every N requests).
+    /// `cycle` (repeat the script every N requests), `varies` (`1`: answers at a temperature
+    /// above 0 differ from call to call).
     fn from_str(spec: &str) -> Result<Self, Self::Err> {
         let mut config = SimConfig::default();
         let mut models = Vec::new();
@@ -129,6 +135,11 @@ impl FromStr for SimConfig {
                 "latency_ms" => config.latency = Duration::from_millis(number(value)?),
                 "slow_ms" => config.slow = Duration::from_millis(number(value)?),
                 "retry_after" => config.retry_after = Duration::from_secs(number(value)?),
+                "varies" => match value {
+                    "0" => config.varies = false,
+                    "1" => config.varies = true,
+                    other => return Err(bad(format!("expected 0 or 1, got {other:?}"))),
+                },
                 "cycle" => match number(value)? {
                     0 => return Err(bad("must be at least 1".into())),
                     n => config.cycle = Some(n),
@@ -148,7 +159,7 @@ impl FromStr for SimConfig {
                 other => {
                     return Err(SimConfigError {
                         option: other.into(),
-                        reason: "unknown option (model, seed, latency_ms, slow_ms, retry_after, faults, cycle)".into(),
+                        reason: "unknown option (model, seed, latency_ms, slow_ms, retry_after, faults, cycle, varies)".into(),
                     });
                 }
             }
@@ -186,6 +197,8 @@ impl FromStr for SimConfig {
 pub struct SimModel {
     config: SimConfig,
     requests: AtomicU64,
+    /// Calls answered at a temperature above 0, for `SimConfig::varies`.
+    draws: AtomicU64,
 }
 
 impl fmt::Debug for SimModel {
@@ -231,6 +244,7 @@ impl SimModel {
         SimModel {
             config,
             requests: AtomicU64::new(0),
+            draws: AtomicU64::new(0),
         }
     }
 
@@ -288,7 +302,15 @@ impl SimModel {
     }
 
     fn respond(&self, request: &ChatRequest, fault: Fault) -> ChatResponse {
-        let digest = prompt_digest(self.config.seed, request);
+        let mut digest = prompt_digest(self.config.seed, request);
+        if self.config.varies && request.temperature() > 0.0 {
+            let draw = self.draws.fetch_add(1, Ordering::Relaxed);
+            digest = Sha256::new()
+                .chain_update(digest)
+                .chain_update(draw.to_le_bytes())
+                .finalize()
+                .into();
+        }
         let mut rng = ChaCha8Rng::from_seed(digest);
         let mut content = match request.json_schema() {
             Some(schema) if fault == Fault::NonConforming => nonconforming(schema),
@@ -677,9 +699,10 @@ mod tests {
     #[test]
     fn config_parses_every_option_and_names_bad_ones() {
         let config: SimConfig =
-            "model=a,model=b-vl,seed=7,latency_ms=20,slow_ms=5,retry_after=2,faults=429*2/ok/truncate,cycle=5"
+            "model=a,model=b-vl,seed=7,latency_ms=20,slow_ms=5,retry_after=2,faults=429*2/ok/truncate,cycle=5,varies=1"
                 .parse()
                 .unwrap();
+        assert!(config.varies);
         assert_eq!(config.models, vec!["a", "b-vl"]);
         assert_eq!(config.seed, 7);
         assert_eq!(config.latency, Duration::from_millis(20));
@@ -701,6 +724,7 @@ mod tests {
             "faults=404",
             "cycle=0",
             "latency_ms",
+            "varies=yes",
         ] {
             assert!(bad.parse::<SimConfig>().is_err(), "{bad}");
         }
@@ -721,6 +745,27 @@ mod tests {
             usage.total_tokens,
             usage.prompt_tokens + usage.completion_tokens
         );
+    }
+
+    #[tokio::test]
+    async fn with_varies_answers_at_a_temperature_above_0_differ_from_call_to_call() {
+        let mut request = ask(
+            "sim-text",
+            "Answer with one of: a, b, c, d, e, f, g, h",
+            "Which letter?",
+        );
+        let answers = |model: SimModel, request: ChatRequest| async move {
+            let mut seen = std::collections::BTreeSet::new();
+            for _ in 0..20 {
+                seen.insert(model.chat(&request).await.unwrap().content().to_owned());
+            }
+            seen.len()
+        };
+        request.temperature = Some(0.8);
+        assert!(answers(sim("varies=1"), request.clone()).await > 1);
+        assert_eq!(answers(sim(""), request.clone()).await, 1, "off by default");
+        request.temperature = Some(0.0);
+        assert_eq!(answers(sim("varies=1"), request).await, 1, "greedy at 0");
     }
 
     #[tokio::test]

@@ -13,6 +13,7 @@ use serde::Serialize;
 use super::context::ComparisonView;
 use super::format::{number, p_value};
 use super::load::{RunData, load};
+use super::samples::{self, Agreement, RowAnswers};
 use super::{DatasetMismatch, ReportError, stats, terminal};
 use crate::prompt::PromptFile;
 use crate::store::ReplayRow;
@@ -34,10 +35,14 @@ pub struct Contender {
     /// The evolution's (Pareto) score of a run's best version.
     pub validation_score: Option<f64>,
     pub simulated: bool,
+    /// Rows with at least one answer: what the mean and its interval rest on.
     pub rows: usize,
+    /// Over rows: each row's score is the mean of its answered samples.
     pub mean: Option<f64>,
     pub ci_low: Option<f64>,
     pub ci_high: Option<f64>,
+    /// How often a row's repeated answers agree; none with one answer per row.
+    pub agreement: Option<Agreement>,
     pub prompt: String,
 }
 
@@ -98,45 +103,57 @@ pub struct RowPair {
     pub b: Answer,
 }
 
-/// One prompt's answer to a row, and its score (none when it failed).
+/// One prompt's answer to a row, and its score (none when it failed). With repeats: the first
+/// answered sample, the row's mean score, and a line on all of its answers.
 #[derive(Debug, Clone, Serialize)]
 pub struct Answer {
     pub output: String,
     pub score: Option<f64>,
     pub feedback: String,
     pub error: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repeats: Option<String>,
 }
 
 impl Answer {
-    fn of(row: &ReplayRow) -> Self {
+    fn of(answers: &RowAnswers<'_>) -> Self {
+        let shown = answers.shown();
         Self {
-            output: row.output.clone(),
-            score: row.error.is_empty().then_some(row.score),
-            feedback: row.feedback.clone(),
-            error: row.error.clone(),
+            output: shown.output.clone(),
+            score: answers.score(),
+            feedback: shown.feedback.clone(),
+            error: shown.error.clone(),
+            repeats: answers.summary(),
         }
     }
 }
 
-/// The rows where `b`'s score differs from `a`'s (a failed answer counts as differing).
-fn differing(a: &str, b: &str, replay: &[ReplayRow], model: &str) -> DifferingRows {
-    let of = |prompt: &str| -> BTreeMap<usize, &ReplayRow> {
+/// The answers of one prompt on one model, by row.
+fn prompt_rows<'a>(
+    replay: &'a [ReplayRow],
+    prompt: &str,
+    model: &str,
+) -> BTreeMap<usize, RowAnswers<'a>> {
+    samples::by_row(
         replay
             .iter()
-            .filter(|r| r.version == prompt && r.model == model)
-            .map(|r| (r.row, r))
-            .collect()
-    };
-    let (rows_a, rows_b) = (of(a), of(b));
+            .filter(|r| r.version == prompt && r.model == model),
+    )
+}
+
+/// The rows where `b`'s score differs from `a`'s (a failed answer counts as differing).
+fn differing(a: &str, b: &str, replay: &[ReplayRow], model: &str) -> DifferingRows {
+    let (rows_a, rows_b) = (prompt_rows(replay, a, model), prompt_rows(replay, b, model));
     let rows = rows_a
         .iter()
         .filter_map(|(row, ra)| {
             let rb = rows_b.get(row)?;
             let (sa, sb) = (Answer::of(ra), Answer::of(rb));
+            let shown = ra.shown();
             (sa.score != sb.score).then(|| RowPair {
                 row: *row,
-                inputs: ra.inputs.clone().into_iter().collect(),
-                expected: ra.expected.clone(),
+                inputs: shown.inputs.clone().into_iter().collect(),
+                expected: shown.expected.clone(),
                 a: sa,
                 b: sb,
             })
@@ -196,6 +213,11 @@ impl CompareReport {
         }
         header.extend(["model", "rows", "mean (95% CI)", "simulated"]);
         out.push_str(&terminal::table(&header, &rows));
+        for contender in &self.contenders {
+            if let Some(agreement) = &contender.agreement {
+                out.push_str(&format!("{}: {}\n", contender.source, agreement.text()));
+            }
+        }
         out.push('\n');
         let rows: Vec<Vec<String>> = self
             .comparisons
@@ -270,6 +292,20 @@ impl CompareReport {
                 comparison.map_or("–".into(), |c| c.verdict_text.clone()),
             ));
         }
+        let agreements: Vec<String> = self
+            .contenders
+            .iter()
+            .filter_map(|c| {
+                let agreement = c.agreement.as_ref()?;
+                Some(format!("`{}`: {}", esc(&c.source), agreement.text()))
+            })
+            .collect();
+        if !agreements.is_empty() {
+            out.push_str(&format!(
+                "\nRepeated answers (each row counts once, scored by the mean of its answers): {}.\n",
+                agreements.join("; ")
+            ));
+        }
         out
     }
 }
@@ -282,15 +318,18 @@ fn best_of(run: &RunData) -> Option<(usize, usize, String)> {
     Some((execution, version, model))
 }
 
-/// Scores by row of one version on one model, answered rows only.
-fn scores_by_row(run: &RunData, variant: &str, version: &str, model: &str) -> BTreeMap<usize, f64> {
-    run.replay
-        .iter()
-        .filter(|r| {
-            r.variant == variant && r.version == version && r.model == model && r.error.is_empty()
-        })
-        .map(|r| (r.row, r.score))
-        .collect()
+/// The answers of one version of a run on one model, by row.
+fn version_rows<'a>(
+    run: &'a RunData,
+    variant: &str,
+    version: &str,
+    model: &str,
+) -> BTreeMap<usize, RowAnswers<'a>> {
+    samples::by_row(
+        run.replay
+            .iter()
+            .filter(|r| r.variant == variant && r.version == version && r.model == model),
+    )
 }
 
 pub fn compare(dirs: &[PathBuf]) -> Result<CompareReport, ReportError> {
@@ -341,7 +380,8 @@ pub fn compare(dirs: &[PathBuf]) -> Result<CompareReport, ReportError> {
         })?;
         let execution = &run.executions[execution];
         let version = &execution.versions[version];
-        let scores = scores_by_row(run, &execution.variant, &version.label, &model);
+        let rows = version_rows(run, &execution.variant, &version.label, &model);
+        let scores = samples::row_scores(&rows);
         picked.push((
             Contender {
                 source: run.dir.display().to_string(),
@@ -353,6 +393,7 @@ pub fn compare(dirs: &[PathBuf]) -> Result<CompareReport, ReportError> {
                 validation_score: version.validation_score,
                 simulated: run.manifest.simulated,
                 prompt: version.prompt.clone(),
+                agreement: Agreement::of(rows.values()),
                 ..Contender::scored(&scores)
             },
             scores,
@@ -390,15 +431,8 @@ pub fn compare_prompts(
     let picked: Vec<(Contender, BTreeMap<usize, f64>)> = prompts
         .iter()
         .map(|prompt| {
-            let rows: Vec<&ReplayRow> = replay
-                .iter()
-                .filter(|r| r.version == prompt.file && r.model == setting.model)
-                .collect();
-            let scores: BTreeMap<usize, f64> = rows
-                .iter()
-                .filter(|r| r.error.is_empty())
-                .map(|r| (r.row, r.score))
-                .collect();
+            let rows = prompt_rows(replay, &prompt.file, &setting.model);
+            let scores = samples::row_scores(&rows);
             let name = Path::new(&prompt.file)
                 .file_name()
                 .map_or_else(|| prompt.file.clone(), |n| n.to_string_lossy().into_owned());
@@ -412,6 +446,7 @@ pub fn compare_prompts(
                 validation_score: None,
                 simulated: setting.simulated,
                 prompt: prompt.text.clone(),
+                agreement: Agreement::of(rows.values()),
                 ..Contender::scored(&scores)
             };
             (contender, scores)
@@ -455,6 +490,7 @@ impl Contender {
             mean: (!values.is_empty()).then(|| stats::mean(&values)),
             ci_low: interval.map(|i| i.low),
             ci_high: interval.map(|i| i.high),
+            agreement: None,
             prompt: String::new(),
         }
     }

@@ -11,6 +11,7 @@ use crate::store::{Backend, ReplayRow};
 use super::diff::{DiffStats, Segment, word_diff};
 use super::format::{self, p_phrase};
 use super::load::{Execution, RunData};
+use super::samples::{self, Agreement, RowAnswers};
 use super::stats::{self, PairedComparison, Verdict};
 use super::tables::{HistoryTotals, VersionTotals};
 
@@ -152,9 +153,16 @@ pub struct VersionView {
 #[derive(Debug, Clone, Serialize)]
 pub struct VersionScore {
     pub model: String,
+    /// Holdout rows asked.
     pub rows: u32,
+    /// Answers asked of each row (`[replay] repeat`).
+    pub samples: u32,
+    /// Answers received and answers failed, over every row and sample.
     pub answered: u32,
     pub errors: u32,
+    /// Rows with at least one answer: what the mean and its interval rest on.
+    pub answered_rows: u32,
+    /// Over rows: each row's score is the mean of its answered samples.
     pub mean: Option<f64>,
     pub ci_low: Option<f64>,
     pub ci_high: Option<f64>,
@@ -167,6 +175,8 @@ pub struct VersionScore {
     pub mean_prompt_tokens: Option<f64>,
     pub mean_completion_tokens: Option<f64>,
     pub fallbacks: u32,
+    /// How often a row's repeated answers agree; none with one answer per row.
+    pub agreement: Option<Agreement>,
 }
 
 /// Every holdout row of one execution on one model, with each version's answer.
@@ -206,6 +216,9 @@ pub struct Cell {
     pub error: String,
     /// Set when another model answered (a fallback).
     pub answered_by: Option<String>,
+    /// For a row answered several times: how many answers, which ones, how many failed. The
+    /// output shown is the first answered sample's; the score is the mean of all answered.
+    pub repeats: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -298,13 +311,22 @@ pub fn build(
                         version.label.as_str(),
                         model.as_str(),
                     ))?;
-                    let scores = answered_scores(&answers, execution, &version.label, model);
+                    let rows = answers.get(&(
+                        execution.variant.as_str(),
+                        version.label.as_str(),
+                        model.as_str(),
+                    ));
+                    let scores: Vec<f64> = rows
+                        .map(|rows| rows.values().filter_map(RowAnswers::score).collect())
+                        .unwrap_or_default();
                     let interval = stats::mean_interval(&scores);
                     Some(VersionScore {
                         model: model.clone(),
                         rows: t.rows,
+                        samples: t.samples,
                         answered: t.answered,
                         errors: t.errors,
+                        answered_rows: u32::try_from(scores.len()).unwrap_or(u32::MAX),
                         mean: t.mean_score,
                         ci_low: interval.map(|i| i.low),
                         ci_high: interval.map(|i| i.high),
@@ -320,6 +342,7 @@ pub fn build(
                         mean_prompt_tokens: t.mean_prompt_tokens,
                         mean_completion_tokens: t.mean_completion_tokens,
                         fallbacks: t.fallbacks,
+                        agreement: rows.and_then(|rows| Agreement::of(rows.values())),
                     })
                 })
                 .collect();
@@ -344,8 +367,7 @@ pub fn build(
                 && !best.is_seed()
                 && execution.versions[0].replayed
             {
-                let pairs = paired_scores(&answers, execution, "seed", &best.label, model);
-                let (a, b): (Vec<f64>, Vec<f64>) = pairs.into_iter().unzip();
+                let (a, b) = paired_scores(&answers, execution, "seed", &best.label, model);
                 let comparison = stats::compare_paired(&a, &b);
                 comparisons.push(ComparisonView::new(
                     &execution.label,
@@ -389,7 +411,7 @@ pub fn build(
                 };
                 format!(
                     "{execution} {} on {}: {} of {} answered, {} missing",
-                    t.version, t.model, t.answered, t.rows, t.errors
+                    t.version, t.model, t.answered, t.asked, t.errors
                 )
             })
             .collect();
@@ -454,61 +476,42 @@ pub fn build(
     }
 }
 
-/// Answers by (variant, version, model), then by row.
-type Answers<'a> = HashMap<(&'a str, &'a str, &'a str), BTreeMap<usize, &'a ReplayRow>>;
+/// Answers by (variant, version, model), then by row (each row's repeated samples together).
+type Answers<'a> = HashMap<(&'a str, &'a str, &'a str), BTreeMap<usize, RowAnswers<'a>>>;
 
 fn index_answers(replay: &[ReplayRow]) -> Answers<'_> {
-    let mut answers: Answers<'_> = HashMap::new();
+    let mut grouped: HashMap<(&str, &str, &str), Vec<&ReplayRow>> = HashMap::new();
     for row in replay {
-        answers
+        grouped
             .entry((
                 row.variant.as_str(),
                 row.version.as_str(),
                 row.model.as_str(),
             ))
             .or_default()
-            .insert(row.row, row);
+            .push(row);
     }
-    answers
+    grouped
+        .into_iter()
+        .map(|(key, rows)| (key, samples::by_row(rows)))
+        .collect()
 }
 
-fn answered_scores(
-    answers: &Answers<'_>,
-    execution: &Execution,
-    version: &str,
-    model: &str,
-) -> Vec<f64> {
-    answers
-        .get(&(execution.variant.as_str(), version, model))
-        .map(|rows| {
-            rows.values()
-                .filter(|r| r.error.is_empty())
-                .map(|r| r.score)
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// Scores of `a` and `b` on the rows both answered, in row order.
+/// Row scores of `a` and `b` on the rows both answered, in row order.
 fn paired_scores(
     answers: &Answers<'_>,
     execution: &Execution,
     a: &str,
     b: &str,
     model: &str,
-) -> Vec<(f64, f64)> {
-    let (Some(a), Some(b)) = (
+) -> (Vec<f64>, Vec<f64>) {
+    match (
         answers.get(&(execution.variant.as_str(), a, model)),
         answers.get(&(execution.variant.as_str(), b, model)),
-    ) else {
-        return Vec::new();
-    };
-    a.iter()
-        .filter_map(|(row, a)| {
-            let b = b.get(row)?;
-            (a.error.is_empty() && b.error.is_empty()).then_some((a.score, b.score))
-        })
-        .collect()
+    ) {
+        (Some(a), Some(b)) => samples::paired(a, b),
+        _ => (Vec::new(), Vec::new()),
+    }
 }
 
 fn row_table(answers: &Answers<'_>, execution: &Execution, model: &str) -> RowTable {
@@ -518,7 +521,7 @@ fn row_table(answers: &Answers<'_>, execution: &Execution, model: &str) -> RowTa
         .filter(|v| v.replayed)
         .map(|v| v.label.as_str())
         .collect();
-    let per_version: Vec<Option<&BTreeMap<usize, &ReplayRow>>> = labels
+    let per_version: Vec<Option<&BTreeMap<usize, RowAnswers<'_>>>> = labels
         .iter()
         .map(|label| answers.get(&(execution.variant.as_str(), *label, model)))
         .collect();
@@ -535,16 +538,12 @@ fn row_table(answers: &Answers<'_>, execution: &Execution, model: &str) -> RowTa
     let rows: Vec<RowView> = row_numbers
         .into_iter()
         .map(|row| {
-            let found: Vec<Option<&ReplayRow>> = per_version
+            let found: Vec<Option<&RowAnswers<'_>>> = per_version
                 .iter()
-                .map(|rows| rows.and_then(|r| r.get(&row)).copied())
+                .map(|rows| rows.and_then(|r| r.get(&row)))
                 .collect();
-            let first = found.iter().flatten().next();
-            let score = |at: Option<usize>| {
-                at.and_then(|i| found[i])
-                    .filter(|r| r.error.is_empty())
-                    .map(|r| r.score)
-            };
+            let first = found.iter().flatten().next().map(|answers| answers.shown());
+            let score = |at: Option<usize>| at.and_then(|i| found[i]).and_then(RowAnswers::score);
             let changed = match (seed_at, best_at) {
                 (Some(s), Some(b)) => score(Some(s)) != score(Some(b)),
                 _ => false,
@@ -566,12 +565,17 @@ fn row_table(answers: &Answers<'_>, execution: &Execution, model: &str) -> RowTa
                 changed,
                 cells: found
                     .iter()
-                    .map(|r| {
-                        r.map(|r| Cell {
-                            output: r.output.clone(),
-                            score: r.error.is_empty().then_some(r.score),
-                            error: r.error.clone(),
-                            answered_by: (r.answered_by != r.model).then(|| r.answered_by.clone()),
+                    .map(|answers| {
+                        answers.map(|answers| {
+                            let r = answers.shown();
+                            Cell {
+                                output: r.output.clone(),
+                                score: answers.score(),
+                                error: r.error.clone(),
+                                answered_by: (r.answered_by != r.model)
+                                    .then(|| r.answered_by.clone()),
+                                repeats: answers.summary(),
+                            }
                         })
                     })
                     .collect(),
@@ -734,13 +738,7 @@ fn variant_comparisons(
         ) else {
             continue;
         };
-        let (a, b): (Vec<f64>, Vec<f64>) = a
-            .iter()
-            .filter_map(|(row, a)| {
-                let b = b.get(row)?;
-                (a.error.is_empty() && b.error.is_empty()).then_some((a.score, b.score))
-            })
-            .unzip();
+        let (a, b) = samples::paired(a, b);
         out.push(ComparisonView::new(
             "variants",
             model,

@@ -205,6 +205,7 @@ mod tests {
             ("model", string),
             ("answered_by", string),
             ("row", unsigned(Physical::Int64, IntegerType::UInt64)),
+            ("sample", unsigned(Physical::Int32, IntegerType::UInt32)),
             ("inputs", string),
             ("expected", string),
             ("output", string),
@@ -263,6 +264,7 @@ mod tests {
                 DataType::String,
                 DataType::String,
                 DataType::UInt64,
+                DataType::UInt32,
                 DataType::String,
                 DataType::String,
                 DataType::String,
@@ -357,6 +359,6 @@ mod tests {
         let bytes = replay_parquet(&replay_frame(&[]).unwrap()).unwrap();
         let metadata = read_metadata(&mut Cursor::new(&bytes)).unwrap();
         assert_eq!(metadata.num_rows, 0);
-        assert_eq!(metadata.schema().fields().len(), 16);
+        assert_eq!(metadata.schema().fields().len(), 17);
     }
 }

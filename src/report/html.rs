@@ -37,6 +37,8 @@ struct ComparePage<'a> {
     #[serde(flatten)]
     report: &'a CompareReport,
     simulated: bool,
+    /// Some contender answered rows more than once: the agreement column is shown.
+    repeated: bool,
 }
 
 /// The page of `compare --prompts`: scores with intervals, the paired comparisons, the rows
@@ -45,6 +47,7 @@ pub fn render_compare(report: &CompareReport) -> Result<String, ReportError> {
     let page = ComparePage {
         report,
         simulated: report.any_simulated(),
+        repeated: report.contenders.iter().any(|c| c.agreement.is_some()),
     };
     render_page("compare.html", COMPARE_TEMPLATE, &page)
 }

@@ -1,9 +1,12 @@
 //! JUnit XML of a comparison of prompt files, for a CI job's test panel: one test suite per
 //! prompt, one test case per dataset row. A case fails when its score is below the pass score
 //! or it has no answer; the failure text holds the answer, the expected output and the feedback
-//! (or the error), so a reader sees why without opening the run folder.
+//! (or the error), so a reader sees why without opening the run folder. A row answered several
+//! times (`--repeat`) is still one case: its score is the mean of its answered samples, and the
+//! failure text lists every answer.
 use std::fmt::Write;
 
+use super::samples::{self, RowAnswers};
 use crate::prompt::PromptFile;
 use crate::store::ReplayRow;
 
@@ -14,40 +17,55 @@ pub fn junit(prompts: &[PromptFile], rows: &[ReplayRow], pass_score: f64) -> Str
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"gepa-lab compare\">\n",
     );
     for prompt in prompts {
-        let mut own: Vec<&ReplayRow> = rows.iter().filter(|r| r.version == prompt.file).collect();
-        own.sort_by_key(|r| r.row);
-        let failures = own.iter().filter(|r| !passed(r, pass_score)).count();
+        let own = samples::by_row(rows.iter().filter(|r| r.version == prompt.file));
+        let passed = |answers: &RowAnswers<'_>| answers.score().is_some_and(|s| s >= pass_score);
+        let failures = own.values().filter(|a| !passed(a)).count();
         let _ = writeln!(
             out,
             "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\" errors=\"0\">",
             escape(&prompt.file),
             own.len()
         );
-        for row in own {
+        for (row, answers) in &own {
+            let seconds: u64 = answers.samples().iter().map(|r| r.latency_ms).sum();
             let _ = write!(
                 out,
-                "    <testcase classname=\"{}\" name=\"row {}\" time=\"{:.3}\"",
+                "    <testcase classname=\"{}\" name=\"row {row}\" time=\"{:.3}\"",
                 escape(&prompt.file),
-                row.row,
-                row.latency_ms as f64 / 1000.0
+                seconds as f64 / 1000.0
             );
-            if passed(row, pass_score) {
+            if passed(answers) {
                 out.push_str("/>\n");
                 continue;
             }
-            let (message, text) = if row.error.is_empty() {
-                (
-                    format!("score {} is below {pass_score}", row.score),
-                    format!(
-                        "answer: {}\nexpected: {}\nfeedback: {}",
-                        row.output, row.expected, row.feedback
-                    ),
-                )
-            } else {
-                (
-                    "no answer".to_owned(),
-                    format!("error: {}\nexpected: {}", row.error, row.expected),
-                )
+            let expected = &answers.shown().expected;
+            let each: Vec<String> = answers
+                .samples()
+                .iter()
+                .map(|r| {
+                    let sample = if answers.asked() > 1 {
+                        format!(" {}", r.sample)
+                    } else {
+                        String::new()
+                    };
+                    if r.error.is_empty() {
+                        format!(
+                            "answer{sample}: {}\nfeedback{sample}: {}",
+                            r.output, r.feedback
+                        )
+                    } else {
+                        format!("error{sample}: {}", r.error)
+                    }
+                })
+                .collect();
+            let text = format!("{}\nexpected: {expected}", each.join("\n"));
+            let message = match answers.score() {
+                Some(score) if answers.asked() > 1 => format!(
+                    "mean score {score:.3} of {} answers is below {pass_score}",
+                    answers.asked()
+                ),
+                Some(score) => format!("score {score} is below {pass_score}"),
+                None => "no answer".to_owned(),
             };
             let _ = write!(
                 out,
@@ -60,10 +78,6 @@ pub fn junit(prompts: &[PromptFile], rows: &[ReplayRow], pass_score: f64) -> Str
     }
     out.push_str("</testsuites>\n");
     out
-}
-
-fn passed(row: &ReplayRow, pass_score: f64) -> bool {
-    row.error.is_empty() && row.score >= pass_score
 }
 
 /// Text as XML character data or an attribute value. Characters XML 1.0 cannot hold at all
@@ -96,6 +110,7 @@ mod tests {
             model: "m".into(),
             answered_by: "m".into(),
             row,
+            sample: 1,
             inputs: Default::default(),
             expected: "positive".into(),
             output: "<b>negative</b> & \u{1} \"x\"".into(),
@@ -135,7 +150,7 @@ mod tests {
             "{xml}"
         );
         assert!(
-            xml.contains("answer: &lt;b&gt;negative&lt;/b&gt; &amp; \u{FFFD} &quot;x&quot;\nexpected: positive\nfeedback: expected positive"),
+            xml.contains("answer: &lt;b&gt;negative&lt;/b&gt; &amp; \u{FFFD} &quot;x&quot;\nfeedback: expected positive\nexpected: positive"),
             "{xml}"
         );
         assert!(xml.contains("<failure message=\"no answer\">error: 503 no node"));
@@ -146,5 +161,34 @@ mod tests {
         // A lower pass score passes the half-right answer.
         let lenient = junit(&[prompt("a.txt")], &rows, 0.5);
         assert!(lenient.contains("tests=\"2\" failures=\"0\""));
+    }
+
+    #[test]
+    fn a_row_answered_several_times_is_one_case_scored_by_its_mean() {
+        let sample = |row_number: usize, sample: u32, score: f64, error: &str| ReplayRow {
+            sample,
+            ..row("a.txt", row_number, score, error)
+        };
+        let rows = [
+            sample(1, 1, 1.0, ""),
+            sample(1, 2, 1.0, ""),
+            sample(1, 3, 0.0, ""),
+            sample(2, 1, 1.0, ""),
+            sample(2, 2, 0.0, "timed out"),
+        ];
+        let xml = junit(&[prompt("a.txt")], &rows, 0.6);
+        // Row 1: mean 2/3 passes 0.6; row 2: its one answer, 1.0, passes.
+        assert!(xml.contains("tests=\"2\" failures=\"0\""), "{xml}");
+        let xml = junit(&[prompt("a.txt")], &rows, 1.0);
+        assert!(xml.contains("tests=\"2\" failures=\"1\""), "{xml}");
+        assert!(
+            xml.contains(
+                "<failure message=\"mean score 0.667 of 3 answers is below 1\">answer 1: "
+            ),
+            "{xml}"
+        );
+        assert!(xml.contains("feedback 3: expected positive\nexpected: positive"));
+        // Time is every sample's latency.
+        assert!(xml.contains("name=\"row 1\" time=\"4.500\""));
     }
 }

@@ -174,10 +174,13 @@ fn check(
         if row.row == 0 {
             return Err(record("row 0: rows are numbered from 1".into()));
         }
-        if !seen.insert((&row.variant, &row.version, &row.model, row.row)) {
+        if row.sample == 0 {
+            return Err(record("sample 0: samples are numbered from 1".into()));
+        }
+        if !seen.insert((&row.variant, &row.version, &row.model, row.row, row.sample)) {
             return Err(record(format!(
-                "row {} of version {:?} on model {:?} is answered twice",
-                row.row, row.version, row.model
+                "row {} (sample {}) of version {:?} on model {:?} is answered twice",
+                row.row, row.sample, row.version, row.model
             )));
         }
         replayed[execution].insert(generation, ());

@@ -22,6 +22,7 @@ mod html;
 mod junit;
 mod load;
 mod markdown;
+mod samples;
 pub mod stats;
 mod tables;
 mod terminal;

@@ -19,10 +19,15 @@ pub struct VersionTotals {
     pub model: String,
     /// Rows asked.
     pub rows: u32,
-    /// Rows with an answer; the others have an error and no score.
+    /// Answers asked of each row (more than 1 with repeats), at most.
+    pub samples: u32,
+    /// Answers asked: every row times its samples.
+    pub asked: u32,
+    /// Answers received; the others have an error and no score.
     pub answered: u32,
     pub errors: u32,
-    /// Mean score over answered rows; `None` when nothing was answered.
+    /// Mean over rows of each row's score, the mean of its answered samples (see
+    /// `report::samples`); `None` when nothing was answered.
     pub mean_score: Option<f64>,
     /// Send to answer of the answered request (see `ReplayRow::latency_ms`).
     pub mean_latency_ms: Option<f64>,
@@ -57,6 +62,7 @@ pub fn replay_frame(rows: &[ReplayRow]) -> PolarsResult<DataFrame> {
         "model" => text(|r| &r.model),
         "answered_by" => text(|r| &r.answered_by),
         "row" => rows.iter().map(|r| r.row as u64).collect::<Vec<_>>(),
+        "sample" => rows.iter().map(|r| r.sample).collect::<Vec<_>>(),
         "inputs" => rows.iter().map(ReplayRow::inputs_json).collect::<Vec<_>>(),
         "expected" => text(|r| &r.expected),
         "output" => text(|r| &r.output),
@@ -84,18 +90,39 @@ pub fn history_frame(rows: &[HistoryRow]) -> PolarsResult<DataFrame> {
 pub fn version_totals(replay: &DataFrame) -> PolarsResult<Vec<VersionTotals>> {
     let answered = col("error").eq(lit(""));
     let when_answered = |name: &str| col(name).filter(answered.clone());
+    let keys = [col("variant"), col("version"), col("model")];
+    // The row is the unit of the score: first each row's mean over its answered samples, then
+    // the mean over rows (a row none of whose samples was answered has a null score, skipped).
+    let by_row = replay
+        .clone()
+        .lazy()
+        .group_by([col("variant"), col("version"), col("model"), col("row")])
+        .agg([
+            when_answered("score").mean().alias("row_score"),
+            len().cast(DataType::UInt32).alias("samples"),
+        ])
+        .group_by(keys.clone())
+        .agg([
+            len().cast(DataType::UInt32).alias("rows"),
+            col("samples").max().alias("samples"),
+            col("row_score").mean().alias("mean_score"),
+        ])
+        .sort(
+            ["variant", "version", "model"],
+            SortMultipleOptions::default(),
+        )
+        .collect()?;
     let totals = replay
         .clone()
         .lazy()
-        .group_by([col("variant"), col("version"), col("model")])
+        .group_by(keys)
         .agg([
-            len().cast(DataType::UInt32).alias("rows"),
+            len().cast(DataType::UInt32).alias("asked"),
             answered
                 .clone()
                 .cast(DataType::UInt32)
                 .sum()
                 .alias("answered"),
-            when_answered("score").mean().alias("mean_score"),
             when_answered("latency_ms")
                 .cast(DataType::Float64)
                 .mean()
@@ -124,6 +151,17 @@ pub fn version_totals(replay: &DataFrame) -> PolarsResult<Vec<VersionTotals>> {
         )
         .collect()?;
     let height = totals.height();
+    // Both are grouped by the same keys and sorted by them: one line each per group.
+    if by_row.height() != height {
+        return Err(PolarsError::ShapeMismatch(
+            format!(
+                "{} version groups by answer, {} by row",
+                height,
+                by_row.height()
+            )
+            .into(),
+        ));
+    }
     let text = |name: &str| -> PolarsResult<Vec<String>> {
         let values = totals.column(name)?.str()?;
         Ok((0..height)
@@ -135,14 +173,19 @@ pub fn version_totals(replay: &DataFrame) -> PolarsResult<Vec<VersionTotals>> {
         Ok((0..height).map(|i| values.get(i)).collect())
     };
     let count = |name: &str| -> PolarsResult<Vec<u32>> {
-        let values = totals.column(name)?.u32()?;
+        let values = totals
+            .column(name)
+            .or_else(|_| by_row.column(name))?
+            .u32()?;
         Ok((0..height)
             .map(|i| values.get(i).unwrap_or_default())
             .collect())
     };
     let (variant, version, model) = (text("variant")?, text("version")?, text("model")?);
-    let (rows, answered, fallbacks) = (count("rows")?, count("answered")?, count("fallbacks")?);
-    let mean_score = float("mean_score")?;
+    let (asked, answered, fallbacks) = (count("asked")?, count("answered")?, count("fallbacks")?);
+    let (rows, samples) = (count("rows")?, count("samples")?);
+    let mean_score = by_row.column("mean_score")?.f64()?;
+    let mean_score: Vec<Option<f64>> = (0..height).map(|i| mean_score.get(i)).collect();
     let mean_latency = float("mean_latency_ms")?;
     let max_latency = totals.column("max_latency_ms")?.u64()?;
     let max_latency: Vec<Option<u64>> = (0..height).map(|i| max_latency.get(i)).collect();
@@ -155,8 +198,10 @@ pub fn version_totals(replay: &DataFrame) -> PolarsResult<Vec<VersionTotals>> {
             version: version[i].clone(),
             model: model[i].clone(),
             rows: rows[i],
+            samples: samples[i],
+            asked: asked[i],
             answered: answered[i],
-            errors: rows[i] - answered[i],
+            errors: asked[i] - answered[i],
             mean_score: mean_score[i],
             mean_latency_ms: mean_latency[i],
             max_latency_ms: max_latency[i],
@@ -211,6 +256,7 @@ mod tests {
             model: "m".into(),
             answered_by: if row == 3 { "n".into() } else { "m".into() },
             row,
+            sample: 1,
             inputs: BTreeMap::new(),
             expected: "x".into(),
             output: "x".into(),

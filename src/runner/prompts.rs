@@ -39,6 +39,8 @@ pub struct PromptsJob {
     pub concurrency: usize,
     /// Only the first N data rows.
     pub limit: Option<usize>,
+    /// Answers per prompt and row (each asked apart; see `ReplayRow::sample`).
+    pub repeat: u32,
     /// The judge, for `--scorer judge`.
     pub judge: Option<JudgePlan>,
 }
@@ -248,17 +250,20 @@ pub fn plan(job: &PromptsJob, prepared: &Prepared, cache: &RunDir) -> Result<Pla
     for prompt in &job.prompts {
         let template = Template::parse(&prompt.text);
         for row in &prepared.rows {
-            let at = CellAt {
-                variant: "",
-                version: &prompt.file,
-                model: &job.model,
-            };
-            cells.push(queue_cell(&mut queue, &cache, &template, row, at, |text| {
-                let mut request = ChatRequest::new(&job.model, vec![ChatMessage::user(text)]);
-                request.temperature = Some(job.temperature);
-                request.max_tokens = job.max_tokens;
-                request
-            }));
+            for sample in 1..=job.repeat {
+                let at = CellAt {
+                    variant: "",
+                    version: &prompt.file,
+                    model: &job.model,
+                    sample,
+                };
+                cells.push(queue_cell(&mut queue, &cache, &template, row, at, |text| {
+                    let mut request = ChatRequest::new(&job.model, vec![ChatMessage::user(text)]);
+                    request.temperature = Some(job.temperature);
+                    request.max_tokens = job.max_tokens;
+                    request
+                }));
+            }
         }
     }
     Ok(Planned {

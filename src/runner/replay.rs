@@ -50,12 +50,14 @@ fn versions(seed: &str, history: &[&HistoryRow], top: usize) -> Vec<ToReplay> {
     out
 }
 
-/// One cell of the replay: which answer a (variant, version, model, row) needs.
+/// One cell of the replay: which answer a (variant, version, model, row, sample) needs.
 pub(super) struct Cell {
     pub variant: String,
     pub version: String,
     pub model: String,
     pub row: usize,
+    /// Which of the row's repeated answers, from 1.
+    pub sample: u32,
     pub inputs: std::collections::BTreeMap<String, String>,
     pub expected: String,
     pub key: String,
@@ -111,6 +113,18 @@ impl Queue {
 
 pub(super) fn cache_key(request: &ChatRequest) -> String {
     let bytes = serde_json::to_vec(request).expect("a chat request is plain JSON");
+    format!("{:x}", Sha256::digest(bytes))
+}
+
+/// The cache key of one of a request's repeated answers: the request's own key for the first
+/// (so answers cached before repeats existed still count), a key of its own for each other, so
+/// that every repeat is asked and kept apart although the request sent is the same.
+fn sample_key(request: &ChatRequest, sample: u32) -> String {
+    if sample <= 1 {
+        return cache_key(request);
+    }
+    let mut bytes = serde_json::to_vec(request).expect("a chat request is plain JSON");
+    bytes.extend_from_slice(format!("\0sample {sample}").as_bytes());
     format!("{:x}", Sha256::digest(bytes))
 }
 
@@ -252,6 +266,8 @@ pub(super) struct CellAt<'a> {
     pub variant: &'a str,
     pub version: &'a str,
     pub model: &'a str,
+    /// Which of the row's repeated answers, from 1.
+    pub sample: u32,
 }
 
 /// Renders `template` for `row` and queues the request `request` makes of it, unless its answer
@@ -274,7 +290,7 @@ pub(super) fn queue_cell(
     let (key, error) = match rendered {
         Ok(prompt) => {
             let request = request(prompt);
-            let key = cache_key(&request);
+            let key = sample_key(&request, at.sample);
             if !cache.contains_key(&key) {
                 let waiting = Waiting {
                     variant: at.variant.to_owned(),
@@ -297,6 +313,7 @@ pub(super) fn queue_cell(
         version: at.version.to_owned(),
         model: at.model.to_owned(),
         row: row.index + 1,
+        sample: at.sample,
         inputs: row.inputs.clone(),
         expected: row.expected.clone(),
         key,
@@ -344,6 +361,7 @@ pub(super) fn replay_row(
         model: cell.model.clone(),
         answered_by: answer.map(|a| a.answered_by.clone()).unwrap_or_default(),
         row: cell.row,
+        sample: cell.sample,
         inputs: cell.inputs.clone(),
         expected: cell.expected.clone(),
         output: answer.map(|a| a.output.clone()).unwrap_or_default(),
@@ -394,19 +412,22 @@ pub(super) async fn replay(
                 let template = Template::parse(&version.prompt);
                 let label = version.version.to_string();
                 for row in &rows {
-                    let at = CellAt {
-                        variant: &variant,
-                        version: &label,
-                        model,
-                    };
-                    cells.push(queue_cell(
-                        &mut queue,
-                        &cache,
-                        &template,
-                        row,
-                        at,
-                        |prompt| replay_request(replay, model, prompt),
-                    ));
+                    for sample in 1..=replay.repeat {
+                        let at = CellAt {
+                            variant: &variant,
+                            version: &label,
+                            model,
+                            sample,
+                        };
+                        cells.push(queue_cell(
+                            &mut queue,
+                            &cache,
+                            &template,
+                            row,
+                            at,
+                            |prompt| replay_request(replay, model, prompt),
+                        ));
+                    }
                 }
             }
         }
@@ -611,6 +632,7 @@ mod tests {
             temperature: 0.0,
             max_tokens: Some(8),
             concurrency: 1,
+            repeat: 1,
             judge: None,
         };
         let a = cache_key(&replay_request(&replay, "m", "hi".into()));

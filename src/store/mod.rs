@@ -80,6 +80,10 @@ pub struct ReplayRow {
     pub answered_by: String,
     /// 1-based data row of the dataset file.
     pub row: usize,
+    /// Which of the row's repeated answers this is, from 1 (`repeat` answers per row; files
+    /// written before repeats existed have one, read as sample 1).
+    #[serde(default = "first_sample")]
+    pub sample: u32,
     /// The row's input columns, as a JSON object in one CSV field. Kept here, not looked up in
     /// the dataset file, so that a report needs the run directory alone: the dataset may have
     /// moved or changed since (its hash is in the plan). Older files without the column read as
@@ -103,6 +107,10 @@ pub struct ReplayRow {
     pub node_id: String,
     /// Why there is no answer (after retries and fallbacks); empty when there is one.
     pub error: String,
+}
+
+fn first_sample() -> u32 {
+    1
 }
 
 impl ReplayRow {
@@ -382,6 +390,7 @@ mod tests {
             model: "local".into(),
             answered_by: "local".into(),
             row: 14,
+            sample: 1,
             inputs: BTreeMap::from([("review".into(), "Great, \"really\" | <b>".into())]),
             expected: "positive".into(),
             output: "Positive".into(),

@@ -913,3 +913,123 @@ fn a_response_body_past_the_read_limit_is_not_read_further() {
         );
     }
 }
+
+#[test]
+fn repeated_answers_are_asked_apart_and_every_statistic_counts_rows() {
+    // `varies=1`: at a temperature above 0 the stand-in model's answers differ between calls.
+    let serve = Serve::start(&["sim:model=m,varies=1"], &[&format!("{KEY}:100000")]);
+    let temp = with_dataset();
+    let dir = temp.path();
+    write(
+        dir,
+        "a.txt",
+        "Review: {review}\nAnswer with one of: positive, negative\n",
+    );
+    write(
+        dir,
+        "b.txt",
+        "Review: {review}\nAnswer with one of: {hint}, {hint}\n",
+    );
+    let mut args = ARGS.to_vec();
+    args.extend(["--temperature", "0.8", "--repeat", "3"]);
+    let output = compare(dir, &serve.url, &args);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+
+    // Every (prompt, row) answered three times, each a request of its own.
+    let rows = replay_rows(dir);
+    assert_eq!(rows.len(), 2 * 40 * 3);
+    assert_eq!(cached_answers(dir), 240);
+    // (prompt, row) -> each sample's (number, score, answer).
+    type Samples = Vec<(u32, f64, String)>;
+    let mut by_row: std::collections::BTreeMap<(String, usize), Samples> = Default::default();
+    for row in &rows {
+        by_row
+            .entry((row["version"].clone(), row["row"].parse().unwrap()))
+            .or_default()
+            .push((
+                row["sample"].parse().unwrap(),
+                row["score"].parse().unwrap(),
+                row["output"].clone(),
+            ));
+    }
+    assert!(
+        by_row.values().all(|samples| {
+            let mut numbers: Vec<u32> = samples.iter().map(|s| s.0).collect();
+            numbers.sort_unstable();
+            numbers == [1, 2, 3]
+        }),
+        "samples 1 to 3 of each row"
+    );
+
+    // The mean is over rows of each row's mean; intervals and the test count 40 rows, not 120.
+    let row_means = |prompt: &str| -> Vec<f64> {
+        by_row
+            .iter()
+            .filter(|((version, _), _)| version == prompt)
+            .map(|(_, samples)| samples.iter().map(|s| s.1).sum::<f64>() / 3.0)
+            .collect()
+    };
+    let means_a = row_means("a.txt");
+    let mean_a = means_a.iter().sum::<f64>() / 40.0;
+    let a = &report["contenders"][0];
+    assert_eq!(a["rows"], 40);
+    assert!((a["mean"].as_f64().unwrap() - mean_a).abs() < 1e-12);
+    assert_eq!(report["comparisons"][0]["rows"], 40);
+    assert_eq!(
+        report["comparisons"][0]["test"], "paired_bootstrap",
+        "row means are not binary, so not McNemar"
+    );
+
+    // Agreement: the hint prompt's answers always agree; a's do not on some rows.
+    let unanimous = |prompt: &str| {
+        by_row
+            .iter()
+            .filter(|((version, _), samples)| {
+                version == prompt && samples.iter().all(|s| s.2.trim() == samples[0].2.trim())
+            })
+            .count()
+    };
+    let agreement = &a["agreement"];
+    assert_eq!(agreement["rows"], 40);
+    assert_eq!(agreement["unanimous"], unanimous("a.txt"));
+    assert!(unanimous("a.txt") < 40, "answers vary at temperature 0.8");
+    assert_eq!(report["contenders"][1]["agreement"]["unanimous"], 40);
+    let page = std::fs::read_to_string(
+        std::fs::read_dir(dir.join("reports/compare"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.is_dir())
+            .unwrap()
+            .join("index.html"),
+    )
+    .unwrap();
+    assert!(page.contains("answers agree"), "the agreement column");
+    assert!(page.contains("mean of 3 of 3 answers"), "a row's answers");
+
+    // Asked again, every repeat comes from the cache.
+    let again = compare(dir, &serve.url, &args);
+    assert!(
+        text(&again.stderr).contains("0 request(s) to send, 240 answer(s) already cached"),
+        "{}",
+        text(&again.stderr)
+    );
+
+    // The range is checked, and repeats at temperature 0 get a warning.
+    for bad in ["0", "101", "x"] {
+        let mut args = ARGS.to_vec();
+        args.extend(["--repeat", bad]);
+        let refused = compare(dir, &serve.url, &args);
+        assert_eq!(refused.status.code(), Some(2), "--repeat {bad}");
+        assert!(text(&refused.stderr).contains("--repeat"));
+    }
+    let mut greedy = ARGS.to_vec();
+    greedy.extend(["--repeat", "2", "--limit", "2"]);
+    let warned = compare(dir, &serve.url, &greedy);
+    assert!(warned.status.success(), "{}", text(&warned.stderr));
+    assert!(
+        text(&warned.stderr).contains("warning: --repeat 2 at --temperature 0"),
+        "{}",
+        text(&warned.stderr)
+    );
+}

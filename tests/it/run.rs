@@ -748,3 +748,81 @@ fn a_stalled_poll_does_not_hold_the_run_past_its_timeout() {
     );
     assert!(stderr.contains("still running at the time-out"), "{stderr}");
 }
+
+#[test]
+fn replay_repeat_answers_each_holdout_row_several_times_and_the_report_counts_rows() {
+    // `varies=1`: at a temperature above 0 the stand-in model's answers differ between calls.
+    let serve = Serve::start(&["sim:seed=4,varies=1"], &[&format!("{KEY}:100000")]);
+    let out = tempfile::tempdir().unwrap();
+    let experiment = edited_experiment(
+        out.path(),
+        "repeat.toml",
+        &[("temperature = 0.0", "temperature = 0.8\nrepeat = 3")],
+    );
+    let output = run_command(&serve, out.path(), &[experiment.to_str().unwrap()])
+        .output()
+        .expect("run");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let dir = run_dir(out.path());
+    let replay: Vec<ReplayRow> = dir.read_csv("replay.csv").unwrap();
+    // Holdout: 20 rows less minibatch 3 and pareto 5.
+    let mut by_row: std::collections::BTreeMap<(String, String, usize), Vec<&ReplayRow>> =
+        Default::default();
+    for row in &replay {
+        by_row
+            .entry((row.variant.clone(), row.version.clone(), row.row))
+            .or_default()
+            .push(row);
+    }
+    assert!(
+        by_row.values().all(|samples| {
+            let mut numbers: Vec<u32> = samples.iter().map(|s| s.sample).collect();
+            numbers.sort_unstable();
+            numbers == [1, 2, 3]
+        }),
+        "three samples of every row"
+    );
+
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.file("results.json")).unwrap()).unwrap();
+    let seed = results["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["execution"] == "small" && v["label"] == "seed")
+        .expect("the seed of small");
+    let score = &seed["scores"][0];
+    assert_eq!(score["rows"], 12);
+    assert_eq!(score["samples"], 3);
+    assert_eq!(score["answered"], 36);
+    assert_eq!(score["answered_rows"], 12);
+    let row_means: Vec<f64> = by_row
+        .iter()
+        .filter(|((variant, version, _), _)| variant == "small" && version == "seed")
+        .map(|(_, samples)| samples.iter().map(|s| s.score).sum::<f64>() / 3.0)
+        .collect();
+    assert_eq!(row_means.len(), 12);
+    let mean = row_means.iter().sum::<f64>() / 12.0;
+    assert!(
+        (score["mean"].as_f64().unwrap() - mean).abs() < 1e-9,
+        "{score} vs {mean}"
+    );
+    assert_eq!(score["agreement"]["rows"], 12);
+    // The comparison pairs rows, not answers.
+    if let Some(comparison) = results["comparisons"].as_array().and_then(|c| c.first()) {
+        assert!(comparison["rows"].as_u64().unwrap() <= 12, "{comparison}");
+    }
+    let page = std::fs::read_to_string(dir.file("index.html")).unwrap();
+    assert!(
+        page.contains("3 answers per row: all answers agree on"),
+        "agreement line"
+    );
+    assert!(
+        page.contains("mean of 3 of 3 answers"),
+        "a row's answers in the row table"
+    );
+}
