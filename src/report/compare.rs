@@ -119,9 +119,9 @@ impl Answer {
     fn of(answers: &RowAnswers<'_>) -> Self {
         let shown = answers.shown();
         Self {
-            output: shown.output.clone(),
+            output: answers.output().to_owned(),
             score: answers.score(),
-            feedback: shown.feedback.clone(),
+            feedback: answers.feedback().to_owned(),
             error: shown.error.clone(),
             repeats: answers.summary(),
         }

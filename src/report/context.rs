@@ -569,7 +569,7 @@ fn row_table(answers: &Answers<'_>, execution: &Execution, model: &str) -> RowTa
                         answers.map(|answers| {
                             let r = answers.shown();
                             Cell {
-                                output: r.output.clone(),
+                                output: answers.output().to_owned(),
                                 score: answers.score(),
                                 error: r.error.clone(),
                                 answered_by: (r.answered_by != r.model)

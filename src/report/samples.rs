@@ -28,9 +28,31 @@ impl<'a> RowAnswers<'a> {
         (!scores.is_empty()).then(|| scores.iter().sum::<f64>() / scores.len() as f64)
     }
 
-    /// The sample a table shows: the first answered one, else the first.
+    /// The sample whose inputs, expected output, model and error a table shows: the first
+    /// answered one, else the first.
     pub fn shown(&self) -> &'a ReplayRow {
         self.answered().next().unwrap_or(self.samples[0])
+    }
+
+    /// The answer a table shows: the row's one answer, or with repeats its most common one
+    /// (ties to the one given first), since the score beside it is the mean of all of them.
+    pub fn output(&self) -> &'a str {
+        if self.samples.len() < 2 {
+            return &self.shown().output;
+        }
+        self.distinct()
+            .first()
+            .map_or(&self.shown().output, |(answer, _)| answer)
+    }
+
+    /// The scorer's feedback on the row's one answer; empty with repeats, where each answer
+    /// has its own and the summary lists them.
+    pub fn feedback(&self) -> &'a str {
+        if self.samples.len() < 2 {
+            &self.shown().feedback
+        } else {
+            ""
+        }
     }
 
     /// Samples asked for this row.
@@ -49,6 +71,20 @@ impl<'a> RowAnswers<'a> {
         let answers = self.distinct();
         let total: usize = answers.iter().map(|(_, n)| n).sum();
         (total >= 2).then(|| answers[0].1 as f64 / total as f64)
+    }
+
+    /// Whether every answered sample got the same score; none with fewer than two answered.
+    /// Answers that differ only where the scorer does not look (case, say) agree here.
+    pub fn same_score(&self) -> Option<bool> {
+        let mut scores = self.answered().map(|r| r.score);
+        let first = scores.next()?;
+        let mut count = 1;
+        let mut same = true;
+        for score in scores {
+            count += 1;
+            same &= score == first;
+        }
+        (count >= 2).then_some(same)
     }
 
     /// Each distinct answer and how many samples gave it, most common first (ties by first
@@ -149,8 +185,10 @@ pub fn paired(
 pub struct Agreement {
     /// Rows with at least two answers, which the other fields rest on.
     pub rows: usize,
-    /// Rows whose answers were all the same.
+    /// Rows whose answers were all the same text (white space at the ends aside).
     pub unanimous: usize,
+    /// Rows whose answers all got the same score.
+    pub same_score: usize,
     /// The mean, over those rows, of the share of answers that gave the row's most common one.
     pub mean_share: f64,
 }
@@ -158,19 +196,24 @@ pub struct Agreement {
 impl Agreement {
     /// Over the given rows; none when no row has two answers.
     pub fn of<'a, 'b: 'a>(rows: impl IntoIterator<Item = &'a RowAnswers<'b>>) -> Option<Self> {
-        let shares: Vec<f64> = rows.into_iter().filter_map(RowAnswers::agreement).collect();
+        let (shares, same_score): (Vec<f64>, Vec<bool>) = rows
+            .into_iter()
+            .filter_map(|row| Some((row.agreement()?, row.same_score()?)))
+            .unzip();
         (!shares.is_empty()).then(|| Agreement {
             rows: shares.len(),
             unanimous: shares.iter().filter(|&&share| share == 1.0).count(),
+            same_score: same_score.iter().filter(|&&same| same).count(),
             mean_share: shares.iter().sum::<f64>() / shares.len() as f64,
         })
     }
 
-    /// `agree on 7 of 10 rows (mean share 0.87)`.
+    /// How the answers agree, in one clause.
     pub fn text(&self) -> String {
         format!(
-            "all answers agree on {} of {} rows (mean share of the most common answer {:.2})",
-            self.unanimous, self.rows, self.mean_share
+            "all answers agree on {} of {} rows and all scores on {} (mean share of a row's most \
+             common answer {:.2})",
+            self.unanimous, self.rows, self.same_score, self.mean_share
         )
     }
 }
@@ -226,6 +269,8 @@ mod tests {
             "the answered sample is shown"
         );
         assert_eq!(grouped[&2].asked(), 2);
+        assert_eq!(grouped[&1].output(), "yes", "the most common answer");
+        assert_eq!(grouped[&1].feedback(), "", "each answer has its own");
     }
 
     #[test]
@@ -255,6 +300,7 @@ mod tests {
         let agreement = Agreement::of(grouped.values()).unwrap();
         assert_eq!(agreement.rows, 2);
         assert_eq!(agreement.unanimous, 1);
+        assert_eq!(agreement.same_score, 1, "row 2 scored 1, 0, 0, 0");
         assert!((agreement.mean_share - 0.75).abs() < 1e-12);
         assert_eq!(
             grouped[&2].summary().unwrap(),

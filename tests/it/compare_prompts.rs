@@ -995,6 +995,14 @@ fn repeated_answers_are_asked_apart_and_every_statistic_counts_rows() {
     assert_eq!(agreement["unanimous"], unanimous("a.txt"));
     assert!(unanimous("a.txt") < 40, "answers vary at temperature 0.8");
     assert_eq!(report["contenders"][1]["agreement"]["unanimous"], 40);
+    assert_eq!(report["contenders"][1]["agreement"]["same_score"], 40);
+    let same_score = by_row
+        .iter()
+        .filter(|((version, _), samples)| {
+            version == "a.txt" && samples.iter().all(|s| s.1 == samples[0].1)
+        })
+        .count();
+    assert_eq!(agreement["same_score"], same_score);
     let page = std::fs::read_to_string(
         std::fs::read_dir(dir.join("reports/compare"))
             .unwrap()
@@ -1004,7 +1012,10 @@ fn repeated_answers_are_asked_apart_and_every_statistic_counts_rows() {
             .join("index.html"),
     )
     .unwrap();
-    assert!(page.contains("answers agree"), "the agreement column");
+    assert!(
+        page.contains("answers · scores agree"),
+        "the agreement column"
+    );
     assert!(page.contains("mean of 3 of 3 answers"), "a row's answers");
 
     // Asked again, every repeat comes from the cache.
