@@ -27,6 +27,21 @@ fn write(dir: &Path, name: &str, text: &str) {
     std::fs::write(dir.join(name), text).unwrap();
 }
 
+/// `a.txt` offers both labels, so the stand-in model picks one by hash; `b.txt` offers only the
+/// hint, which is the label, so it is always right.
+fn write_review_and_hint_prompts(dir: &Path) {
+    write(
+        dir,
+        "a.txt",
+        "Review: {review}\nAnswer with one of: positive, negative\n",
+    );
+    write(
+        dir,
+        "b.txt",
+        "Review: {review}\nAnswer with one of: {hint}, {hint}\n",
+    );
+}
+
 fn compare(dir: &Path, url: &str, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_gepa-lab"))
         .arg("compare")
@@ -68,16 +83,7 @@ fn prompt_files_are_answered_scored_and_compared_on_the_dataset() {
     let serve = Serve::start(&["sim:model=m"], &[&format!("{KEY}:100000")]);
     let temp = with_dataset();
     let dir = temp.path();
-    write(
-        dir,
-        "a.txt",
-        "Review: {review}\nAnswer with one of: positive, negative\n",
-    );
-    write(
-        dir,
-        "b.txt",
-        "Review: {review}\nAnswer with one of: {hint}, {hint}\n",
-    );
+    write_review_and_hint_prompts(dir);
 
     // A model that is not local may cost money: without a terminal, --yes is needed.
     let unconfirmed = compare(dir, &serve.url, &ARGS[1..]);
@@ -920,16 +926,7 @@ fn repeated_answers_are_asked_apart_and_every_statistic_counts_rows() {
     let serve = Serve::start(&["sim:model=m,varies=1"], &[&format!("{KEY}:100000")]);
     let temp = with_dataset();
     let dir = temp.path();
-    write(
-        dir,
-        "a.txt",
-        "Review: {review}\nAnswer with one of: positive, negative\n",
-    );
-    write(
-        dir,
-        "b.txt",
-        "Review: {review}\nAnswer with one of: {hint}, {hint}\n",
-    );
+    write_review_and_hint_prompts(dir);
     let mut args = ARGS.to_vec();
     args.extend(["--temperature", "0.8", "--repeat", "3"]);
     let output = compare(dir, &serve.url, &args);
