@@ -84,18 +84,23 @@ fn body_excerpt(body: &str) -> String {
     }
 }
 
+/// The longest `Retry-After` taken as given: a day. A larger one (`1e20`, a 20-digit number)
+/// reads as a day, which is past every time budget, so the request fails with the answer's
+/// status instead of overflowing a clock or waiting for ever.
+pub(crate) const MAX_RETRY_AFTER: Duration = Duration::from_secs(24 * 3600);
+
 /// Parses `Retry-After` as the contract gives it: whole seconds. The HTTP-date form is not used
 /// by these services; a value we cannot read is treated as absent, so backoff applies instead.
 pub(crate) fn parse_retry_after(value: &str) -> Option<Duration> {
     let value = value.trim();
     if let Ok(secs) = value.parse::<u64>() {
-        return Some(Duration::from_secs(secs));
+        return Some(Duration::from_secs(secs).min(MAX_RETRY_AFTER));
     }
     value
         .parse::<f64>()
         .ok()
-        .filter(|secs| secs.is_finite() && *secs >= 0.0)
-        .map(Duration::from_secs_f64)
+        .filter(|secs| !secs.is_nan() && *secs >= 0.0)
+        .map(|secs| Duration::from_secs_f64(secs.min(MAX_RETRY_AFTER.as_secs_f64())))
 }
 
 #[cfg(test)]
@@ -108,6 +113,16 @@ mod tests {
         assert_eq!(parse_retry_after(" 0 "), Some(Duration::ZERO));
         assert_eq!(parse_retry_after("1.5"), Some(Duration::from_millis(1500)));
         assert_eq!(parse_retry_after("-1"), None);
+        for huge in [
+            "1e20",
+            "99999999999999999999",
+            "18446744073709551615",
+            "inf",
+            "1e300",
+        ] {
+            assert_eq!(parse_retry_after(huge), Some(MAX_RETRY_AFTER), "{huge}");
+        }
+        assert_eq!(parse_retry_after("NaN"), None);
         assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
     }
 

@@ -71,7 +71,7 @@ impl HttpInference {
         check_request(request)?;
         let mut body = request.clone();
         body.stream = stream.then_some(true);
-        let timeout = Duration::from_secs(request.timeout_secs()) + TIMEOUT_GRACE;
+        let timeout = request.timeout() + TIMEOUT_GRACE;
         Ok(Call::post_json("/v1/chat/completions", &body)?.with_timeout(timeout))
     }
 }

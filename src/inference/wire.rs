@@ -9,6 +9,9 @@ use serde::{Deserialize, Serialize};
 pub const DEFAULT_MAX_TOKENS: u32 = 2048;
 pub const DEFAULT_TEMPERATURE: f64 = 0.7;
 pub const DEFAULT_TIMEOUT_SECS: u64 = 120;
+/// The longest time-out honoured: a day. The contract sets no maximum, and a larger value (up to
+/// `u64::MAX` seconds) would overflow the clock arithmetic of every timer that waits on it.
+pub const MAX_TIMEOUT_SECS: u64 = 24 * 3600;
 
 /// `GET /v1/models` body.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -159,8 +162,14 @@ impl ChatRequest {
         self.temperature.unwrap_or(DEFAULT_TEMPERATURE)
     }
 
+    /// The request's time-out in seconds, as sent (default 120).
     pub fn timeout_secs(&self) -> u64 {
         self.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS)
+    }
+
+    /// The time-out to wait by: `timeout_secs`, at most [`MAX_TIMEOUT_SECS`].
+    pub fn timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.timeout_secs().min(MAX_TIMEOUT_SECS))
     }
 
     /// The schema the answer must conform to, when structured output was asked for.
@@ -342,6 +351,12 @@ mod tests {
         assert_eq!(request.max_tokens(), 2048);
         assert_eq!(request.temperature(), 0.7);
         assert_eq!(request.timeout_secs(), 120);
+        assert_eq!(request.timeout(), std::time::Duration::from_secs(120));
+        let forever = ChatRequest {
+            timeout_secs: Some(u64::MAX),
+            ..request.clone()
+        };
+        assert_eq!(forever.timeout().as_secs(), MAX_TIMEOUT_SECS);
     }
 
     #[test]

@@ -2,7 +2,6 @@
 //! codes and plain-text error bodies: 400 naming the invalid parameter, 503 when no node serves
 //! the model, and the upstream's own 429/5xx passed on with their `Retry-After`.
 use std::convert::Infallible;
-use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -67,7 +66,7 @@ async fn chat_completions(
             format!("no node is available for model {}", request.model),
         );
     };
-    let deadline = Duration::from_secs(request.timeout_secs());
+    let deadline = request.timeout();
     let timed_out = || {
         text(
             StatusCode::GATEWAY_TIMEOUT,
@@ -185,6 +184,8 @@ fn error_response(err: &InferenceError) -> Response {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]

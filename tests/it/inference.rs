@@ -368,3 +368,59 @@ async fn unserved_models_get_503_and_fall_back_to_the_next_model() {
     let answered = fallback.chat_stream(&ask("big", "hi")).await.unwrap();
     assert_eq!(answered.model, "small");
 }
+
+#[tokio::test]
+async fn a_timeout_of_u64_max_seconds_is_served_even_through_a_proxying_serve() {
+    let upstream = Serve::start(&["sim:model=m"], &[KEY]);
+    let proxy = Serve::start_with(&[&upstream.url], &[KEY], &["--upstream-key", KEY]);
+    let mut request = ask("m", "Name a colour");
+    request.timeout_secs = Some(u64::MAX);
+    for serve in [&upstream, &proxy] {
+        let answer = serve.client(Some(KEY)).chat(&request).await;
+        assert!(answer.is_ok(), "{}: {answer:?}", serve.url);
+    }
+}
+
+#[test]
+fn a_retry_after_past_any_clock_ends_the_request_with_its_status_not_a_panic() {
+    use axum::Router;
+    use axum::http::{StatusCode, header};
+    use axum::routing::post;
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    for retry_after in ["1e20", "99999999999999999999"] {
+        let app = Router::new().route(
+            "/v1/chat/completions",
+            post(move || async move {
+                (
+                    StatusCode::TOO_MANY_REQUESTS,
+                    [(header::RETRY_AFTER, retry_after)],
+                    "slow down",
+                )
+            }),
+        );
+        let listener = runtime
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        runtime.spawn(async move { axum::serve(listener, app).await });
+        let started = Instant::now();
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_gepa-lab"))
+            .args(["chat", "--model", "m", "--url", &url, "hello"])
+            .env("GEPA_LAB_INFERENCE_KEY", KEY)
+            .env_remove("GEPA_LAB_INFERENCE_RPM")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_ne!(
+            output.status.code(),
+            Some(101),
+            "{retry_after}: a panic: {stderr}"
+        );
+        assert!(!output.status.success(), "{retry_after}");
+        assert!(stderr.contains("429"), "{retry_after}: {stderr}");
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{retry_after}: not waited for"
+        );
+    }
+}

@@ -421,7 +421,7 @@ impl EmbeddedModel {
             max_tokens: request.max_tokens(),
             temperature: request.temperature() as f32,
             grammar,
-            time_limit: Duration::from_secs(request.timeout_secs()),
+            time_limit: request.timeout(),
             reply,
         })
     }
