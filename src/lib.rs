@@ -11,6 +11,7 @@ pub mod evolution;
 pub mod experiment;
 pub mod http;
 pub mod inference;
+pub mod input;
 pub mod local;
 pub mod prompt;
 pub mod report;

@@ -8,7 +8,6 @@
 //! must not hand it the key of the public one.
 use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::fs::File;
 use std::io::{Read, Write};
 use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
@@ -141,7 +140,7 @@ impl UserConfig {
             path: path.to_path_buf(),
             source,
         };
-        let mut file = match File::open(path) {
+        let mut file = match crate::input::open_regular(path) {
             Ok(file) => file,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
                 return Ok(UserConfig::default());

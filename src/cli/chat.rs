@@ -188,14 +188,15 @@ fn data_url(path: &Path) -> anyhow::Result<String> {
             other.unwrap_or("")
         ),
     };
-    let bytes = std::fs::read(path).with_context(|| format!("--image {}", path.display()))?;
+    let bytes = crate::input::read_bytes(path, crate::input::IMAGE_LIMIT)
+        .with_context(|| format!("--image {}", path.display()))?;
     let encoded = base64::engine::general_purpose::STANDARD.encode(bytes);
     Ok(format!("data:{media_type};base64,{encoded}"))
 }
 
 fn read_schema(path: &Path) -> anyhow::Result<JsonSchemaFormat> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("--schema {}", path.display()))?;
+    let text = crate::input::read_text(path, crate::input::TEXT_LIMIT)
+        .with_context(|| format!("--schema {}", path.display()))?;
     let schema: serde_json::Value = serde_json::from_str(&text)
         .with_context(|| format!("--schema {}: not JSON", path.display()))?;
     check_schema(&schema)

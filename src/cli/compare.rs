@@ -241,20 +241,22 @@ fn compare_prompts(
         return Ok(Err(ExitCode::from(exit::USAGE)));
     }
     let judge = match (&args.judge_model, &args.rubric) {
-        (Some(model), Some(rubric)) => match std::fs::read_to_string(rubric) {
-            Ok(text) if !text.trim().is_empty() => Some(JudgePlan {
-                model: model.clone(),
-                rubric: text.trim().to_owned(),
-            }),
-            Ok(_) => {
-                eprintln!("error: {}: the rubric is empty", rubric.display());
-                return Ok(Err(ExitCode::from(exit::INVALID)));
+        (Some(model), Some(rubric)) => {
+            match crate::input::read_text(rubric, crate::input::TEXT_LIMIT) {
+                Ok(text) if !text.trim().is_empty() => Some(JudgePlan {
+                    model: model.clone(),
+                    rubric: text.trim().to_owned(),
+                }),
+                Ok(_) => {
+                    eprintln!("error: {}: the rubric is empty", rubric.display());
+                    return Ok(Err(ExitCode::from(exit::INVALID)));
+                }
+                Err(err) => {
+                    eprintln!("error: {}: cannot read the rubric: {err}", rubric.display());
+                    return Ok(Err(ExitCode::from(exit::INVALID)));
+                }
             }
-            Err(err) => {
-                eprintln!("error: {}: cannot read the rubric: {err}", rubric.display());
-                return Ok(Err(ExitCode::from(exit::INVALID)));
-            }
-        },
+        }
         _ => None,
     };
     if judge.is_some() && !matches!(args.scorer, ScorerSpec::Judge) {

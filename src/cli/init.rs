@@ -114,7 +114,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 /// Reads the header and every row once: the columns, the row count and the expected values.
 fn read_shape(dataset: &Path, expected: Option<&str>) -> Result<Shape, String> {
-    let mut reader = csv::Reader::from_path(dataset).map_err(|e| e.to_string())?;
+    let mut reader =
+        csv::Reader::from_reader(crate::input::open_stream(dataset).map_err(|e| e.to_string())?);
     let header: Vec<String> = reader
         .headers()
         .map_err(|e| format!("reading the header: {e}"))?

@@ -7,8 +7,7 @@
 mod split;
 
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::io::{BufReader, Read};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
@@ -191,12 +190,12 @@ impl<R: Read> Read for Hashing<R> {
 
 /// Opens a CSV file: UTF-8 with or without a byte-order mark, LF or CRLF, quoted fields that may
 /// span lines. Records may have any number of fields; [`scan`] reports the ragged ones.
-fn open(path: &Path) -> Result<csv::Reader<BufReader<File>>, DatasetError> {
-    let file = File::open(path).map_err(|source| DatasetError::Open {
+fn open(path: &Path) -> Result<csv::Reader<impl Read>, DatasetError> {
+    let file = crate::input::open_stream(path).map_err(|source| DatasetError::Open {
         path: path.to_owned(),
         source,
     })?;
-    Ok(csv_reader(BufReader::with_capacity(1 << 16, file)))
+    Ok(csv_reader(file))
 }
 
 fn csv_reader<R: Read>(input: R) -> csv::Reader<R> {
@@ -249,12 +248,12 @@ fn header_of<R: Read>(path: &Path, reader: &mut csv::Reader<R>) -> Result<Header
 
 /// Checks every row of the file in one streaming pass, keeping at most `keep` problems.
 pub fn scan(path: &Path, columns: &Columns, keep: usize) -> Result<Scan, DatasetError> {
-    let file = File::open(path).map_err(|source| DatasetError::Open {
+    let file = crate::input::open_stream(path).map_err(|source| DatasetError::Open {
         path: path.to_owned(),
         source,
     })?;
     let mut reader = csv_reader(Hashing {
-        inner: BufReader::with_capacity(1 << 16, file),
+        inner: file,
         hasher: Sha256::new(),
     });
     let width = header_of(path, &mut reader)?.names.len();

@@ -131,7 +131,7 @@ impl Loaded {
 
 /// Reads and parses `path`. Problems come back as diagnostics, never as a panic.
 pub fn load(path: &Path) -> Result<Loaded, Box<Diagnostic>> {
-    let text = std::fs::read_to_string(path).map_err(|err| {
+    let text = crate::input::read_text(path, crate::input::TEXT_LIMIT).map_err(|err| {
         Box::new(
             Diagnostic::error(
                 Rule::FileRead,

@@ -177,7 +177,7 @@ impl Scope<'_, '_> {
             (Some(seed), None) => (seed.clone(), "prompt.seed"),
             (None, Some(file)) => {
                 let full = resolve_path(&self.checker.base_dir, file);
-                match std::fs::read_to_string(&full) {
+                match crate::input::read_text(&full, crate::input::TEXT_LIMIT) {
                     Ok(text) => {
                         self.checker.seed_texts.insert(full, text.clone());
                         (text, "prompt.seed_file")

@@ -270,9 +270,11 @@ impl Scorer {
 
 /// Loads and compiles a JSON schema file; also used by validation to check the file early.
 pub fn load_schema(path: &Path) -> Result<jsonschema::Validator, ScorerError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ScorerError::SchemaRead {
-        path: path.to_owned(),
-        source,
+    let text = crate::input::read_text(path, crate::input::TEXT_LIMIT).map_err(|source| {
+        ScorerError::SchemaRead {
+            path: path.to_owned(),
+            source,
+        }
     })?;
     let schema: serde_json::Value =
         serde_json::from_str(&text).map_err(|err| ScorerError::SchemaInvalid {

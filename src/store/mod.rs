@@ -12,7 +12,7 @@
 //! record types and how they are written (atomic replace, or append); it never calls a service
 //! and never sees a secret: nothing with a key or a private key is a field here.
 use std::collections::BTreeMap;
-use std::fs::{File, OpenOptions};
+use std::fs::OpenOptions;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
@@ -216,7 +216,8 @@ impl RunDir {
 
     pub fn read_manifest(&self) -> Result<RunManifest, StoreError> {
         let path = self.file(MANIFEST_FILE);
-        let text = std::fs::read_to_string(&path).map_err(io(&path))?;
+        let text =
+            crate::input::read_text(&path, crate::input::MANIFEST_LIMIT).map_err(io(&path))?;
         manifest::parse(&path, &text)
     }
 
@@ -268,24 +269,32 @@ impl RunDir {
     pub fn read_cache(
         &self,
     ) -> Result<std::collections::HashMap<String, CachedAnswer>, StoreError> {
+        use std::io::BufRead;
         let path = self.file(CACHE_FILE);
-        let text = match std::fs::read_to_string(&path) {
-            Ok(text) => text,
+        // Streamed: the cache of a comparison folder is shared by every comparison and grows.
+        let mut reader = match crate::input::open_stream(&path) {
+            Ok(reader) => std::io::BufReader::new(reader),
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Default::default()),
             Err(err) => return Err(io(&path)(err)),
         };
-        let lines: Vec<&str> = text.lines().collect();
-        let mut answers = std::collections::HashMap::with_capacity(lines.len());
-        for (index, line) in lines.iter().enumerate() {
-            match serde_json::from_str::<CachedAnswer>(line) {
+        let mut answers = std::collections::HashMap::new();
+        let mut line = Vec::new();
+        for number in 1.. {
+            line.clear();
+            if reader.read_until(b'\n', &mut line).map_err(io(&path))? == 0 {
+                break;
+            }
+            let complete = line.ends_with(b"\n");
+            match serde_json::from_slice::<CachedAnswer>(&line) {
                 Ok(answer) => {
                     answers.insert(answer.key.clone(), answer);
                 }
-                Err(_) if index + 1 == lines.len() && !text.ends_with('\n') => {}
+                // Only the last line can be torn, and only it lacks its line feed.
+                Err(_) if !complete => {}
                 Err(err) => {
                     return Err(StoreError::Format {
                         path,
-                        message: format!("line {}: {err}", index + 1),
+                        message: format!("line {number}: {err}"),
                     });
                 }
             }
@@ -313,12 +322,12 @@ impl RunDir {
     /// Reads a CSV file of records; a missing file is an empty table.
     pub fn read_csv<T: for<'de> Deserialize<'de>>(&self, name: &str) -> Result<Vec<T>, StoreError> {
         let path = self.file(name);
-        let file = match File::open(&path) {
+        let file = match crate::input::open_stream(&path) {
             Ok(file) => file,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(err) => return Err(io(&path)(err)),
         };
-        csv::Reader::from_reader(std::io::BufReader::new(file))
+        csv::Reader::from_reader(file)
             .deserialize()
             .enumerate()
             .map(|(index, row)| {

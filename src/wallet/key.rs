@@ -1,5 +1,4 @@
 use std::fmt;
-use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 use std::str::FromStr;
@@ -44,7 +43,7 @@ impl PrivateKey {
             path: path.to_path_buf(),
             source,
         };
-        let mut file = File::open(path).map_err(read_error)?;
+        let mut file = crate::input::open_regular(path).map_err(read_error)?;
         // Checked on the open file rather than the path, so the file read is the file checked.
         #[cfg(unix)]
         {

@@ -204,3 +204,101 @@ fn a_million_row_file_validates_in_bounded_memory() {
         "validate peaked at {child} KiB for a {size}-byte file, {baseline} KiB for a 20-row one (this test process: {own} KiB)"
     );
 }
+
+/// `gepa-lab ARGS` with a time limit: the test fails instead of hanging when a command blocks.
+fn within(limit: std::time::Duration, args: &[&str]) -> std::process::Output {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gepa-lab"))
+        .args(args)
+        .current_dir(root())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > limit {
+            child.kill().unwrap();
+            panic!("gepa-lab {args:?} still ran after {limit:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn a_fifo_a_device_or_a_sparse_giant_as_input_is_refused_by_name_not_read() {
+    let limit = std::time::Duration::from_secs(20);
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path();
+    let file = experiment_file(dir, 2, 4);
+    let file = file.to_str().unwrap();
+    let data = dir.join("data.csv");
+
+    // A FIFO with no writer: opening it for reading would block for ever.
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&data)
+            .status()
+            .unwrap()
+            .success()
+    );
+    for command in ["validate", "plan"] {
+        let output = within(limit, &[command, file]);
+        let text = format!(
+            "{}{}",
+            stdout(&output),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert_eq!(output.status.code(), Some(1), "{command}: {text}");
+        assert!(
+            text.contains("data.csv"),
+            "{command} names the file: {text}"
+        );
+        assert!(
+            text.contains("a FIFO (named pipe), not a regular file"),
+            "{command}: {text}"
+        );
+    }
+    let init = within(
+        limit,
+        &["init", "--dataset", data.to_str().unwrap(), "--out", "-"],
+    );
+    assert!(!init.status.success());
+    assert!(String::from_utf8_lossy(&init.stderr).contains("a FIFO"));
+
+    // A 2 GiB sparse file of zeros: one endless line.
+    std::fs::remove_file(&data).unwrap();
+    std::fs::File::create(&data)
+        .unwrap()
+        .set_len(2 << 30)
+        .unwrap();
+    let output = within(limit, &["validate", file]);
+    let text = format!(
+        "{}{}",
+        stdout(&output),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(output.status.code(), Some(1), "{text}");
+    assert!(text.contains("a line longer than 16 MiB"), "{text}");
+
+    // /dev/zero as a prompt file of `compare`: refused before any model is loaded.
+    std::fs::write(&data, "text,label\nhi,a\n").unwrap();
+    let output = within(
+        limit,
+        &[
+            "compare",
+            "--prompts",
+            "/dev/zero",
+            file,
+            "--dataset",
+            data.to_str().unwrap(),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("/dev/zero: cannot read the prompt file: a character device"),
+        "{stderr}"
+    );
+}

@@ -1,0 +1,243 @@
+//! Files a user hands gepa-lab (experiments, datasets, prompts, rubrics, schemas, images, keys,
+//! run directories) are checked before they are read. A FIFO blocks its reader until someone
+//! writes, a device such as `/dev/zero` never ends, and a huge file read whole exhausts memory
+//! before any error can name it. So every input is opened here, in one of two ways:
+//! - [`read_text`] and [`read_bytes`]: a small file read whole, refused when it is larger than
+//!   its kind allows;
+//! - [`open_stream`]: a file read as a stream (a dataset, a run's tables and cache), of any size,
+//!   whose physical lines are bounded instead, so a file of zeros with no line break is an
+//!   error after [`MAX_LINE`] bytes rather than one allocation of all of it.
+//!
+//! Every refusal is an `io::Error` (of kind `InvalidInput` or `InvalidData`) whose message says
+//! what was found, so the callers' own errors, which already name the file, carry it unchanged.
+use std::fs::File;
+use std::io::{self, BufReader, Read};
+use std::path::Path;
+
+/// Experiment files, prompt files, rubrics and JSON schemas: text a person writes.
+pub const TEXT_LIMIT: u64 = 8 << 20;
+/// `run.json`, which lists every execution of a matrix with its plan.
+pub const MANIFEST_LIMIT: u64 = 256 << 20;
+/// An image sent to a vision model.
+pub const IMAGE_LIMIT: u64 = 32 << 20;
+/// The longest physical line of a streamed file: a CSV record may hold a long document, but
+/// not 16 MiB without a line break.
+pub const MAX_LINE: usize = 16 << 20;
+
+/// What `path` is, when it is not a regular file: the words of the refusal.
+fn kind_of(metadata: &std::fs::Metadata) -> Option<&'static str> {
+    let kind = metadata.file_type();
+    if kind.is_file() {
+        return None;
+    }
+    if kind.is_dir() {
+        return Some("a directory");
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if kind.is_fifo() {
+            return Some("a FIFO (named pipe)");
+        }
+        if kind.is_char_device() {
+            return Some("a character device");
+        }
+        if kind.is_block_device() {
+            return Some("a block device");
+        }
+        if kind.is_socket() {
+            return Some("a socket");
+        }
+    }
+    Some("not a regular file")
+}
+
+/// Opens `path` when it is a regular file (following symbolic links); a missing file keeps its
+/// `NotFound` error, so callers that treat absence as empty still can.
+pub fn open_regular(path: &Path) -> io::Result<File> {
+    // Checked before opening: opening a FIFO for reading blocks until a writer appears.
+    let metadata = std::fs::metadata(path)?;
+    if let Some(kind) = kind_of(&metadata) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{kind}, not a regular file"),
+        ));
+    }
+    File::open(path)
+}
+
+/// Reads a small file whole: at most `limit` bytes, else an error that says its size.
+pub fn read_bytes(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+    let file = open_regular(path)?;
+    let too_large = |size: u64| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{} is more than the {} such a file may hold",
+                bytes(size),
+                bytes(limit)
+            ),
+        )
+    };
+    let size = file.metadata()?.len();
+    if size > limit {
+        return Err(too_large(size));
+    }
+    // The size can change after it was read (a file still being written): read one byte past
+    // the limit to know.
+    let mut content = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    file.take(limit + 1).read_to_end(&mut content)?;
+    if content.len() as u64 > limit {
+        return Err(too_large(content.len() as u64));
+    }
+    Ok(content)
+}
+
+/// Reads a small UTF-8 text file whole (see [`read_bytes`]).
+pub fn read_text(path: &Path, limit: u64) -> io::Result<String> {
+    String::from_utf8(read_bytes(path, limit)?).map_err(|err| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "not UTF-8 text (byte {} is not valid UTF-8)",
+                err.utf8_error().valid_up_to() + 1
+            ),
+        )
+    })
+}
+
+/// Opens a regular file for streaming, buffered, with lines of at most [`MAX_LINE`] bytes.
+pub fn open_stream(path: &Path) -> io::Result<LineLimited<BufReader<File>>> {
+    let file = open_regular(path)?;
+    Ok(LineLimited::new(
+        BufReader::with_capacity(1 << 16, file),
+        MAX_LINE,
+    ))
+}
+
+/// A reader that fails once a physical line (bytes between line feeds) grows past a limit.
+#[derive(Debug)]
+pub struct LineLimited<R> {
+    inner: R,
+    limit: usize,
+    /// Bytes since the last line feed.
+    line: usize,
+}
+
+impl<R> LineLimited<R> {
+    pub fn new(inner: R, limit: usize) -> Self {
+        LineLimited {
+            inner,
+            limit,
+            line: 0,
+        }
+    }
+}
+
+impl<R: Read> Read for LineLimited<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let read = self.inner.read(buf)?;
+        for &byte in &buf[..read] {
+            if byte == b'\n' {
+                self.line = 0;
+            } else {
+                self.line += 1;
+                if self.line > self.limit {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!(
+                            "a line longer than {} with no line break: not a text file of records",
+                            bytes(self.limit as u64)
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(read)
+    }
+}
+
+/// `8 MiB`, `2.0 GiB`, `512 bytes`.
+fn bytes(size: u64) -> String {
+    const MIB: u64 = 1 << 20;
+    const GIB: u64 = 1 << 30;
+    if size >= GIB {
+        format!("{:.1} GiB", size as f64 / GIB as f64)
+    } else if size >= MIB && size.is_multiple_of(MIB) {
+        format!("{} MiB", size / MIB)
+    } else if size >= MIB {
+        format!("{:.1} MiB", size as f64 / MIB as f64)
+    } else {
+        format!("{size} bytes")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(err: io::Error) -> String {
+        err.to_string()
+    }
+
+    #[test]
+    fn devices_directories_and_fifos_are_refused_before_they_are_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = read_text(dir.path(), TEXT_LIMIT).unwrap_err();
+        assert!(message(err).contains("a directory"));
+        let err = read_text(Path::new("/dev/zero"), TEXT_LIMIT).unwrap_err();
+        assert!(message(err).contains("a character device"));
+        assert!(open_stream(Path::new("/dev/zero")).is_err());
+        let fifo = dir.path().join("pipe");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        if made.is_ok_and(|status| status.success()) {
+            // Would block for ever if it were opened.
+            let err = open_stream(&fifo).unwrap_err();
+            assert!(message(err).contains("a FIFO"), "refused without a writer");
+        }
+        let missing = read_text(&dir.path().join("none.txt"), TEXT_LIMIT).unwrap_err();
+        assert_eq!(
+            missing.kind(),
+            io::ErrorKind::NotFound,
+            "absence stays absence"
+        );
+    }
+
+    #[test]
+    fn a_file_past_its_limit_is_refused_with_its_size_and_a_sparse_one_is_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big.txt");
+        let file = File::create(&path).unwrap();
+        file.set_len(3 << 30).unwrap(); // 3 GiB of zeros, no disk used
+        let err = read_text(&path, TEXT_LIMIT).unwrap_err();
+        assert_eq!(
+            message(err),
+            "3.0 GiB is more than the 8 MiB such a file may hold"
+        );
+        // Streamed, the zeros are one line: refused after MAX_LINE bytes, not 3 GiB.
+        let mut stream = open_stream(&path).unwrap();
+        let mut sink = Vec::new();
+        let err = stream.read_to_end(&mut sink).unwrap_err();
+        assert!(message(err).contains("a line longer than 16 MiB"));
+        assert!(sink.len() <= MAX_LINE + (1 << 16));
+    }
+
+    #[test]
+    fn text_within_its_limit_reads_whole_and_lines_may_be_long_but_not_endless() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ok.txt");
+        std::fs::write(&path, "héllo\n").unwrap();
+        assert_eq!(read_text(&path, 7).unwrap(), "héllo\n");
+        assert!(read_text(&path, 6).is_err(), "7 bytes is more than 6");
+        std::fs::write(&path, [0xff, 0xfe]).unwrap();
+        assert!(message(read_text(&path, 8).unwrap_err()).contains("not UTF-8"));
+
+        let lines = b"aaaa\nbbbb\ncccc".repeat(3);
+        let mut limited = LineLimited::new(&lines[..], 14);
+        let mut out = Vec::new();
+        limited.read_to_end(&mut out).unwrap();
+        assert_eq!(out, lines);
+        let mut limited = LineLimited::new(&b"aaaaaa\n"[..], 5);
+        assert!(limited.read_to_end(&mut Vec::new()).is_err());
+    }
+}
