@@ -1,5 +1,6 @@
 //! `gepa-lab executions list|show|history`: read executions from a prompt-evolution API (the
-//! public service or a `gepa-lab serve`).
+//! public service or a `gepa-lab serve`); `executions cancel` stops one on a `gepa-lab serve`
+//! (an extension beyond the contract).
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -10,6 +11,7 @@ use super::evolution_args::{EvolutionArgs, first_line, generation, score, table}
 use super::exit;
 use crate::evolution::wire::{Execution, HistoryRecord};
 use crate::evolution::{Evolution, EvolutionError, PAGE_LIMIT, fetch_history};
+use crate::http::ApiError;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -25,6 +27,9 @@ pub enum Command {
     Show(ShowArgs),
     /// An execution's history: one record per generation (serve: the seed prompt is 0).
     History(HistoryArgs),
+    /// Stops a pending or running execution on a `gepa-lab serve` (an extension beyond the
+    /// contract; the public service has no such route). It ends `failed`, keeping its history.
+    Cancel(ShowArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -78,7 +83,36 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Command::List(args) => list(args),
         Command::Show(args) => show(args),
         Command::History(args) => history(args),
+        Command::Cancel(args) => cancel(args),
     }
+}
+
+fn cancel(args: ShowArgs) -> anyhow::Result<ExitCode> {
+    let client = args.evolution.client()?;
+    let execution = match super::runtime()?.block_on(client.cancel(&args.id)) {
+        Ok(execution) => execution,
+        Err(EvolutionError::NotFound(id)) => {
+            eprintln!(
+                "error: {} knows no execution {id} that you started, or has no cancel route \
+                 (cancel is an extension of gepa-lab serve; the public service does not offer it)",
+                args.evolution.base_url
+            );
+            return Ok(ExitCode::from(exit::INVALID));
+        }
+        Err(EvolutionError::Api(ApiError::Status { status, body, .. }))
+            if status == reqwest::StatusCode::CONFLICT =>
+        {
+            eprintln!("error: {}", body.trim());
+            return Ok(ExitCode::from(exit::INVALID));
+        }
+        Err(err) => return Err(err).with_context(|| format!("cancelling execution {}", args.id)),
+    };
+    if args.json {
+        print(&json(&execution)?)?;
+    } else {
+        print(&describe(&args.id, &execution))?;
+    }
+    Ok(ExitCode::from(exit::OK))
 }
 
 /// An unknown id is the caller's mistake (exit 1), not a failure of the service.

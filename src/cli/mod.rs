@@ -139,6 +139,7 @@ impl SettingsArgs {
         crate::experiment::Settings {
             profile: crate::evolution::ServiceProfile {
                 model_word: self.model_word.clone(),
+                max_budget: None,
             },
             run_suffix: None,
             credits_per_call: self.credits_per_call,

@@ -67,7 +67,16 @@ pub struct EngineArgs {
         value_name = "WORD"
     )]
     pub model_word: String,
+    /// The largest evolution budget a start request may ask for (1 to 1000000000); a larger
+    /// one is refused with 400 (rule budget-max).
+    #[arg(long, default_value_t = DEFAULT_MAX_BUDGET, value_name = "CALLS",
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
+    pub max_budget: u64,
 }
+
+/// Calls a served execution may be granted: about a day of the embedded model, and a few tens
+/// of MB of records. A budget of 10^12 would run and grow for ever.
+const DEFAULT_MAX_BUDGET: u64 = 100_000;
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // Logs go to stderr: stdout's first line is the address, which scripts and tests read.
@@ -92,6 +101,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             max_running: Some(usize::from(args.evolution.max_running_executions)),
             profile: ServiceProfile {
                 model_word: args.evolution.model_word,
+                max_budget: Some(args.evolution.max_budget),
             },
         },
     };

@@ -90,6 +90,18 @@ impl HttpEvolution {
     pub fn stats(&self) -> Stats {
         self.reads.stats()
     }
+
+    /// Cancels an execution through `gepa-lab serve`'s extension route
+    /// `POST /gepa/cancel_execution/{evolutionId}`, which the public service does not offer (it
+    /// answers 404 there, as for an unknown id). Sent once. A 409 means it had already ended.
+    pub async fn cancel(&self, evolution_id: &str) -> Result<Execution, EvolutionError> {
+        let path = route(&["gepa", "cancel_execution", evolution_id], &[])?;
+        let call = Call::post_json(path, &serde_json::json!({}))?;
+        self.starts
+            .send_json(&call)
+            .await
+            .map_err(|err| not_found_as(evolution_id, err))
+    }
 }
 
 /// The path and query of a route: `segments` percent-encoded one by one (so an id can never

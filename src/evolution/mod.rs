@@ -71,12 +71,17 @@ pub const MODEL_SUFFIXES: [&str; 5] = ["5-mini", "5", "4.1", "4o", "4o-mini"];
 pub struct ServiceProfile {
     /// The fixed word of evolution model ids (`<word>-4o-mini`).
     pub model_word: String,
+    /// The largest budget a start request may ask for; none for the public service, whose
+    /// contract states no maximum. `serve` sets one (`--max-budget`), since the budget is what
+    /// an execution runs for and keeps in memory.
+    pub max_budget: Option<u64>,
 }
 
 impl Default for ServiceProfile {
     fn default() -> Self {
         Self {
             model_word: "gpt".to_owned(),
+            max_budget: None,
         }
     }
 }

@@ -134,6 +134,16 @@ pub fn validate_start(
             ));
         }
     }
+    if let Some(max) = profile.max_budget
+        && request.budget > max
+    {
+        found.push(RuleViolation::new(
+            "budget-max",
+            "budget",
+            format!("must be at most {max} on this service"),
+            request.budget.to_string(),
+        ));
+    }
     check_dataset(request, &mut found);
     if request.prompt.is_empty() {
         found.push(RuleViolation::new(
@@ -681,9 +691,28 @@ mod tests {
     }
 
     #[test]
+    fn a_budget_cap_applies_only_where_the_profile_sets_one() {
+        let mut request = valid();
+        request.budget = 1_000_000_000_000;
+        assert!(validate_start(&request, &ServiceProfile::default()).is_ok());
+        let capped = ServiceProfile {
+            max_budget: Some(100_000),
+            ..ServiceProfile::default()
+        };
+        let err = validate_start(&request, &capped).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "rule budget-max: budget must be at most 100000 on this service; seen: 1000000000000"
+        );
+        request.budget = 100_000;
+        assert!(validate_start(&request, &capped).is_ok());
+    }
+
+    #[test]
     fn the_model_word_comes_from_the_profile() {
         let profile = ServiceProfile {
             model_word: "model".into(),
+            max_budget: None,
         };
         let mut request = valid();
         request.model = "model-4o".into();

@@ -176,6 +176,19 @@ struct Inner {
 struct Registry {
     executions: Vec<StoredExecution>,
     by_id: HashMap<String, usize>,
+    /// The engine task of each execution that is waiting for a slot or running.
+    running: HashMap<String, tokio::task::AbortHandle>,
+    /// Executions cancelled by their owner: the engine's own last words are ignored.
+    cancelled: std::collections::HashSet<String>,
+}
+
+/// What [`LocalEvolution::cancel_as`] found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cancel {
+    /// It was pending or running; now it is `failed`, with the cancel as its error.
+    Cancelled(Execution),
+    /// It had already ended (`completed` or `failed`); nothing changed.
+    AlreadyEnded(Execution),
 }
 
 impl Registry {
@@ -275,6 +288,48 @@ impl LocalEvolution {
             .filter(|e| e.owner.as_deref() == owner)
             .map(StoredExecution::to_wire)
             .ok_or_else(|| EvolutionError::NotFound(evolution_id.to_owned()))
+    }
+
+    /// Cancels `owner`'s execution (an extension beyond the contract): its engine stops at its
+    /// next step, and it ends `failed` with "cancelled by its owner at <time>", keeping the
+    /// history and budget spent so far. Calls in flight at that moment are dropped.
+    pub async fn cancel_as(
+        &self,
+        owner: Option<&str>,
+        evolution_id: &str,
+    ) -> Result<Cancel, EvolutionError> {
+        let state = {
+            let mut registry = self.inner.registry();
+            let execution = registry
+                .get(evolution_id)
+                .filter(|e| e.owner.as_deref() == owner)
+                .ok_or_else(|| EvolutionError::NotFound(evolution_id.to_owned()))?;
+            if execution.state.status.is_final() {
+                return Ok(Cancel::AlreadyEnded(execution.to_wire()));
+            }
+            // Decided under the lock: from here on the engine's own updates are ignored, so an
+            // engine that ends at this very moment cannot overwrite the cancel.
+            let state = ExecutionState {
+                status: Status::Failed,
+                error: Some(format!("cancelled by its owner at {}", now())),
+                ..execution.state.clone()
+            };
+            registry.cancelled.insert(evolution_id.to_owned());
+            if let Some(execution) = registry.get_mut(evolution_id) {
+                execution.state = state.clone();
+            }
+            if let Some(task) = registry.running.get(evolution_id) {
+                task.abort();
+            }
+            state
+        };
+        if let Some(store) = &self.inner.store
+            && let Err(err) = store.save_state(evolution_id, &state).await
+        {
+            tracing::error!(%evolution_id, %err, "the cancel was not stored");
+        }
+        tracing::info!(%evolution_id, "execution cancelled by its owner");
+        self.get_as(owner, evolution_id).map(Cancel::Cancelled)
     }
 
     /// One page of `owner`'s executions, oldest first, and how many there are in all.
@@ -405,20 +460,32 @@ impl Inner {
     /// Runs the execution in the background. A panic in the engine still ends it as `failed`,
     /// never leaves it `in_progress` for good.
     fn spawn(inner: Arc<Self>, evolution_id: String) {
+        let runner = Arc::clone(&inner);
+        let id = evolution_id.clone();
+        let task = tokio::spawn(async move { runner.run(&id).await });
+        // Registered before the watcher below can remove it.
+        inner
+            .registry()
+            .running
+            .insert(evolution_id.clone(), task.abort_handle());
         tokio::spawn(async move {
-            let runner = Arc::clone(&inner);
-            let id = evolution_id.clone();
-            if let Err(stopped) = tokio::spawn(async move { runner.run(&id).await }).await {
-                tracing::error!(%evolution_id, %stopped, "the engine task stopped");
-                let current = inner.registry().get(&evolution_id).map(|e| e.state.clone());
-                if let Some(state) = current {
-                    let failed = ExecutionState {
-                        status: Status::Failed,
-                        error: Some(format!("the engine stopped unexpectedly: {stopped}")),
-                        ..state
-                    };
-                    inner.set_state(&evolution_id, failed).await;
-                }
+            let ended = task.await;
+            inner.registry().running.remove(&evolution_id);
+            let stopped = match ended {
+                Ok(()) => return,
+                // Stopped by `cancel_as`, which set its state.
+                Err(stopped) if stopped.is_cancelled() => return,
+                Err(stopped) => stopped,
+            };
+            tracing::error!(%evolution_id, %stopped, "the engine task stopped");
+            let current = inner.registry().get(&evolution_id).map(|e| e.state.clone());
+            if let Some(state) = current {
+                let failed = ExecutionState {
+                    status: Status::Failed,
+                    error: Some(format!("the engine stopped unexpectedly: {stopped}")),
+                    ..state
+                };
+                inner.set_state(&evolution_id, failed).await;
             }
         });
     }
@@ -608,10 +675,14 @@ impl Inner {
         }
     }
 
-    /// Sets the state in memory, then in the store; false if the store refused it.
+    /// Sets the state in memory, then in the store; false if the store refused it. An
+    /// execution its owner cancelled keeps the cancel's state.
     async fn set_state(&self, evolution_id: &str, state: ExecutionState) -> bool {
         {
             let mut registry = self.registry();
+            if registry.cancelled.contains(evolution_id) {
+                return true;
+            }
             let Some(execution) = registry.get_mut(evolution_id) else {
                 return false;
             };

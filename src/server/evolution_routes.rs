@@ -2,7 +2,9 @@
 //! `POST /gepa/start_execution`, `GET /gepa/get_all_executions`,
 //! `GET /gepa/get_single_execution/{evolutionId}`, `GET /gepa/get_execution_prompts` and
 //! `GET /batch/all_jobs`, each behind the `x-api-key` header (the same keys as the inference
-//! routes' Bearer keys).
+//! routes' Bearer keys). Beyond the contract, as an extension: `POST
+//! /gepa/cancel_execution/{evolutionId}` (200 with the cancelled execution, 409 when it had
+//! already ended, 404 as for a read).
 //!
 //! Statuses and plain-text bodies: 400 names the broken rule, the field and the value seen (one
 //! line per rule, see `evolution::rules`); 401 for a missing or unknown key; 404 for an
@@ -25,7 +27,7 @@ use super::evolution_store::SqliteExecutions;
 use crate::evolution::wire::{BatchJobs, ExecutionList, PromptsPage, Started};
 use crate::evolution::{EvolutionError, rules};
 use crate::http::Secret;
-use crate::local::Paging;
+use crate::local::{Cancel, Paging};
 
 /// A dataset travels inside the start request; axum's 2 MB default is small for a long one.
 const BODY_LIMIT: usize = 16 * 1024 * 1024;
@@ -41,6 +43,10 @@ pub fn routes(state: AppState) -> Router<AppState> {
         .route(
             "/api/v0/gepa/get_execution_prompts",
             get(get_execution_prompts),
+        )
+        .route(
+            "/api/v0/gepa/cancel_execution/{evolution_id}",
+            post(cancel_execution),
         )
         .route("/api/v0/batch/all_jobs", get(all_jobs))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
@@ -154,6 +160,29 @@ async fn get_single_execution(
             execution.evolution_id = None;
             Json(execution).into_response()
         }
+        Err(_) => not_found(&evolution_id),
+    }
+}
+
+/// The extension route: see the module comment.
+async fn cancel_execution(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(evolution_id): Path<String>,
+) -> Response {
+    match state
+        .evolution
+        .cancel_as(Some(&caller.key_id), &evolution_id)
+        .await
+    {
+        Ok(Cancel::Cancelled(execution)) => Json(execution).into_response(),
+        Ok(Cancel::AlreadyEnded(execution)) => text(
+            StatusCode::CONFLICT,
+            format!(
+                "execution {evolution_id} already ended: {}",
+                execution.status
+            ),
+        ),
         Err(_) => not_found(&evolution_id),
     }
 }

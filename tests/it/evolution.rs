@@ -584,3 +584,74 @@ async fn the_executions_and_batch_commands_read_serve() {
     let body: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(body, json!({"success": true, "jobs": []}));
 }
+
+#[tokio::test]
+async fn serve_caps_budgets_and_cancels_an_execution_for_good() {
+    let upstreams = ["sim:model=local-text,seed=3,latency_ms=20"];
+    let extra = ["--max-budget", "5000"];
+    let serve = Serve::start_in(tempfile::tempdir().unwrap(), &upstreams, &[KEY], &extra);
+    let client = serve.evolution(Some(KEY));
+
+    // Past the cap: refused with the rule, before anything runs.
+    let err = client.start(&sentiment(5001, 3, 3)).await.unwrap_err();
+    assert_eq!(
+        status_and_body(&err),
+        (
+            400,
+            "rule budget-max: budget must be at most 5000 on this service; seen: 5001".into()
+        )
+    );
+
+    // A long execution, cancelled from the command line while it runs.
+    let id = client.start(&sentiment(5000, 3, 3)).await.unwrap();
+    poll_until(&client, &id, |e| {
+        e.budget_used.is_some_and(|used| used > 10.0)
+    })
+    .await;
+    let cancel = |id: &str| {
+        let output = Command::new(env!("CARGO_BIN_EXE_gepa-lab"))
+            .args(["executions", "cancel", id, "--url", &serve.url])
+            .env("GEPA_LAB_EVOLUTION_KEY", KEY)
+            .env_remove("GEPA_LAB_EVOLUTION_URL")
+            .output()
+            .expect("the binary runs");
+        let err = String::from_utf8_lossy(&output.stderr).into_owned();
+        (output.status.code(), stdout(&output), err)
+    };
+    let (code, out, err) = cancel(&id);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("status        failed\n"), "{out}");
+    assert!(out.contains("cancelled by its owner at "), "{out}");
+    let cancelled = client.get(&id).await.unwrap();
+    assert_eq!(cancelled.status, Status::Failed);
+    let spent = cancelled.budget_used;
+    assert!(spent.is_some_and(|used| used < 5000.0), "{spent:?}");
+    let history = client.prompts(&id, None, Some(1000)).await.unwrap();
+    assert!(!history.is_empty(), "what was done is kept");
+
+    // It stays stopped: nothing more is spent, and a restart does not run it again.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(client.get(&id).await.unwrap().budget_used, spent);
+    let (code, _, err) = cancel(&id);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains(&format!("execution {id} already ended: failed")),
+        "{err}"
+    );
+    let (code, _, err) = cancel("no-such-id");
+    assert_eq!(code, Some(1));
+    assert!(err.contains("has no cancel route"), "{err}");
+    let dir = serve.kill();
+    let serve = Serve::start_in(dir, &upstreams, &[KEY], &extra);
+    let client = serve.evolution(Some(KEY));
+    let after = client.get(&id).await.unwrap();
+    assert_eq!(after.status, Status::Failed);
+    assert!(
+        after
+            .error
+            .unwrap_or_default()
+            .starts_with("cancelled by its owner at "),
+        "the cancel, not a restart, is the reason"
+    );
+    assert_eq!(after.budget_used, spent);
+}
