@@ -12,7 +12,9 @@ use super::inference_args::parse_secret;
 use super::serve_account::ServeAccountArgs;
 use crate::evolution::ServiceProfile;
 use crate::http::Secret;
-use crate::server::{AppState, EvolutionServeConfig, KeySpec, ServeConfig, Server, UpstreamSpec};
+use crate::server::{
+    AppState, ClientLimits, EvolutionServeConfig, KeySpec, ServeConfig, Server, UpstreamSpec,
+};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -44,6 +46,34 @@ pub struct Args {
     pub account: ServeAccountArgs,
     #[command(flatten)]
     pub evolution: EngineArgs,
+    #[command(flatten)]
+    pub clients: ClientArgs,
+}
+
+/// What a client may hold of serve (see `server::limits`).
+#[derive(Debug, clap::Args)]
+pub struct ClientArgs {
+    /// Connections open at once; one more is closed as soon as it is accepted.
+    #[arg(long, default_value_t = 512, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    pub max_connections: u32,
+    /// Seconds a request's head may take to arrive (an idle connection is closed after as
+    /// long).
+    #[arg(long, default_value = "20", value_name = "SECS", value_parser = super::ranges::seconds)]
+    pub header_timeout: std::time::Duration,
+    /// Seconds a request's body may take to arrive whole (408 after that).
+    #[arg(long, default_value = "60", value_name = "SECS", value_parser = super::ranges::seconds)]
+    pub body_timeout: std::time::Duration,
+}
+
+impl ClientArgs {
+    fn limits(&self) -> ClientLimits {
+        ClientLimits {
+            max_connections: self.max_connections as usize,
+            header_timeout: self.header_timeout,
+            body_timeout: self.body_timeout,
+        }
+    }
 }
 
 /// How the evolution routes (`/api/v0`) run executions.
@@ -109,7 +139,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let state = AppState::new(&config)
             .await
             .context("starting the server")?;
-        let server = Server::bind(args.bind, state).await?;
+        let server = Server::bind(args.bind, state)
+            .await?
+            .with_limits(args.clients.limits());
         let addr = server.local_addr()?;
         let mut stdout = std::io::stdout();
         writeln!(stdout, "listening on http://{addr}").context("writing to stdout")?;

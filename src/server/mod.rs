@@ -34,12 +34,14 @@ mod evolution_backend;
 mod evolution_routes;
 mod evolution_store;
 mod inference_routes;
+pub mod limits;
 
 use account_routes::AccountSettings;
 pub use evolution_backend::{EvolutionServeConfig, EvolutionSetupError};
 
 use auth::RateLimits;
 use db::{Db, DbError};
+pub use limits::ClientLimits;
 
 /// The rpm limit of a key given without one.
 pub const DEFAULT_RPM: u32 = 60;
@@ -327,6 +329,7 @@ pub fn router(state: AppState) -> Router {
 pub struct Server {
     listener: tokio::net::TcpListener,
     router: Router,
+    limits: ClientLimits,
 }
 
 impl Server {
@@ -340,7 +343,13 @@ impl Server {
         Ok(Server {
             listener,
             router: router(state),
+            limits: ClientLimits::default(),
         })
+    }
+
+    /// Bounds on connections and on the time a request's head and body may take.
+    pub fn with_limits(self, limits: ClientLimits) -> Self {
+        Server { limits, ..self }
     }
 
     pub fn local_addr(&self) -> Result<SocketAddr, ServerError> {
@@ -352,18 +361,14 @@ impl Server {
             })
     }
 
-    /// Serves until `shutdown` completes, then lets requests in flight finish.
+    /// Serves until `shutdown` completes, then lets requests in flight finish (for at most
+    /// [`limits::SHUTDOWN_GRACE`]).
     pub async fn run(
         self,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServerError> {
-        axum::serve(self.listener, self.router)
-            .with_graceful_shutdown(shutdown)
-            .await
-            .map_err(|source| ServerError::Io {
-                action: "serve".into(),
-                source,
-            })
+        limits::serve(self.listener, self.router, self.limits, shutdown).await;
+        Ok(())
     }
 }
 

@@ -96,6 +96,24 @@ impl Serve {
         self.dir.take().expect("the folder is still held")
     }
 
+    /// Sends SIGTERM (a graceful shutdown) and waits up to `limit` for the process to exit;
+    /// how long it took, or `None` when it was still running (then it is killed).
+    pub fn terminate(&mut self, limit: Duration) -> Option<Duration> {
+        let started = std::time::Instant::now();
+        let sent = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(sent.success());
+        while started.elapsed() < limit {
+            if self.child.try_wait().expect("wait").is_some() {
+                return Some(started.elapsed());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+
     /// An evolution client with fast retries, as a test wants them.
     pub fn evolution(&self, key: Option<&str>) -> HttpEvolution {
         let mut config = EvolutionConfig::new(self.url.clone(), key.map(Secret::new));

@@ -424,3 +424,115 @@ fn a_retry_after_past_any_clock_ends_the_request_with_its_status_not_a_panic() {
         );
     }
 }
+
+/// A raw connection to serve at `url` (`http://host:port`).
+fn connect(url: &str) -> std::net::TcpStream {
+    let stream = std::net::TcpStream::connect(url.trim_start_matches("http://")).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(15)))
+        .unwrap();
+    stream
+}
+
+/// Reads until serve closes the connection (or the 15 s read time-out); what it sent.
+fn read_to_close(stream: &mut std::net::TcpStream) -> String {
+    use std::io::Read;
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+#[test]
+fn slow_and_idle_clients_cannot_hold_serve() {
+    use std::io::Write;
+    let serve = Serve::start_with(
+        &["sim:model=m"],
+        &[KEY],
+        &[
+            "--header-timeout",
+            "1",
+            "--body-timeout",
+            "1",
+            "--max-connections",
+            "8",
+        ],
+    );
+
+    // Headers trickled and never finished: the connection is closed after the header time-out.
+    let started = Instant::now();
+    let mut trickle = connect(&serve.url);
+    trickle
+        .write_all(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    read_to_close(&mut trickle);
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(900) && waited < Duration::from_secs(5),
+        "{waited:?}"
+    );
+
+    // A body that stops half-way: 408 after the body time-out.
+    let mut slow_body = connect(&serve.url);
+    slow_body
+        .write_all(
+            format!(
+                "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n\
+                 Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"model\":"
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+    let answer = read_to_close(&mut slow_body);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+
+    // A declared body past the largest any route takes: 413 before a byte of it is read.
+    let mut huge = connect(&serve.url);
+    huge.write_all(
+        format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n\
+             Content-Length: {}\r\n\r\n",
+            64 << 20
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let answer = read_to_close(&mut huge);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+
+    // Eight idle connections fill serve; a ninth is closed at once, and once the idle ones time
+    // out a normal client is served again.
+    let idle: Vec<std::net::TcpStream> = (0..8).map(|_| connect(&serve.url)).collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let mut ninth = connect(&serve.url);
+    let refused_at = Instant::now();
+    ninth
+        .write_all(b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
+        .ok();
+    let answer = read_to_close(&mut ninth);
+    assert!(
+        answer.is_empty(),
+        "no answer on a connection past the cap: {answer}"
+    );
+    assert!(refused_at.elapsed() < Duration::from_secs(1));
+    std::thread::sleep(Duration::from_millis(1500));
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let models = runtime.block_on(serve.client(Some(KEY)).models());
+    assert!(models.is_ok(), "{models:?}");
+    drop(idle);
+}
+
+#[test]
+fn sigterm_does_not_wait_for_ever_on_a_client_holding_half_a_request() {
+    use std::io::Write;
+    let mut serve = Serve::start_with(&["sim:model=m"], &[KEY], &["--header-timeout", "600"]);
+    let mut half = connect(&serve.url);
+    half.write_all(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let took = serve.terminate(Duration::from_secs(30));
+    // The shutdown grace is 10 s.
+    assert!(
+        took.is_some_and(|took| took < Duration::from_secs(15)),
+        "{took:?}"
+    );
+}
