@@ -239,6 +239,10 @@ impl Observer for Progress {
                 }
             }
             Event::RunFinished { .. } => self.finish(),
+            Event::Unknown { variant, note, .. } => {
+                self.line(format!("{}: {note}", label(variant)));
+            }
+            // Tried again at the next poll.
             Event::StartSending { .. } | Event::PollFailed { .. } => {}
         }
     }

@@ -111,7 +111,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     {
         eprintln!(
             "warning: this run was recorded on {}; resuming it on {} as asked. Executions the \
-             other backend does not know are marked failed.",
+             other backend does not know keep their state (they are not marked failed); resume \
+             on the backend that started them to go on with them.",
             backends::choice_label(recorded),
             backends::choice_label(asked)
         );

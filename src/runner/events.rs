@@ -42,6 +42,13 @@ pub enum Event {
         evolution_id: String,
         error: String,
     },
+    /// The service polled does not know the execution (404): it is not polled again this run,
+    /// and its state is kept.
+    Unknown {
+        variant: String,
+        evolution_id: String,
+        note: String,
+    },
     Finished {
         variant: String,
         evolution_id: String,

@@ -154,7 +154,8 @@ pub async fn execute(
     };
     run.emit(Event::RunStarted {
         run_id: run.manifest.run_id.clone(),
-        backend: backend_label(&run.manifest.backend),
+        // Where it goes on now, which a resume may have been told to change.
+        backend: backend_label(&backends.description),
         executions: run.manifest.executions.len(),
         resumed,
     })?;
@@ -370,12 +371,16 @@ impl Runner<'_> {
         find_by_custom_id(evolution, custom_id).await
     }
 
-    /// Polls every started execution until all are final or the timeout passes.
+    /// Polls every started execution until all are final or the timeout passes. An execution
+    /// the service does not know is not polled again this run, and keeps its state.
     async fn poll_all(&mut self, options: &RunOptions) -> Result<(), RunError> {
         let deadline = Instant::now() + options.timeout;
+        let mut unknown = std::collections::HashSet::new();
         loop {
             let waiting: Vec<usize> = (0..self.manifest.executions.len())
-                .filter(|&i| self.manifest.executions[i].state.is_running())
+                .filter(|&i| {
+                    self.manifest.executions[i].state.is_running() && !unknown.contains(&i)
+                })
                 .collect();
             if waiting.is_empty() {
                 return Ok(());
@@ -385,7 +390,11 @@ impl Runner<'_> {
                 let left = deadline.saturating_duration_since(Instant::now());
                 let polled = tokio::time::timeout(left, self.poll_one(index)).await;
                 match polled {
-                    Ok(result) => result?,
+                    Ok(result) => {
+                        if result? == Polled::Unknown {
+                            unknown.insert(index);
+                        }
+                    }
                     Err(_) => {
                         let evolution_id = self.manifest.executions[index]
                             .state
@@ -428,14 +437,14 @@ impl Runner<'_> {
         }
     }
 
-    async fn poll_one(&mut self, index: usize) -> Result<(), RunError> {
+    async fn poll_one(&mut self, index: usize) -> Result<Polled, RunError> {
         let variant = self.variant(index);
         let Some(evolution_id) = self.manifest.executions[index]
             .state
             .evolution_id()
             .map(str::to_owned)
         else {
-            return Ok(());
+            return Ok(Polled::Answered);
         };
         match self.backends.evolution.get(&evolution_id).await {
             Ok(execution) => {
@@ -479,21 +488,26 @@ impl Runner<'_> {
                     self.save()?;
                 }
             }
+            // Not a failure of the execution: a service that does not know it (another service,
+            // or one that lost its records) cannot say how it went. Its state is kept, so a
+            // resume on the service that started it still finds it.
             Err(EvolutionError::NotFound(_)) => {
-                let record = &mut self.manifest.executions[index];
-                let reason = format!("the service does not know evolutionId {evolution_id}");
-                record.state = ExecutionState::Failed {
-                    evolution_id: Some(evolution_id.clone()),
-                    reason: reason.clone(),
-                };
-                record.finished_at = Some(Utc::now());
+                let note = format!(
+                    "the service polled does not know evolutionId {evolution_id}; its state is \
+                     kept as it was: resume on the service that started it"
+                );
+                if let ExecutionState::Running { note: kept, .. } =
+                    &mut self.manifest.executions[index].state
+                {
+                    *kept = Some(note.clone());
+                }
                 self.save()?;
-                self.emit(Event::Finished {
+                self.emit(Event::Unknown {
                     variant,
                     evolution_id,
-                    status: Status::Failed.to_string(),
-                    error: Some(reason),
+                    note,
                 })?;
+                return Ok(Polled::Unknown);
             }
             // The HTTP layer already retried; the next round tries again until the time-out.
             Err(err) => self.emit(Event::PollFailed {
@@ -502,7 +516,7 @@ impl Runner<'_> {
                 error: err.to_string(),
             })?,
         }
-        Ok(())
+        Ok(Polled::Answered)
     }
 
     /// Every page of every started execution's history, written to `history.csv`.
@@ -586,6 +600,15 @@ impl Runner<'_> {
         self.dir.write_csv(REPLAY_FILE, rows)?;
         Ok(())
     }
+}
+
+/// What one poll learnt of an execution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Polled {
+    /// The service answered, or failed in a way worth trying again.
+    Answered,
+    /// The service does not know the execution (404).
+    Unknown,
 }
 
 /// The service said no to the request itself: nothing was started.

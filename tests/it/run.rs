@@ -826,3 +826,70 @@ fn replay_repeat_answers_each_holdout_row_several_times_and_the_report_counts_ro
         "a row's answers in the row table"
     );
 }
+
+#[test]
+fn a_service_that_does_not_know_a_running_execution_does_not_fail_it() {
+    // Slow enough that the executions are still running when the run is killed while polling.
+    let serve = Serve::start(&["sim:seed=4,latency_ms=40"], &[&format!("{KEY}:6000")]);
+    let out = tempfile::tempdir().unwrap();
+    kill_when(&serve, out.path(), "\"event\":\"poll\"");
+    let dir = run_dir(out.path());
+    let running = |dir: &RunDir| -> Vec<bool> {
+        dir.read_manifest()
+            .unwrap()
+            .executions
+            .iter()
+            .map(|e| matches!(e.state, ExecutionState::Running { .. }))
+            .collect()
+    };
+    assert!(running(&dir).iter().any(|&r| r), "killed while running");
+    let before = dir.read_manifest().unwrap();
+
+    // Resumed on another serve, which knows none of them: nothing is marked failed.
+    let stranger = Serve::start(&["sim:seed=4"], &[&format!("{KEY}:6000")]);
+    let output = run_command(
+        &stranger,
+        out.path(),
+        &["--resume", dir.path.to_str().unwrap()],
+    )
+    .output()
+    .expect("resume on a stranger");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("on {}", stranger.url))
+            && stderr.contains("does not know evolutionId"),
+        "says where it went on, and why nothing more was polled: {stderr}"
+    );
+    let after = dir.read_manifest().unwrap();
+    for (then, now) in before.executions.iter().zip(&after.executions) {
+        assert!(
+            !matches!(now.state, ExecutionState::Failed { .. }),
+            "{:?} became {:?}",
+            then.state,
+            now.state
+        );
+        if let ExecutionState::Running { note, .. } = &now.state {
+            assert!(
+                note.as_deref()
+                    .is_some_and(|n| n.contains("does not know evolutionId")),
+                "{note:?}"
+            );
+        }
+    }
+
+    // Resumed on the service that started them, the run completes.
+    let output = run_command(
+        &serve,
+        out.path(),
+        &["--resume", dir.path.to_str().unwrap()],
+    )
+    .output()
+    .expect("resume");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_complete(&dir);
+}
