@@ -459,8 +459,12 @@ pub fn build(
             file: plan.file.display().to_string(),
             content_hash: plan.content_hash.clone(),
             run_id: manifest.run_id.clone(),
-            created_at: manifest.created_at.to_rfc3339(),
-            updated_at: manifest.updated_at.to_rfc3339(),
+            created_at: manifest
+                .created_at
+                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            updated_at: manifest
+                .updated_at
+                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             backend: backend_text(&manifest.backend, manifest.simulated),
         },
         executions,
