@@ -279,9 +279,29 @@ fn evaluator_model(evaluator: &str, profile: &ServiceProfile) -> Result<(), Rule
     }
 }
 
+/// The start request's fields that hold a whole number, with the rule of their minimum.
+const WHOLE_NUMBERS: [(&str, &str); 3] = [
+    ("budget", "budget-min"),
+    ("minibatchSize", "minibatch-min"),
+    ("paretoSize", "pareto-min"),
+];
+
+/// A JSON number that is a whole number from 0, however it is written: the contract says
+/// "number", so `20`, `20.0` and `2e1` are all 20 (as serve's own responses write `20.0`);
+/// `20.5` is not. Floats are exact up to 2^53, past any budget.
+fn whole(number: &serde_json::Number) -> Option<u64> {
+    const EXACT: f64 = 9_007_199_254_740_992.0; // 2^53
+    number.as_u64().or_else(|| {
+        number
+            .as_f64()
+            .filter(|n| n.fract() == 0.0 && (0.0..=EXACT).contains(n))
+            .map(|n| n as u64)
+    })
+}
+
 /// Reads a start request from a JSON body, then checks it with [`validate_start`].
 pub fn parse_start(body: &[u8], profile: &ServiceProfile) -> Result<StartExecution, Violations> {
-    let value: Value = serde_json::from_slice(body).map_err(|err| {
+    let mut value: Value = serde_json::from_slice(body).map_err(|err| {
         Violations(vec![RuleViolation::new(
             "body-json",
             "body",
@@ -292,6 +312,14 @@ pub fn parse_start(body: &[u8], profile: &ServiceProfile) -> Result<StartExecuti
     let shape = check_shape(&value);
     if !shape.is_empty() {
         return Err(Violations(shape));
+    }
+    // Whole numbers written as floats become integers, which is what the request type holds.
+    for (field, _) in WHOLE_NUMBERS {
+        if let Some(slot) = value.get_mut(field)
+            && let Some(n) = slot.as_number().and_then(whole)
+        {
+            *slot = Value::from(n);
+        }
     }
     // The shape checks above are what this conversion needs; should they ever miss a case,
     // the body is still refused with the serde error rather than accepted.
@@ -330,14 +358,10 @@ fn check_shape(value: &Value) -> Vec<RuleViolation> {
         None | Some(Value::Null) | Some(Value::String(_)) => {}
         Some(other) => found.push(wrong_type("customId", "a string", other)),
     }
-    for (field, min_rule) in [
-        ("budget", "budget-min"),
-        ("minibatchSize", "minibatch-min"),
-        ("paretoSize", "pareto-min"),
-    ] {
+    for (field, min_rule) in WHOLE_NUMBERS {
         match body.get(field) {
             None | Some(Value::Null) => found.push(missing(field)),
-            Some(Value::Number(number)) if number.as_u64().is_some() => {}
+            Some(Value::Number(number)) if whole(number).is_some_and(|n| n >= 1) => {}
             // Below 1 is the rule the caller needs to hear about, whatever the number's form.
             Some(Value::Number(number)) if number.as_f64().is_some_and(|n| n < 1.0) => {
                 found.push(RuleViolation::new(
@@ -768,6 +792,27 @@ mod tests {
         ] {
             assert!(text.contains(shown), "{shown}\n{text}");
         }
+    }
+
+    #[test]
+    fn whole_numbers_written_as_floats_are_whole_numbers_and_fractions_are_not() {
+        let mut body = serde_json::to_value(valid()).unwrap();
+        let budget = valid().budget;
+        body["budget"] = json!(budget as f64);
+        body["paretoSize"] = serde_json::from_str(&format!("{}e0", valid().pareto_size)).unwrap();
+        assert_eq!(
+            parse(body.clone()),
+            Ok(valid()),
+            "20.0 and 2e0 are whole numbers"
+        );
+        body["minibatchSize"] = json!(2.5);
+        let err = parse(body.clone()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "rule type: minibatchSize must be a whole number; seen: 2.5"
+        );
+        body["minibatchSize"] = json!(0.0);
+        assert_eq!(parse(body).unwrap_err().rules(), ["minibatch-min"]);
     }
 
     #[test]

@@ -350,6 +350,26 @@ async fn every_rule_of_start_execution_is_a_400_naming_the_rule_and_the_value() 
         assert!(text.contains(shown), "{rule}: {text}");
     }
     assert_eq!(client.list(None, None).await.unwrap(), []);
+    // Whole numbers written as floats, as serve's own responses write them, are whole numbers.
+    let mut floats = with("budget", json!(30.0));
+    floats["paretoSize"] = serde_json::from_str("3e0").unwrap();
+    let response = raw()
+        .post(&url)
+        .header("x-api-key", KEY)
+        .header("content-type", "application/json")
+        .body(floats.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        response.status().as_u16(),
+        200,
+        "{}",
+        response.text().await.unwrap()
+    );
+    let started = client.list(None, None).await.unwrap();
+    assert_eq!(started.len(), 1);
+    assert_eq!(started[0].budget, Some(30.0));
 }
 
 #[tokio::test]
