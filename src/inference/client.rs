@@ -87,6 +87,11 @@ impl Inference for HttpInference {
         let call = Self::chat_call(request, false)?;
         let (mut response, latency): (ChatResponse, _) = self.http.send_json_timed(&call).await?;
         response.latency = Some(latency);
+        if response.choices.is_empty() {
+            return Err(InferenceError::NoChoices {
+                model: response.model,
+            });
+        }
         if let Some(schema) = request.json_schema()
             && let Err(errors) = validate_answer(schema, response.content())
         {

@@ -77,6 +77,9 @@ pub enum InferenceError {
         content: String,
         errors: Vec<String>,
     },
+    /// The answer holds no choice: there is no text to keep, not even an empty one.
+    #[error("the answer of {model} has no choices")]
+    NoChoices { model: String },
     /// Every model of a fallback list answered 503.
     #[error("no node is available for any of the models {}", tried.join(", "))]
     NoModelAvailable { tried: Vec<String> },

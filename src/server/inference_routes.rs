@@ -16,7 +16,7 @@ use super::AppState;
 use super::auth::{Caller, text};
 use super::db::UsageRow;
 use crate::http::ApiError;
-use crate::inference::wire::{ChatRequest, Metadata, ModelList};
+use crate::inference::wire::{ChatRequest, ChatResponse, Metadata, ModelList, Usage};
 use crate::inference::{ChunkStream, InferenceError, check_request};
 
 /// Images travel inline as base64 data URLs; axum's 2 MB default is too small for a photo.
@@ -87,6 +87,13 @@ async fn chat_completions(
         Ok(Ok(answer)) => answer,
     };
     let mut answer = answer;
+    if answer.choices.is_empty() {
+        return text(
+            StatusCode::BAD_GATEWAY,
+            format!("the upstream {} answered with no choices", node.name),
+        );
+    }
+    complete(&mut answer, &request);
     let node_id = node_id(&node.name, answer.node_id());
     tracing::debug!(key = %caller.key_id, model = %request.model, node = %node_id, "answered");
     answer.metadata = Some(Metadata {
@@ -102,6 +109,30 @@ async fn chat_completions(
         response.extensions_mut().insert(usage);
     }
     response
+}
+
+/// Fills what the contract requires and an upstream may leave out: an `id`, each choice's
+/// `finish_reason` (`stop`), and `usage`, estimated at one token per 4 bytes of text (at least 1
+/// per message) when the upstream counts none.
+fn complete(answer: &mut ChatResponse, request: &ChatRequest) {
+    if answer.id.trim().is_empty() {
+        answer.id = format!("chatcmpl-{}", uuid::Uuid::new_v4().simple());
+    }
+    for choice in &mut answer.choices {
+        choice
+            .finish_reason
+            .get_or_insert_with(|| "stop".to_owned());
+    }
+    if answer.usage.is_none() {
+        let estimate = |text: &str| (text.len() as u64).div_ceil(4).max(1);
+        let prompt_tokens = request.messages.iter().map(|m| estimate(&m.text())).sum();
+        let completion_tokens = estimate(answer.content());
+        answer.usage = Some(Usage {
+            prompt_tokens,
+            completion_tokens,
+            total_tokens: prompt_tokens + completion_tokens,
+        });
+    }
 }
 
 /// The serving node, and the upstream's own node when it names one.

@@ -191,10 +191,15 @@ pub struct Catalog {
 }
 
 impl Catalog {
-    /// Registers `node` as serving each of `models`.
+    /// Registers `node` as serving each of `models`. A model whose upstream gives no `created`
+    /// time (the contract's Unix timestamp) is stamped with the time it was registered.
     pub fn add(&mut self, node: Node, models: Vec<Model>) {
         let node = Arc::new(node);
-        for model in models {
+        let now = chrono::Utc::now().timestamp();
+        for mut model in models {
+            if model.created <= 0 {
+                model.created = now;
+            }
             self.models
                 .entry(model.id.clone())
                 .or_default()

@@ -536,3 +536,68 @@ fn sigterm_does_not_wait_for_ever_on_a_client_holding_half_a_request() {
         "{took:?}"
     );
 }
+
+/// An OpenAI-compatible server that answers `/v1/chat/completions` with `answer` and lists one
+/// model, `m`, with no `created` time: the bare minimum some servers send.
+fn bare_upstream(runtime: &tokio::runtime::Runtime, answer: serde_json::Value) -> String {
+    use axum::routing::{get, post};
+    use axum::{Json, Router};
+    let app = Router::new()
+        .route(
+            "/v1/models",
+            get(|| async { Json(json!({"data": [{"id": "m"}]})) }),
+        )
+        .route(
+            "/v1/chat/completions",
+            post(move || {
+                let answer = answer.clone();
+                async move { Json(answer) }
+            }),
+        );
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    runtime.spawn(async move { axum::serve(listener, app).await });
+    url
+}
+
+#[test]
+fn serve_completes_what_an_upstream_leaves_out_and_refuses_an_answer_without_choices() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let bare = bare_upstream(
+        &runtime,
+        json!({"choices": [{"message": {"content": "Paris is the capital."}}]}),
+    );
+    let serve = Serve::start_with(&[&bare], &[KEY], &["--upstream-key", "upstream-secret"]);
+    let client = serve.client(Some(KEY));
+    let answer = runtime.block_on(client.chat(&ask("m", "What is the capital of France?")));
+    let answer = answer.unwrap();
+    assert!(answer.id.starts_with("chatcmpl-"), "{}", answer.id);
+    assert_eq!(answer.choices[0].finish_reason.as_deref(), Some("stop"));
+    let usage = answer.usage.expect("usage filled in");
+    assert_eq!(usage.completion_tokens, 6, "21 bytes at 4 bytes a token");
+    assert_eq!(
+        usage.total_tokens,
+        usage.prompt_tokens + usage.completion_tokens
+    );
+    let models = runtime.block_on(client.models()).unwrap();
+    assert!(models[0].created > 1_700_000_000, "{models:?}");
+
+    // No choices: not an empty answer. Directly an error, and through serve a 502.
+    let empty = bare_upstream(&runtime, json!({"id": "x", "model": "m", "choices": []}));
+    let direct = gepa_lab::inference::HttpInference::new(
+        gepa_lab::inference::InferenceConfig::new(empty.clone(), None),
+    )
+    .unwrap();
+    let err = runtime
+        .block_on(direct.chat(&ask("m", "hello")))
+        .unwrap_err();
+    assert!(matches!(err, InferenceError::NoChoices { .. }), "{err}");
+    let serve = Serve::start_with(&[&empty], &[KEY], &["--upstream-key", "upstream-secret"]);
+    let err = runtime
+        .block_on(serve.client(Some(KEY)).chat(&ask("m", "hello")))
+        .unwrap_err();
+    assert!(err.to_string().contains("502"), "{err}");
+    assert!(err.to_string().contains("no choices"), "{err}");
+}
