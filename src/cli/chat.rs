@@ -105,6 +105,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 async fn plain(fallback: &Fallback, request: &ChatRequest) -> Result<ExitCode, InferenceError> {
     let answered = fallback.chat(request).await?;
     println!("{}", answered.response.content());
+    if answered.response.truncated() {
+        warn_truncated(request);
+    }
     note_answerer(
         &answered.model,
         &answered.unavailable,
@@ -124,6 +127,7 @@ async fn stream(fallback: &Fallback, request: &ChatRequest) -> Result<ExitCode, 
     let mut chunks = answered.response;
     let mut content = String::new();
     let mut node = None;
+    let mut finish_reason = None;
     let mut stdout = std::io::stdout();
     while let Some(chunk) = chunks.next().await {
         let chunk = match chunk {
@@ -137,12 +141,18 @@ async fn stream(fallback: &Fallback, request: &ChatRequest) -> Result<ExitCode, 
         if node.is_none() {
             node = chunk.metadata.as_ref().and_then(|m| m.node_id.clone());
         }
+        if let Some(reason) = chunk.choices.first().and_then(|c| c.finish_reason.clone()) {
+            finish_reason = Some(reason);
+        }
         content.push_str(chunk.content());
         print!("{}", chunk.content());
         // A failed flush only delays the text; the answer is still complete at the end.
         stdout.flush().ok();
     }
     println!();
+    if finish_reason.as_deref() == Some("length") {
+        warn_truncated(request);
+    }
     note_answerer(&answered.model, &answered.unavailable, node.as_deref());
     if let Some(schema) = request.json_schema()
         && let Err(errors) = validate_answer(schema, &content)
@@ -151,6 +161,15 @@ async fn stream(fallback: &Fallback, request: &ChatRequest) -> Result<ExitCode, 
         return Ok(ExitCode::from(exit::INVALID));
     }
     Ok(ExitCode::from(exit::OK))
+}
+
+/// The answer is not all the model had to say: it stopped at its token limit.
+fn warn_truncated(request: &ChatRequest) {
+    eprintln!(
+        "warning: the answer stopped at its token limit (finish_reason length, max_tokens {}); \
+         it is cut short: raise --max-tokens for the rest",
+        request.max_tokens()
+    );
 }
 
 fn note_answerer(model: &str, unavailable: &[String], node: Option<&str>) {

@@ -246,6 +246,8 @@ fn describe(id: &str, execution: &Execution) -> String {
 fn history(args: HistoryArgs) -> anyhow::Result<ExitCode> {
     let client = args.evolution.client()?;
     let runtime = super::runtime()?;
+    // Set when --all-pages had to stop before the end: records may be missing.
+    let mut incomplete = None;
     let records = if args.all_pages {
         let limit = args.limit.unwrap_or(PAGE_LIMIT);
         match runtime.block_on(fetch_history(
@@ -256,10 +258,13 @@ fn history(args: HistoryArgs) -> anyhow::Result<ExitCode> {
         )) {
             Ok(history) => {
                 if history.repeated_page {
-                    eprintln!(
-                        "note: page {} repeated the page before it; stopped there",
-                        history.pages
-                    );
+                    incomplete = Some(format!(
+                        "page {} repeated the page before it (a service that ignores `page`?), so \
+                         paging stopped there: {} records were read, and any past them could not \
+                         be",
+                        history.pages,
+                        history.records.len()
+                    ));
                 }
                 if history.duplicates > 0 {
                     eprintln!(
@@ -285,13 +290,19 @@ fn history(args: HistoryArgs) -> anyhow::Result<ExitCode> {
     };
     if args.json {
         print(&json(&records)?)?;
-        return Ok(ExitCode::from(exit::OK));
-    }
-    if records.is_empty() {
+    } else if records.is_empty() {
         eprintln!("no history records");
-        return Ok(ExitCode::from(exit::OK));
+    } else {
+        print(&history_table(&records))?;
     }
-    print(&history_table(&records))?;
+    // Printed after the records, so a reader of a long table still sees it.
+    if let Some(why) = incomplete {
+        eprintln!(
+            "warning: the history may be incomplete: {why}; exit {}",
+            exit::MISSING_ANSWERS
+        );
+        return Ok(ExitCode::from(exit::MISSING_ANSWERS));
+    }
     Ok(ExitCode::from(exit::OK))
 }
 

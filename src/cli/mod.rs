@@ -48,6 +48,7 @@ pub mod exit {
     pub const GATE_MISSED: u8 = 4;
     /// `run` and `compare --prompts` finished, but answers are missing (failed after their
     /// retries), so the means rest on fewer rows than planned; `--allow-missing` makes it 0.
+    /// Also `executions history --all-pages` when paging had to stop before the end.
     pub const MISSING_ANSWERS: u8 = 6;
     /// Stopped by Ctrl-C (128 + SIGINT, as shells report it); what was received is kept.
     pub const INTERRUPTED: u8 = 130;

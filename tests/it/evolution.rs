@@ -675,3 +675,50 @@ async fn serve_caps_budgets_and_cancels_an_execution_for_good() {
     );
     assert_eq!(after.budget_used, spent);
 }
+
+#[test]
+fn history_all_pages_says_and_exits_6_when_a_repeated_page_stops_it() {
+    use axum::routing::get;
+    use axum::{Json, Router};
+    // A service that ignores `page`: every page is the same two records.
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let app = Router::new().route(
+        "/api/v0/gepa/get_execution_prompts",
+        get(|| async {
+            Json(json!({"prompts": [
+                {"generation": 0, "score": 0.5, "prompt": "a"},
+                {"generation": 1, "score": 0.6, "prompt": "b"},
+            ]}))
+        }),
+    );
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    runtime.spawn(async move { axum::serve(listener, app).await });
+    let output = Command::new(env!("CARGO_BIN_EXE_gepa-lab"))
+        .args([
+            "executions",
+            "history",
+            "some-id",
+            "--all-pages",
+            "--limit",
+            "2",
+        ])
+        .args(["--url", &url])
+        .env("GEPA_LAB_EVOLUTION_KEY", KEY)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(6), "{stderr}");
+    assert_eq!(
+        stdout(&output).lines().count(),
+        3,
+        "the two records are still printed"
+    );
+    assert!(
+        stderr
+            .contains("warning: the history may be incomplete: page 2 repeated the page before it"),
+        "{stderr}"
+    );
+}

@@ -601,3 +601,36 @@ fn serve_completes_what_an_upstream_leaves_out_and_refuses_an_answer_without_cho
     assert!(err.to_string().contains("502"), "{err}");
     assert!(err.to_string().contains("no choices"), "{err}");
 }
+
+#[test]
+fn an_answer_cut_at_its_token_limit_is_said_to_be_cut() {
+    let serve = Serve::start(&["sim:model=m"], &[KEY]);
+    for stream in [false, true] {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_gepa-lab"));
+        command
+            .args([
+                "chat",
+                "--model",
+                "m",
+                "--max-tokens",
+                "2",
+                "--url",
+                &serve.url,
+            ])
+            .env("GEPA_LAB_INFERENCE_KEY", KEY)
+            .env_remove("GEPA_LAB_INFERENCE_RPM");
+        if stream {
+            command.arg("--stream");
+        }
+        let output = command
+            .arg("Tell me about the rivers and lakes of northern Finland")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{stderr}");
+        assert!(
+            stderr.contains("warning: the answer stopped at its token limit (finish_reason length, max_tokens 2)"),
+            "stream {stream}: {stderr}"
+        );
+    }
+}
