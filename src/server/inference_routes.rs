@@ -17,7 +17,10 @@ use super::auth::{Caller, text};
 use super::db::UsageRow;
 use crate::http::ApiError;
 use crate::inference::wire::{ChatRequest, ChatResponse, Metadata, ModelList, Usage};
-use crate::inference::{ChunkStream, InferenceError, check_request};
+use crate::inference::{ChunkStream, InferenceError, check_request, validate_answer};
+
+/// Tries for an answer that conforms to a request's JSON schema.
+const SCHEMA_ATTEMPTS: u32 = 2;
 
 /// Images travel inline as base64 data URLs; axum's 2 MB default is too small for a photo.
 const BODY_LIMIT: usize = 32 * 1024 * 1024;
@@ -67,26 +70,18 @@ async fn chat_completions(
         );
     };
     let deadline = request.timeout();
-    let timed_out = || {
-        text(
-            StatusCode::GATEWAY_TIMEOUT,
-            format!("generation timed out after {} s", deadline.as_secs()),
-        )
-    };
     if request.stream == Some(true) {
         let started = tokio::time::timeout(deadline, node.inference.chat_stream(&request)).await;
         return match started {
-            Err(_) => timed_out(),
+            Err(_) => timed_out(deadline),
             Ok(Err(err)) => error_response(&err),
             Ok(Ok(chunks)) => sse(chunks, node.name.clone()),
         };
     }
-    let answer = match tokio::time::timeout(deadline, node.inference.chat(&request)).await {
-        Err(_) => return timed_out(),
-        Ok(Err(err)) => return error_response(&err),
-        Ok(Ok(answer)) => answer,
+    let mut answer = match conforming_answer(&node, &request, deadline).await {
+        Ok(answer) => answer,
+        Err(refusal) => return refusal,
     };
-    let mut answer = answer;
     if answer.choices.is_empty() {
         return text(
             StatusCode::BAD_GATEWAY,
@@ -109,6 +104,46 @@ async fn chat_completions(
         response.extensions_mut().insert(usage);
     }
     response
+}
+
+/// The node's answer. Structured output is checked here as the client checks it: an answer that
+/// does not conform to the request's schema is asked for once more, then refused (502), never
+/// passed on.
+async fn conforming_answer(
+    node: &super::Node,
+    request: &ChatRequest,
+    deadline: std::time::Duration,
+) -> Result<ChatResponse, Response> {
+    let mut errors = Vec::new();
+    for attempt in 1..=SCHEMA_ATTEMPTS {
+        errors = match tokio::time::timeout(deadline, node.inference.chat(request)).await {
+            Err(_) => return Err(timed_out(deadline)),
+            Ok(Err(InferenceError::SchemaMismatch { errors, .. })) => errors,
+            Ok(Err(err)) => return Err(error_response(&err)),
+            Ok(Ok(answer)) => match request.json_schema() {
+                Some(schema) => match validate_answer(schema, answer.content()) {
+                    Ok(_) => return Ok(answer),
+                    Err(errors) => errors,
+                },
+                None => return Ok(answer),
+            },
+        };
+        tracing::warn!(model = %request.model, node = %node.name, attempt, "the answer does not conform to the schema");
+    }
+    Err(text(
+        StatusCode::BAD_GATEWAY,
+        format!(
+            "the upstream's answer does not conform to the schema ({SCHEMA_ATTEMPTS} tries): {}",
+            errors.join("; ")
+        ),
+    ))
+}
+
+fn timed_out(deadline: std::time::Duration) -> Response {
+    text(
+        StatusCode::GATEWAY_TIMEOUT,
+        format!("generation timed out after {} s", deadline.as_secs()),
+    )
 }
 
 /// Fills what the contract requires and an upstream may leave out: an `id`, each choice's

@@ -102,7 +102,7 @@ fn chat_sends_images_only_to_vision_models() {
 
 #[test]
 fn chat_checks_structured_answers_against_the_schema() {
-    let serve = Serve::start(&["sim:model=m,faults=ok/nonconforming"], &[KEY]);
+    let serve = Serve::start(&["sim:model=m"], &[KEY]);
     let dir = tempfile::tempdir().unwrap();
     let schema = dir.path().join("verdict.json");
     std::fs::write(
@@ -121,11 +121,21 @@ fn chat_checks_structured_answers_against_the_schema() {
         value["verdict"] == "yes" || value["verdict"] == "no",
         "{value}"
     );
-    let bad = gepa_lab(
-        &serve,
-        &["chat", "--model", "m", "--schema", schema, "Is it?"],
+    // A server that passes on an answer breaking the schema: the client says so, exit 1.
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let lax = crate::common::fake_upstream(
+        &runtime,
+        serde_json::json!({"id": "x", "model": "m", "choices": [{"message": {"content": "{\"verdict\": \"maybe\"}"}}]}),
     );
-    assert_eq!(bad.status.code(), Some(1));
+    let bad = Command::new(env!("CARGO_BIN_EXE_gepa-lab"))
+        .args([
+            "chat", "--model", "m", "--schema", schema, "--url", &lax, "Is it?",
+        ])
+        .env("GEPA_LAB_INFERENCE_KEY", KEY)
+        .env_remove("GEPA_LAB_INFERENCE_RPM")
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(1), "{}", text(&bad.stderr));
     assert!(
         text(&bad.stderr).contains("does not conform"),
         "{}",

@@ -169,6 +169,32 @@ impl Drop for Serve {
     }
 }
 
+/// An OpenAI-compatible server on 127.0.0.1 that answers every `/v1/chat/completions` with
+/// `answer` and lists one model, `m`, with no `created` time: the bare minimum some servers
+/// send, and whatever broken answer a test needs. Returns its base URL.
+pub fn fake_upstream(runtime: &tokio::runtime::Runtime, answer: serde_json::Value) -> String {
+    use axum::routing::{get, post};
+    use axum::{Json, Router};
+    let app = Router::new()
+        .route(
+            "/v1/models",
+            get(|| async { Json(serde_json::json!({"data": [{"id": "m"}]})) }),
+        )
+        .route(
+            "/v1/chat/completions",
+            post(move || {
+                let answer = answer.clone();
+                async move { Json(answer) }
+            }),
+        );
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("address"));
+    runtime.spawn(async move { axum::serve(listener, app).await });
+    url
+}
+
 /// A plain reqwest client, for checking raw statuses, headers and bodies.
 pub fn raw() -> reqwest::Client {
     gepa_lab::http::client_builder()

@@ -11,7 +11,7 @@ use gepa_lab::inference::{
 };
 use serde_json::json;
 
-use crate::common::{Serve, raw};
+use crate::common::{Serve, fake_upstream, raw};
 
 const KEY: &str = "dkn_live_test_key";
 
@@ -228,25 +228,47 @@ fn structured(model: &str) -> (ChatRequest, serde_json::Value) {
     (request, schema)
 }
 
-#[tokio::test]
-async fn structured_output_is_validated_both_ways() {
-    // The simulated model breaks the schema on its first answer only.
-    let serve = Serve::start(&["sim:model=m,faults=nonconforming"], &[KEY]);
-    let client = serve.client(Some(KEY));
+#[test]
+fn structured_output_is_validated_both_ways() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
     let (request, schema) = structured("m");
-    let err = client.chat(&request).await.unwrap_err();
-    match &err {
+    // serve asks its upstream once more for an answer that breaks the schema: the stand-in
+    // model breaks it on its first answer only, so the caller gets the second.
+    let serve = Serve::start(&["sim:model=m,faults=nonconforming"], &[KEY]);
+    let answer = runtime
+        .block_on(serve.client(Some(KEY)).chat(&request))
+        .unwrap();
+    let value = validate_answer(&schema, answer.content()).unwrap();
+    assert!(["positive", "negative"].contains(&value["label"].as_str().unwrap()));
+    // Broken every time: refused with 502 (which the client retries), never passed on.
+    let serve = Serve::start(&["sim:model=m,faults=nonconforming*40"], &[KEY]);
+    let err = runtime
+        .block_on(serve.client(Some(KEY)).chat(&request))
+        .unwrap_err();
+    assert_eq!(status_of(&err), Some(502), "{err}");
+    assert!(
+        err.to_string()
+            .contains("does not conform to the schema (2 tries)"),
+        "{err}"
+    );
+    // A server that does not check: the client does.
+    let lax = fake_upstream(
+        &runtime,
+        json!({"id": "x", "model": "m", "choices": [{"message": {"content": "[\"not\",\"an\",\"object\"]"}}]}),
+    );
+    let direct = gepa_lab::inference::HttpInference::new(
+        gepa_lab::inference::InferenceConfig::new(lax, None),
+    )
+    .unwrap();
+    match runtime.block_on(direct.chat(&request)).unwrap_err() {
         InferenceError::SchemaMismatch {
             content, errors, ..
         } => {
-            assert!(!content.is_empty());
+            assert_eq!(content, "[\"not\",\"an\",\"object\"]");
             assert!(!errors.is_empty());
         }
         other => panic!("expected SchemaMismatch, got {other}"),
     }
-    let answer = client.chat(&request).await.unwrap();
-    let value = validate_answer(&schema, answer.content()).unwrap();
-    assert!(["positive", "negative"].contains(&value["label"].as_str().unwrap()));
 }
 
 #[tokio::test]
@@ -537,35 +559,10 @@ fn sigterm_does_not_wait_for_ever_on_a_client_holding_half_a_request() {
     );
 }
 
-/// An OpenAI-compatible server that answers `/v1/chat/completions` with `answer` and lists one
-/// model, `m`, with no `created` time: the bare minimum some servers send.
-fn bare_upstream(runtime: &tokio::runtime::Runtime, answer: serde_json::Value) -> String {
-    use axum::routing::{get, post};
-    use axum::{Json, Router};
-    let app = Router::new()
-        .route(
-            "/v1/models",
-            get(|| async { Json(json!({"data": [{"id": "m"}]})) }),
-        )
-        .route(
-            "/v1/chat/completions",
-            post(move || {
-                let answer = answer.clone();
-                async move { Json(answer) }
-            }),
-        );
-    let listener = runtime
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    runtime.spawn(async move { axum::serve(listener, app).await });
-    url
-}
-
 #[test]
 fn serve_completes_what_an_upstream_leaves_out_and_refuses_an_answer_without_choices() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let bare = bare_upstream(
+    let bare = fake_upstream(
         &runtime,
         json!({"choices": [{"message": {"content": "Paris is the capital."}}]}),
     );
@@ -585,7 +582,7 @@ fn serve_completes_what_an_upstream_leaves_out_and_refuses_an_answer_without_cho
     assert!(models[0].created > 1_700_000_000, "{models:?}");
 
     // No choices: not an empty answer. Directly an error, and through serve a 502.
-    let empty = bare_upstream(&runtime, json!({"id": "x", "model": "m", "choices": []}));
+    let empty = fake_upstream(&runtime, json!({"id": "x", "model": "m", "choices": []}));
     let direct = gepa_lab::inference::HttpInference::new(
         gepa_lab::inference::InferenceConfig::new(empty.clone(), None),
     )
