@@ -76,6 +76,10 @@ pub struct SimConfig {
     /// `faults[i]`, or `faults[i % cycle]` when `cycle` is set; requests past the end answer.
     pub faults: Vec<Fault>,
     pub cycle: Option<u64>,
+    /// One prompt in N (chosen by a hash of the request) gets a structured answer that breaks its
+    /// schema, every time it is asked, as a model that cannot follow a schema for some inputs;
+    /// asking again does not help, unlike a `nonconforming` fault.
+    pub broken_schema_every: Option<u64>,
     /// Answers at a temperature above 0 vary from call to call, as a sampling model's do: the
     /// call's number then counts in what is answered. Off by default, so that a run against
     /// the stand-in model repeats exactly.
@@ -92,6 +96,7 @@ impl Default for SimConfig {
             retry_after: Duration::from_secs(1),
             faults: Vec::new(),
             cycle: None,
+            broken_schema_every: None,
             varies: false,
         }
     }
@@ -111,7 +116,8 @@ impl FromStr for SimConfig {
     /// `latency_ms`, `slow_ms`, `retry_after` (seconds), `faults` (a `/`-separated script of
     /// `ok`, `429`, `503`, `500`, `slow`, `truncate`, `nonconforming`, each optionally `*N`),
     /// `cycle` (repeat the script every N requests), `varies` (`1`: answers at a temperature
-    /// above 0 differ from call to call).
+    /// above 0 differ from call to call), `broken_schema_every` (N: one prompt in N always gets
+    /// a structured answer that breaks its schema).
     fn from_str(spec: &str) -> Result<Self, Self::Err> {
         let mut config = SimConfig::default();
         let mut models = Vec::new();
@@ -135,6 +141,10 @@ impl FromStr for SimConfig {
                 "latency_ms" => config.latency = Duration::from_millis(number(value)?),
                 "slow_ms" => config.slow = Duration::from_millis(number(value)?),
                 "retry_after" => config.retry_after = Duration::from_secs(number(value)?),
+                "broken_schema_every" => match number(value)? {
+                    0 => return Err(bad("must be at least 1".into())),
+                    n => config.broken_schema_every = Some(n),
+                },
                 "varies" => match value {
                     "0" => config.varies = false,
                     "1" => config.varies = true,
@@ -159,7 +169,7 @@ impl FromStr for SimConfig {
                 other => {
                     return Err(SimConfigError {
                         option: other.into(),
-                        reason: "unknown option (model, seed, latency_ms, slow_ms, retry_after, faults, cycle, varies)".into(),
+                        reason: "unknown option (model, seed, latency_ms, slow_ms, retry_after, faults, cycle, broken_schema_every, varies)".into(),
                     });
                 }
             }
@@ -303,6 +313,10 @@ impl SimModel {
 
     fn respond(&self, request: &ChatRequest, fault: Fault) -> ChatResponse {
         let mut digest = prompt_digest(self.config.seed, request);
+        // Decided by the request alone, before any per-call variation: asked again, the same.
+        let broken = self.config.broken_schema_every.is_some_and(|n| {
+            u64::from_le_bytes(digest[..8].try_into().unwrap_or_default()) % n == 0
+        });
         if self.config.varies && request.temperature() > 0.0 {
             let draw = self.draws.fetch_add(1, Ordering::Relaxed);
             digest = Sha256::new()
@@ -313,7 +327,7 @@ impl SimModel {
         }
         let mut rng = ChaCha8Rng::from_seed(digest);
         let mut content = match request.json_schema() {
-            Some(schema) if fault == Fault::NonConforming => nonconforming(schema),
+            Some(schema) if fault == Fault::NonConforming || broken => nonconforming(schema),
             Some(schema) => instance_of(schema, &mut rng, 0).to_string(),
             None => answer_text(request, &mut rng),
         };

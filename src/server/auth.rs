@@ -2,17 +2,14 @@
 //! `rpmLimit` (429 with `Retry-After`), as a middleware for every authenticated route.
 //!
 //! Keys live in the database (`db`); rate-limit state lives in memory, so a restart forgives.
-use std::collections::HashMap;
-use std::num::NonZeroU32;
-use std::sync::{Arc, Mutex};
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use governor::clock::{Clock, DefaultClock};
-use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 
 use super::AppState;
 use super::db::{KeyRecord, UsageRow};
@@ -25,41 +22,45 @@ pub struct Caller {
     pub rpm_limit: u32,
 }
 
-/// One limiter per key, rebuilt when the key's limit changes.
+/// The window an `rpmLimit` counts requests in.
+const MINUTE: Duration = Duration::from_secs(60);
+
+/// Per key, the times of its requests accepted in the last minute: a key may send `rpmLimit`
+/// requests in any 60-second window, at once or spread out, and the one after gets 429 with the
+/// wait until the oldest of them leaves the window.
 #[derive(Default)]
 pub struct RateLimits {
-    by_key: Mutex<HashMap<String, (u32, Arc<DefaultDirectRateLimiter>)>>,
+    by_key: Mutex<HashMap<String, VecDeque<Instant>>>,
 }
 
 impl RateLimits {
-    /// `Ok` if the key may send a request now, else how long until it may.
+    /// `Ok` (and counted) if the key may send a request now, else how long until it may.
     pub fn check(&self, key_id: &str, rpm_limit: u32) -> Result<(), Duration> {
-        let limiter = {
-            let mut by_key = self
-                .by_key
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
-            let entry = by_key
-                .entry(key_id.to_owned())
-                .or_insert_with(|| (rpm_limit, Arc::new(RateLimiter::direct(quota(rpm_limit)))));
-            if entry.0 != rpm_limit {
-                *entry = (rpm_limit, Arc::new(RateLimiter::direct(quota(rpm_limit))));
-            }
-            Arc::clone(&entry.1)
-        };
-        limiter
-            .check()
-            .map_err(|not_until| not_until.wait_time_from(DefaultClock::default().now()))
+        self.check_at(key_id, rpm_limit, Instant::now())
     }
-}
 
-/// A steady `rpm` per minute with a burst of a tenth of it (at least 2, at most `rpm`): evenly
-/// paced clients get through despite network jitter, and no 60-second window passes more than
-/// `rpm + burst - 1` requests.
-fn quota(rpm: u32) -> Quota {
-    let rpm = NonZeroU32::new(rpm).unwrap_or(NonZeroU32::MIN);
-    let burst = (rpm.get() / 10).max(2).min(rpm.get());
-    Quota::per_minute(rpm).allow_burst(NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN))
+    fn check_at(&self, key_id: &str, rpm_limit: u32, now: Instant) -> Result<(), Duration> {
+        let mut by_key = self
+            .by_key
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let sent = by_key.entry(key_id.to_owned()).or_default();
+        while sent
+            .front()
+            .is_some_and(|&at| now.saturating_duration_since(at) >= MINUTE)
+        {
+            sent.pop_front();
+        }
+        let limit = rpm_limit.max(1) as usize;
+        if sent.len() < limit {
+            sent.push_back(now);
+            return Ok(());
+        }
+        // After a lowered limit more than `limit` may be in the window: room comes when all but
+        // `limit - 1` of them have left it.
+        let blocking = sent[sent.len() - limit];
+        Err((blocking + MINUTE).saturating_duration_since(now))
+    }
 }
 
 /// Whole seconds, rounded up, and never 0: a client told "0" would retry at once and fail again.
@@ -200,26 +201,31 @@ mod tests {
     }
 
     #[test]
-    fn limits_allow_the_burst_then_announce_the_wait() {
+    fn a_key_may_send_its_limit_in_any_minute_and_hears_exactly_how_long_to_wait() {
         let limits = RateLimits::default();
-        // 6 rpm: one request per 10 s, a burst of 2.
-        assert!(limits.check("k", 6).is_ok());
-        assert!(limits.check("k", 6).is_ok());
-        let wait = limits.check("k", 6).unwrap_err();
-        assert!(
-            wait > Duration::from_secs(9) && wait <= Duration::from_secs(10),
-            "{wait:?}"
+        let start = Instant::now();
+        let at = |secs: u64| start + Duration::from_secs(secs);
+        // 60 rpm: 30 requests sent at once at 0 s, 30 spread until 50 s, all accepted.
+        for _ in 0..30 {
+            assert_eq!(limits.check_at("k", 60, at(0)), Ok(()));
+        }
+        for second in 21..51 {
+            assert_eq!(limits.check_at("k", 60, at(second)), Ok(()));
+        }
+        // The 61st inside the minute waits until the first 30 leave the window, at 60 s.
+        assert_eq!(
+            limits.check_at("k", 60, at(55)),
+            Err(Duration::from_secs(5))
         );
-        // Keys do not share a budget, and a changed limit takes effect at once.
-        assert!(limits.check("other", 6).is_ok());
-        assert!(limits.check("k", 600).is_ok());
-    }
-
-    #[test]
-    fn the_burst_is_a_tenth_of_the_limit() {
-        assert_eq!(quota(1).burst_size().get(), 1);
-        assert_eq!(quota(6).burst_size().get(), 2);
-        assert_eq!(quota(600).burst_size().get(), 60);
-        assert_eq!(quota(600).replenish_interval(), Duration::from_millis(100));
+        assert_eq!(limits.check_at("k", 60, at(60)), Ok(()));
+        // Keys do not share a window.
+        assert_eq!(limits.check_at("other", 60, at(55)), Ok(()));
+        // A lowered limit counts what the window already holds: at 61 s it holds 31 requests
+        // (sent from 21 s to 60 s), and under a limit of 10 the next fits once 22 of them have
+        // left: the 22nd was sent at 42 s and leaves at 102 s, 41 s from now.
+        assert_eq!(
+            limits.check_at("k", 10, at(61)),
+            Err(Duration::from_secs(41))
+        );
     }
 }

@@ -291,21 +291,30 @@ async fn missing_and_wrong_keys_get_401_with_a_text_body() {
 
 #[tokio::test]
 async fn the_rpm_limit_answers_429_with_retry_after_then_the_client_succeeds() {
-    // 30 rpm: a burst of 3, then one request every 2 s.
-    let serve = Serve::start(&["sim:model=m"], &[&format!("{KEY}:30"), "dkn_live_one:1"]);
-    let client = serve.client(Some(KEY));
+    // 3 rpm: three requests at once are accepted; the fourth waits until the first has been
+    // in the window for a minute, as its Retry-After says.
+    let serve = Serve::start(&["sim:model=m"], &[&format!("{KEY}:3"), "dkn_live_one:1"]);
+    // A time budget past the minute to wait (the tests' clients otherwise give up after 30 s).
+    let mut config = gepa_lab::inference::InferenceConfig::new(
+        serve.url.clone(),
+        Some(gepa_lab::http::Secret::new(KEY)),
+    );
+    config.retry.max_elapsed = Duration::from_secs(120);
+    let client = gepa_lab::inference::HttpInference::new(config).unwrap();
     let started = Instant::now();
-    for _ in 0..4 {
+    for _ in 0..3 {
         client.chat(&ask("m", "hi")).await.unwrap();
     }
+    assert_eq!(client.stats().rate_limited, 0, "3 in a minute are allowed");
+    client.chat(&ask("m", "hi")).await.unwrap();
     let stats = client.stats();
     assert_eq!(stats.rate_limited, 1, "{stats:?}");
+    let waited = started.elapsed();
     assert!(
-        started.elapsed() >= Duration::from_millis(900),
-        "{:?}",
-        started.elapsed()
+        waited >= Duration::from_secs(59) && waited < Duration::from_secs(65),
+        "{waited:?}"
     );
-    let (requests, rate_limited, _) = serve.usage_of_key_with_rpm(30);
+    let (requests, rate_limited, _) = serve.usage_of_key_with_rpm(3);
     assert_eq!((requests, rate_limited), (4, 1));
 
     // What the 429 itself looks like on the wire.

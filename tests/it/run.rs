@@ -236,9 +236,10 @@ fn resume_after_a_kill_during_replay() {
 
 #[test]
 fn failures_are_recorded_and_the_run_completes() {
-    // 120 rpm (a burst of 12) and no client pacing: the replay meets a storm of 429s. A variant
-    // whose budget cannot score the seed fails; a replay model no node serves answers 503.
-    let serve = Serve::start(&["sim:seed=4"], &[&format!("{KEY}:120")]);
+    // 30 rpm and no client pacing: the replay's requests past the 30th of a minute meet 429s
+    // and wait for their Retry-After. A variant whose budget cannot score the seed fails; a
+    // replay model no node serves answers 503.
+    let serve = Serve::start(&["sim:seed=4"], &[&format!("{KEY}:30")]);
     let out = tempfile::tempdir().unwrap();
     let file = edited_experiment(
         out.path(),
@@ -283,7 +284,7 @@ fn failures_are_recorded_and_the_run_completes() {
         !answered.is_empty() && answered.iter().all(|r| r.error.is_empty()),
         "{answered:?}"
     );
-    let (_, rate_limited, _) = serve.usage_of_key_with_rpm(120);
+    let (_, rate_limited, _) = serve.usage_of_key_with_rpm(30);
     assert!(rate_limited > 0, "the storm happened");
 }
 
@@ -489,12 +490,13 @@ fn a_resume_while_the_service_has_lost_the_executions_keeps_every_generation_and
 
 #[test]
 fn a_failed_grade_is_an_error_left_out_of_every_mean_not_a_zero() {
-    // Every other request to the judge model gets an answer that does not follow the grade's
-    // schema, so about half the grades fail.
+    // For about one grading request in two the judge model always answers against the grade's
+    // schema (serve's second try and the client's retries get the same), so about half the
+    // grades fail.
     let serve = Serve::start(
         &[
             "sim:seed=4,latency_ms=5",
-            "sim:model=judge-sim,faults=ok/nonconforming,cycle=2",
+            "sim:model=judge-sim,broken_schema_every=2",
         ],
         &[&format!("{KEY}:6000")],
     );
