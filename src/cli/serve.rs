@@ -31,13 +31,8 @@ pub struct Args {
     #[arg(long = "upstream", value_name = "UPSTREAM", required = true)]
     pub upstreams: Vec<UpstreamSpec>,
     /// A key to accept, with its requests-per-minute limit: KEY[:RPM] (default 60). Repeatable.
-    #[arg(
-        long = "api-key",
-        value_name = "KEY[:RPM]",
-        env = crate::env::SERVE_KEYS,
-        value_delimiter = ',',
-        hide_env_values = true
-    )]
+    /// Keys in GEPA_LAB_SERVE_KEYS (comma-separated) are accepted as well, not replaced.
+    #[arg(long = "api-key", value_name = "KEY[:RPM]", value_delimiter = ',')]
     pub keys: Vec<KeySpec>,
     /// Bearer key for http(s) upstreams.
     #[arg(long, env = crate::env::UPSTREAM_KEY, hide_env_values = true, value_parser = parse_secret)]
@@ -121,7 +116,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .ok();
     let config = ServeConfig {
         db: args.db,
-        keys: args.keys,
+        keys: all_keys(args.keys)?,
         upstreams: args.upstreams,
         upstream_key: args.upstream_key,
         account: args.account.settings(),
@@ -149,6 +144,24 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         server.run(shutdown_signal()).await?;
         Ok(ExitCode::from(exit::OK))
     })
+}
+
+/// The keys given with `--api-key` and those in `GEPA_LAB_SERVE_KEYS`, together: a flag that
+/// silently dropped the variable's keys would lock their holders out.
+fn all_keys(mut keys: Vec<KeySpec>) -> anyhow::Result<Vec<KeySpec>> {
+    if let Some(listed) = crate::env::var(crate::env::SERVE_KEYS) {
+        for (index, spec) in listed.split(',').map(str::trim).enumerate() {
+            if spec.is_empty() {
+                continue;
+            }
+            // The message names the entry by position only: it may be a secret.
+            let key = spec.parse().map_err(|err| {
+                anyhow::anyhow!("{}: entry {}: {err}", crate::env::SERVE_KEYS, index + 1)
+            })?;
+            keys.push(key);
+        }
+    }
+    Ok(keys)
 }
 
 /// Ctrl-C or SIGTERM; requests in flight are finished first.

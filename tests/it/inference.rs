@@ -640,3 +640,49 @@ fn an_answer_cut_at_its_token_limit_is_said_to_be_cut() {
         );
     }
 }
+
+#[test]
+fn keys_from_the_flag_and_the_environment_are_both_accepted() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gepa-lab"))
+        .args([
+            "serve",
+            "--bind",
+            "127.0.0.1:0",
+            "--upstream",
+            "sim:model=m",
+        ])
+        .args(["--api-key", "flag_key"])
+        .arg("--db")
+        .arg(dir.path().join("serve.sqlite3"))
+        .env("GEPA_LAB_SERVE_KEYS", "env_key_one,env_key_two:30")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let url = first
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap()
+        .to_owned();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    for key in ["flag_key", "env_key_one", "env_key_two"] {
+        let status = runtime
+            .block_on(
+                raw()
+                    .get(format!("{url}/v1/models"))
+                    .bearer_auth(key)
+                    .send(),
+            )
+            .unwrap()
+            .status();
+        assert_eq!(status, 200, "{key}");
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
