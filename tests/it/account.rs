@@ -269,28 +269,53 @@ struct FakeService {
     url: String,
     requests: Arc<AtomicUsize>,
     paid: Arc<AtomicUsize>,
+    /// The `X-PAYMENT` header of each paid request, in order.
+    payments: Arc<std::sync::Mutex<Vec<String>>>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl FakeService {
     fn start(requirements: serde_json::Value) -> FakeService {
+        FakeService::start_limiting(requirements, 0)
+    }
+
+    /// As `start`, and the first `limited` paid requests are answered 429 with
+    /// `Retry-After: 1`, processing nothing.
+    fn start_limiting(requirements: serde_json::Value, limited: usize) -> FakeService {
         use axum::http::{HeaderMap, StatusCode};
         use axum::response::IntoResponse;
 
         let requests = Arc::new(AtomicUsize::new(0));
         let paid = Arc::new(AtomicUsize::new(0));
-        let (counted, paid_count) = (Arc::clone(&requests), Arc::clone(&paid));
+        let payments = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (counted, paid_count, seen) = (
+            Arc::clone(&requests),
+            Arc::clone(&paid),
+            Arc::clone(&payments),
+        );
         let handler = move |headers: HeaderMap| {
-            let (requirements, counted, paid_count) = (
+            let (requirements, counted, paid_count, seen) = (
                 requirements.clone(),
                 Arc::clone(&counted),
                 Arc::clone(&paid_count),
+                Arc::clone(&seen),
             );
             async move {
                 counted.fetch_add(1, Ordering::SeqCst);
-                if headers.contains_key("x-payment") {
-                    paid_count.fetch_add(1, Ordering::SeqCst);
+                if let Some(payment) = headers.get("x-payment") {
+                    let number = paid_count.fetch_add(1, Ordering::SeqCst);
+                    seen.lock()
+                        .unwrap()
+                        .push(payment.to_str().unwrap_or_default().to_owned());
+                    if number < limited {
+                        return (
+                            StatusCode::TOO_MANY_REQUESTS,
+                            [("retry-after", "1")],
+                            "slow down",
+                        )
+                            .into_response();
+                    }
                     return axum::Json(json!({"credits_added": 1, "balance": 1,
                         "balance_usdc": "0.01", "txHash": "0x00"}))
                     .into_response();
@@ -322,6 +347,7 @@ impl FakeService {
             url,
             requests,
             paid,
+            payments,
             stop: Some(stop),
             thread: Some(thread),
         }
@@ -373,6 +399,26 @@ fn topup_against(fake: &FakeService, amount: &str, cap: &str) -> Output {
         ],
         &[("GEPA_LAB_INFERENCE_KEY", "dkn_live_fake")],
     )
+}
+
+#[test]
+fn a_paid_topup_answered_429_is_sent_again_as_signed_after_retry_after() {
+    // Nothing was processed, so the same payment goes again; its nonce makes a replay harmless.
+    let fake = FakeService::start_limiting(requirements_with(|_| {}), 1);
+    let started = std::time::Instant::now();
+    let out = topup_against(&fake, "10", "10");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        started.elapsed() >= std::time::Duration::from_secs(1),
+        "Retry-After was waited"
+    );
+    let payments = fake.payments.lock().unwrap().clone();
+    assert_eq!(payments.len(), 2, "one 429, then the same payment again");
+    assert_eq!(
+        payments[0], payments[1],
+        "the signed payload is not signed anew"
+    );
+    assert_eq!(fake.paid.load(Ordering::SeqCst), 2);
 }
 
 #[test]
