@@ -127,11 +127,33 @@ pub fn create_run(
             .executions
             .iter()
             .cloned()
-            .map(ExecutionRecord::new)
+            .map(|mut execution| {
+                anchor_paths(&mut execution);
+                ExecutionRecord::new(execution)
+            })
             .collect(),
     };
     dir.write_manifest(&manifest)?;
     Ok((dir, manifest))
+}
+
+/// Makes the files an execution reads later (the dataset, a scorer's schema or program folder)
+/// absolute, so that `run --resume` and `report` work from any folder, not only the one the run
+/// started in. A path that cannot be made absolute is left as it was.
+fn anchor_paths(execution: &mut crate::experiment::ExecutionPlan) {
+    let anchor = |path: &mut std::path::PathBuf| {
+        if let Ok(absolute) = std::path::absolute(&*path) {
+            *path = absolute;
+        }
+    };
+    anchor(&mut execution.dataset.file);
+    if let Some(replay) = &mut execution.replay {
+        match &mut replay.scorer {
+            crate::score::ScorerSpec::JsonSchema { schema } => anchor(schema),
+            crate::score::ScorerSpec::Command { dir, .. } => anchor(dir),
+            _ => {}
+        }
+    }
 }
 
 /// Runs (or resumes) the run in `dir` to the end.

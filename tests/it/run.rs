@@ -895,3 +895,48 @@ fn a_service_that_does_not_know_a_running_execution_does_not_fail_it() {
     );
     assert_complete(&dir);
 }
+
+#[test]
+fn a_run_started_with_relative_paths_resumes_from_any_folder() {
+    let serve = Serve::start(&["sim:seed=4"], &[&format!("{KEY}:100000")]);
+    let out = tempfile::tempdir().unwrap();
+    // Started from the repository root with a relative experiment path: the dataset's path is
+    // relative to that folder.
+    let output = run_command(
+        &serve,
+        out.path(),
+        &["tests/fixtures/run_experiments/two_variants.toml"],
+    )
+    .output()
+    .expect("run");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let dir = run_dir(out.path());
+    let manifest = dir.read_manifest().unwrap();
+    for execution in &manifest.executions {
+        assert!(
+            execution.plan.dataset.file.is_absolute(),
+            "{}",
+            execution.plan.dataset.file.display()
+        );
+    }
+    // Resumed from another folder, it still finds its dataset.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let output = run_command(
+        &serve,
+        out.path(),
+        &["--resume", dir.path.to_str().unwrap()],
+    )
+    .current_dir(elsewhere.path())
+    .output()
+    .expect("resume");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_complete(&dir);
+}
