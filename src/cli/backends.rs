@@ -33,7 +33,15 @@ impl FromStr for BackendChoice {
             "remote" => Ok(Self::Remote),
             "local" => Ok(Self::Local),
             url if url.starts_with("http://") || url.starts_with("https://") => {
-                Ok(Self::Url(url.trim_end_matches('/').to_owned()))
+                // Checked here, before anything is created: a URL the clients cannot use would
+                // otherwise fail after the run directory exists, leaving it to block the next run.
+                match reqwest::Url::parse(url) {
+                    Ok(parsed) if parsed.host().is_some() => {
+                        Ok(Self::Url(url.trim_end_matches('/').to_owned()))
+                    }
+                    Ok(_) => Err(format!("the URL {url:?} names no host")),
+                    Err(err) => Err(format!("{url:?} is not a usable URL: {err}")),
+                }
             }
             other => Err(format!(
                 "expected remote, local or an http(s) URL; seen {other:?}"

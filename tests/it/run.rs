@@ -940,3 +940,25 @@ fn a_run_started_with_relative_paths_resumes_from_any_folder() {
     );
     assert_complete(&dir);
 }
+
+#[test]
+fn an_unusable_backend_url_is_a_usage_error_that_creates_nothing() {
+    let out = tempfile::tempdir().unwrap();
+    for url in ["http://[::1", "http://"] {
+        let output = Command::new(env!("CARGO_BIN_EXE_gepa-lab"))
+            .current_dir(root())
+            .args(["run", "--yes", "--backend", url, "--out"])
+            .arg(out.path())
+            .arg(experiment())
+            .stdin(Stdio::null())
+            .output()
+            .expect("run");
+        assert_eq!(output.status.code(), Some(2), "{url}");
+        assert!(String::from_utf8_lossy(&output.stderr).contains("--backend"));
+        assert_eq!(
+            std::fs::read_dir(out.path()).unwrap().count(),
+            0,
+            "no run directory is left to block the next run"
+        );
+    }
+}
