@@ -2,7 +2,7 @@
 //! run directory, resume after SIGKILL at each phase without a second start or a second answer,
 //! and the failures a real service has.
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use gepa_lab::evolution::{Evolution, EvolutionConfig, HttpEvolution};
@@ -30,6 +30,17 @@ fn edited_experiment(dir: &Path, name: &str, replacements: &[(&str, &str)]) -> P
     let file = dir.join(name);
     std::fs::write(&file, text).unwrap();
     file
+}
+
+/// The two-variant experiment with each (from, to) replacement made, run against `serve` to
+/// its end: the folder holding its run directory, and what the command printed.
+fn run_edited(serve: &Serve, replacements: &[(&str, &str)]) -> (tempfile::TempDir, Output) {
+    let out = tempfile::tempdir().unwrap();
+    let file = edited_experiment(out.path(), "edited.toml", replacements);
+    let output = run_command(serve, out.path(), &[file.to_str().unwrap()])
+        .output()
+        .expect("run");
+    (out, output)
 }
 
 /// `gepa-lab run --backend URL --yes` with fast polling, writing under `out`.
@@ -240,10 +251,8 @@ fn failures_are_recorded_and_the_run_completes() {
     // and wait for their Retry-After. A variant whose budget cannot score the seed fails; a
     // replay model no node serves answers 503.
     let serve = Serve::start(&["sim:seed=4"], &[&format!("{KEY}:30")]);
-    let out = tempfile::tempdir().unwrap();
-    let file = edited_experiment(
-        out.path(),
-        "failures.toml",
+    let (out, output) = run_edited(
+        &serve,
         &[
             (
                 "models = [\"sim-text\"]",
@@ -252,9 +261,6 @@ fn failures_are_recorded_and_the_run_completes() {
             ("evolution = { budget = 20 }", "evolution = { budget = 2 }"),
         ],
     );
-    let output = run_command(&serve, out.path(), &[file.to_str().unwrap()])
-        .output()
-        .expect("run");
     assert_eq!(
         output.status.code(),
         Some(5),
@@ -581,16 +587,11 @@ fn numeric_options_out_of_range_are_usage_errors_not_panics_or_hangs() {
 #[test]
 fn a_run_whose_replay_answers_all_failed_exits_6_unless_allowed() {
     let serve = Serve::start(&["sim:seed=4"], &[&format!("{KEY}:6000")]);
-    let out = tempfile::tempdir().unwrap();
     // No node serves this model: every replay answer is a 503.
-    let file = edited_experiment(
-        out.path(),
-        "unanswered.toml",
+    let (out, output) = run_edited(
+        &serve,
         &[("models = [\"sim-text\"]", "models = [\"no-such-model\"]")],
     );
-    let output = run_command(&serve, out.path(), &[file.to_str().unwrap()])
-        .output()
-        .expect("run");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(6), "{stderr}");
     let replay: Vec<ReplayRow> = run_dir(out.path()).read_csv("replay.csv").unwrap();
@@ -755,15 +756,10 @@ fn a_stalled_poll_does_not_hold_the_run_past_its_timeout() {
 fn replay_repeat_answers_each_holdout_row_several_times_and_the_report_counts_rows() {
     // `varies=1`: at a temperature above 0 the stand-in model's answers differ between calls.
     let serve = Serve::start(&["sim:seed=4,varies=1"], &[&format!("{KEY}:100000")]);
-    let out = tempfile::tempdir().unwrap();
-    let experiment = edited_experiment(
-        out.path(),
-        "repeat.toml",
+    let (out, output) = run_edited(
+        &serve,
         &[("temperature = 0.0", "temperature = 0.8\nrepeat = 3")],
     );
-    let output = run_command(&serve, out.path(), &[experiment.to_str().unwrap()])
-        .output()
-        .expect("run");
     assert!(
         output.status.success(),
         "{}",
