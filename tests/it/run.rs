@@ -32,6 +32,16 @@ fn edited_experiment(dir: &Path, name: &str, replacements: &[(&str, &str)]) -> P
     file
 }
 
+/// Fails the test with the command's stderr unless it exited 0.
+fn assert_succeeded(output: &Output) {
+    assert!(
+        output.status.success(),
+        "exit {:?}: {}",
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
 /// The two-variant experiment with each (from, to) replacement made, run against `serve` to
 /// its end: the folder holding its run directory, and what the command printed.
 fn run_edited(serve: &Serve, replacements: &[(&str, &str)]) -> (tempfile::TempDir, Output) {
@@ -388,11 +398,7 @@ fn a_missing_prompt_object_and_a_repeated_history_page_are_tolerated() {
         .arg(&file)
         .output()
         .expect("run");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_succeeded(&output);
     let dir = run_dir(out.path());
     let events = events(&dir);
     assert!(
@@ -653,11 +659,7 @@ fn resume_without_backend_goes_on_on_the_recorded_backend_and_keeps_its_states()
     let output = run_command(&serve, out.path(), &[experiment().to_str().unwrap()])
         .output()
         .expect("run");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_succeeded(&output);
     let dir = run_dir(out.path());
     let output = Command::new(env!("CARGO_BIN_EXE_gepa-lab"))
         .current_dir(root())
@@ -760,11 +762,7 @@ fn replay_repeat_answers_each_holdout_row_several_times_and_the_report_counts_ro
         &serve,
         &[("temperature = 0.0", "temperature = 0.8\nrepeat = 3")],
     );
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_succeeded(&output);
     let dir = run_dir(out.path());
     let replay: Vec<ReplayRow> = dir.read_csv("replay.csv").unwrap();
     // Holdout: 20 rows less minibatch 3 and pareto 5.
@@ -884,11 +882,7 @@ fn a_service_that_does_not_know_a_running_execution_does_not_fail_it() {
     )
     .output()
     .expect("resume");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_succeeded(&output);
     assert_complete(&dir);
 }
 
@@ -905,11 +899,7 @@ fn a_run_started_with_relative_paths_resumes_from_any_folder() {
     )
     .output()
     .expect("run");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_succeeded(&output);
     let dir = run_dir(out.path());
     let manifest = dir.read_manifest().unwrap();
     for execution in &manifest.executions {
@@ -929,11 +919,7 @@ fn a_run_started_with_relative_paths_resumes_from_any_folder() {
     .current_dir(elsewhere.path())
     .output()
     .expect("resume");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_succeeded(&output);
     assert_complete(&dir);
 }
 
