@@ -64,7 +64,8 @@ pub struct HistoryArgs {
     pub evolution: EvolutionArgs,
     /// The execution's evolutionId.
     pub id: String,
-    /// Read every page (stopping at an empty, short or repeated page) instead of one.
+    /// Read every page instead of one, stopping at an empty or short page, or one with no new
+    /// generation.
     #[arg(long, conflicts_with = "page")]
     pub all_pages: bool,
     /// Page number, from 1, when reading one page.
@@ -259,9 +260,9 @@ fn history(args: HistoryArgs) -> anyhow::Result<ExitCode> {
             Ok(history) => {
                 if history.repeated_page {
                     incomplete = Some(format!(
-                        "page {} repeated the page before it (a service that ignores `page`?), so \
-                         paging stopped there: {} records were read, and any past them could not \
-                         be",
+                        "page {} brought no generation not already read (a service that ignores \
+                         `page`, or sends earlier pages again?), so paging stopped there: {} \
+                         records were read, and any past them could not be",
                         history.pages,
                         history.records.len()
                     ));

@@ -194,7 +194,7 @@ impl Observer for Progress {
                     " (the service sent far more generations than the budget allows; the rest \
                      was not read)"
                 } else if *repeated_page {
-                    " (the service repeated a page; paging stopped there)"
+                    " (a page brought no generation not already read; paging stopped there)"
                 } else {
                     ""
                 }

@@ -1,9 +1,10 @@
 //! Reading every page of an evolution's history, and finding an execution by its customId.
 //!
 //! Page numbering is not in the contract; gepa-lab numbers pages from 1 (as `serve` does) and
-//! stops at the first empty page, a page shorter than the limit, a page seen before (a service
-//! that ignores `page`, or alternates pages, would otherwise be read forever), or more
-//! generations than the caller allows (an execution cannot have more than its budget pays for).
+//! stops at the first empty page, a page shorter than the limit, a page that brings no generation
+//! not already read (a service that ignores `page`, alternates or cycles pages, or goes back to
+//! earlier ones would otherwise be read forever), or more generations than the caller allows (an
+//! execution cannot have more than its budget pays for).
 use std::collections::BTreeMap;
 
 use super::wire::{Execution, HistoryRecord};
@@ -20,7 +21,8 @@ const MAX_PAGES: u32 = 10_000;
 pub struct History {
     pub records: Vec<HistoryRecord>,
     pub pages: u32,
-    /// A page came back identical to the one before it; paging stopped there.
+    /// A full page brought no generation not already read (the same page again, or an earlier
+    /// one); paging stopped there.
     pub repeated_page: bool,
     /// Records whose generation was already seen on an earlier page.
     pub duplicates: usize,
@@ -39,7 +41,6 @@ pub async fn fetch_history(
 ) -> Result<History, EvolutionError> {
     let mut history = History::default();
     let mut by_generation: BTreeMap<u64, HistoryRecord> = BTreeMap::new();
-    let mut seen: std::collections::HashSet<String> = Default::default();
     for page in 1..=MAX_PAGES {
         let records = evolution
             .prompts(evolution_id, Some(page), Some(limit))
@@ -48,15 +49,20 @@ pub async fn fetch_history(
         if records.is_empty() {
             break;
         }
-        // Pages are told apart by their content; serialising plain records cannot fail.
-        if !seen.insert(serde_json::to_string(&records).unwrap_or_default()) {
+        // Generations are numbers on the wire; a fractional one is not a generation we know.
+        let generation = |record: &HistoryRecord| record.generation.max(0.0).round() as u64;
+        if records
+            .iter()
+            .all(|record| by_generation.contains_key(&generation(record)))
+        {
             history.repeated_page = true;
             break;
         }
         for record in &records {
-            // Generations are numbers on the wire; a fractional one is not a generation we know.
-            let generation = record.generation.max(0.0).round() as u64;
-            if by_generation.insert(generation, record.clone()).is_some() {
+            if by_generation
+                .insert(generation(record), record.clone())
+                .is_some()
+            {
                 history.duplicates += 1;
             }
         }
@@ -244,6 +250,31 @@ mod tests {
             .unwrap();
         assert!(history.repeated_page);
         assert_eq!(history.records.len(), 4);
+        assert_eq!(*service.asked.lock().unwrap(), [1, 2, 3]);
+    }
+
+    #[tokio::test]
+    async fn a_page_that_goes_back_to_read_generations_stops_paging() {
+        // Not the same bytes as page 1 (other prompts), but only generations already read: a
+        // service that went back would otherwise be read to the page bound.
+        let mut earlier = vec![record(0), record(1)];
+        for record in &mut earlier {
+            record.prompt.push_str(" again");
+        }
+        let service = pages(
+            vec![
+                vec![record(0), record(1)],
+                vec![record(2), record(3)],
+                earlier,
+            ],
+            false,
+        );
+        let history = fetch_history(&service, "e", 2, MAX_GENERATIONS)
+            .await
+            .unwrap();
+        assert!(history.repeated_page);
+        assert_eq!(history.duplicates, 0, "the stale page is not taken");
+        assert_eq!(history.records[0].prompt, "prompt 0");
         assert_eq!(*service.asked.lock().unwrap(), [1, 2, 3]);
     }
 

@@ -8,6 +8,7 @@ mod compare_prompts;
 mod dataset_files;
 mod embedded;
 mod evolution;
+mod faults;
 mod inference;
 mod init;
 mod plan;

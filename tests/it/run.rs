@@ -76,7 +76,7 @@ fn run_command(serve: &Serve, out: &Path, extra: &[&str]) -> Command {
     command
 }
 
-fn run_dir(out: &Path) -> RunDir {
+pub fn run_dir(out: &Path) -> RunDir {
     let experiment = out.join("two-variants");
     let entry = std::fs::read_dir(&experiment)
         .expect("the experiment folder exists")
