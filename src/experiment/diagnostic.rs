@@ -128,9 +128,10 @@ impl fmt::Display for Diagnostic {
         }) = &self.location
         {
             let gutter = line.to_string().len();
+            let (text, caret) = excerpt(text, *column);
             write!(
                 f,
-                "\n{:gutter$} |\n{line} | {text}\n{:gutter$} | {:>column$}",
+                "\n{:gutter$} |\n{line} | {text}\n{:gutter$} | {:>caret$}",
                 "", "", "^"
             )?;
         }
@@ -144,9 +145,49 @@ impl fmt::Display for Diagnostic {
     }
 }
 
+/// Characters of a source line shown around the column; a longer line is cut around it.
+const EXCERPT_BEFORE: usize = 60;
+const EXCERPT_AFTER: usize = 40;
+
+/// The part of `text` shown under a diagnostic, and the 1-based column of the caret in it: the
+/// whole line when it is short, else the characters around `column` (1-based, in characters)
+/// with `…` where it was cut. A 100,000-character line is not printed whole.
+fn excerpt(text: &str, column: usize) -> (String, usize) {
+    let chars: Vec<char> = text.chars().collect();
+    if chars.len() <= EXCERPT_BEFORE + EXCERPT_AFTER {
+        return (text.to_owned(), column.max(1));
+    }
+    let at = column.clamp(1, chars.len() + 1) - 1;
+    let start = at.saturating_sub(EXCERPT_BEFORE);
+    let end = (at + EXCERPT_AFTER).min(chars.len());
+    let mut shown = String::new();
+    if start > 0 {
+        shown.push('…');
+    }
+    shown.extend(&chars[start..end]);
+    if end < chars.len() {
+        shown.push('…');
+    }
+    (shown, at - start + 1 + usize::from(start > 0))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_line_is_cut_around_its_column() {
+        let short = "budget = 30";
+        assert_eq!(excerpt(short, 10), (short.to_owned(), 10));
+        let long = format!("{}= 1", "x".repeat(100_000));
+        let (shown, caret) = excerpt(&long, 100_001);
+        assert_eq!(shown.chars().count(), 1 + EXCERPT_BEFORE + 3);
+        assert!(shown.starts_with('…') && shown.ends_with("= 1"), "{shown}");
+        assert_eq!(shown.chars().nth(caret - 1), Some('='));
+        // A caret past the end of the line stays just after it.
+        let (shown, caret) = excerpt(&long, 200_000);
+        assert_eq!(caret, shown.chars().count() + 1);
+    }
 
     #[test]
     fn renders_location_caret_seen_and_help() {

@@ -150,18 +150,32 @@ pub fn load(path: &Path) -> Result<Loaded, Box<Diagnostic>> {
     })
 }
 
+/// Syntax errors of one file reported at most; a count stands for the rest.
+const MAX_SYNTAX_ERRORS: usize = 10;
+
 fn resolve(source: &SourceFile, diagnostics: &mut Vec<Diagnostic>) -> Vec<Resolved> {
     let (root, errors) = DeTable::parse_recoverable(&source.text);
     if !errors.is_empty() {
-        for error in errors {
-            let location = error.span().map(|span| source.location(span.start));
-            diagnostics.push(
-                Diagnostic::error(
-                    Rule::TomlSyntax,
-                    format!("not valid TOML: {}", error.message().trim()),
+        // Later syntax errors mostly follow from the first ones, and a damaged file can have
+        // thousands (3,750 on one line of 30,000 quotes, each once a copy of the line).
+        let total = errors.len();
+        for (shown, error) in errors.into_iter().enumerate() {
+            let location = error
+                .span()
+                .map_or_else(|| source.location(0), |span| source.location(span.start));
+            let message = if shown < MAX_SYNTAX_ERRORS {
+                format!("not valid TOML: {}", error.message().trim())
+            } else {
+                format!(
+                    "not valid TOML: {} more syntax errors from here on are not shown; fix the \
+                     first {MAX_SYNTAX_ERRORS}, which often cause the rest",
+                    total - shown
                 )
-                .at(location.or_else(|| Some(source.location(0)))),
-            );
+            };
+            diagnostics.push(Diagnostic::error(Rule::TomlSyntax, message).at(Some(location)));
+            if shown == MAX_SYNTAX_ERRORS {
+                break;
+            }
         }
         return Vec::new();
     }

@@ -328,7 +328,10 @@ impl Scope<'_, '_> {
                     "dataset.pareto",
                     Diagnostic::error(
                         Rule::DatasetRows,
-                        format!("the dataset has {rows} usable rows but minibatch + pareto needs {needed}"),
+                        format!(
+                            "the dataset {} has {rows} usable rows but minibatch + pareto needs {needed}",
+                            file.display()
+                        ),
                     )
                     .seen(format!("minibatch = {minibatch}, pareto = {pareto}, rows = {}", outcome.scan.rows))
                     .help("lower minibatch or pareto, or add rows to the dataset"),
@@ -438,9 +441,17 @@ impl<'a> Checker<'a> {
                 "dataset.holdout",
                 Diagnostic::error(
                     Rule::HoldoutEmpty,
-                    "replay is on but the holdout has no rows",
+                    format!(
+                        "replay is on but the holdout of {} has no rows",
+                        plan.file.display()
+                    ),
                 )
-                .seen(format!("{:?}", experiment.dataset.holdout))
+                .seen(format!(
+                    "rows = {}, minibatch = {}, pareto = {}",
+                    plan.rows,
+                    plan.minibatch_rows.len(),
+                    plan.pareto_rows.len()
+                ))
                 .help(help),
             );
         }

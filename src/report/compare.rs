@@ -375,7 +375,8 @@ pub fn compare(dirs: &[PathBuf]) -> Result<CompareReport, ReportError> {
         let (execution, version, model) = best_of(run).ok_or_else(|| {
             nothing(
                 &run.dir,
-                "no evolved prompt of this run was replayed; nothing to compare",
+                "replay.csv holds no scored answer of this run's prompts (a run stopped before \
+                 its replay: `gepa-lab run --resume` asks for them); nothing to compare",
             )
         })?;
         let execution = &run.executions[execution];

@@ -9,6 +9,7 @@ mod dataset_files;
 mod embedded;
 mod evolution;
 mod faults;
+mod fuzz;
 mod inference;
 mod init;
 mod plan;
