@@ -449,6 +449,20 @@ fn now() -> String {
     Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
+/// Hands the memory an ended engine freed back to the system. glibc keeps freed memory in its
+/// per-thread arenas, and the engines' evaluation caches and candidate pools are allocated on
+/// whatever runtime thread ran them. Measured with `benches/serve-memory.py` (six executions of
+/// budget 100,000): 162 MiB resident afterwards without this, 79 MiB with it (46 to 48 at
+/// start).
+fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free pages of glibc's heaps to the kernel; it touches no
+    // memory in use and is safe to call from any thread at any time.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 impl Inner {
     fn registry(&self) -> MutexGuard<'_, Registry> {
         // Every change under this lock is a plain field update that cannot be left half-done.
@@ -471,6 +485,7 @@ impl Inner {
         tokio::spawn(async move {
             let ended = task.await;
             inner.registry().running.remove(&evolution_id);
+            release_freed_memory();
             let stopped = match ended {
                 Ok(()) => return,
                 // Stopped by `cancel_as`, which set its state.
