@@ -340,14 +340,9 @@ fn finish(
         eprintln!(
             "{missing} of {} replay answers are missing (the error column of replay.csv says \
              why); they are left out of every mean and test. `gepa-lab run --resume {}` asks \
-             for them again{}",
+             for them again",
             outcome.replay.len(),
             outcome.dir.path.display(),
-            if allow_missing {
-                ""
-            } else {
-                "; exit 6 (--allow-missing for 0)"
-            }
         );
         if !allow_missing && code == exit::OK {
             code = exit::MISSING_ANSWERS;
@@ -369,6 +364,10 @@ fn finish(
         if !passed {
             code = exit::GATE_MISSED;
         }
+    }
+    // Said only when it is the exit status: a failed execution, history or gate outranks it.
+    if code == exit::MISSING_ANSWERS {
+        eprintln!("exit 6 because answers are missing (--allow-missing makes it 0)");
     }
     Ok(code)
 }

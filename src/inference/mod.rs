@@ -108,6 +108,21 @@ impl From<EmbeddedError> for InferenceError {
 }
 
 impl InferenceError {
+    /// True when the service, not the request, failed: it could not be reached, answered 5xx
+    /// (but 503, which the contract uses for "no node serves this model") or 408, or still
+    /// answered 429 after every retry. Asking again at once would fail the same way.
+    pub fn is_outage(&self) -> bool {
+        match self {
+            InferenceError::Api(ApiError::Transport(_)) => true,
+            InferenceError::Api(err) => err.status().is_some_and(|status| {
+                (status.is_server_error() && status != reqwest::StatusCode::SERVICE_UNAVAILABLE)
+                    || status == reqwest::StatusCode::TOO_MANY_REQUESTS
+                    || status == reqwest::StatusCode::REQUEST_TIMEOUT
+            }),
+            _ => false,
+        }
+    }
+
     /// True for the contract's "no node is available for the requested model".
     pub fn is_unavailable(&self) -> bool {
         matches!(self, InferenceError::Api(err) if err.status() == Some(reqwest::StatusCode::SERVICE_UNAVAILABLE))

@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 
 use super::{Event, Observer, RunError, Runner};
 use crate::experiment::{ExecutionPlan, ReplayPlan};
-use crate::inference::{ChatMessage, ChatRequest, Inference};
+use crate::inference::{ChatMessage, ChatRequest, Inference, InferenceError};
 use crate::prompt::Template;
 use crate::score::{Score, Scorer, ScorerSpec, judge};
 use crate::store::{CachedAnswer, HistoryRow, ReplayRow, RunDir, Version, rank_by_score};
@@ -161,7 +161,32 @@ fn answer_limit(max_tokens: Option<u32>) -> usize {
     })
 }
 
-/// Answers every request not in the cache, at most `concurrency` at a time.
+/// Requests to one model in a row that failed for the service's reasons
+/// ([`InferenceError::is_outage`]) after which the rest of the replay on that model is not
+/// sent: each would spend its own retries (24 rows answered 500 throughout took 40 s at
+/// concurrency 2, and a long holdout would take hours). They stay missing, and `run --resume`
+/// or the same `compare` asks for them again. Other models, which may be served elsewhere, go
+/// on.
+const OUTAGE_AFTER: usize = 8;
+
+/// Why a replay request has no answer.
+enum Sent {
+    Failed(InferenceError),
+    /// Not sent, and why: the service was failing.
+    NotSent(String),
+}
+
+impl std::fmt::Display for Sent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Sent::Failed(err) => err.fmt(f),
+            Sent::NotSent(reason) => f.write_str(reason),
+        }
+    }
+}
+
+/// Answers every request not in the cache, at most `concurrency` at a time; a model's requests
+/// stop once [`OUTAGE_AFTER`] of them failed in a row.
 pub(super) async fn answer_all(
     answering: &Answering<'_>,
     queue: Queue,
@@ -170,11 +195,23 @@ pub(super) async fn answer_all(
     errors: &mut HashMap<String, String>,
 ) -> Result<(), RunError> {
     let inference = answering.inference.clone();
+    // By model, once OUTAGE_AFTER of its requests failed in a row: why, for the ones not sent.
+    let outages: Arc<std::sync::Mutex<HashMap<String, String>>> = Arc::default();
+    let mut failed_in_a_row: HashMap<String, usize> = HashMap::new();
     let mut answers = futures::stream::iter(queue.items.into_iter().map(|pending| {
         let inference = inference.clone();
+        let outages = outages.clone();
         async move {
             let started = Instant::now();
-            let result = inference.chat(&pending.request).await;
+            let stopped = outages
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&pending.request.model)
+                .cloned();
+            let result = match stopped {
+                Some(reason) => Err(Sent::NotSent(reason)),
+                None => inference.chat(&pending.request).await.map_err(Sent::Failed),
+            };
             (pending, started.elapsed(), result)
         }
     }))
@@ -192,6 +229,24 @@ pub(super) async fn answer_all(
         let millis = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         // What the client measured of the answered request; the rest of the time this request
         // took was waiting. A backend that measures nothing counts all of it as latency.
+        let in_a_row = failed_in_a_row.entry(request.model.clone()).or_default();
+        match &result {
+            Err(Sent::Failed(err)) if err.is_outage() => *in_a_row += 1,
+            Err(Sent::NotSent(_)) => {}
+            _ => *in_a_row = 0,
+        }
+        if *in_a_row == OUTAGE_AFTER
+            && let Err(Sent::Failed(err)) = &result
+        {
+            outages.lock().unwrap_or_else(|e| e.into_inner()).insert(
+                request.model.clone(),
+                format!(
+                    "not sent: the service failed {OUTAGE_AFTER} requests to {} in a row, the \
+                     last with \"{err}\"; a resume asks again",
+                    request.model
+                ),
+            );
+        }
         let latency = result
             .as_ref()
             .ok()
