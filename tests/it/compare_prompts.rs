@@ -6,7 +6,7 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-use crate::common::Serve;
+use crate::common::{Serve, fake_upstream};
 
 const KEY: &str = "compare-key";
 
@@ -842,23 +842,14 @@ fn a_judge_grades_each_answer_and_a_failed_grade_is_an_error_not_a_zero() {
 #[test]
 fn an_answer_far_longer_than_its_token_limit_is_not_kept() {
     // The case from the field: a 10 MB answer to a `max_tokens = 8` request was kept whole.
-    use axum::routing::post;
-    use axum::{Json, Router};
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let app = Router::new().route(
-        "/v1/chat/completions",
-        post(|| async {
-            Json(serde_json::json!({
-                "id": "x", "model": "m",
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": "positive ".repeat(30_000)}, "finish_reason": "stop"}],
-            }))
+    let url = fake_upstream(
+        &runtime,
+        serde_json::json!({
+            "id": "x", "model": "m",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "positive ".repeat(30_000)}, "finish_reason": "stop"}],
         }),
     );
-    let listener = runtime
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    runtime.spawn(async move { axum::serve(listener, app).await });
 
     let temp = with_dataset();
     let dir = temp.path();
@@ -884,24 +875,15 @@ fn an_answer_far_longer_than_its_token_limit_is_not_kept() {
 
 #[test]
 fn a_response_body_past_the_read_limit_is_not_read_further() {
-    use axum::routing::post;
-    use axum::{Json, Router};
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let app = Router::new().route(
-        "/v1/chat/completions",
-        post(|| async {
-            // 17 MiB of content: past the 16 MiB a body is read to.
-            Json(serde_json::json!({
-                "id": "x", "model": "m",
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": "y".repeat(17 << 20)}}],
-            }))
+    // 17 MiB of content: past the 16 MiB a body is read to.
+    let url = fake_upstream(
+        &runtime,
+        serde_json::json!({
+            "id": "x", "model": "m",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "y".repeat(17 << 20)}}],
         }),
     );
-    let listener = runtime
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    runtime.spawn(async move { axum::serve(listener, app).await });
 
     let temp = with_dataset();
     let dir = temp.path();
