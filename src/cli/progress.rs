@@ -222,6 +222,15 @@ impl Observer for Progress {
                     .lock()
                     .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(bar);
             }
+            Event::ReplayStopped {
+                model,
+                failed,
+                last_error,
+            } => self.line(format!(
+                "replay: {failed} requests to {model} failed in a row (the last: {last_error}); \
+                 the rest on {model} are not sent, and `run --resume` (or the same `compare`) \
+                 asks for them"
+            )),
             Event::Answer { error, .. } => {
                 if let Some(bar) = self
                     .replay

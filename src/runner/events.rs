@@ -81,6 +81,13 @@ pub enum Event {
         waiting: usize,
         cached: usize,
     },
+    /// `failed` requests to `model` in a row failed for the service's reasons, the last with
+    /// `last_error`: the rest of the replay on that model is not sent (a resume asks for it).
+    ReplayStopped {
+        model: String,
+        failed: usize,
+        last_error: String,
+    },
     /// One replay request's outcome (a cached answer is not sent and not reported here).
     Answer {
         variant: String,

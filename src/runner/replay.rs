@@ -238,6 +238,11 @@ pub(super) async fn answer_all(
         if *in_a_row == OUTAGE_AFTER
             && let Err(Sent::Failed(err)) = &result
         {
+            answering.emit(Event::ReplayStopped {
+                model: request.model.clone(),
+                failed: OUTAGE_AFTER,
+                last_error: err.to_string(),
+            })?;
             outages.lock().unwrap_or_else(|e| e.into_inner()).insert(
                 request.model.clone(),
                 format!(

@@ -610,6 +610,10 @@ fn a_replay_during_an_outage_stops_sending_and_a_resume_asks_again() {
     });
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(6), "answers missing: {stderr}");
+    assert!(
+        stderr.contains("replay: 8 requests to sim-text failed in a row"),
+        "said when it stopped: {stderr}"
+    );
     let dir = crate::run::run_dir(out.path());
     let replay: Vec<gepa_lab::store::ReplayRow> = dir.read_csv("replay.csv").unwrap();
     assert_eq!(replay.len(), 24, "every cell has its row");
