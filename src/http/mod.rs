@@ -23,7 +23,7 @@ mod retry;
 
 pub use error::ApiError;
 pub(crate) use error::parse_retry_after;
-pub use retry::{Decision, RetryPolicy};
+pub use retry::{Decision, RetryPolicy, server_failed};
 
 /// The reqwest builder every client of gepa-lab starts from, so TLS (rustls), the user agent and
 /// the connect time-out are decided once.

@@ -99,12 +99,19 @@ impl RetryPolicy {
     }
 
     fn is_transient(&self, status: StatusCode) -> bool {
-        match status {
-            StatusCode::SERVICE_UNAVAILABLE => self.retry_unavailable,
-            // 501 and 505 are answers about the request, not a passing state of the server.
-            StatusCode::NOT_IMPLEMENTED | StatusCode::HTTP_VERSION_NOT_SUPPORTED => false,
-            s => s.is_server_error(),
-        }
+        server_failed(status, self.retry_unavailable)
+    }
+}
+
+/// Whether `status` is a passing failure of the server rather than an answer about the request.
+/// `unavailable_is_transient` says what 503 means to the service: a passing overload, or (as in
+/// the inference contract) "no node serves this model", which waiting rarely fixes.
+pub fn server_failed(status: StatusCode, unavailable_is_transient: bool) -> bool {
+    match status {
+        StatusCode::SERVICE_UNAVAILABLE => unavailable_is_transient,
+        // 501 and 505 are answers about the request, not a passing state of the server.
+        StatusCode::NOT_IMPLEMENTED | StatusCode::HTTP_VERSION_NOT_SUPPORTED => false,
+        s => s.is_server_error(),
     }
 }
 

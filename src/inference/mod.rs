@@ -108,14 +108,15 @@ impl From<EmbeddedError> for InferenceError {
 }
 
 impl InferenceError {
-    /// True when the service, not the request, failed: it could not be reached, answered 5xx
-    /// (but 503, which the contract uses for "no node serves this model") or 408, or still
-    /// answered 429 after every retry. Asking again at once would fail the same way.
+    /// True when the service, not the request, failed: it could not be reached, failed as a
+    /// server ([`crate::http::server_failed`]; not 503, which the contract uses for "no node
+    /// serves this model"), answered 408, or still answered 429 after every retry. Asking again
+    /// at once would fail the same way.
     pub fn is_outage(&self) -> bool {
         match self {
             InferenceError::Api(ApiError::Transport(_)) => true,
             InferenceError::Api(err) => err.status().is_some_and(|status| {
-                (status.is_server_error() && status != reqwest::StatusCode::SERVICE_UNAVAILABLE)
+                crate::http::server_failed(status, false)
                     || status == reqwest::StatusCode::TOO_MANY_REQUESTS
                     || status == reqwest::StatusCode::REQUEST_TIMEOUT
             }),
@@ -126,5 +127,34 @@ impl InferenceError {
     /// True for the contract's "no node is available for the requested model".
     pub fn is_unavailable(&self) -> bool {
         matches!(self, InferenceError::Api(err) if err.status() == Some(reqwest::StatusCode::SERVICE_UNAVAILABLE))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(code: u16) -> InferenceError {
+        InferenceError::Api(ApiError::Status {
+            status: reqwest::StatusCode::from_u16(code).unwrap(),
+            retry_after: None,
+            body: String::new(),
+        })
+    }
+
+    #[test]
+    fn an_outage_is_the_service_failing_not_an_answer_about_the_request_or_model() {
+        for code in [500, 502, 504, 408, 429] {
+            assert!(status(code).is_outage(), "{code}");
+        }
+        // 503 is "no node serves this model"; 501 and 505 are about the request.
+        for code in [503, 501, 505, 400, 404, 413] {
+            assert!(!status(code).is_outage(), "{code}");
+        }
+        let refused = InferenceError::InvalidRequest {
+            field: "messages".into(),
+            reason: "empty".into(),
+        };
+        assert!(!refused.is_outage());
     }
 }
