@@ -11,7 +11,9 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput};
-use gepa_lab::engine::{self, EngineConfig, Evaluation, ExampleView, Run, Task, TaskError};
+use gepa_lab::engine::{
+    self, EngineConfig, Evaluation, ExampleView, Reflection, Run, Task, TaskError,
+};
 use tokio::runtime::{Builder, Runtime};
 
 const FEEDBACK: usize = 50;
@@ -36,17 +38,19 @@ impl Task for InstantTask {
                 output: keyword,
                 score: 1.0,
                 feedback: "Correct.".into(),
+                tokens: 0,
             }
         } else {
             Evaluation {
                 output: "no idea".into(),
                 score: 0.0,
                 feedback: format!("Wrong. The answer must mention {keyword}."),
+                tokens: 0,
             }
         })
     }
 
-    async fn reflect(&self, request: &str) -> Result<String, TaskError> {
+    async fn reflect(&self, request: &str) -> Result<Reflection, TaskError> {
         let instruction = request
             .split_once("```\n")
             .and_then(|(_, rest)| rest.split_once("\n```"))
@@ -55,7 +59,9 @@ impl Task for InstantTask {
             .split_once("must mention ")
             .and_then(|(_, rest)| rest.split_once('.'))
             .map_or("", |(keyword, _)| keyword);
-        Ok(format!("```\n{instruction} Mention {wanted}.\n```"))
+        Ok(Reflection::new(format!(
+            "```\n{instruction} Mention {wanted}.\n```"
+        )))
     }
 
     fn describe(&self, example: usize) -> ExampleView {
@@ -95,7 +101,7 @@ impl Task for Recording {
         InstantTask.evaluate(prompt, example).await
     }
 
-    async fn reflect(&self, request: &str) -> Result<String, TaskError> {
+    async fn reflect(&self, request: &str) -> Result<Reflection, TaskError> {
         self.push(Call::Reflect(request.to_string()));
         InstantTask.reflect(request).await
     }

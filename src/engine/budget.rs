@@ -1,21 +1,36 @@
 //! Call accounting. As the evolution API says, every inference request costs one unit: each
 //! `evaluate` and each `reflect`. Budget is money, so the engine never pays past its limit.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-/// Calls paid so far, by kind.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+/// Calls paid so far, by kind, and the tokens they used.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Spent {
     /// `Task::evaluate` calls (the paper's "metric calls").
     pub task_calls: u64,
     /// `Task::reflect` calls.
     pub reflection_calls: u64,
+    /// Tokens of those calls, as the models reported them (0 for a model that does not count).
+    /// Not part of the budget, which counts calls.
+    #[serde(default)]
+    pub tokens: u64,
 }
 
 impl Spent {
     /// Units of budget used.
     pub fn total(&self) -> u64 {
         self.task_calls + self.reflection_calls
+    }
+
+    /// What was spent after `earlier`, a snapshot taken before this one.
+    pub fn since(&self, earlier: Spent) -> Spent {
+        Spent {
+            task_calls: self.task_calls.saturating_sub(earlier.task_calls),
+            reflection_calls: self
+                .reflection_calls
+                .saturating_sub(earlier.reflection_calls),
+            tokens: self.tokens.saturating_sub(earlier.tokens),
+        }
     }
 }
 
@@ -79,6 +94,11 @@ impl Budget {
         Ok(())
     }
 
+    /// Tallies the tokens of calls already paid for.
+    pub(crate) fn add_tokens(&mut self, tokens: u64) {
+        self.spent.tokens = self.spent.tokens.saturating_add(tokens);
+    }
+
     pub(crate) fn pay_reflection(&mut self) -> Result<(), Exhausted> {
         if self.remaining() == 0 {
             return Err(Exhausted);
@@ -115,7 +135,8 @@ mod tests {
             budget.spent(),
             Spent {
                 task_calls: 4,
-                reflection_calls: 1
+                reflection_calls: 1,
+                tokens: 0,
             }
         );
         assert_eq!(budget.remaining(), 0);

@@ -77,6 +77,7 @@ mod tests {
             output: "4".into(),
             score: 1.0,
             feedback: String::new(),
+            tokens: 0,
         };
         cache.insert(&first, 3, evaluation.clone());
         let again = cache.intern(&String::from("Answer {question}."));

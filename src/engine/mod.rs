@@ -38,4 +38,4 @@ pub use records::{
     Outcome, Progress, ProposalFailure, Run, StopReason,
 };
 pub use run::run;
-pub use task::{Evaluation, ExampleView, Task};
+pub use task::{Evaluation, ExampleView, Reflection, Task};

@@ -60,6 +60,24 @@ impl IterationRecord {
             Self::Merge(record) => record.spent,
         }
     }
+
+    /// Calls and tokens the iteration spent.
+    pub fn cost(&self) -> Spent {
+        match self {
+            Self::Mutation(record) => record.cost,
+            Self::Merge(record) => record.cost,
+        }
+    }
+
+    /// Records what the iteration spent, given what had been spent before it began.
+    pub(crate) fn finish(&mut self, before: Spent, now: Spent) {
+        let (spent, cost) = match self {
+            Self::Mutation(record) => (&mut record.spent, &mut record.cost),
+            Self::Merge(record) => (&mut record.spent, &mut record.cost),
+        };
+        *spent = now;
+        *cost = now.since(before);
+    }
 }
 
 /// A reflective mutation: the parent ran on a minibatch of feedback examples, the reflection
@@ -77,7 +95,10 @@ pub struct MutationRecord {
     /// Empty when the child was never run (skipped or failed proposal).
     pub child_scores: Vec<f64>,
     pub outcome: Outcome,
+    /// Calls spent when the iteration ended, counted from the start of the run.
     pub spent: Spent,
+    /// Calls and tokens this iteration spent.
+    pub cost: Spent,
 }
 
 /// A merge: two candidates that share an ancestor, combined by the reflection model, scored on
@@ -96,7 +117,10 @@ pub struct MergeRecord {
     pub child_prompt: Option<String>,
     pub child_scores: Vec<f64>,
     pub outcome: Outcome,
+    /// Calls spent when the iteration ended, counted from the start of the run.
     pub spent: Spent,
+    /// Calls and tokens this iteration spent.
+    pub cost: Spent,
 }
 
 /// How an iteration ended.

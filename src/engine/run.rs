@@ -21,7 +21,7 @@ use super::records::{
 };
 use super::reflection::{self, Revision, Shown};
 use super::sampler::EpochSampler;
-use super::task::{Evaluation, ExampleView, Task};
+use super::task::{Evaluation, ExampleView, Reflection, Task};
 
 /// Scores are in [0, 1]; a parent at 1 on every minibatch example has nothing to learn there.
 const PERFECT: f64 = 1.0;
@@ -254,8 +254,12 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             if let Some(stop) = self.should_stop(&pool) {
                 break (stop, None);
             }
+            let before = self.budget.spent();
             match self.iterate(&mut pool).await {
-                Ok(record) => self.iteration_finished(record),
+                Ok(mut record) => {
+                    record.finish(before, self.budget.spent());
+                    self.iteration_finished(record);
+                }
                 Err(Halt::Budget) => break (StopReason::Budget, None),
                 Err(Halt::Failed(failure)) => break (StopReason::Failed, Some(failure)),
             }
@@ -375,6 +379,7 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             child_scores: Vec::new(),
             outcome: Outcome::SkippedPerfect,
             spent: self.budget.spent(),
+            cost: Default::default(),
         };
         if record.parent_scores.iter().all(|&score| score >= PERFECT) {
             return Ok(record);
@@ -425,7 +430,6 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
                 record.outcome = Outcome::Failed {
                     reason: rejection.reason,
                 };
-                record.spent = self.budget.spent();
                 return Ok(record);
             }
         };
@@ -441,7 +445,6 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
         } else {
             Outcome::Rejected
         };
-        record.spent = self.budget.spent();
         Ok(record)
     }
 
@@ -462,6 +465,7 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             child_scores: Vec::new(),
             outcome: Outcome::Rejected,
             spent: self.budget.spent(),
+            cost: Default::default(),
         };
         let wins = |a: &[f64], b: &[f64]| a.iter().zip(b).filter(|(x, y)| x > y).count();
         let [first, second] = [triplet.first, triplet.second].map(|g| pool.get(g));
@@ -489,7 +493,6 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
                 record.outcome = Outcome::Failed {
                     reason: rejection.reason,
                 };
-                record.spent = self.budget.spent();
                 return Ok(record);
             }
         };
@@ -509,7 +512,6 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
         } else {
             Outcome::Rejected
         };
-        record.spent = self.budget.spent();
         Ok(record)
     }
 
@@ -635,6 +637,7 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
                 let evaluation = match result.and_then(checked) {
                     Ok(evaluation) => {
                         self.failures_in_a_row = 0;
+                        self.budget.add_tokens(evaluation.tokens);
                         evaluation
                     }
                     Err(error) => {
@@ -643,6 +646,7 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
                                 output: String::new(),
                                 score: 0.0,
                                 feedback: format!("no answer: {error}"),
+                                tokens: 0,
                             }
                         } else {
                             failure.get_or_insert(Failure {
@@ -676,8 +680,9 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
         let result = with_retries(self.config.retries, || task.reflect(request)).await;
         self.report_progress();
         match result {
-            Ok(answer) => {
+            Ok(Reflection { answer, tokens }) => {
                 self.failures_in_a_row = 0;
+                self.budget.add_tokens(tokens);
                 Ok(Ok(answer))
             }
             Err(error) if self.tolerate_failure() => {

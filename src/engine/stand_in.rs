@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::error::TaskError;
-use super::task::{Evaluation, ExampleView, Task};
+use super::task::{Evaluation, ExampleView, Reflection, Task};
 
 type Reflect = Box<dyn Fn(&str) -> Result<String, TaskError> + Send + Sync>;
 type Fails = Box<dyn Fn(&str, usize) -> Option<TaskError> + Send + Sync>;
@@ -98,8 +98,13 @@ fn evaluation(output: &str, score: f64, feedback: &str) -> Evaluation {
         output: output.into(),
         score,
         feedback: feedback.into(),
+        tokens: STAND_IN_EVALUATION_TOKENS,
     }
 }
+
+/// Tokens the stand-in says each call used, so that token tallies can be checked.
+pub(crate) const STAND_IN_EVALUATION_TOKENS: u64 = 10;
+pub(crate) const STAND_IN_REFLECTION_TOKENS: u64 = 100;
 
 /// The contents of the ```-fenced blocks of `text`, in order.
 pub(crate) fn fenced_blocks(text: &str) -> Vec<&str> {
@@ -156,9 +161,12 @@ impl Task for StandIn {
         }
     }
 
-    async fn reflect(&self, request: &str) -> Result<String, TaskError> {
+    async fn reflect(&self, request: &str) -> Result<Reflection, TaskError> {
         self.reflections.fetch_add(1, Ordering::SeqCst);
-        (self.reflect)(request)
+        (self.reflect)(request).map(|answer| Reflection {
+            answer,
+            tokens: STAND_IN_REFLECTION_TOKENS,
+        })
     }
 
     fn describe(&self, example: usize) -> ExampleView {

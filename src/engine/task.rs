@@ -22,7 +22,7 @@ pub trait Task: Send + Sync {
     ) -> impl Future<Output = Result<Evaluation, TaskError>> + Send;
 
     /// Ask the reflection model; the engine builds `request` and parses the answer.
-    fn reflect(&self, request: &str) -> impl Future<Output = Result<String, TaskError>> + Send;
+    fn reflect(&self, request: &str) -> impl Future<Output = Result<Reflection, TaskError>> + Send;
 
     /// The inputs and expected output of an example, shown to the reflection model. The input
     /// names are also the template variables a new prompt must keep.
@@ -42,6 +42,29 @@ pub struct Evaluation {
     pub score: f64,
     /// The scorer's explanation, shown to the reflection model.
     pub feedback: String,
+    /// Tokens the model call used (prompt and completion), when the model said; 0 when no call
+    /// was made or the model did not count.
+    #[serde(default)]
+    pub tokens: u64,
+}
+
+/// The reflection model's answer.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Reflection {
+    pub answer: String,
+    /// Tokens the call used (prompt and completion), when the model said.
+    #[serde(default)]
+    pub tokens: u64,
+}
+
+impl Reflection {
+    /// An answer whose token count is not known.
+    pub fn new(answer: impl Into<String>) -> Self {
+        Self {
+            answer: answer.into(),
+            tokens: 0,
+        }
+    }
 }
 
 /// An example as the reflection model sees it.

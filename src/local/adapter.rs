@@ -12,9 +12,9 @@
 //! the call would end the whole run over one bad candidate.
 use std::sync::Arc;
 
-use crate::engine::{Evaluation, ExampleView, Task, TaskError};
+use crate::engine::{Evaluation, ExampleView, Reflection, Task, TaskError};
 use crate::evolution::wire::DatasetItem;
-use crate::inference::{ChatMessage, ChatRequest, Inference};
+use crate::inference::{ChatMessage, ChatRequest, ChatResponse, Inference};
 use crate::prompt::Template;
 use crate::score::{Scorer, ScorerSpec};
 
@@ -116,6 +116,17 @@ fn complete_lines(answer: &str, truncated: bool) -> &str {
     }
 }
 
+/// The tokens an answer used, as its model counted them: the total, else prompt plus completion.
+fn tokens_of(answer: &ChatResponse) -> u64 {
+    answer.usage.as_ref().map_or(0, |usage| {
+        if usage.total_tokens > 0 {
+            usage.total_tokens
+        } else {
+            usage.prompt_tokens.saturating_add(usage.completion_tokens)
+        }
+    })
+}
+
 /// One execution's dataset, models and scorer.
 pub struct InferenceTask {
     task_model: Arc<dyn Inference>,
@@ -155,6 +166,7 @@ impl InferenceTask {
             output: String::new(),
             score: 0.0,
             feedback: format!("{reason}; the prompt was not sent to the model"),
+            tokens: 0,
         }
     }
 }
@@ -197,10 +209,11 @@ impl Task for InferenceTask {
             output,
             score: score.value,
             feedback: score.feedback,
+            tokens: tokens_of(&answer),
         })
     }
 
-    async fn reflect(&self, request: &str) -> Result<String, TaskError> {
+    async fn reflect(&self, request: &str) -> Result<Reflection, TaskError> {
         let mut chat = ChatRequest::new(
             self.settings.reflection_model.clone(),
             vec![ChatMessage::user(request)],
@@ -212,7 +225,10 @@ impl Task for InferenceTask {
             .chat(&chat)
             .await
             .map_err(TaskError::new)?;
-        Ok(complete_lines(answer.content(), answer.truncated()).to_owned())
+        Ok(Reflection {
+            answer: complete_lines(answer.content(), answer.truncated()).to_owned(),
+            tokens: tokens_of(&answer),
+        })
     }
 
     fn describe(&self, example: usize) -> ExampleView {
@@ -383,7 +399,7 @@ mod tests {
         let model = Fixed::new("```\nnew\n```");
         let task = task(model.clone(), "accuracy");
         let answer = task.reflect("improve this").await.unwrap();
-        assert_eq!(answer, "```\nnew\n```");
+        assert_eq!(answer.answer, "```\nnew\n```");
         let asked = model.asked();
         assert_eq!(asked[0].model, "local-reflector");
         assert_eq!(asked[0].messages[0].text(), "improve this");

@@ -7,7 +7,10 @@ use std::time::Duration;
 
 use super::*;
 use crate::engine::config::MergeConfig;
-use crate::engine::stand_in::{StandIn, fenced_blocks, keyword_reflection};
+use crate::engine::stand_in::{
+    STAND_IN_EVALUATION_TOKENS, STAND_IN_REFLECTION_TOKENS, StandIn, fenced_blocks,
+    keyword_reflection,
+};
 
 const SEED: &str = "Answer {question}.";
 
@@ -67,6 +70,17 @@ async fn reflection_improves_the_seed_and_every_step_is_recorded() {
         run.spent().reflection_calls,
         task.reflections.load(Ordering::SeqCst)
     );
+    // Each iteration's cost is what it added to the run's spending; the seed paid the rest.
+    let seed_cost = run.candidates()[0].spent;
+    let mut before = seed_cost;
+    for record in run.iterations() {
+        assert_eq!(record.cost(), record.spent().since(before));
+        before = record.spent();
+    }
+    assert_eq!(before, run.spent());
+    let tokens = task.evaluations.load(Ordering::SeqCst) * STAND_IN_EVALUATION_TOKENS
+        + task.reflections.load(Ordering::SeqCst) * STAND_IN_REFLECTION_TOKENS;
+    assert_eq!(run.spent().tokens, tokens);
 }
 
 #[tokio::test]
@@ -466,7 +480,7 @@ async fn a_score_outside_0_1_is_a_task_error() {
             evaluation.score *= 2.0;
             Ok(evaluation)
         }
-        async fn reflect(&self, request: &str) -> Result<String, TaskError> {
+        async fn reflect(&self, request: &str) -> Result<Reflection, TaskError> {
             self.0.reflect(request).await
         }
         fn describe(&self, example: usize) -> ExampleView {
