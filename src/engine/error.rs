@@ -3,7 +3,7 @@
 use std::error::Error;
 use std::sync::Arc;
 
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use thiserror::Error;
 
 use super::budget::Spent;
@@ -41,6 +41,13 @@ impl PartialEq for TaskError {
 impl Serialize for TaskError {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_str(self)
+    }
+}
+
+/// A recorded error comes back as its message: what serialising it kept.
+impl<'de> Deserialize<'de> for TaskError {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        String::deserialize(deserializer).map(TaskError::new)
     }
 }
 

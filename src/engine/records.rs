@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::budget::Spent;
 use super::error::TaskError;
@@ -30,7 +30,7 @@ pub struct CandidateRecord {
 }
 
 /// One iteration: a reflective mutation or a merge attempt.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum IterationRecord {
     Mutation(MutationRecord),
@@ -82,7 +82,7 @@ impl IterationRecord {
 
 /// A reflective mutation: the parent ran on a minibatch of feedback examples, the reflection
 /// model proposed a child, and the child ran on the same minibatch.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MutationRecord {
     pub iteration: usize,
     /// Generation of the parent.
@@ -103,7 +103,7 @@ pub struct MutationRecord {
 
 /// A merge: two candidates that share an ancestor, combined by the reflection model, scored on
 /// a few Pareto examples where they differ.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MergeRecord {
     pub iteration: usize,
     /// Generations of the two candidates merged.
@@ -124,7 +124,7 @@ pub struct MergeRecord {
 }
 
 /// How an iteration ended.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum Outcome {
     /// The child won and joined the pool as this generation.
@@ -139,7 +139,7 @@ pub enum Outcome {
 }
 
 /// Why a reflection produced no child worth running.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "reason", rename_all = "snake_case")]
 pub enum ProposalFailure {
     /// The answer has no ``` fenced block.

@@ -2,7 +2,7 @@
 
 use std::future::Future;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::error::TaskError;
 
@@ -34,7 +34,7 @@ pub trait Task: Send + Sync {
 }
 
 /// One scored run of a prompt on one example.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Evaluation {
     /// The task model's answer.
     pub output: String,
@@ -49,7 +49,7 @@ pub struct Evaluation {
 }
 
 /// The reflection model's answer.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Reflection {
     pub answer: String,
     /// Tokens the call used (prompt and completion), when the model said.

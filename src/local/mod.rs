@@ -9,10 +9,13 @@
 //! `prompt` shows the best generation (highest mean Pareto score, the earlier on a tie).
 //!
 //! Executions live in memory. An [`ExecutionStore`] hook, when given, is told of every change
-//! so that a caller can make them durable; [`LocalEvolution::restore`] loads them back after a
-//! restart: `pending` ones (nothing spent yet) are run, `in_progress` ones are marked failed
-//! with the caller's reason, since the engine cannot continue a run it did not checkpoint and
-//! running it again would spend the budget twice.
+//! so that a caller can make them durable: the state, each history record, each iteration's
+//! record, and the result of every paid call, the checkpoint ([`journal`]).
+//! [`LocalEvolution::restore`] loads them back after a restart: `pending` ones (nothing spent
+//! yet) are run, and `in_progress` ones continue from their checkpoint: the engine runs again
+//! with every recorded call answered from the journal, so it makes the same choices, pays only
+//! for calls the journal does not hold (those in flight at the interruption), and ends with the
+//! history an uninterrupted run would have.
 //!
 //! The engine's seed is a hash of the request (customId included): the same request makes the
 //! same random choices.
@@ -20,10 +23,12 @@
 //! Strategy `RPM` runs reflective mutation only; `SAM` adds the engine's merge of two lineages
 //! (our reading of "system-aware merge", which the service does not define).
 mod adapter;
+mod journal;
 mod store;
 
 pub use crate::evolution::StoreError;
 pub use adapter::{InferenceTask, ModelSettings, evaluator_metric, scorer_for_metric};
+pub use journal::{CallRecord, CallResult, JournaledTask, Replay, Sink};
 pub use store::{ExecutionState, ExecutionStore, StoredExecution};
 
 use std::collections::HashMap;
@@ -34,8 +39,8 @@ use chrono::{SecondsFormat, Utc};
 use tokio::sync::Semaphore;
 
 use crate::engine::{
-    self, CandidateRecord, DEFAULT_REFLECTION_MINIBATCH, EngineConfig, EngineEvent, MergeConfig,
-    OnTaskError, Proposer,
+    self, CandidateRecord, DEFAULT_REFLECTION_MINIBATCH, EngineConfig, EngineEvent,
+    IterationRecord, MergeConfig, OnTaskError, Proposer,
 };
 use crate::evolution::PAGE_LIMIT;
 use crate::evolution::rules::validate_start;
@@ -107,6 +112,7 @@ pub const EMBEDDED_REFLECTION_MINIBATCH: usize = 6;
 /// What the engine's observer passes to the task that records an execution.
 enum Recorded {
     Candidate(CandidateRecord),
+    Iteration(IterationRecord),
     /// Calls spent so far.
     Spent(u64),
 }
@@ -150,8 +156,8 @@ pub struct Restored {
     pub loaded: usize,
     /// `pending` executions started again from their request and seed.
     pub resumed: Vec<String>,
-    /// `in_progress` executions marked failed.
-    pub interrupted: Vec<String>,
+    /// `in_progress` executions continued from their checkpoint.
+    pub continued: Vec<String>,
     /// Ids already known, left as they were.
     pub skipped: Vec<String>,
 }
@@ -268,6 +274,8 @@ impl LocalEvolution {
             },
             created_at: now(),
             history: Vec::new(),
+            iterations: Vec::new(),
+            calls: Vec::new(),
         };
         if let Some(store) = &self.inner.store {
             store.insert(&execution).await?;
@@ -356,40 +364,61 @@ impl LocalEvolution {
     }
 
     /// Loads executions kept by a store before a restart, in creation order. `pending` ones are
-    /// started (they had spent nothing); `in_progress` ones are marked failed with
-    /// `interrupted_reason`, recorded in the store before this returns. Ids already known are
-    /// skipped, so restoring twice never runs an execution twice.
-    pub async fn restore(
-        &self,
-        executions: Vec<StoredExecution>,
-        interrupted_reason: &str,
-    ) -> Result<Restored, EvolutionError> {
+    /// started (they had spent nothing); `in_progress` ones continue from their checkpoint, the
+    /// calls recorded with them. Ids already known are skipped, so restoring twice never runs an
+    /// execution twice.
+    pub fn restore(&self, executions: Vec<StoredExecution>) -> Restored {
         let mut restored = Restored::default();
-        for mut execution in executions {
+        for execution in executions {
             let id = execution.evolution_id.clone();
             if self.inner.registry().get(&id).is_some() {
                 restored.skipped.push(id);
                 continue;
             }
             match execution.state.status {
-                Status::InProgress => {
-                    execution.state.status = Status::Failed;
-                    execution.state.error = Some(interrupted_reason.to_owned());
-                    if let Some(store) = &self.inner.store {
-                        store.save_state(&id, &execution.state).await?;
-                    }
-                    restored.interrupted.push(id);
-                }
+                Status::InProgress => restored.continued.push(id),
                 Status::Pending => restored.resumed.push(id),
                 _ => {}
             }
             restored.loaded += 1;
             self.inner.registry().insert(execution);
         }
-        for id in &restored.resumed {
+        for id in restored.continued.iter().chain(&restored.resumed) {
             Inner::spawn(Arc::clone(&self.inner), id.clone());
         }
-        Ok(restored)
+        restored
+    }
+
+    /// Stops every engine where it is, recording nothing more: what a kill does to a process.
+    #[cfg(test)]
+    fn halt(&self) {
+        for task in self.inner.registry().running.values() {
+            task.abort();
+        }
+    }
+
+    /// Up to `limit` of the records of an execution's iterations that came after iteration
+    /// `after` (0 for the first), in order: what the engine tried and why it kept or dropped
+    /// each proposal (an extension beyond the contract).
+    pub fn iterations_as(
+        &self,
+        owner: Option<&str>,
+        evolution_id: &str,
+        after: usize,
+        limit: usize,
+    ) -> Result<Vec<IterationRecord>, EvolutionError> {
+        let registry = self.inner.registry();
+        let execution = registry
+            .get(evolution_id)
+            .filter(|e| e.owner.as_deref() == owner)
+            .ok_or_else(|| EvolutionError::NotFound(evolution_id.to_owned()))?;
+        Ok(execution
+            .iterations
+            .iter()
+            .filter(|record| record.iteration() > after)
+            .take(limit)
+            .cloned()
+            .collect())
     }
 }
 
@@ -510,14 +539,23 @@ impl Inner {
         let Ok(_slot) = Arc::clone(&self.slots).acquire_owned().await else {
             return;
         };
-        let Some(execution) = self.registry().get(evolution_id).cloned() else {
+        // The checkpoint moves to the engine; the registry keeps no second copy of it.
+        let Some(execution) = self.registry().get_mut(evolution_id).map(|execution| {
+            let calls = std::mem::take(&mut execution.calls);
+            StoredExecution {
+                calls,
+                ..execution.clone()
+            }
+        }) else {
             return;
         };
+        // A continued execution keeps what it showed (its prompt, budget used) until the
+        // replay of its checkpoint brings it up to date.
         let started = ExecutionState {
             status: Status::InProgress,
-            prompt: None,
             error: None,
-            budget_used: Some(0),
+            budget_used: execution.state.budget_used.or(Some(0)),
+            ..execution.state.clone()
         };
         // A store that cannot say "in progress" could not tell a restart that calls were made.
         if !self.set_state(evolution_id, started).await {
@@ -565,7 +603,7 @@ impl Inner {
         if let Some(note) = note {
             tracing::warn!(%evolution_id, "{note}");
         }
-        let task = match InferenceTask::new(
+        let inference = match InferenceTask::new(
             Arc::clone(&self.task_model),
             Arc::clone(&self.reflection_model),
             self.settings.models.clone(),
@@ -576,6 +614,12 @@ impl Inner {
             Ok(task) => task,
             Err(err) => return failed(err.to_string()),
         };
+        let recorded = execution.calls.clone();
+        let sink = self.store.as_ref().map(|store| Sink {
+            store: Arc::clone(store),
+            evolution_id: evolution_id.to_owned(),
+        });
+        let task = JournaledTask::new(inference, recorded, sink);
         let mut config = EngineConfig::new(minibatch, pareto, request.budget);
         config.seed = execution.seed;
         config.parallel_calls = self.settings.parallel_calls.max(1);
@@ -598,13 +642,15 @@ impl Inner {
             EngineEvent::Progress(progress) => {
                 let _ = candidates.send(Recorded::Spent(progress.spent.total()));
             }
-            // What each iteration did (accepted, rejected, why a proposal failed), for
-            // `RUST_LOG=gepa_lab=debug`: the history holds accepted candidates only.
-            EngineEvent::Iteration(record) => tracing::debug!(
-                evolution_id = %id,
-                record = %serde_json::to_string(record).unwrap_or_default(),
-                "engine iteration"
-            ),
+            EngineEvent::Iteration(record) => {
+                tracing::debug!(
+                    evolution_id = %id,
+                    iteration = record.iteration(),
+                    outcome = ?record.outcome(),
+                    "engine iteration"
+                );
+                let _ = candidates.send(Recorded::Iteration(record.clone()));
+            }
             _ => {}
         };
         let engine = engine::run(&task, &request.prompt, &config, observer);
@@ -613,6 +659,9 @@ impl Inner {
                 match recorded {
                     Recorded::Candidate(candidate) => {
                         self.record_candidate(evolution_id, candidate).await;
+                    }
+                    Recorded::Iteration(record) => {
+                        self.record_iteration(evolution_id, record).await;
                     }
                     // Kept in memory; stored with the next candidate or the end.
                     Recorded::Spent(spent) => {
@@ -624,6 +673,13 @@ impl Inner {
             }
         };
         let (result, ()) = tokio::join!(engine, record);
+        let replay = task.replay();
+        if replay.replayed > 0 {
+            tracing::info!(
+                %evolution_id, replayed = replay.replayed, made = replay.made,
+                "execution continued from its checkpoint"
+            );
+        }
 
         let run = match result {
             Ok(run) => run,
@@ -687,6 +743,29 @@ impl Inner {
             if let Err(err) = stored {
                 tracing::error!(%evolution_id, %err, "history not stored");
             }
+        }
+    }
+
+    async fn record_iteration(&self, evolution_id: &str, record: IterationRecord) {
+        {
+            let mut registry = self.registry();
+            let Some(execution) = registry.get_mut(evolution_id) else {
+                return;
+            };
+            // A continued execution replays the iterations it had already recorded.
+            let known = execution
+                .iterations
+                .iter()
+                .position(|known| known.iteration() == record.iteration());
+            match known {
+                Some(position) => execution.iterations[position] = record.clone(),
+                None => execution.iterations.push(record.clone()),
+            }
+        }
+        if let Some(store) = &self.store
+            && let Err(err) = store.add_iteration(evolution_id, &record).await
+        {
+            tracing::error!(%evolution_id, %err, "iteration record not stored");
         }
     }
 

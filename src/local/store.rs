@@ -4,6 +4,8 @@
 //! through [`LocalEvolution::restore`](super::LocalEvolution::restore) at start-up.
 use async_trait::async_trait;
 
+use super::journal::CallRecord;
+use crate::engine::IterationRecord;
 use crate::evolution::StoreError;
 use crate::evolution::wire::{Execution, HistoryRecord, PromptState, StartExecution, Status};
 
@@ -23,6 +25,11 @@ pub struct StoredExecution {
     pub created_at: String,
     /// One record per accepted candidate, the seed prompt (generation 0) first.
     pub history: Vec<HistoryRecord>,
+    /// One record per iteration the engine finished, in order.
+    pub iterations: Vec<IterationRecord>,
+    /// The checkpoint: every paid call's result (see [`journal`](super::journal)). Loaded for an
+    /// execution to continue; emptied once its engine has taken it.
+    pub calls: Vec<CallRecord>,
 }
 
 /// The part of an execution that changes while it runs.
@@ -54,7 +61,8 @@ impl StoredExecution {
     }
 }
 
-/// Makes executions durable. Calls for one execution arrive in order and never overlap.
+/// Makes executions durable. Calls for one execution arrive in order and never overlap, except
+/// [`add_call`](Self::add_call), which the engine's parallel task calls make at the same time.
 #[async_trait]
 pub trait ExecutionStore: Send + Sync {
     /// A new execution, recorded before `start` returns its id: a start that was answered is
@@ -75,4 +83,16 @@ pub trait ExecutionStore: Send + Sync {
         evolution_id: &str,
         record: &HistoryRecord,
     ) -> Result<(), StoreError>;
+
+    /// An iteration ended. Recording the same iteration twice (a resumed execution replays its
+    /// iterations) must keep one.
+    async fn add_iteration(
+        &self,
+        evolution_id: &str,
+        record: &IterationRecord,
+    ) -> Result<(), StoreError>;
+
+    /// A paid call returned. It must be durable when this returns: the engine acts on the
+    /// result only afterwards, so a checkpoint never lacks a call whose effect was recorded.
+    async fn add_call(&self, evolution_id: &str, call: &CallRecord) -> Result<(), StoreError>;
 }

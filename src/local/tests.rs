@@ -15,11 +15,13 @@ const SEED_PROMPT: &str = "Classify the sentiment of the review. Answer with one
 /// The order things happened in, across the store and the model.
 type Log = Arc<Mutex<Vec<String>>>;
 
-/// The simulated model, counting calls and logging them.
+/// The simulated model, counting calls and logging them. Calls from number `hang_from` on
+/// (counted from 0) never return: they are in flight when a test interrupts the execution.
 struct Counted {
     sim: SimModel,
     calls: AtomicU64,
     log: Log,
+    hang_from: Option<u64>,
 }
 
 #[async_trait]
@@ -28,8 +30,11 @@ impl Inference for Counted {
         self.sim.models().await
     }
     async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, InferenceError> {
-        self.calls.fetch_add(1, Ordering::SeqCst);
+        let number = self.calls.fetch_add(1, Ordering::SeqCst);
         self.log.lock().unwrap().push("call".into());
+        if self.hang_from.is_some_and(|from| number >= from) {
+            std::future::pending::<()>().await;
+        }
         self.sim.chat(request).await
     }
     async fn chat_stream(&self, request: &ChatRequest) -> Result<ChunkStream, InferenceError> {
@@ -37,10 +42,13 @@ impl Inference for Counted {
     }
 }
 
-/// Records what it is told in the shared log; refuses everything once `broken`.
+/// Records what it is told in the shared log (calls and iteration records aside) and keeps the
+/// executions as a store would, so a test can restart from them; refuses everything once
+/// `broken`.
 struct Recorder {
     log: Log,
     broken: bool,
+    kept: Mutex<Vec<StoredExecution>>,
 }
 
 #[async_trait]
@@ -51,22 +59,45 @@ impl ExecutionStore for Recorder {
             .lock()
             .unwrap()
             .push(format!("insert {}", execution.state.status));
+        self.kept.lock().unwrap().push(execution.clone());
         Ok(())
     }
-    async fn save_state(&self, _: &str, state: &ExecutionState) -> Result<(), StoreError> {
+    async fn save_state(&self, id: &str, state: &ExecutionState) -> Result<(), StoreError> {
         self.refuse()?;
         self.log
             .lock()
             .unwrap()
             .push(format!("state {}", state.status));
+        self.change(id, |execution| execution.state = state.clone());
         Ok(())
     }
-    async fn add_history(&self, _: &str, record: &HistoryRecord) -> Result<(), StoreError> {
+    async fn add_history(&self, id: &str, record: &HistoryRecord) -> Result<(), StoreError> {
         self.refuse()?;
         self.log
             .lock()
             .unwrap()
             .push(format!("history {}", record.generation));
+        self.change(id, |execution| {
+            execution
+                .history
+                .retain(|known| known.generation != record.generation);
+            execution.history.push(record.clone());
+        });
+        Ok(())
+    }
+    async fn add_iteration(&self, id: &str, record: &IterationRecord) -> Result<(), StoreError> {
+        self.refuse()?;
+        self.change(id, |execution| {
+            execution
+                .iterations
+                .retain(|known| known.iteration() != record.iteration());
+            execution.iterations.push(record.clone());
+        });
+        Ok(())
+    }
+    async fn add_call(&self, id: &str, call: &CallRecord) -> Result<(), StoreError> {
+        self.refuse()?;
+        self.change(id, |execution| execution.calls.push(call.clone()));
         Ok(())
     }
 }
@@ -79,20 +110,45 @@ impl Recorder {
             Ok(())
         }
     }
+
+    fn change(&self, id: &str, change: impl FnOnce(&mut StoredExecution)) {
+        let mut kept = self.kept.lock().unwrap();
+        if let Some(execution) = kept.iter_mut().find(|e| e.evolution_id == id) {
+            change(execution);
+        }
+    }
+
+    /// The executions as a restarted process would load them.
+    fn load(&self) -> Vec<StoredExecution> {
+        self.kept.lock().unwrap().clone()
+    }
 }
 
 struct Setup {
     local: LocalEvolution,
     model: Arc<Counted>,
     log: Log,
+    store: Option<Arc<Recorder>>,
 }
 
 fn setup(sim: &str, max_running: usize, store: Option<bool>) -> Setup {
+    setup_with(sim, max_running, store, None, Vec::new())
+}
+
+/// `setup`, with calls hanging from `hang_from` on and the store holding `kept`.
+fn setup_with(
+    sim: &str,
+    max_running: usize,
+    store: Option<bool>,
+    hang_from: Option<u64>,
+    kept: Vec<StoredExecution>,
+) -> Setup {
     let log: Log = Arc::default();
     let model = Arc::new(Counted {
         sim: SimModel::new(sim.parse().unwrap()),
         calls: AtomicU64::new(0),
         log: Arc::clone(&log),
+        hang_from,
     });
     let mut settings = LocalSettings::new(ModelSettings::new(MODEL));
     settings.max_running = max_running;
@@ -100,10 +156,21 @@ fn setup(sim: &str, max_running: usize, store: Option<bool>) -> Setup {
         Arc::new(Recorder {
             log: Arc::clone(&log),
             broken,
-        }) as Arc<dyn ExecutionStore>
+            kept: Mutex::new(kept),
+        })
     });
-    let local = LocalEvolution::new(model.clone(), model.clone(), settings, store);
-    Setup { local, model, log }
+    let local = LocalEvolution::new(
+        model.clone(),
+        model.clone(),
+        settings,
+        store.clone().map(|s| s as Arc<dyn ExecutionStore>),
+    );
+    Setup {
+        local,
+        model,
+        log,
+        store,
+    }
 }
 
 const REVIEWS: [(&str, &str); 10] = [
@@ -296,45 +363,36 @@ fn stored(id: &str, status: Status, history: Vec<HistoryRecord>) -> StoredExecut
         },
         created_at: "2026-01-01T00:00:00.000Z".into(),
         history,
+        iterations: Vec::new(),
+        calls: Vec::new(),
     }
 }
 
 #[tokio::test]
-async fn restore_runs_pending_executions_and_fails_interrupted_ones() {
-    let Setup { local, log, .. } = setup("model=local-sim", 2, Some(false));
+async fn restore_runs_pending_executions_and_continues_interrupted_ones() {
+    let Setup { local, .. } = setup("model=local-sim", 2, Some(false));
     let seed_record = HistoryRecord {
         generation: 0.0,
         score: 0.5,
         prompt: SEED_PROMPT.into(),
     };
-    let restored = local
-        .restore(
-            vec![
-                stored("queued", Status::Pending, Vec::new()),
-                stored("running", Status::InProgress, vec![seed_record.clone()]),
-                stored("done", Status::Completed, vec![seed_record.clone()]),
-            ],
-            "interrupted by a restart",
-        )
-        .await
-        .unwrap();
+    let restored = local.restore(vec![
+        stored("queued", Status::Pending, Vec::new()),
+        stored("running", Status::InProgress, vec![seed_record.clone()]),
+        stored("done", Status::Completed, vec![seed_record.clone()]),
+    ]);
     assert_eq!(restored.loaded, 3);
     assert_eq!(restored.resumed, ["queued"]);
-    assert_eq!(restored.interrupted, ["running"]);
-    assert_eq!(log.lock().unwrap()[0], "state failed");
+    assert_eq!(restored.continued, ["running"]);
 
-    let running = local.get("running").await.unwrap();
-    assert_eq!(running.status, Status::Failed);
-    assert_eq!(running.error.as_deref(), Some("interrupted by a restart"));
-    assert_eq!(history(&local, "running").await, [seed_record]);
+    // An interrupted execution without a recorded call starts over; it had paid for nothing.
+    assert_eq!(finished(&local, "running").await.status, Status::Completed);
     assert_eq!(local.get("done").await.unwrap().status, Status::Completed);
+    assert_eq!(history(&local, "done").await, [seed_record]);
     assert_eq!(finished(&local, "queued").await.status, Status::Completed);
 
     // Restoring the same executions again changes nothing and runs nothing twice.
-    let again = local
-        .restore(vec![stored("queued", Status::Pending, Vec::new())], "x")
-        .await
-        .unwrap();
+    let again = local.restore(vec![stored("queued", Status::Pending, Vec::new())]);
     assert_eq!(again.skipped, ["queued"]);
     assert_eq!(local.list(None, None).await.unwrap().len(), 3);
 }
@@ -344,10 +402,7 @@ async fn a_resumed_execution_repeats_the_run_its_seed_gives() {
     let mut histories = Vec::new();
     for _ in 0..2 {
         let Setup { local, .. } = setup("model=local-sim,seed=5", 2, None);
-        local
-            .restore(vec![stored("same", Status::Pending, Vec::new())], "x")
-            .await
-            .unwrap();
+        local.restore(vec![stored("same", Status::Pending, Vec::new())]);
         finished(&local, "same").await;
         histories.push(history(&local, "same").await);
     }
@@ -440,6 +495,7 @@ async fn a_scorer_in_the_settings_replaces_the_metrics_and_spent_calls_are_repor
         sim: SimModel::new("model=local-sim".parse().unwrap()),
         calls: AtomicU64::new(0),
         log: Arc::default(),
+        hang_from: None,
     });
     let mut settings = LocalSettings::new(ModelSettings::new(MODEL));
     settings.scorer = Some("regex:.".parse().unwrap());
@@ -454,4 +510,60 @@ async fn a_scorer_in_the_settings_replaces_the_metrics_and_spent_calls_are_repor
         execution.budget_used,
         Some(model.calls.load(Ordering::SeqCst) as f64)
     );
+}
+
+/// The kill-and-resume check: an execution interrupted after `k` model calls, for 12 values of
+/// `k` spread over the whole run, continues on a restart from what its store kept. It ends with
+/// the history, iteration records and budget used of an uninterrupted run, and the restarted
+/// engine makes exactly the calls the checkpoint lacks: the ones in flight at the interruption.
+#[tokio::test]
+async fn an_execution_interrupted_at_any_call_continues_from_its_checkpoint() {
+    let sim = "model=local-sim,seed=3";
+    let mut start = request(60, 4, 6);
+    start.custom_id = Some("kill-and-resume".into());
+    let Setup { local, model, .. } = setup(sim, 1, Some(false));
+    let id = local.start(&start).await.unwrap();
+    let whole = finished(&local, &id).await;
+    assert_eq!(whole.status, Status::Completed);
+    let whole_history = history(&local, &id).await;
+    let whole_iterations = local.iterations_as(None, &id, 0, usize::MAX).unwrap();
+    let whole_calls = model.calls.load(Ordering::SeqCst);
+    assert!(whole_history.len() > 1, "{whole_history:?}");
+    assert!(whole_iterations.len() > 3, "{whole_iterations:?}");
+
+    let moments = 12;
+    for moment in 0..moments {
+        // From the first call to the last, never the same place twice.
+        let k = 1 + moment * (whole_calls - 2) / (moments - 1);
+        let first = setup_with(sim, 1, Some(false), Some(k), Vec::new());
+        let id = first.local.start(&start).await.unwrap();
+        while first.model.calls.load(Ordering::SeqCst) <= k {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        // Let the calls that do return be recorded, then kill.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        first.local.halt();
+        let kept = first.store.as_ref().unwrap().load();
+        let recorded = kept[0].calls.len() as u64;
+        let sent = first.model.calls.load(Ordering::SeqCst);
+        let in_flight = sent - recorded;
+        assert!(
+            (1..=4).contains(&in_flight),
+            "k {k}: {sent} sent, {recorded} recorded"
+        );
+        assert_eq!(kept[0].state.status, Status::InProgress);
+
+        let second = setup_with(sim, 1, Some(false), None, kept.clone());
+        let restored = second.local.restore(kept);
+        assert_eq!(restored.continued, std::slice::from_ref(&id));
+        let execution = finished(&second.local, &id).await;
+        assert_eq!(execution.status, Status::Completed, "k {k}");
+        assert_eq!(execution.budget_used, whole.budget_used, "k {k}");
+        assert_eq!(history(&second.local, &id).await, whole_history, "k {k}");
+        let iterations = second.local.iterations_as(None, &id, 0, usize::MAX);
+        assert_eq!(iterations.unwrap(), whole_iterations, "k {k}");
+        let made = second.model.calls.load(Ordering::SeqCst);
+        assert_eq!(made, whole_calls - recorded, "k {k}: paid twice or skipped");
+        assert_eq!(sent + made, whole_calls + in_flight, "k {k}");
+    }
 }

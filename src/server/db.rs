@@ -105,6 +105,20 @@ const MIGRATIONS: &[&str] = &[
     );",
     // 4: calls an execution has spent, which the engine knows and the API shows as `budgetUsed`.
     "ALTER TABLE evolution_executions ADD COLUMN budget_used INTEGER;",
+    // 5: what each iteration of an execution did (`GET .../iterations`), and every paid call's
+    // result, the checkpoint an interrupted execution continues from (`local::journal`).
+    "CREATE TABLE evolution_iterations (
+        evolution_id TEXT NOT NULL REFERENCES evolution_executions(evolution_id),
+        iteration INTEGER NOT NULL,
+        record TEXT NOT NULL,
+        PRIMARY KEY (evolution_id, iteration)
+    );
+    CREATE TABLE evolution_calls (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        evolution_id TEXT NOT NULL REFERENCES evolution_executions(evolution_id),
+        call TEXT NOT NULL
+    );
+    CREATE INDEX evolution_calls_by_execution ON evolution_calls (evolution_id, seq);",
 ];
 
 #[derive(Debug, thiserror::Error)]

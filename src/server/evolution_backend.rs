@@ -4,9 +4,9 @@
 //!
 //! After a restart, executions left `pending` are run (none of their budget was spent: the
 //! engine records `in_progress` before its first model call), and executions left `in_progress`
-//! are marked failed with "interrupted by a restart of serve at <time>", keeping the history
-//! they had. Running those again would spend their budget a second time and could write a
-//! different history over the one already read; the engine keeps no checkpoint to continue from.
+//! continue from their checkpoint, the result of every call they had paid for
+//! (`local::journal`): only the calls in flight at the interruption are made again, and the
+//! history ends as it would have without the restart.
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -132,17 +132,11 @@ pub async fn start(
     let inference: Arc<dyn Inference> = catalog.clone();
     let store: Arc<dyn ExecutionStore> = Arc::new(store);
     let evolution = LocalEvolution::new(Arc::clone(&inference), inference, settings, Some(store));
-    let at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    let restored = evolution
-        .restore(
-            stored,
-            &format!("interrupted by a restart of serve at {at}"),
-        )
-        .await?;
+    let restored = evolution.restore(stored);
     tracing::info!(
         loaded = restored.loaded,
         resumed = restored.resumed.len(),
-        interrupted = restored.interrupted.len(),
+        continued = restored.continued.len(),
         "stored executions restored"
     );
     Ok(evolution)

@@ -2,14 +2,17 @@
 //! history, and batch jobs. It implements `LocalEvolution`'s [`ExecutionStore`] hook, so every
 //! change of an execution is written as it happens, and loads everything back at start-up.
 //!
-//! History rows are keyed by (evolutionId, generation): writing a generation again replaces it,
-//! so a history is never silently duplicated.
+//! History rows are keyed by (evolutionId, generation) and iteration records by (evolutionId,
+//! iteration): writing one again replaces it, so neither is ever silently duplicated. The calls
+//! of an execution (its checkpoint) are appended in the order they return, and loaded only for
+//! executions that are still `in_progress`, the ones that continue from them.
 use async_trait::async_trait;
 use rusqlite::params;
 
 use super::db::{Db, DbError};
+use crate::engine::IterationRecord;
 use crate::evolution::wire::{BatchJob, HistoryRecord, PromptState, StartExecution, Status};
-use crate::local::{ExecutionState, ExecutionStore, StoreError, StoredExecution};
+use crate::local::{CallRecord, ExecutionState, ExecutionStore, StoreError, StoredExecution};
 
 /// Executions and batch jobs in the server's database.
 #[derive(Clone)]
@@ -23,6 +26,31 @@ fn store_error(err: DbError) -> StoreError {
 
 fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// The JSON records `statement` selects (key, text) for execution `id`. A record that does not
+/// parse (written by another version) is skipped and reported: an iteration's record is for
+/// reading, and a call missing from a checkpoint is only paid for again.
+fn parsed<T: serde::de::DeserializeOwned>(
+    statement: &mut rusqlite::Statement,
+    id: &str,
+    what: &str,
+) -> rusqlite::Result<Vec<T>> {
+    let rows = statement
+        .query_map(params![id], |row| {
+            Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|(key, text)| match serde_json::from_str(&text) {
+            Ok(record) => Some(record),
+            Err(err) => {
+                tracing::error!(evolution_id = %id, key, %err, "stored {what} does not parse; skipped");
+                None
+            }
+        })
+        .collect())
 }
 
 impl SqliteExecutions {
@@ -43,6 +71,13 @@ impl SqliteExecutions {
                 let mut history = conn.prepare(
                     "SELECT generation, score, prompt FROM evolution_history
                      WHERE evolution_id = ?1 ORDER BY generation",
+                )?;
+                let mut iterations = conn.prepare(
+                    "SELECT iteration, record FROM evolution_iterations
+                     WHERE evolution_id = ?1 ORDER BY iteration",
+                )?;
+                let mut calls = conn.prepare(
+                    "SELECT seq, call FROM evolution_calls WHERE evolution_id = ?1 ORDER BY seq",
                 )?;
                 let rows = executions.query_map([], |row| {
                     Ok((
@@ -81,6 +116,14 @@ impl SqliteExecutions {
                             })
                         })?
                         .collect::<rusqlite::Result<Vec<_>>>()?;
+                    let iteration_records: Vec<IterationRecord> =
+                        parsed(&mut iterations, &id, "iteration record")?;
+                    let status = Status::from(status.as_str());
+                    let call_records: Vec<CallRecord> = if status == Status::InProgress {
+                        parsed(&mut calls, &id, "call")?
+                    } else {
+                        Vec::new()
+                    };
                     let scored = prompt.current_prompt.is_some()
                         || prompt.current_prompt_score.is_some()
                         || prompt.current_generation.is_some();
@@ -90,13 +133,15 @@ impl SqliteExecutions {
                         request,
                         seed: seed as u64,
                         state: ExecutionState {
-                            status: Status::from(status.as_str()),
+                            status,
                             prompt: scored.then_some(prompt),
                             error,
                             budget_used: budget_used.and_then(|used| u64::try_from(used).ok()),
                         },
                         created_at,
                         history: records,
+                        iterations: iteration_records,
+                        calls: call_records,
                     });
                 }
                 Ok(loaded)
@@ -236,6 +281,43 @@ impl ExecutionStore for SqliteExecutions {
             .await
             .map_err(store_error)
     }
+
+    async fn add_iteration(
+        &self,
+        evolution_id: &str,
+        record: &IterationRecord,
+    ) -> Result<(), StoreError> {
+        let id = evolution_id.to_owned();
+        let iteration = i64::try_from(record.iteration()).unwrap_or(i64::MAX);
+        let text = serde_json::to_string(record).map_err(|err| StoreError(Box::new(err)))?;
+        self.db
+            .call(move |conn| {
+                conn.execute(
+                    "INSERT INTO evolution_iterations (evolution_id, iteration, record)
+                     VALUES (?1, ?2, ?3)
+                     ON CONFLICT(evolution_id, iteration) DO UPDATE SET record = excluded.record",
+                    params![id, iteration, text],
+                )?;
+                Ok(())
+            })
+            .await
+            .map_err(store_error)
+    }
+
+    async fn add_call(&self, evolution_id: &str, call: &CallRecord) -> Result<(), StoreError> {
+        let id = evolution_id.to_owned();
+        let text = serde_json::to_string(call).map_err(|err| StoreError(Box::new(err)))?;
+        self.db
+            .call(move |conn| {
+                conn.execute(
+                    "INSERT INTO evolution_calls (evolution_id, call) VALUES (?1, ?2)",
+                    params![id, text],
+                )?;
+                Ok(())
+            })
+            .await
+            .map_err(store_error)
+    }
 }
 
 #[cfg(test)]
@@ -243,7 +325,9 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
+    use crate::engine::{MutationRecord, Outcome, Spent};
     use crate::evolution::wire::DatasetItem;
+    use crate::local::CallResult;
 
     fn execution(id: &str) -> StoredExecution {
         StoredExecution {
@@ -276,7 +360,69 @@ mod tests {
             },
             created_at: "2026-01-01T00:00:00.000Z".into(),
             history: Vec::new(),
+            iterations: Vec::new(),
+            calls: Vec::new(),
         }
+    }
+
+    fn mutation(iteration: usize, outcome: Outcome) -> IterationRecord {
+        IterationRecord::Mutation(MutationRecord {
+            iteration,
+            parent: 0,
+            minibatch: vec![0],
+            parent_scores: vec![0.0],
+            child_prompt: Some("{q}!".into()),
+            child_scores: vec![1.0],
+            outcome,
+            spent: Spent::default(),
+            cost: Spent::default(),
+        })
+    }
+
+    fn call(example: usize) -> CallRecord {
+        CallRecord::Evaluate {
+            prompt: "ab12".into(),
+            example,
+            result: CallResult::Failed("timed out".into()),
+        }
+    }
+
+    #[tokio::test]
+    async fn iterations_are_kept_once_and_calls_only_for_executions_that_continue() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("serve.sqlite3");
+        {
+            let store = SqliteExecutions::new(Db::open(&path).unwrap());
+            for id in ["running", "done"] {
+                store.insert(&execution(id)).await.unwrap();
+                store.add_call(id, &call(0)).await.unwrap();
+                store.add_call(id, &call(1)).await.unwrap();
+                store
+                    .add_iteration(id, &mutation(1, Outcome::Rejected))
+                    .await
+                    .unwrap();
+                // A continued execution records its iterations again.
+                let accepted = Outcome::Accepted { generation: 1 };
+                store
+                    .add_iteration(id, &mutation(1, accepted))
+                    .await
+                    .unwrap();
+            }
+            let mut state = execution("x").state;
+            state.status = Status::InProgress;
+            store.save_state("running", &state).await.unwrap();
+            state.status = Status::Completed;
+            store.save_state("done", &state).await.unwrap();
+        }
+        let loaded = SqliteExecutions::new(Db::open(&path).unwrap())
+            .load()
+            .await
+            .unwrap();
+        let accepted = mutation(1, Outcome::Accepted { generation: 1 });
+        assert_eq!(loaded[0].iterations, std::slice::from_ref(&accepted));
+        assert_eq!(loaded[0].calls, [call(0), call(1)]);
+        assert_eq!(loaded[1].iterations, [accepted]);
+        assert!(loaded[1].calls.is_empty());
     }
 
     #[tokio::test]
