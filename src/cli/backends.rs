@@ -1,6 +1,7 @@
 //! Choosing and building the services a run talks to: the public APIs, the built-in engine with
 //! the embedded model, or a `gepa-lab serve` (or any deployment of both APIs) at one address.
 use std::num::NonZeroU32;
+use std::path::Path;
 use std::str::FromStr;
 use std::sync::Arc;
 
@@ -12,7 +13,7 @@ use crate::inference::embedded::{LOCAL, REFLECTION_MODEL, models_dir};
 use crate::inference::{
     EmbeddedModel, HttpInference, Inference, InferenceConfig, ModelRouter, is_local_model,
 };
-use crate::local::{LocalEvolution, LocalSettings, ModelSettings};
+use crate::local::{FileExecutions, LocalEvolution, LocalSettings, ModelSettings};
 use crate::runner::{Backends, RunOptions};
 use crate::score::ScorerSpec;
 use crate::store::Backend;
@@ -160,7 +161,9 @@ fn local_task_model(replay_models: &[String]) -> String {
 }
 
 /// Builds the backends; the embedded models named by `replay_models` (and, for a local run, the
-/// task and reflection models) are loaded once, here. A local run's engine scores with
+/// task and reflection models) are loaded once, here. A local run's engine keeps its executions
+/// in `engine_file` (the run directory's `engine.jsonl`), and continues those the file shows
+/// unfinished: call this inside the runtime that will run them. A local run's engine scores with
 /// `replay_scorer` (unless it is the judge, which needs a model and rubric of its own) rather
 /// than with what the evaluator's metric maps to: the extraction example's `exact_match`
 /// metric scored every answer of the small model 0, which left the engine nothing to learn.
@@ -169,6 +172,7 @@ pub fn build(
     replay_models: &[String],
     replay_scorer: Option<&ScorerSpec>,
     rpm: Option<NonZeroU32>,
+    engine_file: &Path,
 ) -> anyhow::Result<Backends> {
     let mut local_ids: Vec<String> = replay_models
         .iter()
@@ -193,7 +197,23 @@ pub fn build(
             settings.scorer = replay_scorer
                 .filter(|scorer| !matches!(scorer, ScorerSpec::Judge))
                 .cloned();
-            let evolution = LocalEvolution::new(router.clone(), router.clone(), settings, None);
+            let kept = FileExecutions::load(engine_file)?;
+            let store = FileExecutions::open(engine_file)
+                .with_context(|| format!("opening {}", engine_file.display()))?;
+            let evolution = LocalEvolution::new(
+                router.clone(),
+                router.clone(),
+                settings,
+                Some(Arc::new(store)),
+            );
+            let restored = evolution.restore(kept);
+            if !restored.continued.is_empty() {
+                eprintln!(
+                    "continuing {} evolution(s) of the local engine from their checkpoint in {}",
+                    restored.continued.len(),
+                    engine_file.display()
+                );
+            }
             Ok(Backends {
                 evolution: Arc::new(evolution),
                 inference: router,

@@ -178,6 +178,31 @@ impl Observer for Progress {
                     eprintln!("{}: {text}", label(variant));
                 }
             }
+            Event::Iteration {
+                variant,
+                iteration,
+                kind,
+                parents,
+                explanation,
+                calls,
+                best_generation,
+                best_score,
+                ..
+            } => {
+                let from = parents
+                    .iter()
+                    .map(|g| format!("g{g}"))
+                    .collect::<Vec<_>>()
+                    .join(" + ");
+                let calls = match calls {
+                    1 => "1 call".to_owned(),
+                    n => format!("{n} calls"),
+                };
+                self.line(format!(
+                    "{}: iteration {iteration} ({kind} of {from}, {calls}): {explanation}; best so far g{best_generation} {best_score:.3}",
+                    label(variant)
+                ))
+            }
             Event::TimedOut { variant, .. } => {
                 self.line(format!("{}: still running at the time-out", label(variant)))
             }

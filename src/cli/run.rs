@@ -156,7 +156,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .iter()
             .find_map(|e| e.plan.replay.as_ref())
             .map(|r| &r.scorer);
-        let backends = backends::build(&choice, &replay_models, replay_scorer, args.rpm)?;
+        // The local engine continues its unfinished executions as soon as it is built.
+        let _runtime = runtime.enter();
+        let backends = backends::build(
+            &choice,
+            &replay_models,
+            replay_scorer,
+            args.rpm,
+            &dir.file(crate::store::ENGINE_FILE),
+        )?;
         let progress = Progress::new();
         let path = dir.path.clone();
         let local = matches!(manifest.backend, crate::store::Backend::Local);
@@ -169,9 +177,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 path.display(),
                 path.display(),
                 if local {
-                    "\nAn evolution of the local engine that was still running cannot be \
-                     continued (it keeps no checkpoint yet): the resumed run records it as \
-                     failed and still replays its seed."
+                    "\nAn evolution of the local engine that was still running continues from \
+                     its checkpoint (engine.jsonl): only the calls in flight now are made again."
                 } else {
                     ""
                 }

@@ -34,8 +34,8 @@ pub use budget::{Spent, reflections_assured};
 pub use config::{DEFAULT_REFLECTION_MINIBATCH, EngineConfig, MergeConfig, OnTaskError, Proposer};
 pub use error::{EngineError, TaskError};
 pub use records::{
-    CallKind, CandidateRecord, EngineEvent, Failure, IterationRecord, MergeRecord, MutationRecord,
-    Outcome, Progress, ProposalFailure, Run, StopReason,
+    Best, CallKind, CandidateRecord, EngineEvent, Failure, IterationRecord, MergeRecord,
+    MutationRecord, Outcome, Progress, ProposalFailure, Run, StopReason,
 };
 pub use run::run;
 pub use task::{Evaluation, ExampleView, Reflection, Task};

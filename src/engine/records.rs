@@ -69,14 +69,68 @@ impl IterationRecord {
         }
     }
 
-    /// Records what the iteration spent, given what had been spent before it began.
-    pub(crate) fn finish(&mut self, before: Spent, now: Spent) {
-        let (spent, cost) = match self {
-            Self::Mutation(record) => (&mut record.spent, &mut record.cost),
-            Self::Merge(record) => (&mut record.spent, &mut record.cost),
+    pub fn best(&self) -> Best {
+        match self {
+            Self::Mutation(record) => record.best,
+            Self::Merge(record) => record.best,
+        }
+    }
+
+    /// The candidates the proposal was made from.
+    pub fn parents(&self) -> Vec<usize> {
+        match self {
+            Self::Mutation(record) => vec![record.parent],
+            Self::Merge(record) => record.parents.to_vec(),
+        }
+    }
+
+    /// `mutation` or `merge`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Mutation(_) => "mutation",
+            Self::Merge(_) => "merge",
+        }
+    }
+
+    /// The proposed prompt, when the reflection answer held one.
+    pub fn child_prompt(&self) -> Option<&str> {
+        match self {
+            Self::Mutation(record) => record.child_prompt.as_deref(),
+            Self::Merge(record) => record.child_prompt.as_deref(),
+        }
+    }
+
+    /// The outcome and its reason in words, with the scores behind a rejection: the one
+    /// description the terminal and the report show.
+    pub fn explain(&self) -> String {
+        let sum = |scores: &[f64]| scores.iter().sum::<f64>();
+        match self {
+            Self::Mutation(record) if record.outcome == Outcome::Rejected => format!(
+                "rejected: the child scored {:.2} against the parent's {:.2} on {} minibatch rows (it must score higher)",
+                sum(&record.child_scores),
+                sum(&record.parent_scores),
+                record.minibatch.len()
+            ),
+            Self::Merge(record) if record.outcome == Outcome::Rejected => format!(
+                "rejected: the merge scored {:.2} against the better parent's {:.2} on {} Pareto rows (it must match it)",
+                sum(&record.child_scores),
+                sum(&record.parent_scores[0]).max(sum(&record.parent_scores[1])),
+                record.subsample.len()
+            ),
+            _ => self.outcome().to_string(),
+        }
+    }
+
+    /// Records what the iteration spent, given what had been spent before it began, and the
+    /// best candidate at its end.
+    pub(crate) fn finish(&mut self, before: Spent, now: Spent, best: Best) {
+        let (spent, cost, best_now) = match self {
+            Self::Mutation(record) => (&mut record.spent, &mut record.cost, &mut record.best),
+            Self::Merge(record) => (&mut record.spent, &mut record.cost, &mut record.best),
         };
         *spent = now;
         *cost = now.since(before);
+        *best_now = best;
     }
 }
 
@@ -99,6 +153,15 @@ pub struct MutationRecord {
     pub spent: Spent,
     /// Calls and tokens this iteration spent.
     pub cost: Spent,
+    /// The best candidate when the iteration ended.
+    pub best: Best,
+}
+
+/// The candidate with the highest mean Pareto score (the earlier one on a tie).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Best {
+    pub generation: usize,
+    pub score: f64,
 }
 
 /// A merge: two candidates that share an ancestor, combined by the reflection model, scored on
@@ -121,6 +184,8 @@ pub struct MergeRecord {
     pub spent: Spent,
     /// Calls and tokens this iteration spent.
     pub cost: Spent,
+    /// The best candidate when the iteration ended.
+    pub best: Best,
 }
 
 /// How an iteration ended.
@@ -165,6 +230,79 @@ pub enum ProposalFailure {
     Duplicate { generation: usize },
     /// The reflection call failed (only with [`OnTaskError::ScoreZero`](super::OnTaskError)).
     ReflectionError { error: TaskError },
+}
+
+/// In words, for the terminal and the report: "accepted as g3", "rejected: ...".
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Accepted { generation } => write!(f, "accepted as g{generation}"),
+            Self::Rejected => write!(f, "rejected: not better than its parent"),
+            Self::SkippedPerfect => write!(f, "skipped: the parent was perfect on the minibatch"),
+            Self::Failed { reason } => write!(f, "no child: {reason}"),
+        }
+    }
+}
+
+impl Outcome {
+    /// A short name of the outcome: `accepted`, `rejected`, `skipped` or the failure's reason.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Self::Accepted { .. } => "accepted",
+            Self::Rejected => "rejected",
+            Self::SkippedPerfect => "skipped",
+            Self::Failed { reason } => reason.label(),
+        }
+    }
+}
+
+impl ProposalFailure {
+    pub fn label(&self) -> &'static str {
+        match self {
+            Self::NoFencedBlock { .. } => "no_fenced_block",
+            Self::UnclosedFence { .. } => "unclosed_fence",
+            Self::EmptyInstruction => "empty_instruction",
+            Self::NoRules { .. } => "no_rules",
+            Self::WrongAnswerInRules { .. } => "wrong_answer_in_rules",
+            Self::NoNewRule => "no_new_rule",
+            Self::MissingPlaceholders { .. } => "dropped_placeholder",
+            Self::UnknownPlaceholders { .. } => "unknown_placeholder",
+            Self::Duplicate { .. } => "duplicate",
+            Self::ReflectionError { .. } => "call_failed",
+        }
+    }
+}
+
+impl fmt::Display for ProposalFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let list = |names: &[String]| {
+            names
+                .iter()
+                .map(|name| format!("{{{name}}}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        match self {
+            Self::NoFencedBlock { .. } => write!(f, "the answer has no ``` fenced block"),
+            Self::UnclosedFence { .. } => {
+                write!(f, "the answer's fenced block is never closed (cut off?)")
+            }
+            Self::EmptyInstruction => write!(f, "the fenced block is empty"),
+            Self::NoRules { .. } => write!(f, "the answer has no \"- \" rule"),
+            Self::WrongAnswerInRules { .. } => {
+                write!(f, "every rule names an answer that is not the correct one")
+            }
+            Self::NoNewRule => write!(f, "every rule is already in the parent"),
+            Self::MissingPlaceholders { missing } => {
+                write!(f, "the child dropped {}", list(missing))
+            }
+            Self::UnknownPlaceholders { unknown } => {
+                write!(f, "the child uses unknown {}", list(unknown))
+            }
+            Self::Duplicate { generation } => write!(f, "the child is g{generation} again"),
+            Self::ReflectionError { error } => write!(f, "the reflection call failed: {error}"),
+        }
+    }
 }
 
 /// Which kind of call failed.

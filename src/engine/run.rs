@@ -16,8 +16,8 @@ use super::merge::{self, MergeScheduler, Triplet};
 use super::placeholders::Placeholders;
 use super::pool::Pool;
 use super::records::{
-    CallKind, CandidateRecord, EngineEvent, Failure, IterationRecord, MergeRecord, MutationRecord,
-    Outcome, Progress, ProposalFailure, Run, StopReason,
+    Best, CallKind, CandidateRecord, EngineEvent, Failure, IterationRecord, MergeRecord,
+    MutationRecord, Outcome, Progress, ProposalFailure, Run, StopReason,
 };
 use super::reflection::{self, Revision, Shown};
 use super::sampler::EpochSampler;
@@ -257,7 +257,12 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             let before = self.budget.spent();
             match self.iterate(&mut pool).await {
                 Ok(mut record) => {
-                    record.finish(before, self.budget.spent());
+                    let best = pool.best();
+                    let best = Best {
+                        generation: best,
+                        score: pool.get(best).score,
+                    };
+                    record.finish(before, self.budget.spent(), best);
                     self.iteration_finished(record);
                 }
                 Err(Halt::Budget) => break (StopReason::Budget, None),
@@ -380,6 +385,7 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             outcome: Outcome::SkippedPerfect,
             spent: self.budget.spent(),
             cost: Default::default(),
+            best: Default::default(),
         };
         if record.parent_scores.iter().all(|&score| score >= PERFECT) {
             return Ok(record);
@@ -466,6 +472,7 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             outcome: Outcome::Rejected,
             spent: self.budget.spent(),
             cost: Default::default(),
+            best: Default::default(),
         };
         let wins = |a: &[f64], b: &[f64]| a.iter().zip(b).filter(|(x, y)| x > y).count();
         let [first, second] = [triplet.first, triplet.second].map(|g| pool.get(g));

@@ -15,9 +15,11 @@ use reqwest::header::HeaderName;
 use reqwest::{StatusCode, Url};
 
 use super::wire::{
-    BatchJobs, Execution, ExecutionList, HistoryRecord, PromptsPage, StartExecution, Started,
+    BatchJobs, Execution, ExecutionList, HistoryRecord, IterationsPage, PromptsPage,
+    StartExecution, Started,
 };
-use super::{Evolution, EvolutionError};
+use super::{Evolution, EvolutionError, ITERATIONS_LIMIT};
+use crate::engine::IterationRecord;
 use crate::http::{ApiError, Auth, Call, ClientConfig, HttpClient, RetryPolicy, Secret, Stats};
 
 /// The public prompt-evolution service.
@@ -60,6 +62,9 @@ impl EvolutionConfig {
 pub struct HttpEvolution {
     reads: HttpClient,
     starts: HttpClient,
+    /// Cleared when the service answers the iterations extension with "no such route", so
+    /// that a service without it is asked once, not at every poll.
+    offers_iterations: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl HttpEvolution {
@@ -83,6 +88,7 @@ impl HttpEvolution {
         Ok(Self {
             reads: HttpClient::new(reads)?,
             starts: HttpClient::new(starts)?,
+            offers_iterations: std::sync::Arc::new(true.into()),
         })
     }
 
@@ -197,6 +203,49 @@ impl Evolution for HttpEvolution {
 
     async fn batch_jobs(&self) -> Result<BatchJobs, EvolutionError> {
         Ok(self.reads.send_json(&Call::get("/batch/all_jobs")).await?)
+    }
+
+    /// `GET /gepa/get_execution_iterations`, `gepa-lab serve`'s extension. A 404, 405 or 501
+    /// (the public service has no such route) means the service does not offer it: `None`, and
+    /// it is not asked again.
+    async fn iterations(
+        &self,
+        evolution_id: &str,
+        after: usize,
+    ) -> Result<Option<Vec<IterationRecord>>, EvolutionError> {
+        use std::sync::atomic::Ordering;
+        if !self.offers_iterations.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        let path = route(
+            &["gepa", "get_execution_iterations"],
+            &[
+                ("evolutionId", Some(evolution_id.to_owned())),
+                ("after", Some(after.to_string())),
+                ("limit", Some(ITERATIONS_LIMIT.to_string())),
+            ],
+        )?;
+        match self
+            .reads
+            .send_json::<IterationsPage>(&Call::get(path))
+            .await
+        {
+            Ok(page) => Ok(Some(page.iterations)),
+            Err(err)
+                if matches!(
+                    err.status(),
+                    Some(
+                        StatusCode::NOT_FOUND
+                            | StatusCode::METHOD_NOT_ALLOWED
+                            | StatusCode::NOT_IMPLEMENTED
+                    )
+                ) =>
+            {
+                self.offers_iterations.store(false, Ordering::Relaxed);
+                Ok(None)
+            }
+            Err(err) => Err(err.into()),
+        }
     }
 }
 

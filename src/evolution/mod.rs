@@ -14,6 +14,7 @@ pub use client::{DEFAULT_EVOLUTION_URL, EvolutionConfig, HttpEvolution};
 pub use history::{History, MAX_GENERATIONS, PAGE_LIMIT, fetch_history, find_by_custom_id};
 use wire::{BatchJobs, Execution, HistoryRecord, StartExecution};
 
+use crate::engine::IterationRecord;
 use crate::http::ApiError;
 
 /// A prompt-evolution backend: the service over HTTP, or the built-in engine in process.
@@ -37,7 +38,21 @@ pub trait Evolution: Send + Sync {
         limit: Option<u32>,
     ) -> Result<Vec<HistoryRecord>, EvolutionError>;
     async fn batch_jobs(&self) -> Result<BatchJobs, EvolutionError>;
+    /// Up to [`ITERATIONS_LIMIT`] records of an execution's iterations after iteration `after`
+    /// (0 for the first), in order: what the engine tried and why it kept or dropped each
+    /// proposal. An extension beyond the contract, offered by the built-in engine and by
+    /// `gepa-lab serve`; `Ok(None)` from a service that does not offer it.
+    async fn iterations(
+        &self,
+        _evolution_id: &str,
+        _after: usize,
+    ) -> Result<Option<Vec<IterationRecord>>, EvolutionError> {
+        Ok(None)
+    }
 }
+
+/// Iteration records per [`Evolution::iterations`] call.
+pub const ITERATIONS_LIMIT: usize = 200;
 
 #[derive(Debug, thiserror::Error)]
 pub enum EvolutionError {

@@ -169,6 +169,14 @@ pub struct PromptsPage {
     pub prompts: Vec<HistoryRecord>,
 }
 
+/// Response of `get_execution_iterations`, gepa-lab's extension beyond the contract: what each
+/// iteration of an execution tried and why its proposal was kept or dropped.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IterationsPage {
+    #[serde(default)]
+    pub iterations: Vec<crate::engine::IterationRecord>,
+}
+
 /// Response of `get_all_executions`. Its shape is not in the contract, so a bare array and an
 /// object holding the array under a common key are both accepted.
 #[derive(Debug, Clone, PartialEq, Serialize)]

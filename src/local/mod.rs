@@ -23,11 +23,13 @@
 //! Strategy `RPM` runs reflective mutation only; `SAM` adds the engine's merge of two lineages
 //! (our reading of "system-aware merge", which the service does not define).
 mod adapter;
+mod file_store;
 mod journal;
 mod store;
 
 pub use crate::evolution::StoreError;
 pub use adapter::{InferenceTask, ModelSettings, evaluator_metric, scorer_for_metric};
+pub use file_store::{FileExecutions, FileStoreError};
 pub use journal::{CallRecord, CallResult, JournaledTask, Replay, Sink};
 pub use store::{ExecutionState, ExecutionStore, StoredExecution};
 
@@ -47,7 +49,7 @@ use crate::evolution::rules::validate_start;
 use crate::evolution::wire::{
     BatchJobs, Execution, HistoryRecord, PromptState, StartExecution, Status,
 };
-use crate::evolution::{Evolution, EvolutionError, ServiceProfile};
+use crate::evolution::{Evolution, EvolutionError, ITERATIONS_LIMIT, ServiceProfile};
 use crate::inference::{Inference, is_local_model};
 use crate::score::ScorerSpec;
 
@@ -457,6 +459,15 @@ impl Evolution for LocalEvolution {
             success: true,
             jobs: Vec::new(),
         })
+    }
+
+    async fn iterations(
+        &self,
+        evolution_id: &str,
+        after: usize,
+    ) -> Result<Option<Vec<IterationRecord>>, EvolutionError> {
+        self.iterations_as(None, evolution_id, after, ITERATIONS_LIMIT)
+            .map(Some)
     }
 }
 

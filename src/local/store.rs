@@ -3,6 +3,7 @@
 //! order; `LocalEvolution` keeps its own copy in memory and never reads the hook back, except
 //! through [`LocalEvolution::restore`](super::LocalEvolution::restore) at start-up.
 use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
 
 use super::journal::CallRecord;
 use crate::engine::IterationRecord;
@@ -11,7 +12,7 @@ use crate::evolution::wire::{Execution, HistoryRecord, PromptState, StartExecuti
 
 /// One execution as a backend keeps it: the request it was started with (so it can be run
 /// again), its seed, its state and its history.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StoredExecution {
     pub evolution_id: String,
     /// Who started it (`serve`'s key id); `None` for in-process use. Only the owner sees it.
@@ -24,16 +25,19 @@ pub struct StoredExecution {
     /// ISO 8601 (RFC 3339, UTC).
     pub created_at: String,
     /// One record per accepted candidate, the seed prompt (generation 0) first.
+    #[serde(default)]
     pub history: Vec<HistoryRecord>,
     /// One record per iteration the engine finished, in order.
+    #[serde(default)]
     pub iterations: Vec<IterationRecord>,
     /// The checkpoint: every paid call's result (see [`journal`](super::journal)). Loaded for an
     /// execution to continue; emptied once its engine has taken it.
+    #[serde(default)]
     pub calls: Vec<CallRecord>,
 }
 
 /// The part of an execution that changes while it runs.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ExecutionState {
     pub status: Status,
     /// Absent until the seed prompt has been scored.

@@ -59,6 +59,26 @@ pub enum Event {
         variant: String,
         evolution_id: String,
     },
+    /// An iteration of the engine ended (from backends that report them; the whole record is in
+    /// `iterations.jsonl`).
+    Iteration {
+        variant: String,
+        evolution_id: String,
+        iteration: usize,
+        /// `mutation` or `merge`.
+        kind: String,
+        /// Generations the proposal was made from.
+        parents: Vec<usize>,
+        /// `accepted`, `rejected`, `skipped`, or why no child came out (`no_fenced_block`, ...).
+        outcome: String,
+        /// The outcome and its reason in words.
+        explanation: String,
+        /// Task and reflection calls the iteration spent.
+        calls: u64,
+        /// The best candidate (highest mean Pareto score) when it ended.
+        best_generation: usize,
+        best_score: f64,
+    },
     History {
         variant: String,
         evolution_id: String,

@@ -23,7 +23,7 @@ use crate::experiment::Plan;
 use crate::inference::Inference;
 use crate::store::{
     Backend, ExecutionRecord, ExecutionState, FORMAT_VERSION, HISTORY_FILE, HistoryRow,
-    REPLAY_FILE, ReplayRow, RunDir, RunManifest, StoreError,
+    IterationRow, REPLAY_FILE, ReplayRow, RunDir, RunManifest, StoreError,
 };
 
 /// The two services a run talks to, and how to describe them in `run.json`.
@@ -168,11 +168,17 @@ pub async fn execute(
         .executions
         .iter()
         .any(|e| e.state != ExecutionState::NotSent);
+    let mut iterations_seen = std::collections::HashMap::new();
+    for row in dir.read_iterations()? {
+        let last = iterations_seen.entry(row.evolution_id).or_insert(0);
+        *last = row.record.iteration().max(*last);
+    }
     let mut run = Runner {
         dir,
         manifest,
         backends,
         observer,
+        iterations_seen,
     };
     run.emit(Event::RunStarted {
         run_id: run.manifest.run_id.clone(),
@@ -223,6 +229,8 @@ struct Runner<'a> {
     manifest: RunManifest,
     backends: &'a Backends,
     observer: &'a dyn Observer,
+    /// Per evolutionId, the last iteration `iterations.jsonl` holds.
+    iterations_seen: std::collections::HashMap<String, usize>,
 }
 
 impl Runner<'_> {
@@ -470,6 +478,9 @@ impl Runner<'_> {
         };
         match self.backends.evolution.get(&evolution_id).await {
             Ok(execution) => {
+                // Read before the poll is reported, so that every iteration is shown before
+                // the execution's end.
+                self.fetch_iterations(index, &evolution_id).await?;
                 let prompt = execution.prompt.as_ref();
                 self.emit(Event::Poll {
                     variant: variant.clone(),
@@ -558,6 +569,8 @@ impl Runner<'_> {
             else {
                 continue;
             };
+            // A run stopped between an execution's last poll and here has not read them all.
+            self.fetch_iterations(index, &evolution_id).await?;
             let variant = self.variant(index);
             let mut fetched: Vec<HistoryRow> = Vec::new();
             // Every generation costs at least one call, so an execution has at most its budget
@@ -616,6 +629,67 @@ impl Runner<'_> {
         }
         self.dir.write_csv(HISTORY_FILE, &rows)?;
         Ok((rows, failures))
+    }
+
+    /// Appends the iteration records the backend has beyond those `iterations.jsonl` holds, and
+    /// reports each. A backend that does not offer them (the public service) is asked once;
+    /// a failure to read them is reported and changes nothing else.
+    async fn fetch_iterations(&mut self, index: usize, evolution_id: &str) -> Result<(), RunError> {
+        let variant = self.variant(index);
+        loop {
+            let after = self.iterations_seen.get(evolution_id).copied().unwrap_or(0);
+            let page = match self
+                .backends
+                .evolution
+                .iterations(evolution_id, after)
+                .await
+            {
+                Ok(Some(page)) => page,
+                Ok(None) => return Ok(()),
+                Err(err) => {
+                    return self.emit(Event::PollFailed {
+                        variant,
+                        evolution_id: evolution_id.to_owned(),
+                        error: format!("reading the iteration records: {err}"),
+                    });
+                }
+            };
+            let full = page.len() >= crate::evolution::ITERATIONS_LIMIT;
+            let mut advanced = false;
+            for record in page {
+                // A service that answers out of order or repeats itself adds nothing twice.
+                if record.iteration() <= after
+                    || record.iteration()
+                        <= self.iterations_seen.get(evolution_id).copied().unwrap_or(0)
+                {
+                    continue;
+                }
+                advanced = true;
+                self.iterations_seen
+                    .insert(evolution_id.to_owned(), record.iteration());
+                let best = record.best();
+                self.emit(Event::Iteration {
+                    variant: variant.clone(),
+                    evolution_id: evolution_id.to_owned(),
+                    iteration: record.iteration(),
+                    kind: record.kind().to_owned(),
+                    parents: record.parents(),
+                    outcome: record.outcome().label().to_owned(),
+                    explanation: record.explain(),
+                    calls: record.cost().total(),
+                    best_generation: best.generation,
+                    best_score: best.score,
+                })?;
+                self.dir.append_iteration(&IterationRow {
+                    variant: variant.clone(),
+                    evolution_id: evolution_id.to_owned(),
+                    record,
+                })?;
+            }
+            if !full || !advanced {
+                return Ok(());
+            }
+        }
     }
 
     fn write_replay(&self, rows: &[ReplayRow]) -> Result<(), RunError> {

@@ -2,9 +2,11 @@
 //! `POST /gepa/start_execution`, `GET /gepa/get_all_executions`,
 //! `GET /gepa/get_single_execution/{evolutionId}`, `GET /gepa/get_execution_prompts` and
 //! `GET /batch/all_jobs`, each behind the `x-api-key` header (the same keys as the inference
-//! routes' Bearer keys). Beyond the contract, as an extension: `POST
+//! routes' Bearer keys). Beyond the contract, as extensions: `POST
 //! /gepa/cancel_execution/{evolutionId}` (200 with the cancelled execution, 409 when it had
-//! already ended, 404 as for a read).
+//! already ended, 404 as for a read), and `GET /gepa/get_execution_iterations?evolutionId=&after=
+//! &limit=` (`{"iterations": [...]}`: the records of the iterations after iteration `after`,
+//! default 0, at most `limit`, 1 to 1,000, default 200; see `engine::IterationRecord`).
 //!
 //! Statuses and plain-text bodies: 400 names the broken rule, the field and the value seen (one
 //! line per rule, see `evolution::rules`); 401 for a missing or unknown key; 404 for an
@@ -24,8 +26,8 @@ use axum::{Json, Router};
 use super::AppState;
 use super::auth::{Caller, known_key, text};
 use super::evolution_store::SqliteExecutions;
-use crate::evolution::wire::{BatchJobs, ExecutionList, PromptsPage, Started};
-use crate::evolution::{EvolutionError, rules};
+use crate::evolution::wire::{BatchJobs, ExecutionList, IterationsPage, PromptsPage, Started};
+use crate::evolution::{EvolutionError, ITERATIONS_LIMIT, rules};
 use crate::http::Secret;
 use crate::local::{Cancel, Paging};
 
@@ -47,6 +49,10 @@ pub fn routes(state: AppState) -> Router<AppState> {
         .route(
             "/api/v0/gepa/cancel_execution/{evolution_id}",
             post(cancel_execution),
+        )
+        .route(
+            "/api/v0/gepa/get_execution_iterations",
+            get(get_execution_iterations),
         )
         .route("/api/v0/batch/all_jobs", get(all_jobs))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
@@ -210,6 +216,49 @@ async fn get_execution_prompts(
         Err(_) => not_found(evolution_id),
     }
 }
+
+async fn get_execution_iterations(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    let Some(evolution_id) = query.get("evolutionId").filter(|id| !id.trim().is_empty()) else {
+        return text(
+            StatusCode::BAD_REQUEST,
+            "invalid parameter evolutionId: is required",
+        );
+    };
+    let number = |name: &str, default: usize, range: std::ops::RangeInclusive<usize>| {
+        let Some(value) = query.get(name) else {
+            return Ok(default);
+        };
+        match value.trim().parse::<usize>() {
+            Ok(number) if range.contains(&number) => Ok(number),
+            _ => Err(format!(
+                "invalid parameter {name}: must be a whole number from {} to {}; seen: {value:?}",
+                range.start(),
+                range.end()
+            )),
+        }
+    };
+    let (after, limit) = match (
+        number("after", 0, 0..=usize::MAX),
+        number("limit", ITERATIONS_LIMIT, 1..=MAX_ITERATIONS_LIMIT),
+    ) {
+        (Ok(after), Ok(limit)) => (after, limit),
+        (Err(reason), _) | (_, Err(reason)) => return text(StatusCode::BAD_REQUEST, reason),
+    };
+    match state
+        .evolution
+        .iterations_as(Some(&caller.key_id), evolution_id, after, limit)
+    {
+        Ok(iterations) => Json(IterationsPage { iterations }).into_response(),
+        Err(_) => not_found(evolution_id),
+    }
+}
+
+/// The most iteration records one `get_execution_iterations` answer holds.
+const MAX_ITERATIONS_LIMIT: usize = 1000;
 
 async fn all_jobs(State(state): State<AppState>, Extension(caller): Extension<Caller>) -> Response {
     match SqliteExecutions::new(state.db.clone())

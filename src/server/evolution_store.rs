@@ -376,6 +376,7 @@ mod tests {
             outcome,
             spent: Spent::default(),
             cost: Spent::default(),
+            best: Default::default(),
         })
     }
 

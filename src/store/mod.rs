@@ -7,6 +7,10 @@
 //! replay.csv     ReplayRow per (prompt version, model, holdout row)
 //! cache.jsonl    CachedAnswer per inference request answered, append-only, so that a resumed
 //!                run never pays for an answer twice
+//! iterations.jsonl  IterationRow per iteration of each execution, append-only: what the engine
+//!                tried and why it kept or dropped each proposal (from backends that say)
+//! engine.jsonl   a local run's engine: its executions and every paid call's result, the
+//!                checkpoint `run --resume` continues from (`local::FileExecutions`)
 //! ```
 //! `report`, `compare` and `resume` read only these files. This module owns their layout and
 //! record types and how they are written (atomic replace, or append); it never calls a service
@@ -31,6 +35,8 @@ pub const EVENTS_FILE: &str = "events.jsonl";
 pub const HISTORY_FILE: &str = "history.csv";
 pub const REPLAY_FILE: &str = "replay.csv";
 pub const CACHE_FILE: &str = "cache.jsonl";
+pub const ITERATIONS_FILE: &str = "iterations.jsonl";
+pub const ENGINE_FILE: &str = "engine.jsonl";
 
 #[derive(Debug, Error)]
 pub enum StoreError {
@@ -49,6 +55,16 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
         path: path.to_owned(),
         source,
     }
+}
+
+/// One line of `iterations.jsonl`: an iteration of an execution, as its backend recorded it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IterationRow {
+    /// Empty for a file without variants.
+    pub variant: String,
+    pub evolution_id: String,
+    #[serde(flatten)]
+    pub record: crate::engine::IterationRecord,
 }
 
 /// One line of `history.csv`: a generation of an execution as the service reported it.
@@ -235,27 +251,39 @@ impl RunDir {
             #[serde(flatten)]
             event: &'a E,
         }
-        let mut line = serde_json::to_vec(&Stamped {
+        let line = serde_json::to_vec(&Stamped {
             at: Utc::now(),
             event,
         })
         .expect("events are plain JSON");
-        line.push(b'\n');
-        let path = self.file(EVENTS_FILE);
-        let mut file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(io(&path))?;
-        // One write call per line: concurrent appends of short lines do not interleave.
-        file.write_all(&line).map_err(io(&path))
+        self.append_line(EVENTS_FILE, line)
     }
 
     /// Records one answer in `cache.jsonl`.
     pub fn append_cached(&self, answer: &CachedAnswer) -> Result<(), StoreError> {
-        let mut line = serde_json::to_vec(answer).expect("a cached answer is plain JSON");
+        let line = serde_json::to_vec(answer).expect("a cached answer is plain JSON");
+        self.append_line(CACHE_FILE, line)
+    }
+
+    /// Records one iteration in `iterations.jsonl`.
+    pub fn append_iteration(&self, row: &IterationRow) -> Result<(), StoreError> {
+        let line = serde_json::to_vec(row).expect("an iteration record is plain JSON");
+        self.append_line(ITERATIONS_FILE, line)
+    }
+
+    /// Every iteration recorded in `iterations.jsonl`, in the order written; a torn last line
+    /// (a kill mid-write) is skipped, and the iteration is fetched again.
+    pub fn read_iterations(&self) -> Result<Vec<IterationRow>, StoreError> {
+        let mut rows = Vec::new();
+        self.read_lines(ITERATIONS_FILE, |row| rows.push(row))?;
+        Ok(rows)
+    }
+
+    /// Appends `line` and a line feed to the file `name`. One write call per line: concurrent
+    /// appends of short lines do not interleave, and a kill leaves at most a torn last line.
+    fn append_line(&self, name: &str, mut line: Vec<u8>) -> Result<(), StoreError> {
         line.push(b'\n');
-        let path = self.file(CACHE_FILE);
+        let path = self.file(name);
         let mut file = OpenOptions::new()
             .create(true)
             .append(true)
@@ -264,33 +292,31 @@ impl RunDir {
         file.write_all(&line).map_err(io(&path))
     }
 
-    /// Every cached answer by key. A process killed mid-write can leave a torn last line; it is
-    /// skipped (that answer is simply asked again), while a bad line elsewhere is an error.
-    pub fn read_cache(
+    /// Reads the JSON Lines file `name` one record at a time; a missing file has none. Only
+    /// the last line can be torn, and only it lacks its line feed: it is skipped, while a bad
+    /// line elsewhere is an error naming it.
+    fn read_lines<T: for<'de> Deserialize<'de>>(
         &self,
-    ) -> Result<std::collections::HashMap<String, CachedAnswer>, StoreError> {
+        name: &str,
+        mut each: impl FnMut(T),
+    ) -> Result<(), StoreError> {
         use std::io::BufRead;
-        let path = self.file(CACHE_FILE);
+        let path = self.file(name);
         // Streamed: the cache of a comparison folder is shared by every comparison and grows.
         let mut reader = match crate::input::open_stream(&path) {
             Ok(reader) => std::io::BufReader::new(reader),
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Default::default()),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
             Err(err) => return Err(io(&path)(err)),
         };
-        let mut answers = std::collections::HashMap::new();
         let mut line = Vec::new();
         for number in 1.. {
             line.clear();
             if reader.read_until(b'\n', &mut line).map_err(io(&path))? == 0 {
                 break;
             }
-            let complete = line.ends_with(b"\n");
-            match serde_json::from_slice::<CachedAnswer>(&line) {
-                Ok(answer) => {
-                    answers.insert(answer.key.clone(), answer);
-                }
-                // Only the last line can be torn, and only it lacks its line feed.
-                Err(_) if !complete => {}
+            match serde_json::from_slice::<T>(&line) {
+                Ok(record) => each(record),
+                Err(_) if !line.ends_with(b"\n") => {}
                 Err(err) => {
                     return Err(StoreError::Format {
                         path,
@@ -299,6 +325,18 @@ impl RunDir {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Every cached answer by key. A process killed mid-write can leave a torn last line; it is
+    /// skipped (that answer is simply asked again), while a bad line elsewhere is an error.
+    pub fn read_cache(
+        &self,
+    ) -> Result<std::collections::HashMap<String, CachedAnswer>, StoreError> {
+        let mut answers = std::collections::HashMap::new();
+        self.read_lines(CACHE_FILE, |answer: CachedAnswer| {
+            answers.insert(answer.key.clone(), answer);
+        })?;
         Ok(answers)
     }
 

@@ -140,6 +140,33 @@ fn starts_per_custom_id(serve: &Serve) -> std::collections::BTreeMap<String, usi
     counts
 }
 
+/// `iterations.jsonl` numbers each execution's iterations 1, 2, 3 ... once each, and every
+/// accepted proposal is the generation of `history.csv` it names. Returns how many there are.
+fn assert_iterations_agree_with_history(dir: &RunDir, history: &[HistoryRow]) -> usize {
+    let rows = dir.read_iterations().expect("iterations.jsonl");
+    let ids: std::collections::BTreeSet<&str> =
+        rows.iter().map(|row| row.evolution_id.as_str()).collect();
+    for id in ids {
+        let numbers: Vec<usize> = rows
+            .iter()
+            .filter(|row| row.evolution_id == id)
+            .map(|row| row.record.iteration())
+            .collect();
+        let expected: Vec<usize> = (1..=numbers.len()).collect();
+        assert_eq!(numbers, expected, "{id}");
+    }
+    for row in &rows {
+        if let gepa_lab::engine::Outcome::Accepted { generation } = row.record.outcome() {
+            let found = history.iter().find(|h| {
+                h.evolution_id == row.evolution_id && h.generation as usize == *generation
+            });
+            let found = found.unwrap_or_else(|| panic!("g{generation} not in history"));
+            assert_eq!(Some(found.prompt.as_str()), row.record.child_prompt());
+        }
+    }
+    rows.len()
+}
+
 fn assert_complete(dir: &RunDir) -> (Vec<HistoryRow>, Vec<ReplayRow>) {
     let manifest = dir.read_manifest().expect("run.json");
     assert!(manifest.finished_at.is_some(), "run finished: {manifest:?}");
@@ -191,9 +218,17 @@ fn a_two_variant_experiment_runs_to_a_complete_run_directory() {
         "history.csv",
         "replay.csv",
         "cache.jsonl",
+        "iterations.jsonl",
     ] {
         assert!(dir.file(file).is_file(), "{file} written");
     }
+    // serve's engine reports each iteration; the terminal showed them as they came.
+    let iterations = assert_iterations_agree_with_history(&dir, &history);
+    assert!(iterations > 0);
+    assert!(
+        stderr.contains("small: iteration 1 (mutation of g0, "),
+        "{stderr}"
+    );
     let starts = starts_per_custom_id(&serve);
     assert_eq!(starts.len(), 2);
     assert!(starts.values().all(|&count| count == 1), "{starts:?}");
@@ -219,7 +254,8 @@ fn kill_and_resume(marker: &str) {
         String::from_utf8_lossy(&output.stderr),
         serve.log()
     );
-    let (_, replay) = assert_complete(&dir);
+    let (history, replay) = assert_complete(&dir);
+    assert_iterations_agree_with_history(&dir, &history);
     let starts = starts_per_custom_id(&serve);
     assert_eq!(starts.len(), 2, "{starts:?}");
     assert!(
