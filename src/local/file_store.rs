@@ -59,9 +59,18 @@ pub struct FileExecutions {
 }
 
 impl FileExecutions {
-    /// Opens `path` for appending, creating it when it does not exist.
-    pub fn open(path: &Path) -> std::io::Result<Self> {
-        let file = OpenOptions::new().create(true).append(true).open(path)?;
+    /// Opens `path` for appending, creating it when it does not exist. A torn last line is cut
+    /// first, so that what is appended starts on a line of its own.
+    pub fn open(path: &Path) -> Result<Self, crate::store::StoreError> {
+        crate::store::cut_torn_tail(path)?;
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|source| crate::store::StoreError::Io {
+                path: path.to_owned(),
+                source,
+            })?;
         Ok(Self {
             path: path.to_owned(),
             file: Mutex::new(file),

@@ -567,3 +567,64 @@ async fn an_execution_interrupted_at_any_call_continues_from_its_checkpoint() {
         assert_eq!(sent + made, whole_calls + in_flight, "k {k}");
     }
 }
+
+/// The same check through `FileExecutions`, the store of `run --backend local` (`engine.jsonl`):
+/// each interruption also leaves a torn last line, as a kill in the middle of a write would.
+#[tokio::test]
+async fn a_local_run_interrupted_at_any_call_continues_from_its_engine_file() {
+    let sim = "model=local-sim,seed=3";
+    let mut start = request(60, 4, 6);
+    start.custom_id = Some("kill-and-resume-file".into());
+    let Setup { local, model, .. } = setup(sim, 1, None);
+    let id = local.start(&start).await.unwrap();
+    finished(&local, &id).await;
+    let whole_history = history(&local, &id).await;
+    let whole_calls = model.calls.load(Ordering::SeqCst);
+
+    let folder = tempfile::tempdir().unwrap();
+    let with_file = |path: &std::path::Path, hang_from: Option<u64>| {
+        let model = Arc::new(Counted {
+            sim: SimModel::new(sim.parse().unwrap()),
+            calls: AtomicU64::new(0),
+            log: Arc::default(),
+            hang_from,
+        });
+        let mut settings = LocalSettings::new(ModelSettings::new(MODEL));
+        settings.max_running = 1;
+        let store = Arc::new(FileExecutions::open(path).unwrap());
+        let local = LocalEvolution::new(model.clone(), model.clone(), settings, Some(store));
+        (local, model)
+    };
+    for moment in 0..10 {
+        let path = folder.path().join(format!("engine-{moment}.jsonl"));
+        let k = 1 + moment * (whole_calls - 2) / 9;
+        let (first, first_model) = with_file(&path, Some(k));
+        let id = first.start(&start).await.unwrap();
+        while first_model.calls.load(Ordering::SeqCst) <= k {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        first.halt();
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        std::io::Write::write_all(&mut file, br#"{"change":"call","evolution_id":"#).unwrap();
+
+        let kept = FileExecutions::load(&path).unwrap();
+        let recorded = kept[0].calls.len() as u64;
+        assert_eq!(kept[0].state.status, Status::InProgress);
+        let (second, second_model) = with_file(&path, None);
+        assert_eq!(second.restore(kept).continued, std::slice::from_ref(&id));
+        assert_eq!(finished(&second, &id).await.status, Status::Completed);
+        assert_eq!(history(&second, &id).await, whole_history, "k {k}");
+        let made = second_model.calls.load(Ordering::SeqCst);
+        assert_eq!(made, whole_calls - recorded, "k {k}");
+        // Read back once more, the file describes the finished execution, without a
+        // checkpoint left to continue from.
+        let reread = FileExecutions::load(&path).unwrap();
+        assert_eq!(reread[0].state.status, Status::Completed);
+        assert_eq!(reread[0].history, whole_history);
+        assert!(reread[0].calls.is_empty());
+    }
+}

@@ -168,6 +168,8 @@ pub async fn execute(
         .executions
         .iter()
         .any(|e| e.state != ExecutionState::NotSent);
+    // Before anything is appended: a kill may have left a torn line at the end of a file.
+    dir.cut_torn_tails()?;
     let mut iterations_seen = std::collections::HashMap::new();
     for row in dir.read_iterations()? {
         let last = iterations_seen.entry(row.evolution_id).or_insert(0);

@@ -265,6 +265,15 @@ impl RunDir {
         self.append_line(CACHE_FILE, line)
     }
 
+    /// Cuts the torn last line a kill may have left in each append-only file (see
+    /// [`cut_torn_tail`]); called before a resumed run appends to them.
+    pub fn cut_torn_tails(&self) -> Result<(), StoreError> {
+        for name in [EVENTS_FILE, CACHE_FILE, ITERATIONS_FILE] {
+            cut_torn_tail(&self.file(name))?;
+        }
+        Ok(())
+    }
+
     /// Records one iteration in `iterations.jsonl`.
     pub fn append_iteration(&self, row: &IterationRow) -> Result<(), StoreError> {
         let line = serde_json::to_vec(row).expect("an iteration record is plain JSON");
@@ -378,6 +387,35 @@ impl RunDir {
     }
 }
 
+/// Cuts a torn last line (a process killed in the middle of a write) off an append-only JSON
+/// Lines file, so that the next line appended does not join it into a damaged line in the
+/// middle of the file. Returns how many bytes were cut; a missing file is left missing.
+pub fn cut_torn_tail(path: &Path) -> Result<u64, StoreError> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = match OpenOptions::new().read(true).write(true).open(path) {
+        Ok(file) => file,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(err) => return Err(io(path)(err)),
+    };
+    let length = file.metadata().map_err(io(path))?.len();
+    // Lines are short next to this; a longer torn line is cut in more than one step.
+    let window = length.min(1 << 20);
+    file.seek(SeekFrom::Start(length - window))
+        .map_err(io(path))?;
+    let mut tail = Vec::with_capacity(window as usize);
+    file.read_to_end(&mut tail).map_err(io(path))?;
+    if tail.last().is_none_or(|&byte| byte == b'\n') {
+        return Ok(0);
+    }
+    let keep = match tail.iter().rposition(|&byte| byte == b'\n') {
+        Some(end) => length - window + end as u64 + 1,
+        None if window == length => 0,
+        None => length - window,
+    };
+    file.set_len(keep).map_err(io(path))?;
+    Ok(length - keep)
+}
+
 /// Writes `bytes` to a temporary file beside `path`, flushes it to disk, then renames it over
 /// `path`.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
@@ -405,6 +443,27 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_torn_last_line_is_cut_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.jsonl");
+        assert_eq!(cut_torn_tail(&path).unwrap(), 0);
+        assert!(!path.exists());
+        let cases: [(&[u8], &[u8]); 5] = [
+            (b"", b""),
+            (b"{\"a\":1}\n", b"{\"a\":1}\n"),
+            (b"{\"a\":1}\n{\"b\":", b"{\"a\":1}\n"),
+            (b"{\"b\":", b""),
+            (b"{\"a\":1}\n{\"b\":2}\n{", b"{\"a\":1}\n{\"b\":2}\n"),
+        ];
+        for (before, after) in cases {
+            std::fs::write(&path, before).unwrap();
+            let cut = cut_torn_tail(&path).unwrap();
+            assert_eq!(std::fs::read(&path).unwrap(), after);
+            assert_eq!(cut as usize, before.len() - after.len());
+        }
+    }
 
     fn row(generation: u32) -> HistoryRow {
         HistoryRow {

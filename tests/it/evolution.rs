@@ -37,7 +37,7 @@ const REVIEWS: [(&str, &str); 10] = [
     ("Exceeded my expectations.", "positive"),
 ];
 
-fn sentiment(budget: u64, minibatch: u64, pareto: u64) -> StartExecution {
+pub(crate) fn sentiment(budget: u64, minibatch: u64, pareto: u64) -> StartExecution {
     StartExecution {
         strategy: "RPM".into(),
         model: "gpt-4o-mini".into(),
@@ -76,7 +76,7 @@ async fn poll_until(
     panic!("execution {id} did not get there in 60 s");
 }
 
-async fn finished(client: &HttpEvolution, id: &str) -> Execution {
+pub(crate) async fn finished(client: &HttpEvolution, id: &str) -> Execution {
     poll_until(client, id, |e| e.status.is_final()).await
 }
 

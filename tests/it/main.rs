@@ -2,6 +2,7 @@
 //! `gepa-lab serve` on 127.0.0.1 where a service is needed. One test crate with a module per
 //! feature, because every test binary links the whole dependency tree.
 mod account;
+mod checkpoint;
 mod cli;
 mod common;
 mod compare_prompts;

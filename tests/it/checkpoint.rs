@@ -1,0 +1,169 @@
+//! Kill -9 of `serve` in the middle of an evolution, then a restart on the same database: the
+//! execution continues from its checkpoint and ends exactly as an uninterrupted one, paying
+//! again only for the calls that were in flight at the kill.
+//!
+//! serve's models come from an upstream inside this test (the simulated model over HTTP) that
+//! counts every request it answers, so the calls are counted across both serve processes.
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::extract::State;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use gepa_lab::engine::IterationRecord;
+use gepa_lab::evolution::wire::{HistoryRecord, Status};
+use gepa_lab::evolution::{Evolution, HttpEvolution};
+use gepa_lab::inference::wire::{ChatRequest, ChatResponse};
+use gepa_lab::inference::{Inference, SimModel};
+use rand::{Rng, SeedableRng};
+
+use crate::common::Serve;
+use crate::evolution::{finished, sentiment};
+
+const KEY: &str = "checkpoint-key";
+
+/// The simulated model behind HTTP, counting the chat requests it receives.
+struct Upstream {
+    url: String,
+    requests: Arc<AtomicU64>,
+}
+
+fn upstream(runtime: &tokio::runtime::Runtime) -> Upstream {
+    #[derive(Clone)]
+    struct Shared {
+        sim: Arc<SimModel>,
+        requests: Arc<AtomicU64>,
+    }
+    async fn models(State(shared): State<Shared>) -> Json<serde_json::Value> {
+        let models = shared.sim.models().await.unwrap_or_default();
+        Json(serde_json::json!({ "data": models }))
+    }
+    async fn chat(
+        State(shared): State<Shared>,
+        Json(request): Json<ChatRequest>,
+    ) -> Json<ChatResponse> {
+        shared.requests.fetch_add(1, Ordering::SeqCst);
+        Json(
+            shared
+                .sim
+                .chat(&request)
+                .await
+                .expect("the simulated model answers"),
+        )
+    }
+    let requests = Arc::new(AtomicU64::new(0));
+    let shared = Shared {
+        // Deterministic: the same request gets the same answer, in any process.
+        sim: Arc::new(SimModel::new(
+            "model=local-text,seed=3,latency_ms=15".parse().unwrap(),
+        )),
+        requests: Arc::clone(&requests),
+    };
+    let app = Router::new()
+        .route("/v1/models", get(models))
+        .route("/v1/chat/completions", post(chat))
+        .with_state(shared);
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("address"));
+    runtime.spawn(async move { axum::serve(listener, app).await });
+    Upstream { url, requests }
+}
+
+/// What an execution ended with.
+#[derive(Debug, PartialEq)]
+struct Ended {
+    status: Status,
+    budget_used: Option<f64>,
+    history: Vec<HistoryRecord>,
+    iterations: Vec<IterationRecord>,
+}
+
+async fn ended(client: &HttpEvolution, id: &str) -> Ended {
+    let execution = finished(client, id).await;
+    let history = client.prompts(id, Some(1), Some(1000)).await.unwrap();
+    let iterations = client.iterations(id, 0).await.unwrap().expect("serve says");
+    Ended {
+        status: execution.status,
+        budget_used: execution.budget_used,
+        history,
+        iterations,
+    }
+}
+
+fn calls_recorded(db: &std::path::Path, id: &str) -> u64 {
+    let conn = rusqlite::Connection::open(db).expect("open db");
+    conn.query_row(
+        "SELECT COUNT(*) FROM evolution_calls WHERE evolution_id = ?1",
+        [id],
+        |row| row.get(0),
+    )
+    .expect("count calls")
+}
+
+#[test]
+fn serve_killed_at_ten_moments_continues_each_evolution_and_pays_only_for_calls_in_flight() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let upstream = upstream(&runtime);
+    let start = sentiment(80, 4, 6);
+    let serve_with =
+        |dir: tempfile::TempDir| Serve::start_in(dir, &[upstream.url.as_str()], &[KEY], &[]);
+
+    let serve = serve_with(tempfile::tempdir().unwrap());
+    let client = serve.evolution(Some(KEY));
+    let whole = runtime.block_on(async {
+        let id = client.start(&start).await.unwrap();
+        ended(&client, &id).await
+    });
+    let whole_calls = upstream.requests.swap(0, Ordering::SeqCst);
+    assert_eq!(whole.status, Status::Completed, "{}", serve.log());
+    assert!(whole.history.len() > 1, "{whole:?}");
+    assert!(whole.iterations.len() > 3, "{whole:?}");
+    drop(serve);
+
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(20261123);
+    let moments = 10;
+    let mut in_flight_total = 0;
+    for moment in 0..moments {
+        // One moment in each tenth of the run, at a random place within it.
+        let tenth = whole_calls / moments;
+        let k = 1 + moment * tenth + rng.random_range(0..tenth.max(1));
+        let serve = serve_with(tempfile::tempdir().unwrap());
+        let client = serve.evolution(Some(KEY));
+        let id = runtime.block_on(client.start(&start)).unwrap();
+        let began = Instant::now();
+        while upstream.requests.load(Ordering::SeqCst) < k {
+            assert!(
+                began.elapsed() < Duration::from_secs(60),
+                "k {k} never reached"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let db = serve.db.clone();
+        let dir = serve.kill();
+        let sent = upstream.requests.swap(0, Ordering::SeqCst);
+        let recorded = calls_recorded(&db, &id);
+        assert!(
+            recorded <= sent,
+            "k {k}: {recorded} recorded of {sent} sent"
+        );
+        let in_flight = sent - recorded;
+        // At most serve's parallel task calls, or one reflection.
+        assert!(in_flight <= 4, "k {k}: {sent} sent, {recorded} recorded");
+        in_flight_total += in_flight;
+
+        let serve = serve_with(dir);
+        let client = serve.evolution(Some(KEY));
+        let after = runtime.block_on(ended(&client, &id));
+        let made = upstream.requests.swap(0, Ordering::SeqCst);
+        assert_eq!(after, whole, "k {k}\n{}", serve.log());
+        assert_eq!(made, whole_calls - recorded, "k {k}: paid twice or skipped");
+        assert_eq!(sent + made, whole_calls + in_flight, "k {k}");
+    }
+    eprintln!(
+        "{moments} kills of a {whole_calls}-call evolution: {in_flight_total} calls in flight at \
+         the kills were paid again, nothing else"
+    );
+}
