@@ -172,6 +172,7 @@ pub fn build(
     replay_models: &[String],
     replay_scorer: Option<&ScorerSpec>,
     rpm: Option<NonZeroU32>,
+    engine_models: &[String],
     engine_file: &Path,
 ) -> anyhow::Result<Backends> {
     let mut local_ids: Vec<String> = replay_models
@@ -181,6 +182,15 @@ pub fn build(
         .collect();
     let reflection = reflection_model_id();
     if matches!(choice, BackendChoice::Local) {
+        // A reflection model an experiment's [engine] names is loaded with the rest.
+        for model in engine_models {
+            if !is_local_model(model) {
+                anyhow::bail!(
+                    "engine.reflection_model {model:?} is not available offline: with --backend local it must be `local` or `local:<name>`"
+                );
+            }
+            local_ids.push(model.clone());
+        }
         if let Some(model) = replay_models.iter().find(|m| !is_local_model(m)) {
             anyhow::bail!(
                 "replay model {model:?} is not available offline: with --backend local every replay model must be `local` or `local:<name>`"

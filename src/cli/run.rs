@@ -121,6 +121,31 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(note) = note {
         eprintln!("{note}");
     }
+    // The public service's API takes no engine settings: refused before anything is created.
+    if choice == backends::BackendChoice::Remote {
+        let planned = plans.iter().flat_map(|(file, plan)| {
+            plan.executions
+                .iter()
+                .map(move |execution| (file.display().to_string(), execution))
+        });
+        let resumed_executions = resumed.iter().flat_map(|(dir, manifest)| {
+            manifest
+                .executions
+                .iter()
+                .map(move |execution| (dir.path.display().to_string(), &execution.plan))
+        });
+        for (file, execution) in planned.chain(resumed_executions) {
+            if let Some(engine) = &execution.start.engine {
+                eprintln!(
+                    "{file}: [engine] sets {} but the public evolution service takes no engine \
+                     settings; nothing was started\n  run with --backend local or --backend \
+                     <URL of a gepa-lab serve>, or remove [engine]",
+                    engine.keys_set().join(", ")
+                );
+                return Ok(ExitCode::from(exit::INVALID));
+            }
+        }
+    }
     let mut options = backends::options(&choice);
     if let Some(interval) = args.poll_interval {
         options.poll_interval = interval;
@@ -156,6 +181,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .iter()
             .find_map(|e| e.plan.replay.as_ref())
             .map(|r| &r.scorer);
+        let engine_models: Vec<String> = manifest
+            .executions
+            .iter()
+            .filter_map(|e| e.plan.start.engine.as_ref()?.reflection_model.clone())
+            .collect();
         // The local engine continues its unfinished executions as soon as it is built.
         let _runtime = runtime.enter();
         let backends = backends::build(
@@ -163,6 +193,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             &replay_models,
             replay_scorer,
             args.rpm,
+            &engine_models,
             &dir.file(crate::store::ENGINE_FILE),
         )?;
         let progress = Progress::new();

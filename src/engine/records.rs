@@ -245,12 +245,12 @@ impl fmt::Display for Outcome {
 }
 
 impl Outcome {
-    /// A short name of the outcome: `accepted`, `rejected`, `skipped` or the failure's reason.
+    /// A short name of the outcome: `accepted`, `rejected`, `skipped_perfect` or the failure's reason.
     pub fn label(&self) -> &'static str {
         match self {
             Self::Accepted { .. } => "accepted",
             Self::Rejected => "rejected",
-            Self::SkippedPerfect => "skipped",
+            Self::SkippedPerfect => "skipped_perfect",
             Self::Failed { reason } => reason.label(),
         }
     }
@@ -265,10 +265,10 @@ impl ProposalFailure {
             Self::NoRules { .. } => "no_rules",
             Self::WrongAnswerInRules { .. } => "wrong_answer_in_rules",
             Self::NoNewRule => "no_new_rule",
-            Self::MissingPlaceholders { .. } => "dropped_placeholder",
-            Self::UnknownPlaceholders { .. } => "unknown_placeholder",
+            Self::MissingPlaceholders { .. } => "missing_placeholders",
+            Self::UnknownPlaceholders { .. } => "unknown_placeholders",
             Self::Duplicate { .. } => "duplicate",
-            Self::ReflectionError { .. } => "call_failed",
+            Self::ReflectionError { .. } => "reflection_error",
         }
     }
 }
@@ -439,5 +439,45 @@ impl Run {
 
     pub fn budget(&self) -> u64 {
         self.budget
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The short names the terminal and events use are the names the records are written with.
+    #[test]
+    fn labels_are_the_serialised_names() {
+        let failures = [
+            ProposalFailure::NoFencedBlock { answer: "a".into() },
+            ProposalFailure::UnclosedFence { answer: "a".into() },
+            ProposalFailure::EmptyInstruction,
+            ProposalFailure::NoRules { answer: "a".into() },
+            ProposalFailure::WrongAnswerInRules { answer: "a".into() },
+            ProposalFailure::NoNewRule,
+            ProposalFailure::MissingPlaceholders {
+                missing: vec!["q".into()],
+            },
+            ProposalFailure::UnknownPlaceholders {
+                unknown: vec!["x".into()],
+            },
+            ProposalFailure::Duplicate { generation: 1 },
+            ProposalFailure::ReflectionError {
+                error: TaskError::new("down"),
+            },
+        ];
+        for failure in failures {
+            let json = serde_json::to_value(&failure).unwrap();
+            assert_eq!(json["reason"], failure.label(), "{failure:?}");
+        }
+        for outcome in [
+            Outcome::Accepted { generation: 2 },
+            Outcome::Rejected,
+            Outcome::SkippedPerfect,
+        ] {
+            let json = serde_json::to_value(&outcome).unwrap();
+            assert_eq!(json["status"], outcome.label(), "{outcome:?}");
+        }
     }
 }

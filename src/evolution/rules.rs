@@ -557,6 +557,7 @@ mod tests {
             ],
             prompt: "Classify: {review}".into(),
             custom_id: Some("sentiment-a".into()),
+            engine: None,
         }
     }
 

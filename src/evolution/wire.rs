@@ -3,6 +3,79 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+/// Settings of gepa-lab's own engine (the built-in one and `gepa-lab serve`), sent in a start
+/// request as `gepaLabEngine`: an extension beyond the contract, never sent to a service that
+/// does not offer it (the experiment's `[engine]` table is refused for the public service).
+/// Every field is optional; absent ones keep the engine's defaults.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EngineSettings {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reflection_minibatch: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reflection_model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reflection_temperature: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reflection_max_tokens: Option<u32>,
+    /// Stop starting iterations after this many seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_seconds: Option<u64>,
+    /// Stop after this many iterations in a row without an accepted candidate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stall_iterations: Option<usize>,
+    /// Stop once the best mean Pareto score reaches this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub score_threshold: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_error: Option<OnError>,
+    /// Merge two lineages now and then; absent: on for strategy SAM, off for RPM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merge: Option<bool>,
+    /// Task calls in flight at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallel_calls: Option<usize>,
+}
+
+impl EngineSettings {
+    /// The keys set, as the experiment file names them.
+    pub fn keys_set(&self) -> Vec<&'static str> {
+        let set = [
+            ("reflection_minibatch", self.reflection_minibatch.is_some()),
+            ("reflection_model", self.reflection_model.is_some()),
+            (
+                "reflection_temperature",
+                self.reflection_temperature.is_some(),
+            ),
+            (
+                "reflection_max_tokens",
+                self.reflection_max_tokens.is_some(),
+            ),
+            ("max_seconds", self.max_seconds.is_some()),
+            ("stall_iterations", self.stall_iterations.is_some()),
+            ("score_threshold", self.score_threshold.is_some()),
+            ("on_error", self.on_error.is_some()),
+            ("merge", self.merge.is_some()),
+            ("parallel_calls", self.parallel_calls.is_some()),
+        ];
+        set.into_iter()
+            .filter(|(_, on)| *on)
+            .map(|(key, _)| key)
+            .collect()
+    }
+}
+
+/// What a failed model call does to an evolution of gepa-lab's engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnError {
+    /// The first call that fails (after its retries) ends the evolution as failed.
+    Fail,
+    /// A failed call scores 0 (or fails one proposal) and the evolution goes on, until 3 calls
+    /// in a row have failed.
+    ScoreZero,
+}
+
 /// Body of `POST /gepa/start_execution`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -19,6 +92,13 @@ pub struct StartExecution {
     pub prompt: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub custom_id: Option<String>,
+    /// gepa-lab's extension (see [`EngineSettings`]); absent for the public service.
+    #[serde(
+        default,
+        rename = "gepaLabEngine",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub engine: Option<EngineSettings>,
 }
 
 /// One row of the dataset sent to the service.
@@ -287,6 +367,7 @@ mod tests {
             }],
             prompt: "{review}".into(),
             custom_id: None,
+            engine: None,
         };
         let json = serde_json::to_value(&body).unwrap();
         let keys: Vec<&str> = json

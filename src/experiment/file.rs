@@ -34,6 +34,57 @@ pub struct Experiment {
     pub evaluator: EvaluatorSection,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay: Option<ReplaySection>,
+    /// Settings of gepa-lab's engine, for `--backend local` and `gepa-lab serve` only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<EngineSection>,
+}
+
+/// Settings of gepa-lab's own GEPA engine (the built-in one, and `gepa-lab serve`'s). The
+/// public evolution service takes none of them: a run against it refuses the table. Every key
+/// is optional; an absent one keeps the engine's default.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+pub struct EngineSection {
+    /// Feedback rows shown to the reflection model per iteration, 1 to 64 (default 3, or 6 with
+    /// an embedded reflection model); at most `dataset.minibatch` are used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 64))]
+    pub reflection_minibatch: Option<i64>,
+    /// The model that proposes new prompts: `local` or `local:<name>` for a local run, a model
+    /// serve's upstreams serve for `gepa-lab serve`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reflection_model: Option<String>,
+    /// Temperature of the reflection model, 0 to 2 (default: the model's own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 2.0))]
+    pub reflection_temperature: Option<f64>,
+    /// Tokens per reflection answer, 1 to 32768 (default 400 for an embedded model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 32768))]
+    pub reflection_max_tokens: Option<i64>,
+    /// Start no iteration after this many seconds, 1 to 604800 (a week); the one in flight
+    /// finishes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 604_800))]
+    pub max_seconds: Option<i64>,
+    /// Stop after this many iterations in a row without an accepted candidate, 1 to 10000.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 10_000))]
+    pub stall_iterations: Option<i64>,
+    /// Stop once the best mean Pareto score reaches this, 0 to 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 1.0))]
+    pub score_threshold: Option<f64>,
+    /// `score_zero` (default: a failed call scores 0 and the evolution goes on until 3 calls in
+    /// a row fail) or `fail` (the first failed call ends it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_error: Option<String>,
+    /// Merge two lineages now and then (GEPA+Merge); default: on for strategy SAM, off for RPM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merge: Option<bool>,
+    /// Task calls in flight at once, 1 to 64 (default 4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 64))]
+    pub parallel_calls: Option<i64>,
 }
 
 /// The seed prompt: exactly one of `seed` and `seed_file`.

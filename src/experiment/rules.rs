@@ -77,6 +77,9 @@ rules! {
     ReplayRepeatGreedy => "replay-repeat-greedy", "(warning) `replay.repeat` above 1 comes with a temperature above 0";
     ReplayScorer => "replay-scorer", "`replay.scorer` is a known scorer whose pattern or schema file is valid";
     ReplayJudge => "replay-judge", "the judge scorer has a [replay.judge] table";
+    EngineRange => "engine-range", "each number of [engine] is within its range (see the README's [engine] table)";
+    EngineOnError => "engine-on-error", "`engine.on_error` is fail or score_zero";
+    EngineReflectionModel => "engine-reflection-model", "`engine.reflection_model` is a non-empty model id";
     VariantName => "variant-name", "a variant name uses only a-z, 0-9, `_` and `-`";
     VariantNameUnique => "variant-name-unique", "variant names are unique";
 }

@@ -14,7 +14,9 @@ use toml::de::{DeTable, DeValue, ValueDeserializer};
 
 use super::diagnostic::{Diagnostic, Location};
 use super::file::DatasetSection;
-use super::file::{EvaluatorSection, EvolutionSection, Experiment, PromptSection, ReplaySection};
+use super::file::{
+    EngineSection, EvaluatorSection, EvolutionSection, Experiment, PromptSection, ReplaySection,
+};
 use super::rules::Rule;
 use super::schema::{TableShape, json_schema};
 
@@ -355,6 +357,7 @@ fn resolve_one(
     let evolution: Option<EvolutionSection> = reader.required("evolution");
     let evaluator: Option<EvaluatorSection> = reader.required("evaluator");
     let replay: Option<ReplaySection> = reader.optional("replay");
+    let engine: Option<EngineSection> = reader.optional("engine");
     let experiment = match (name, prompt, dataset, evolution, evaluator) {
         (Some(name), Some(prompt), Some(dataset), Some(evolution), Some(evaluator))
             if !reader.failed =>
@@ -367,6 +370,7 @@ fn resolve_one(
                 evolution,
                 evaluator,
                 replay,
+                engine,
             })
         }
         _ => None,

@@ -6,14 +6,14 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use super::diagnostic::{Diagnostic, Location};
-use super::file::{Experiment, Holdout, ReplaySection};
+use super::file::{EngineSection, Experiment, Holdout, ReplaySection};
 use super::plan::{DatasetPlan, Estimate, ExecutionPlan, Plan, ReplayPlan};
 use super::rules::Rule;
 use super::source::{Loaded, Resolved, load};
 use crate::dataset::{self, HoldoutSize, Split};
 use crate::engine;
 use crate::evolution::ServiceProfile;
-use crate::evolution::wire::{DatasetItem, Evaluator, StartExecution};
+use crate::evolution::wire::{DatasetItem, EngineSettings, Evaluator, OnError, StartExecution};
 use crate::prompt::Template;
 use crate::score::judge::JudgePlan;
 use crate::score::{SCORER_NAMES, ScorerSpec};
@@ -31,6 +31,8 @@ pub const MAX_REPEAT: u32 = 100;
 pub const KNOWN_METRICS: [&str; 3] = ["accuracy", "exact_match", "coherence"];
 /// Row problems shown per dataset; the rest are counted.
 const ROW_PROBLEMS_SHOWN: usize = 20;
+/// Largest `engine.reflection_minibatch`.
+const MAX_REFLECTION_MINIBATCH: i64 = 64;
 /// Length of the run suffix appended to generated customIds.
 const SUFFIX_LEN: usize = 6;
 
@@ -426,6 +428,10 @@ impl<'a> Checker<'a> {
         let dataset = scope.dataset(experiment, counts);
         let evolution = check_evolution(&mut scope, experiment);
         let evaluator = check_evaluator(&mut scope, experiment);
+        let engine = match &experiment.engine {
+            Some(section) => check_engine(&mut scope, section),
+            None => Some(None),
+        };
         let replay = experiment
             .replay
             .as_ref()
@@ -456,11 +462,20 @@ impl<'a> Checker<'a> {
             );
         }
         if let (Some((plan, _)), Some((_, _, budget))) = (&dataset, &evolution) {
-            check_budget_room(&mut scope, plan, *budget);
+            // [engine]'s reflection minibatch when it sets one (a range error is reported above).
+            let reflection_minibatch = experiment
+                .engine
+                .as_ref()
+                .and_then(|engine| engine.reflection_minibatch)
+                .filter(|size| (1..=MAX_REFLECTION_MINIBATCH).contains(size))
+                .map_or(engine::DEFAULT_REFLECTION_MINIBATCH as u64, |size| {
+                    size as u64
+                });
+            check_budget_room(&mut scope, plan, *budget, reflection_minibatch);
         }
         let failed = scope.failed;
-        let (prompt, (dataset, items), (strategy, model, budget), evaluator) =
-            (prompt?, dataset?, evolution?, evaluator?);
+        let (prompt, (dataset, items), (strategy, model, budget), evaluator, engine) =
+            (prompt?, dataset?, evolution?, evaluator?, engine?);
         if failed {
             return None;
         }
@@ -506,6 +521,7 @@ impl<'a> Checker<'a> {
                 dataset: items,
                 prompt,
                 custom_id: None,
+                engine,
             },
             dataset,
             replay,
@@ -903,21 +919,21 @@ fn check_evolution(
 /// guess, and most guesses of a small model are rejected.
 const FEW_REFLECTIONS: u64 = 3;
 
-fn check_budget_room(scope: &mut Scope<'_, '_>, dataset: &DatasetPlan, budget: u64) {
+fn check_budget_room(
+    scope: &mut Scope<'_, '_>,
+    dataset: &DatasetPlan,
+    budget: u64,
+    reflection_minibatch: u64,
+) {
     let (minibatch, pareto) = (
         dataset.minibatch_rows.len() as u64,
         dataset.pareto_rows.len() as u64,
     );
-    let reflections = engine::reflections_assured(
-        minibatch,
-        pareto,
-        budget,
-        engine::DEFAULT_REFLECTION_MINIBATCH as u64,
-    );
+    let reflections = engine::reflections_assured(minibatch, pareto, budget, reflection_minibatch);
     if pareto > budget || reflections >= FEW_REFLECTIONS {
         return;
     }
-    let shown = (engine::DEFAULT_REFLECTION_MINIBATCH as u64).min(minibatch);
+    let shown = reflection_minibatch.min(minibatch);
     let per_mutation = 2 * shown + 1 + pareto;
     let needed = pareto + FEW_REFLECTIONS * per_mutation;
     scope.report(
@@ -983,6 +999,112 @@ fn check_evaluator(scope: &mut Scope<'_, '_>, experiment: &Experiment) -> Option
         threshold: section.threshold,
         partial_credit: section.partial_credit,
     })
+}
+
+/// The `[engine]` table as the engine's settings; `Some(None)` when it sets nothing. Each key
+/// out of its range is reported at its line, with the range and the value seen.
+fn check_engine(
+    scope: &mut Scope<'_, '_>,
+    engine: &EngineSection,
+) -> Option<Option<EngineSettings>> {
+    let mut ok = true;
+    let mut whole = |key: &str, value: Option<i64>, min: i64, max: i64| -> Option<u64> {
+        let value = value?;
+        if (min..=max).contains(&value) {
+            return Some(value as u64);
+        }
+        ok = false;
+        scope.report(
+            &format!("engine.{key}"),
+            Diagnostic::error(
+                Rule::EngineRange,
+                format!("engine.{key} must be from {min} to {max}"),
+            )
+            .seen(value),
+        );
+        None
+    };
+    let reflection_minibatch = whole(
+        "reflection_minibatch",
+        engine.reflection_minibatch,
+        1,
+        MAX_REFLECTION_MINIBATCH,
+    );
+    let reflection_max_tokens = whole(
+        "reflection_max_tokens",
+        engine.reflection_max_tokens,
+        1,
+        32_768,
+    );
+    let max_seconds = whole("max_seconds", engine.max_seconds, 1, 604_800);
+    let stall_iterations = whole("stall_iterations", engine.stall_iterations, 1, 10_000);
+    let parallel_calls = whole("parallel_calls", engine.parallel_calls, 1, 64);
+    let mut fraction = |key: &str, value: Option<f64>, max: f64| -> Option<f64> {
+        let value = value?;
+        if value.is_finite() && (0.0..=max).contains(&value) {
+            return Some(value);
+        }
+        ok = false;
+        scope.report(
+            &format!("engine.{key}"),
+            Diagnostic::error(
+                Rule::EngineRange,
+                format!("engine.{key} must be a number from 0 to {max}"),
+            )
+            .seen(value),
+        );
+        None
+    };
+    let reflection_temperature =
+        fraction("reflection_temperature", engine.reflection_temperature, 2.0);
+    let score_threshold = fraction("score_threshold", engine.score_threshold, 1.0);
+    let on_error = match engine.on_error.as_deref() {
+        None => None,
+        Some("fail") => Some(OnError::Fail),
+        Some("score_zero") => Some(OnError::ScoreZero),
+        Some(other) => {
+            ok = false;
+            scope.report(
+                "engine.on_error",
+                Diagnostic::error(
+                    Rule::EngineOnError,
+                    "engine.on_error must be fail or score_zero",
+                )
+                .seen(format!("{other:?}")),
+            );
+            None
+        }
+    };
+    if let Some(model) = &engine.reflection_model
+        && model.trim().is_empty()
+    {
+        ok = false;
+        scope.report(
+            "engine.reflection_model",
+            Diagnostic::error(
+                Rule::EngineReflectionModel,
+                "engine.reflection_model must name a model",
+            )
+            .seen(format!("{model:?}"))
+            .help("`local` or `local:<name>` for a local run, a model serve's upstreams serve for gepa-lab serve; remove the key for the default"),
+        );
+    }
+    if !ok {
+        return None;
+    }
+    let settings = EngineSettings {
+        reflection_minibatch: reflection_minibatch.map(|n| n as usize),
+        reflection_model: engine.reflection_model.clone(),
+        reflection_temperature,
+        reflection_max_tokens: reflection_max_tokens.map(|n| n as u32),
+        max_seconds,
+        stall_iterations: stall_iterations.map(|n| n as usize),
+        score_threshold,
+        on_error,
+        merge: engine.merge,
+        parallel_calls: parallel_calls.map(|n| n as usize),
+    };
+    Some((settings != EngineSettings::default()).then_some(settings))
 }
 
 fn check_replay(scope: &mut Scope<'_, '_>, replay: &ReplaySection) -> Option<ReplayPlan> {

@@ -47,7 +47,8 @@ use crate::engine::{
 use crate::evolution::PAGE_LIMIT;
 use crate::evolution::rules::validate_start;
 use crate::evolution::wire::{
-    BatchJobs, Execution, HistoryRecord, PromptState, StartExecution, Status,
+    BatchJobs, EngineSettings, Execution, HistoryRecord, OnError, PromptState, StartExecution,
+    Status,
 };
 use crate::evolution::{Evolution, EvolutionError, ITERATIONS_LIMIT, ServiceProfile};
 use crate::inference::{Inference, is_local_model};
@@ -257,6 +258,24 @@ impl LocalEvolution {
     ) -> Result<String, EvolutionError> {
         validate_start(request, &self.inner.settings.profile)
             .map_err(|violations| EvolutionError::Invalid(violations.to_string()))?;
+        if let Some(model) = request
+            .engine
+            .as_ref()
+            .and_then(|engine| engine.reflection_model.as_deref())
+        {
+            let served = self.inner.reflection_model.models().await.map_err(|err| {
+                EvolutionError::Invalid(format!(
+                    "gepaLabEngine.reflectionModel: the models could not be listed: {err}"
+                ))
+            })?;
+            if !served.iter().any(|m| m.id == model) {
+                let names: Vec<&str> = served.iter().map(|m| m.id.as_str()).collect();
+                return Err(EvolutionError::Invalid(format!(
+                    "invalid parameter gepaLabEngine.reflectionModel: no model {model:?} here; served: {}",
+                    names.join(", ")
+                )));
+            }
+        }
         let evolution_id = uuid::Uuid::new_v4().to_string();
         let seed = seed_of(request);
         let mut request = request.clone();
@@ -471,6 +490,34 @@ impl Evolution for LocalEvolution {
     }
 }
 
+/// The experiment's `[engine]` settings over the backend's: each one set replaces the default.
+fn apply_engine_settings(config: &mut EngineConfig, settings: &EngineSettings) {
+    if let Some(size) = settings.reflection_minibatch {
+        config.reflection_minibatch = size;
+    }
+    if let Some(seconds) = settings.max_seconds {
+        config.time_limit = Some(std::time::Duration::from_secs(seconds));
+    }
+    if let Some(iterations) = settings.stall_iterations {
+        config.stall_iterations = Some(iterations);
+    }
+    if let Some(threshold) = settings.score_threshold {
+        config.score_threshold = Some(threshold);
+    }
+    if let Some(on_error) = settings.on_error {
+        config.on_task_error = match on_error {
+            OnError::Fail => OnTaskError::Fail,
+            OnError::ScoreZero => OnTaskError::ScoreZero,
+        };
+    }
+    if let Some(merge) = settings.merge {
+        config.merge = merge.then(MergeConfig::default);
+    }
+    if let Some(parallel) = settings.parallel_calls {
+        config.parallel_calls = parallel;
+    }
+}
+
 /// The engine's seed for a request: a hash of the request as sent, customId included, so the
 /// same request makes the same random choices (a run can be reproduced, and tests are exact),
 /// while variants and replicates with their own customIds differ. 63 bits, so that stores with
@@ -614,10 +661,21 @@ impl Inner {
         if let Some(note) = note {
             tracing::warn!(%evolution_id, "{note}");
         }
+        let engine_settings = request.engine.clone().unwrap_or_default();
+        let mut models = self.settings.models.clone();
+        if let Some(model) = &engine_settings.reflection_model {
+            models.reflection_model.clone_from(model);
+        }
+        if let Some(temperature) = engine_settings.reflection_temperature {
+            models.reflection_temperature = Some(temperature);
+        }
+        if let Some(tokens) = engine_settings.reflection_max_tokens {
+            models.reflection_max_tokens = Some(tokens);
+        }
         let inference = match InferenceTask::new(
             Arc::clone(&self.task_model),
             Arc::clone(&self.reflection_model),
-            self.settings.models.clone(),
+            models,
             request.dataset_columns.clone(),
             request.dataset.clone(),
             &scorer,
@@ -642,6 +700,7 @@ impl Inner {
         if request.strategy == "SAM" {
             config.merge = Some(MergeConfig::default());
         }
+        apply_engine_settings(&mut config, &engine_settings);
 
         // The engine reports synchronously; candidates are recorded (and stored) beside it.
         let (candidates, mut received) = tokio::sync::mpsc::unbounded_channel::<Recorded>();

@@ -206,6 +206,7 @@ fn request(budget: u64, minibatch: u64, pareto: u64) -> StartExecution {
             .collect(),
         prompt: SEED_PROMPT.into(),
         custom_id: None,
+        engine: None,
     }
 }
 
@@ -626,5 +627,35 @@ async fn a_local_run_interrupted_at_any_call_continues_from_its_engine_file() {
         assert_eq!(reread[0].state.status, Status::Completed);
         assert_eq!(reread[0].history, whole_history);
         assert!(reread[0].calls.is_empty());
+    }
+}
+
+/// An experiment's `[engine]` settings reach the engine: a score threshold of 0 stops it as soon
+/// as the seed is scored, and a reflection model nothing serves is refused at the start.
+#[tokio::test]
+async fn engine_settings_in_the_request_are_applied_or_refused() {
+    let Setup { local, model, .. } = setup("model=local-sim", 2, None);
+    let mut start = request(60, 3, 5);
+    start.engine = Some(EngineSettings {
+        score_threshold: Some(0.0),
+        ..EngineSettings::default()
+    });
+    let id = local.start(&start).await.unwrap();
+    assert_eq!(finished(&local, &id).await.status, Status::Completed);
+    assert!(local.iterations_as(None, &id, 0, 10).unwrap().is_empty());
+    // Only the seed's Pareto rows were scored.
+    assert_eq!(model.calls.load(Ordering::SeqCst), 5);
+
+    start.engine = Some(EngineSettings {
+        reflection_model: Some("no-such-model".into()),
+        ..EngineSettings::default()
+    });
+    match local.start(&start).await {
+        Err(EvolutionError::Invalid(text)) => {
+            assert!(text.contains("gepaLabEngine.reflectionModel"), "{text}");
+            assert!(text.contains("no-such-model"), "{text}");
+            assert!(text.contains(MODEL), "{text}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
     }
 }

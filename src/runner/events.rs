@@ -69,7 +69,7 @@ pub enum Event {
         kind: String,
         /// Generations the proposal was made from.
         parents: Vec<usize>,
-        /// `accepted`, `rejected`, `skipped`, or why no child came out (`no_fenced_block`, ...).
+        /// `accepted`, `rejected`, `skipped_perfect`, or why no child came out (`no_fenced_block`, ...).
         outcome: String,
         /// The outcome and its reason in words.
         explanation: String,

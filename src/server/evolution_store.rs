@@ -350,6 +350,7 @@ mod tests {
                 ],
                 prompt: "{q}".into(),
                 custom_id: Some("c".into()),
+                engine: None,
             },
             seed: i64::MAX as u64,
             state: ExecutionState {

@@ -411,6 +411,7 @@ async fn a_tiny_gepa_run_on_real_rows_stays_within_its_budget() {
         prompt: "Is this review positive or negative? Answer with one word.\nReview: {review}"
             .into(),
         custom_id: Some("tiny-real".into()),
+        engine: None,
     };
     let counted = Arc::new(Counted {
         inner: model,

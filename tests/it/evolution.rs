@@ -57,6 +57,7 @@ pub(crate) fn sentiment(budget: u64, minibatch: u64, pareto: u64) -> StartExecut
             .collect(),
         prompt: SEED_PROMPT.into(),
         custom_id: Some("sentiment-it".into()),
+        engine: None,
     }
 }
 

@@ -980,3 +980,46 @@ fn an_unusable_backend_url_is_a_usage_error_that_creates_nothing() {
         );
     }
 }
+
+/// `[engine]` reaches serve's engine (as the `gepaLabEngine` extension of the start request), and
+/// is refused, before anything is created, for the public service, whose API takes none of it.
+#[test]
+fn engine_settings_reach_serve_and_are_refused_for_the_public_service() {
+    let serve = Serve::start(&["sim:seed=4"], &[&format!("{KEY}:6000")]);
+    let out = tempfile::tempdir().unwrap();
+    let with_engine = [(
+        "[replay]",
+        "[engine]\nscore_threshold = 0.0\nmerge = true\n\n[replay]",
+    )];
+    let file = edited_experiment(out.path(), "engine.toml", &with_engine);
+    let output = run_command(&serve, out.path(), &[file.to_str().unwrap()])
+        .output()
+        .expect("run");
+    assert_succeeded(&output);
+    let dir = run_dir(out.path());
+    let manifest = dir.read_manifest().unwrap();
+    let engine = manifest.executions[0].plan.start.engine.clone().unwrap();
+    assert_eq!(engine.score_threshold, Some(0.0));
+    assert_eq!(engine.merge, Some(true));
+    // A threshold of 0 is met by the seed: no iteration, the seed alone in the history.
+    assert!(dir.read_iterations().unwrap().is_empty());
+    let history: Vec<HistoryRow> = dir.read_csv("history.csv").unwrap();
+    assert!(history.iter().all(|row| row.generation == 0), "{history:?}");
+
+    let elsewhere = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_gepa-lab"))
+        .current_dir(root())
+        .args(["run", "--backend", "remote", "--yes", "--out"])
+        .arg(elsewhere.path())
+        .arg(&file)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("engine.toml: [engine] sets score_threshold, merge but the public evolution service takes no engine settings"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 0);
+}
