@@ -2,7 +2,8 @@
 //! model with 95% intervals, a per-row correctness heatmap, and latency and token use. Each chart
 //! is drawn by one function generic over plotters' `DrawingBackend`, once into SVG (inlined in
 //! the page and written as `charts/<name>.svg`) and, when asked, once more into a bitmap written
-//! as `charts/<name>.png`.
+//! as `charts/<name>.png`. The lineage of each execution's candidates (`lineage`) is drawn the
+//! same way.
 //!
 //! The SVG's `<text>` is laid out by whatever renders the page. The bitmap's text is drawn with
 //! DejaVu Sans, embedded in the binary (`assets/fonts/`), so a PNG has its text on a machine with
@@ -11,7 +12,9 @@
 //! backend. Labels are escaped by plotters' SVG backend; we still cut long ones to keep the
 //! layout sane.
 mod bitmap;
+mod lineage;
 
+use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 use plotters::coord::Shift;
@@ -52,6 +55,9 @@ pub struct Charts {
     pub holdout: Option<Chart>,
     pub heatmaps: Vec<Chart>,
     pub latency_tokens: Option<Chart>,
+    /// The lineage of each execution's candidates, by execution label; only for executions
+    /// whose iterations are on record.
+    pub lineage: BTreeMap<String, Chart>,
 }
 
 impl Charts {
@@ -61,6 +67,7 @@ impl Charts {
             .chain(&self.holdout)
             .chain(&self.heatmaps)
             .chain(&self.latency_tokens)
+            .chain(self.lineage.values())
     }
 }
 
@@ -226,6 +233,20 @@ pub fn build(run: &RunData, context: &ReportContext, png: bool) -> Result<Charts
             &Heatmap::new(&tables),
             png,
         )?);
+    }
+    for search in &context.searches {
+        if search.summary.is_none() || search.lineage.is_empty() {
+            continue;
+        }
+        charts.lineage.insert(
+            search.execution.clone(),
+            chart(
+                format!("{}: lineage of the candidates", search.execution),
+                format!("lineage-{}", file_part(&search.execution)),
+                &lineage::Lineage::new(&search.lineage),
+                png,
+            )?,
+        );
     }
     Ok(charts)
 }

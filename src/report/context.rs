@@ -6,12 +6,13 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
-use crate::store::{Backend, ReplayRow};
+use crate::store::{Backend, ITERATIONS_FILE, ReplayRow};
 
 use super::diff::{DiffStats, Segment, word_diff};
 use super::format::{self, p_phrase};
-use super::load::{Execution, RunData};
+use super::load::{Execution, IterationLog, RunData};
 use super::samples::{self, Agreement, RowAnswers};
+use super::search::{self, SearchView};
 use super::stats::{self, PairedComparison, Verdict};
 use super::tables::{HistoryTotals, VersionTotals};
 
@@ -45,6 +46,8 @@ pub struct ReportContext {
     pub variant_comparisons: Vec<ComparisonView>,
     pub versions: Vec<VersionView>,
     pub row_tables: Vec<RowTable>,
+    /// How each execution's search went (`iterations.jsonl`), in the order of `executions`.
+    pub searches: Vec<SearchView>,
     pub method: MethodView,
     /// Things a reader should know before trusting the numbers (errors, fallbacks, gaps).
     pub notes: Vec<String>,
@@ -258,11 +261,17 @@ pub fn build(
     let mut comparisons = Vec::new();
     let mut versions = Vec::new();
     let mut row_tables = Vec::new();
+    let mut searches = Vec::new();
     for execution in &run.executions {
         let record = &manifest.executions[execution.index];
         let spec = &record.plan;
         let history = history.get(execution.variant.as_str());
         let best = execution.best.map(|i| &execution.versions[i]);
+        searches.push(search::view(
+            execution,
+            &run.iterations,
+            best.map(|b| b.label.as_str()),
+        ));
         executions.push(ExecutionView {
             label: execution.label.clone(),
             custom_id: record.custom_id.clone(),
@@ -429,6 +438,17 @@ pub fn build(
             if fallbacks == 1 { "answer" } else { "answers" }
         ));
     }
+    match &run.iterations {
+        IterationLog::Unreadable(error) => notes.push(format!(
+            "The iteration records could not be read, so the report does not show how the search \
+             went: {error}."
+        )),
+        IterationLog::Read { ignored } if *ignored > 0 => notes.push(format!(
+            "Records left out of {ITERATIONS_FILE}: {ignored} (each names no execution of this \
+             run by its variant and evolution id, or repeats an iteration already recorded)."
+        )),
+        IterationLog::Read { .. } | IterationLog::Missing => {}
+    }
     for execution in &run.executions {
         if execution.best == Some(0) {
             notes.push(format!(
@@ -475,6 +495,7 @@ pub fn build(
         variant_comparisons,
         versions,
         row_tables,
+        searches,
         method: method(),
         notes,
     }

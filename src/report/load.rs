@@ -2,11 +2,17 @@
 //! every history and replay record names an execution of the plan, every replay version exists,
 //! no answer is recorded twice and every score is a number from 0 to 1. A record that breaks one
 //! of these is an error naming the file and the record; the report never guesses around it.
+//!
+//! `iterations.jsonl` is the exception: it only explains how the search went, so a file that
+//! cannot be read leaves the rest of the report standing and is reported as a note instead
+//! ([`IterationLog::Unreadable`]).
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
+use crate::engine::IterationRecord;
 use crate::store::{
-    HISTORY_FILE, HistoryRow, REPLAY_FILE, ReplayRow, RunDir, RunManifest, Version, best_by_score,
+    HISTORY_FILE, HistoryRow, ITERATIONS_FILE, IterationRow, REPLAY_FILE, ReplayRow, RunDir,
+    RunManifest, Version, best_by_score,
 };
 
 use super::ReportError;
@@ -19,6 +25,23 @@ pub struct RunData {
     pub executions: Vec<Execution>,
     pub history: Vec<HistoryRow>,
     pub replay: Vec<ReplayRow>,
+    /// What `iterations.jsonl` held; each execution's records are in
+    /// [`Execution::iterations`].
+    pub iterations: IterationLog,
+}
+
+/// The state of a run directory's `iterations.jsonl`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IterationLog {
+    /// No file: the backend does not report its iterations (the public service), or the run
+    /// predates the file.
+    Missing,
+    /// Read. `ignored` counts records left out: those naming no execution of the plan by its
+    /// variant and evolution id (an earlier attempt, another plan), and repeats of an iteration
+    /// already read.
+    Read { ignored: usize },
+    /// A damaged line other than a torn last one: the error, naming the file and the line.
+    Unreadable(String),
 }
 
 /// One execution (variant) of the plan with what the run recorded for it.
@@ -42,6 +65,8 @@ pub struct Execution {
     /// replayed: the seed (index 0) when no evolved version scored above the seed's own
     /// evolution score.
     pub best: Option<usize>,
+    /// Its records in `iterations.jsonl` (those of its evolution id), by iteration.
+    pub iterations: Vec<IterationRecord>,
 }
 
 impl RunData {
@@ -89,14 +114,56 @@ pub fn load(path: &Path) -> Result<RunData, ReportError> {
     let manifest = run.read_manifest()?;
     let history: Vec<HistoryRow> = run.read_csv(HISTORY_FILE)?;
     let replay: Vec<ReplayRow> = run.read_csv(REPLAY_FILE)?;
-    let executions = check(&run, &manifest, &history, &replay)?;
+    let mut executions = check(&run, &manifest, &history, &replay)?;
+    let iterations = match run.read_iterations() {
+        Ok(rows) if rows.is_empty() && !run.file(ITERATIONS_FILE).exists() => IterationLog::Missing,
+        Ok(rows) => IterationLog::Read {
+            ignored: assign_iterations(&manifest, &mut executions, rows),
+        },
+        Err(err) => IterationLog::Unreadable(err.to_string()),
+    };
     Ok(RunData {
         dir: path.to_owned(),
         manifest,
         executions,
         history,
         replay,
+        iterations,
     })
+}
+
+/// Gives each execution the iteration records of its variant and evolution id, sorted by
+/// iteration, the first record of an iteration kept. Returns how many records it left out.
+fn assign_iterations(
+    manifest: &RunManifest,
+    executions: &mut [Execution],
+    rows: Vec<IterationRow>,
+) -> usize {
+    let total = rows.len();
+    let by_id: BTreeMap<(&str, &str), usize> = manifest
+        .executions
+        .iter()
+        .enumerate()
+        .filter_map(|(index, e)| Some(((e.variant(), e.state.evolution_id()?), index)))
+        .collect();
+    let mut kept = 0;
+    for row in rows {
+        let Some(&index) = by_id.get(&(row.variant.as_str(), row.evolution_id.as_str())) else {
+            continue;
+        };
+        executions[index].iterations.push(row.record);
+        kept += 1;
+    }
+    for execution in executions.iter_mut() {
+        // Stable: of two records of one iteration, the one written first stays.
+        execution.iterations.sort_by_key(IterationRecord::iteration);
+        let before = execution.iterations.len();
+        execution
+            .iterations
+            .dedup_by_key(|record| record.iteration());
+        kept -= before - execution.iterations.len();
+    }
+    total - kept
 }
 
 fn check(
@@ -259,6 +326,7 @@ fn check(
                 versions,
                 models: ordered,
                 best,
+                iterations: Vec::new(),
             }
         })
         .collect())

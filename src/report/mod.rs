@@ -4,6 +4,9 @@
 //! `replay.parquet`. `compare` sets the best versions of several runs on the same dataset against
 //! each other.
 //!
+//! When the run directory has `iterations.jsonl`, the page and `summary.md` also show how each
+//! execution's search went (`search`): the lineage of its candidates and every proposal.
+//!
 //! It does not own the run directory's format (the store does) and never writes outside the
 //! run directory it was given.
 //!
@@ -23,6 +26,7 @@ mod junit;
 mod load;
 mod markdown;
 mod samples;
+mod search;
 pub mod stats;
 mod tables;
 mod terminal;
@@ -43,7 +47,8 @@ pub use diff::{DiffStats, Segment, SegmentKind, word_diff};
 pub use export::{REPLAY_PARQUET_FILE, RESULTS_FILE, Results};
 pub use html::render_compare;
 pub use junit::junit;
-pub use load::{Execution, PromptVersion, RunData, load};
+pub use load::{Execution, IterationLog, PromptVersion, RunData, load};
+pub use search::{LineageNode, OutcomeClass, ProposalView, ReasonCount, SearchSummary, SearchView};
 pub use tables::{HistoryTotals, VersionTotals};
 
 /// Files the report writes into the run directory.

@@ -1,7 +1,8 @@
 //! `gepa-lab report` and `gepa-lab compare` on the fixture run directory `tests/fixtures/run/`
 //! (made by `tests/fixtures/make_report_run.py`; simulated, as its run.json says). The report
 //! context and `summary.md` are snapshot-tested; the rest checks what a reader relies on: the
-//! simulated banner, escaping, offline rendering and errors that name the bad record.
+//! simulated banner, escaping, offline rendering and errors that name the bad record, and the
+//! section on how the search went, from an `iterations.jsonl` written beside the fixture.
 //!
 //! Everything goes through the binary, never the library in this process: a render here would
 //! raise this process's peak memory, which the memory test of `dataset_files` sees in its child.
@@ -346,4 +347,183 @@ fn an_edited_run_json_is_an_error_naming_the_field_not_a_panic() {
             "{args:?}: {err}"
         );
     }
+}
+
+const BUDGET_30_ID: &str = "3f1c9a52-0b7e-4d1e-9c55-000000000002";
+
+/// One line of `iterations.jsonl` of budget-30, as the runner writes it: the variant and
+/// evolution id, then the engine's record (costing 4 task calls, 1 reflection and 300 tokens).
+fn iteration(iteration: u64, kind: &str, parents: &[u64], outcome: serde_json::Value) -> String {
+    let accepted = outcome["status"] == "accepted";
+    let ran = accepted || outcome["status"] == "rejected";
+    let mut record = serde_json::json!({
+        "variant": "budget-30",
+        "evolution_id": BUDGET_30_ID,
+        "kind": kind,
+        "iteration": iteration,
+        "child_prompt": (outcome["status"] != "skipped_perfect")
+            .then(|| format!("Proposal {iteration}: </pre><script>alert({iteration})</script>")),
+        "child_scores": if ran { vec![1.0, 1.0] } else { vec![] },
+        "outcome": outcome,
+        "spent": {"task_calls": 4 * iteration, "reflection_calls": iteration, "tokens": 300 * iteration},
+        "cost": {"task_calls": 4, "reflection_calls": 1, "tokens": 300},
+        "best": {"generation": 0, "score": 0.625},
+    });
+    if kind == "merge" {
+        record["parents"] = serde_json::json!(parents);
+        record["ancestor"] = 0.into();
+        record["subsample"] = serde_json::json!([5, 6]);
+        record["parent_scores"] = serde_json::json!([[1.0, 0.0], [0.0, 1.0]]);
+    } else {
+        record["parent"] = parents[0].into();
+        record["minibatch"] = serde_json::json!([1, 2]);
+        record["parent_scores"] = serde_json::json!([0.0, 1.0]);
+    }
+    record.to_string()
+}
+
+/// The search of budget-30 that made its history (g1 to g5, g5 a merge of g2 and g4), with a
+/// rejection, a skip and two failed proposals.
+fn budget_30_iterations() -> Vec<String> {
+    use serde_json::json;
+    let accepted = |generation: u64| json!({"status": "accepted", "generation": generation});
+    vec![
+        iteration(1, "mutation", &[0], accepted(1)),
+        iteration(2, "mutation", &[1], json!({"status": "rejected"})),
+        iteration(3, "mutation", &[0], accepted(2)),
+        iteration(
+            4,
+            "mutation",
+            &[2],
+            json!({"status": "failed", "reason": {"reason": "duplicate", "generation": 1}}),
+        ),
+        iteration(5, "mutation", &[2], accepted(3)),
+        iteration(6, "mutation", &[3], json!({"status": "skipped_perfect"})),
+        iteration(7, "mutation", &[3], accepted(4)),
+        iteration(8, "merge", &[2, 4], accepted(5)),
+        iteration(
+            9,
+            "mutation",
+            &[5],
+            json!({"status": "failed", "reason": {"reason": "no_fenced_block", "answer": "none"}}),
+        ),
+    ]
+}
+
+#[test]
+fn the_report_shows_how_the_search_went() {
+    let (_temp, dir) = render(|dir| {
+        let mut lines = budget_30_iterations();
+        // A record of another evolution of budget-30, and a repeat of iteration 2: left out.
+        lines.push(lines[0].replace(BUDGET_30_ID, "an-earlier-attempt"));
+        lines.push(lines[1].clone());
+        std::fs::write(dir.join("iterations.jsonl"), lines.join("\n") + "\n").unwrap()
+    });
+    let html = read(&dir.join("index.html"));
+    let section = &html[html.find("<section id=\"search\">").expect("the section")..];
+    let section = &section[..section.find("</section>").unwrap()];
+    assert!(section.contains("<h2>How the search went</h2>"));
+    // budget-10 has no record in the file: one sentence says so.
+    assert!(
+        section.contains(
+            "<p>No iteration of this execution is in iterations.jsonl; only accepted candidates are known.</p>"
+        ),
+        "{section}"
+    );
+    assert!(
+        section.contains(
+            "9 iterations (1 merge): 5 accepted, 1 rejected, 1 skipped, 2 failed (1 duplicate, \
+             1 no_fenced_block); 45 calls and 2700 tokens spent in them."
+        ),
+        "{section}"
+    );
+    // The lineage, inline and as a file: a node per generation, the merge dashed, the best
+    // (g5) named.
+    assert_eq!(
+        html.matches("<svg").count(),
+        6,
+        "the five charts and a lineage"
+    );
+    let svg = read(&dir.join("charts/lineage-budget-30.svg"));
+    assert!(section.contains(svg.trim()), "the page inlines the file");
+    for g in 0..=5 {
+        assert!(svg.contains(&format!(">\ng{g}\n</text>")), "g{g}");
+    }
+    assert!(
+        svg.contains("merge of g2 + g4, iteration 8 · best"),
+        "{svg}"
+    );
+    assert!(svg.contains("from g3, iteration 7"), "{svg}");
+    // One row per proposal, with the engine's own explanation and the prompt escaped.
+    assert_eq!(section.matches("<tr class=").count(), 9);
+    assert!(section.contains(
+        "<tr class=\"accepted\"><td class=\"n\">8</td><td>merge</td><td>g2 + g4</td><td class=\"n\">2</td><td class=\"n\">1.00 / 1.00</td><td class=\"n\">2.00</td>"
+    ), "{section}");
+    assert!(section.contains(
+        "rejected: the child scored 2.00 against the parent&#x27;s 1.00 on 2 minibatch rows"
+    ));
+    assert!(section.contains("no child: the child is g1 again"));
+    assert!(
+        !html.contains("<script"),
+        "a proposed prompt got through unescaped"
+    );
+    assert!(section.contains("Proposal 3: &lt;&#x2f;pre&gt;&lt;script&gt;alert(3)"));
+
+    assert!(html.contains(
+        "<li>Records left out of iterations.jsonl: 2 (each names no execution of this run by its \
+         variant and evolution id, or repeats an iteration already recorded).</li>"
+    ));
+
+    let markdown = read(&dir.join("summary.md"));
+    assert!(markdown.contains("**How the search went**"), "{markdown}");
+    assert!(
+        markdown.contains("| 8 | merge | g2 + g4 | accepted (g5) | 2.00 vs 1.00 / 1.00 | 5 |"),
+        "{markdown}"
+    );
+    assert!(markdown.contains("| 9 | mutation | g5 | no\\_fenced\\_block | – vs 1.00 | 5 |"));
+}
+
+#[test]
+fn without_iteration_records_the_report_says_so() {
+    let (_temp, dir) = render(|_| {});
+    let html = read(&dir.join("index.html"));
+    assert_eq!(
+        html.matches(
+            "<p>The service did not report its iterations; only accepted candidates are known.</p>"
+        )
+        .count(),
+        2,
+        "one sentence per execution"
+    );
+    assert!(!read(&dir.join("summary.md")).contains("How the search went"));
+}
+
+#[test]
+fn a_damaged_iteration_record_leaves_the_report_standing_with_a_note() {
+    let (_temp, dir) = render(|dir| {
+        let mut lines = budget_30_iterations();
+        lines[1] = lines[1].replace("\"rejected\"", "\"thrown away\"");
+        std::fs::write(dir.join("iterations.jsonl"), lines.join("\n") + "\n").unwrap();
+    });
+    let html = read(&dir.join("index.html"));
+    assert!(
+        html.contains("<li>The iteration records could not be read, so the report does not show how the search went:"),
+        "{html}"
+    );
+    let note = &html[html.find("could not be read, so the report").unwrap()..];
+    let note = &note[..note.find("</li>").unwrap()];
+    assert!(
+        note.contains("iterations.jsonl") && note.contains("line 2"),
+        "{note}"
+    );
+    assert_eq!(
+        html.matches(
+            "iterations.jsonl could not be read, so the search is not shown (see the notes)."
+        )
+        .count(),
+        2
+    );
+    // The rest of the report is all there.
+    assert!(html.contains("budget-30, local, 30 holdout rows: g5 scored"));
+    assert!(!dir.join("charts/lineage-budget-30.svg").exists());
 }
