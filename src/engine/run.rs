@@ -383,7 +383,8 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             child_prompt: None,
             child_scores: Vec::new(),
             outcome: Outcome::SkippedPerfect,
-            spent: self.budget.spent(),
+            // Set when the iteration ends (`IterationRecord::finish`).
+            spent: Default::default(),
             cost: Default::default(),
             best: Default::default(),
         };
@@ -470,7 +471,8 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             child_prompt: None,
             child_scores: Vec::new(),
             outcome: Outcome::Rejected,
-            spent: self.budget.spent(),
+            // Set when the iteration ends (`IterationRecord::finish`).
+            spent: Default::default(),
             cost: Default::default(),
             best: Default::default(),
         };

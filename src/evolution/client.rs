@@ -207,7 +207,8 @@ impl Evolution for HttpEvolution {
 
     /// `GET /gepa/get_execution_iterations`, `gepa-lab serve`'s extension. A 404, 405 or 501
     /// (the public service has no such route) means the service does not offer it: `None`, and
-    /// it is not asked again.
+    /// it is not asked again; except serve's own 404 for an execution it does not know, which
+    /// is `None` for that execution only.
     async fn iterations(
         &self,
         evolution_id: &str,
@@ -231,6 +232,12 @@ impl Evolution for HttpEvolution {
             .await
         {
             Ok(page) => Ok(Some(page.iterations)),
+            Err(ApiError::Status { status, body, .. })
+                if status == StatusCode::NOT_FOUND
+                    && body.starts_with(super::UNKNOWN_EXECUTION) =>
+            {
+                Ok(None)
+            }
             Err(err)
                 if matches!(
                     err.status(),

@@ -51,6 +51,10 @@ pub trait Evolution: Send + Sync {
     }
 }
 
+/// How serve's 404 for an execution it does not know begins; the client tells it from a 404 for
+/// a route the service lacks by it.
+pub const UNKNOWN_EXECUTION: &str = "no execution with evolutionId";
+
 /// Iteration records per [`Evolution::iterations`] call.
 pub const ITERATIONS_LIMIT: usize = 200;
 

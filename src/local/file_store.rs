@@ -3,12 +3,10 @@
 //! continues an evolution that was interrupted instead of losing it.
 //!
 //! Every change is one line, written with one `write` call before the engine goes on: a kill
-//! can leave at most a torn last line, which [`FileExecutions::load`] skips (at worst one call
-//! is paid for again). Loading replays the lines in order into the executions they describe.
-use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
+//! can leave at most a torn last line, which [`FileExecutions::load`] skips and
+//! [`FileExecutions::open`] cuts (at worst one call is paid for again). Loading replays the lines
+//! in order into the executions they describe.
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -18,6 +16,7 @@ use super::store::{ExecutionState, ExecutionStore, StoredExecution};
 use crate::engine::IterationRecord;
 use crate::evolution::StoreError;
 use crate::evolution::wire::HistoryRecord;
+use crate::store::{append_json_line, cut_torn_tail, read_json_lines};
 
 /// One change, as one line of the file.
 #[derive(Debug, Serialize, Deserialize)]
@@ -44,26 +43,19 @@ enum Line {
     },
 }
 
-/// A damaged line that is not the torn last one.
-#[derive(Debug, thiserror::Error)]
-#[error("{}: line {line}: {message}", path.display())]
-pub struct FileStoreError {
-    pub path: PathBuf,
-    pub line: usize,
-    pub message: String,
-}
-
+/// The store over `path`. Each change is appended to the file as it comes (see
+/// [`append_json_line`]); nothing is held open between changes.
 pub struct FileExecutions {
     path: PathBuf,
-    file: Mutex<File>,
 }
 
 impl FileExecutions {
-    /// Opens `path` for appending, creating it when it does not exist. A torn last line is cut
-    /// first, so that what is appended starts on a line of its own.
+    /// The store over `path`, created when it does not exist. A torn last line is cut first, so
+    /// that what is appended starts on a line of its own.
     pub fn open(path: &Path) -> Result<Self, crate::store::StoreError> {
-        crate::store::cut_torn_tail(path)?;
-        let file = OpenOptions::new()
+        cut_torn_tail(path)?;
+        // Created now, so that a folder that cannot hold it fails the start, not a later call.
+        std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(path)
@@ -73,60 +65,20 @@ impl FileExecutions {
             })?;
         Ok(Self {
             path: path.to_owned(),
-            file: Mutex::new(file),
         })
     }
 
-    /// The executions the file describes, in creation order. A missing file holds none.
-    pub fn load(path: &Path) -> Result<Vec<StoredExecution>, FileStoreError> {
-        let file = match File::open(path) {
-            Ok(file) => file,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(err) => {
-                return Err(FileStoreError {
-                    path: path.to_owned(),
-                    line: 0,
-                    message: err.to_string(),
-                });
-            }
-        };
-        let mut reader = BufReader::new(file);
-        let mut executions: Vec<StoredExecution> = Vec::new();
-        let mut text = Vec::new();
-        for number in 1.. {
-            let failed = |message: String| FileStoreError {
-                path: path.to_owned(),
-                line: number,
-                message,
-            };
-            text.clear();
-            if reader
-                .read_until(b'\n', &mut text)
-                .map_err(|err| failed(err.to_string()))?
-                == 0
-            {
-                break;
-            }
-            let line = match serde_json::from_slice::<Line>(&text) {
-                Ok(line) => line,
-                // Only the last line can be torn, and only it lacks its line feed.
-                Err(_) if !text.ends_with(b"\n") => break,
-                Err(err) => return Err(failed(err.to_string())),
-            };
-            apply(&mut executions, line);
-        }
+    /// The executions the file describes, in creation order. A missing file holds none; a
+    /// damaged line other than a torn last one is an error naming the file and the line.
+    pub fn load(path: &Path) -> Result<Vec<StoredExecution>, crate::store::StoreError> {
+        let mut executions = Vec::new();
+        read_json_lines(path, |line| apply(&mut executions, line))?;
         Ok(executions)
     }
 
     fn append(&self, line: &Line) -> Result<(), StoreError> {
-        let mut bytes = serde_json::to_vec(line).map_err(|err| StoreError(Box::new(err)))?;
-        bytes.push(b'\n');
-        let mut file = self
-            .file
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        file.write_all(&bytes)
-            .map_err(|err| StoreError(format!("{}: {err}", self.path.display()).into()))
+        let bytes = serde_json::to_vec(line).map_err(|err| StoreError(Box::new(err)))?;
+        append_json_line(&self.path, bytes).map_err(|err| StoreError(Box::new(err)))
     }
 }
 

@@ -18,6 +18,7 @@
 //! reflection request), and the answers to the same question are replayed in the order they
 //! came. A failed attempt is recorded too, so a call the engine retried is replayed as it went.
 use std::collections::{HashMap, VecDeque};
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -153,16 +154,32 @@ impl<T: Task> JournaledTask<T> {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Writes a call to the sink. A call that cannot be recorded was still paid for and its
-    /// answer is still good: the run goes on, and a resume would pay for it again.
-    async fn record(&self, call: CallRecord) {
-        let Some(sink) = &self.sink else { return };
-        if let Err(err) = sink.store.add_call(&sink.evolution_id, &call).await {
-            tracing::error!(
-                evolution_id = %sink.evolution_id, %err,
-                "a call's result was not recorded; a resume would pay for it again"
-            );
+    /// The recorded result `known` when the journal held one; otherwise makes `call` and
+    /// records its result (as `record` spells it) before handing it on. A call that cannot be
+    /// recorded was still paid for and its answer is still good: the run goes on, and a resume
+    /// would pay for it again.
+    async fn answer<V: Clone>(
+        &self,
+        known: Option<CallResult<V>>,
+        call: impl Future<Output = Result<V, TaskError>>,
+        record: impl FnOnce(CallResult<V>) -> CallRecord,
+    ) -> Result<V, TaskError> {
+        if let Some(result) = known {
+            self.replayed.fetch_add(1, Ordering::SeqCst);
+            return result.into_result();
         }
+        self.made.fetch_add(1, Ordering::SeqCst);
+        let result = call.await;
+        if let Some(sink) = &self.sink {
+            let call = record(CallResult::of(&result));
+            if let Err(err) = sink.store.add_call(&sink.evolution_id, &call).await {
+                tracing::error!(
+                    evolution_id = %sink.evolution_id, %err,
+                    "a call's result was not recorded; a resume would pay for it again"
+                );
+            }
+        }
+        result
     }
 }
 
@@ -174,20 +191,13 @@ impl<T: Task> Task for JournaledTask<T> {
             .evaluations
             .get_mut(&key)
             .and_then(VecDeque::pop_front);
-        if let Some(result) = known {
-            self.replayed.fetch_add(1, Ordering::SeqCst);
-            return result.into_result();
-        }
-        self.made.fetch_add(1, Ordering::SeqCst);
-        let result = self.inner.evaluate(prompt, example).await;
-        let (prompt, example) = key;
-        self.record(CallRecord::Evaluate {
-            prompt,
+        let call = self.inner.evaluate(prompt, example);
+        self.answer(known, call, |result| CallRecord::Evaluate {
+            prompt: key.0,
             example,
-            result: CallResult::of(&result),
+            result,
         })
-        .await;
-        result
+        .await
     }
 
     async fn reflect(&self, request: &str) -> Result<Reflection, TaskError> {
@@ -197,18 +207,12 @@ impl<T: Task> Task for JournaledTask<T> {
             .reflections
             .get_mut(&key)
             .and_then(VecDeque::pop_front);
-        if let Some(result) = known {
-            self.replayed.fetch_add(1, Ordering::SeqCst);
-            return result.into_result();
-        }
-        self.made.fetch_add(1, Ordering::SeqCst);
-        let result = self.inner.reflect(request).await;
-        self.record(CallRecord::Reflect {
+        let call = self.inner.reflect(request);
+        self.answer(known, call, |result| CallRecord::Reflect {
             request: key,
-            result: CallResult::of(&result),
+            result,
         })
-        .await;
-        result
+        .await
     }
 
     fn describe(&self, example: usize) -> ExampleView {

@@ -29,7 +29,7 @@ mod store;
 
 pub use crate::evolution::StoreError;
 pub use adapter::{InferenceTask, ModelSettings, evaluator_metric, scorer_for_metric};
-pub use file_store::{FileExecutions, FileStoreError};
+pub use file_store::FileExecutions;
 pub use journal::{CallRecord, CallResult, JournaledTask, Replay, Sink};
 pub use store::{ExecutionState, ExecutionStore, StoredExecution};
 

@@ -657,18 +657,14 @@ impl Runner<'_> {
                 }
             };
             let full = page.len() >= crate::evolution::ITERATIONS_LIMIT;
-            let mut advanced = false;
+            let mut last = after;
             for record in page {
                 // A service that answers out of order or repeats itself adds nothing twice.
-                if record.iteration() <= after
-                    || record.iteration()
-                        <= self.iterations_seen.get(evolution_id).copied().unwrap_or(0)
-                {
+                if record.iteration() <= last {
                     continue;
                 }
-                advanced = true;
-                self.iterations_seen
-                    .insert(evolution_id.to_owned(), record.iteration());
+                last = record.iteration();
+                self.iterations_seen.insert(evolution_id.to_owned(), last);
                 let best = record.best();
                 self.emit(Event::Iteration {
                     variant: variant.clone(),
@@ -688,7 +684,7 @@ impl Runner<'_> {
                     record,
                 })?;
             }
-            if !full || !advanced {
+            if !full || last == after {
                 return Ok(());
             }
         }

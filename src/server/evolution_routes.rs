@@ -27,7 +27,7 @@ use super::AppState;
 use super::auth::{Caller, known_key, text};
 use super::evolution_store::SqliteExecutions;
 use crate::evolution::wire::{BatchJobs, ExecutionList, IterationsPage, PromptsPage, Started};
-use crate::evolution::{EvolutionError, ITERATIONS_LIMIT, rules};
+use crate::evolution::{EvolutionError, ITERATIONS_LIMIT, UNKNOWN_EXECUTION, rules};
 use crate::http::Secret;
 use crate::local::{Cancel, Paging};
 
@@ -138,7 +138,7 @@ fn paging(query: &HashMap<String, String>) -> Result<Paging, String> {
 fn not_found(evolution_id: &str) -> Response {
     text(
         StatusCode::NOT_FOUND,
-        format!("no execution with evolutionId {evolution_id}"),
+        format!("{UNKNOWN_EXECUTION} {evolution_id}"),
     )
 }
 
@@ -193,16 +193,28 @@ async fn cancel_execution(
     }
 }
 
+/// The `evolutionId` query parameter, when present and not blank.
+fn evolution_id_of(query: &HashMap<String, String>) -> Option<&str> {
+    query
+        .get("evolutionId")
+        .map(String::as_str)
+        .filter(|id| !id.trim().is_empty())
+}
+
+fn missing_evolution_id() -> Response {
+    text(
+        StatusCode::BAD_REQUEST,
+        "invalid parameter evolutionId: is required",
+    )
+}
+
 async fn get_execution_prompts(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
-    let Some(evolution_id) = query.get("evolutionId").filter(|id| !id.trim().is_empty()) else {
-        return text(
-            StatusCode::BAD_REQUEST,
-            "invalid parameter evolutionId: is required",
-        );
+    let Some(evolution_id) = evolution_id_of(&query) else {
+        return missing_evolution_id();
     };
     let paging = match paging(&query) {
         Ok(paging) => paging,
@@ -222,11 +234,8 @@ async fn get_execution_iterations(
     Extension(caller): Extension<Caller>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
-    let Some(evolution_id) = query.get("evolutionId").filter(|id| !id.trim().is_empty()) else {
-        return text(
-            StatusCode::BAD_REQUEST,
-            "invalid parameter evolutionId: is required",
-        );
+    let Some(evolution_id) = evolution_id_of(&query) else {
+        return missing_evolution_id();
     };
     let number = |name: &str, default: usize, range: std::ops::RangeInclusive<usize>| {
         let Some(value) = query.get(name) else {

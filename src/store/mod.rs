@@ -288,53 +288,16 @@ impl RunDir {
         Ok(rows)
     }
 
-    /// Appends `line` and a line feed to the file `name`. One write call per line: concurrent
-    /// appends of short lines do not interleave, and a kill leaves at most a torn last line.
-    fn append_line(&self, name: &str, mut line: Vec<u8>) -> Result<(), StoreError> {
-        line.push(b'\n');
-        let path = self.file(name);
-        let mut file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(io(&path))?;
-        file.write_all(&line).map_err(io(&path))
+    fn append_line(&self, name: &str, line: Vec<u8>) -> Result<(), StoreError> {
+        append_json_line(&self.file(name), line)
     }
 
-    /// Reads the JSON Lines file `name` one record at a time; a missing file has none. Only
-    /// the last line can be torn, and only it lacks its line feed: it is skipped, while a bad
-    /// line elsewhere is an error naming it.
     fn read_lines<T: for<'de> Deserialize<'de>>(
         &self,
         name: &str,
-        mut each: impl FnMut(T),
+        each: impl FnMut(T),
     ) -> Result<(), StoreError> {
-        use std::io::BufRead;
-        let path = self.file(name);
-        // Streamed: the cache of a comparison folder is shared by every comparison and grows.
-        let mut reader = match crate::input::open_stream(&path) {
-            Ok(reader) => std::io::BufReader::new(reader),
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(err) => return Err(io(&path)(err)),
-        };
-        let mut line = Vec::new();
-        for number in 1.. {
-            line.clear();
-            if reader.read_until(b'\n', &mut line).map_err(io(&path))? == 0 {
-                break;
-            }
-            match serde_json::from_slice::<T>(&line) {
-                Ok(record) => each(record),
-                Err(_) if !line.ends_with(b"\n") => {}
-                Err(err) => {
-                    return Err(StoreError::Format {
-                        path,
-                        message: format!("line {number}: {err}"),
-                    });
-                }
-            }
-        }
-        Ok(())
+        read_json_lines(&self.file(name), each)
     }
 
     /// Every cached answer by key. A process killed mid-write can leave a torn last line; it is
@@ -385,6 +348,52 @@ impl RunDir {
             })
             .collect()
     }
+}
+
+/// Appends `line` (one JSON value) and a line feed to the file at `path`, creating it. One write
+/// call per line: concurrent appends of short lines do not interleave, and a kill leaves at most
+/// a torn last line.
+pub fn append_json_line(path: &Path, mut line: Vec<u8>) -> Result<(), StoreError> {
+    line.push(b'\n');
+    let mut file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(io(path))?;
+    file.write_all(&line).map_err(io(path))
+}
+
+/// Reads the JSON Lines file at `path` one record at a time, streamed; a missing file has none.
+/// Only the last line can be torn, and only it lacks its line feed: it is skipped, while a bad
+/// line elsewhere is an error naming it.
+pub fn read_json_lines<T: for<'de> Deserialize<'de>>(
+    path: &Path,
+    mut each: impl FnMut(T),
+) -> Result<(), StoreError> {
+    use std::io::BufRead;
+    let mut reader = match crate::input::open_stream(path) {
+        Ok(reader) => std::io::BufReader::new(reader),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(err) => return Err(io(path)(err)),
+    };
+    let mut line = Vec::new();
+    for number in 1.. {
+        line.clear();
+        if reader.read_until(b'\n', &mut line).map_err(io(path))? == 0 {
+            break;
+        }
+        match serde_json::from_slice::<T>(&line) {
+            Ok(record) => each(record),
+            Err(_) if !line.ends_with(b"\n") => {}
+            Err(err) => {
+                return Err(StoreError::Format {
+                    path: path.to_owned(),
+                    message: format!("line {number}: {err}"),
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Cuts a torn last line (a process killed in the middle of a write) off an append-only JSON

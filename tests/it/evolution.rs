@@ -721,3 +721,32 @@ fn history_all_pages_says_and_exits_6_when_a_repeated_page_stops_it() {
         "{stderr}"
     );
 }
+
+/// serve's iteration records (an extension): an unknown execution is `None` for that execution
+/// only, a bad `limit` is a 400 naming the range, and a known one answers with its records.
+#[tokio::test]
+async fn iteration_records_are_offered_and_an_unknown_id_does_not_turn_them_off() {
+    let serve = Serve::start(&[SIM], &[KEY]);
+    let client = serve.evolution(Some(KEY));
+    assert!(client.iterations("no-such-id", 0).await.unwrap().is_none());
+    let id = client.start(&sentiment(40, 3, 3)).await.unwrap();
+    finished(&client, &id).await;
+    let records = client.iterations(&id, 0).await.unwrap().expect("offered");
+    assert!(!records.is_empty());
+    let later = client.iterations(&id, 1).await.unwrap().expect("offered");
+    assert_eq!(later[..], records[1..]);
+    let response = raw()
+        .get(format!(
+            "{}/api/v0/gepa/get_execution_iterations?evolutionId={id}&limit=0",
+            serve.url
+        ))
+        .header("x-api-key", KEY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 400);
+    assert_eq!(
+        response.text().await.unwrap(),
+        "invalid parameter limit: must be a whole number from 1 to 1000; seen: \"0\""
+    );
+}
