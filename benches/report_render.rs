@@ -85,6 +85,7 @@ fn generate(dir: &Path) {
                     "{seed}\nRule {generation}: read the whole review; sarcasm counts as negative."
                 ),
                 budget_used: Some(u64::from(generation) * 3),
+                pareto_scores: None,
             });
         }
     }

@@ -365,6 +365,7 @@ mod tests {
             generation: 0.0,
             score: 0.25,
             prompt: "Classify.\nReview: {review}".into(),
+            pareto_scores: None,
         }];
         assert_eq!(
             history_table(&records),

@@ -133,6 +133,7 @@ mod tests {
             generation: f64::from(generation),
             score: f64::from(generation) / 10.0,
             prompt: format!("prompt {generation}"),
+            pareto_scores: None,
         }
     }
 

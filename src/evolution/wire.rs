@@ -240,6 +240,15 @@ pub struct HistoryRecord {
     pub generation: f64,
     pub score: f64,
     pub prompt: String,
+    /// The candidate's score on each Pareto row, in the order of the Pareto set: `score` is
+    /// their mean. Not in the contract; `serve` and the local engine fill it, and the report
+    /// shows with it which rows each candidate wins.
+    #[serde(
+        default,
+        rename = "paretoScores",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub pareto_scores: Option<Vec<f64>>,
 }
 
 /// Response of `get_execution_prompts`.

@@ -788,6 +788,7 @@ impl Inner {
             generation: candidate.generation as f64,
             score: candidate.score,
             prompt: candidate.prompt,
+            pareto_scores: Some(candidate.pareto_scores),
         };
         let state = {
             let mut registry = self.registry();

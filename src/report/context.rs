@@ -271,6 +271,7 @@ pub fn build(
             execution,
             &run.iterations,
             best.map(|b| b.label.as_str()),
+            &spec.dataset.pareto_rows,
         ));
         executions.push(ExecutionView {
             label: execution.label.clone(),

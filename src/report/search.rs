@@ -3,9 +3,9 @@
 //! them. The outcome's words come from [`IterationRecord::explain`], the one description the
 //! terminal shares; this module only decides what is counted and linked.
 //!
-//! What the run directory does not hold is not shown: candidates' per-row Pareto scores are not
-//! recorded, so the lineage carries each candidate's mean Pareto score (`history.csv`) and not
-//! the rows it wins.
+//! Which Pareto rows each candidate wins comes from the per-row scores in `history.csv`, which
+//! `serve` and the local engine report and the public service does not; without them the lineage
+//! carries each candidate's mean Pareto score alone.
 use std::collections::BTreeMap;
 
 use serde::Serialize;
@@ -33,6 +33,39 @@ pub struct SearchView {
     pub proposals: Vec<ProposalView>,
     /// Records that contradict each other, in words; what they claim is left out of the lineage.
     pub notes: Vec<String>,
+    /// The Pareto rows the candidates' wins were counted on; none when no candidate's per-row
+    /// scores are on record.
+    pub pareto: Option<ParetoTally>,
+}
+
+/// What the wins in the lineage rest on.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ParetoTally {
+    /// Pareto rows compared.
+    pub rows: usize,
+    /// Candidates whose per-row scores are on record (those without are left out).
+    pub candidates: usize,
+    /// Rows every candidate scores the same on: nobody wins them.
+    pub tied: usize,
+}
+
+/// The Pareto rows a candidate wins: rows where no other candidate scores higher, leaving out
+/// rows on which every candidate scores the same. The engine draws its parents from the
+/// candidates that win at least one row (the Pareto front), so a candidate that wins none is
+/// never mutated again.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ParetoWins {
+    pub rows: Vec<WonRow>,
+    /// How many of them no other candidate ties.
+    pub alone: usize,
+}
+
+/// One won Pareto row, numbered as the dataset file's data rows are (1-based).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct WonRow {
+    pub row: usize,
+    /// No other candidate ties it there.
+    pub alone: bool,
 }
 
 /// A candidate in the lineage.
@@ -51,6 +84,8 @@ pub struct LineageNode {
     pub iteration: Option<usize>,
     /// The report's best version of the execution (g0 when that is the seed).
     pub is_best: bool,
+    /// The Pareto rows it wins; none when its per-row scores are not on record.
+    pub wins: Option<ParetoWins>,
 }
 
 /// One iteration: what was proposed, from what, and what became of it.
@@ -129,8 +164,14 @@ pub struct ReasonCount {
     pub count: usize,
 }
 
-/// The search view of one execution. `best` is the label of the report's best version of it.
-pub fn view(execution: &Execution, log: &IterationLog, best: Option<&str>) -> SearchView {
+/// The search view of one execution. `best` is the label of the report's best version of it;
+/// `pareto_rows` are the dataset's data rows of the Pareto set, in the order sent (the plan's).
+pub fn view(
+    execution: &Execution,
+    log: &IterationLog,
+    best: Option<&str>,
+    pareto_rows: &[usize],
+) -> SearchView {
     let missing = match log {
         IterationLog::Missing => Some(NOT_REPORTED.to_owned()),
         IterationLog::Unreadable(_) => Some(format!(
@@ -150,10 +191,12 @@ pub fn view(execution: &Execution, log: &IterationLog, best: Option<&str>) -> Se
             lineage: Vec::new(),
             proposals: Vec::new(),
             notes: Vec::new(),
+            pareto: None,
         };
     }
     let mut notes = Vec::new();
-    let lineage = lineage(execution, best, &mut notes);
+    let mut lineage = lineage(execution, best, &mut notes);
+    let pareto = pareto_wins(execution, pareto_rows, &mut lineage, &mut notes);
     SearchView {
         execution: execution.label.clone(),
         missing: None,
@@ -161,7 +204,81 @@ pub fn view(execution: &Execution, log: &IterationLog, best: Option<&str>) -> Se
         lineage,
         proposals: execution.iterations.iter().map(proposal).collect(),
         notes,
+        pareto,
     }
+}
+
+/// Fills in the Pareto rows each candidate of `lineage` wins, from the per-row scores of the
+/// history. A candidate whose scores do not cover the Pareto set exactly is left out, with a
+/// note. Wins are counted among the candidates with scores on record.
+fn pareto_wins(
+    execution: &Execution,
+    pareto_rows: &[usize],
+    lineage: &mut [LineageNode],
+    notes: &mut Vec<String>,
+) -> Option<ParetoTally> {
+    let mut scored: Vec<(usize, &[f64])> = Vec::new();
+    for row in &execution.generations {
+        let Some(scores) = row.pareto_scores.as_deref() else {
+            continue;
+        };
+        if scores.len() != pareto_rows.len() {
+            notes.push(format!(
+                "{} has scores for {} Pareto rows, but the Pareto set has {}; its wins are not \
+                 counted.",
+                label(row.generation as usize),
+                scores.len(),
+                pareto_rows.len()
+            ));
+            continue;
+        }
+        scored.push((row.generation as usize, scores));
+    }
+    if scored.is_empty() {
+        return None;
+    }
+    let mut wins: BTreeMap<usize, ParetoWins> = scored
+        .iter()
+        .map(|&(generation, _)| {
+            let none = ParetoWins {
+                rows: Vec::new(),
+                alone: 0,
+            };
+            (generation, none)
+        })
+        .collect();
+    let mut tied = 0;
+    for (index, &row) in pareto_rows.iter().enumerate() {
+        let top = scored
+            .iter()
+            .map(|(_, scores)| scores[index])
+            .fold(f64::NEG_INFINITY, f64::max);
+        let winners: Vec<usize> = scored
+            .iter()
+            .filter(|(_, scores)| scores[index] == top)
+            .map(|&(generation, _)| generation)
+            .collect();
+        if winners.len() == scored.len() {
+            tied += 1;
+            continue;
+        }
+        let alone = winners.len() == 1;
+        for generation in winners {
+            let won = wins
+                .get_mut(&generation)
+                .expect("every scored candidate has an entry");
+            won.rows.push(WonRow { row, alone });
+            won.alone += usize::from(alone);
+        }
+    }
+    for node in lineage.iter_mut() {
+        node.wins = wins.remove(&node.generation);
+    }
+    Some(ParetoTally {
+        rows: pareto_rows.len(),
+        candidates: scored.len(),
+        tied,
+    })
 }
 
 /// A candidate as files and tables spell it: `g3`.
@@ -184,6 +301,7 @@ fn lineage(execution: &Execution, best: Option<&str>, notes: &mut Vec<String>) -
         merge: false,
         iteration: None,
         is_best: false,
+        wins: None,
     };
     let mut nodes: BTreeMap<usize, LineageNode> = BTreeMap::new();
     for row in &execution.generations {
@@ -422,6 +540,7 @@ pub(super) mod tests {
                     score: 0.5 + f64::from(generation) / 10.0,
                     prompt: format!("prompt {generation}"),
                     budget_used: None,
+                    pareto_scores: None,
                 })
                 .collect(),
             versions: vec![PromptVersion {
@@ -501,7 +620,7 @@ pub(super) mod tests {
                 merge(3, 0, 1, Outcome::Rejected),
             ],
         );
-        let view = view(&execution, &READ, None);
+        let view = view(&execution, &READ, None, &[]);
         assert_eq!(view.missing, None);
         let [accepted, empty, merge] = &view.proposals[..] else {
             panic!("{:?}", view.proposals)
@@ -554,7 +673,7 @@ pub(super) mod tests {
                 merge(4, 1, 2, Outcome::Accepted { generation: 3 }),
             ],
         );
-        let view = view(&execution, &READ, Some("g3"));
+        let view = view(&execution, &READ, Some("g3"), &[]);
         let links: Vec<_> = view
             .lineage
             .iter()
@@ -581,7 +700,7 @@ pub(super) mod tests {
         assert!(view.notes.is_empty(), "{:?}", view.notes);
 
         // The seed as the best version is g0.
-        let seed_best = super::view(&execution, &READ, Some("seed"));
+        let seed_best = super::view(&execution, &READ, Some("seed"), &[]);
         let best: Vec<&str> = seed_best
             .lineage
             .iter()
@@ -589,6 +708,65 @@ pub(super) mod tests {
             .map(|n| n.label.as_str())
             .collect();
         assert_eq!(best, vec!["g0"]);
+    }
+
+    #[test]
+    fn a_candidate_wins_the_pareto_rows_no_one_beats_it_on_unless_all_tie() {
+        let mut execution = execution(
+            5,
+            vec![
+                mutation(1, 0, Outcome::Accepted { generation: 1 }),
+                mutation(2, 0, Outcome::Accepted { generation: 2 }),
+                mutation(3, 1, Outcome::Accepted { generation: 3 }),
+                mutation(4, 1, Outcome::Accepted { generation: 4 }),
+            ],
+        );
+        let per_row: [Option<Vec<f64>>; 5] = [
+            Some(vec![1.0, 0.0, 0.0, 1.0, 0.5]),
+            Some(vec![1.0, 1.0, 0.0, 1.0, 0.5]),
+            Some(vec![0.0, 1.0, 1.0, 1.0, 0.5]),
+            // As the public service reports it: not known.
+            None,
+            // Does not cover the Pareto set.
+            Some(vec![1.0]),
+        ];
+        for (row, scores) in execution.generations.iter_mut().zip(per_row) {
+            row.pareto_scores = scores;
+        }
+        let view = view(&execution, &READ, None, &[11, 12, 13, 14, 15]);
+        let won = |generation: usize| {
+            view.lineage[generation].wins.as_ref().map(|wins| {
+                let rows: Vec<(usize, bool)> = wins.rows.iter().map(|w| (w.row, w.alone)).collect();
+                (rows, wins.alone)
+            })
+        };
+        assert_eq!(won(0), Some((vec![(11, false)], 0)));
+        assert_eq!(won(1), Some((vec![(11, false), (12, false)], 0)));
+        assert_eq!(won(2), Some((vec![(12, false), (13, true)], 1)));
+        assert_eq!(won(3), None);
+        assert_eq!(won(4), None);
+        assert_eq!(
+            view.pareto,
+            Some(ParetoTally {
+                rows: 5,
+                candidates: 3,
+                tied: 2
+            }),
+            "rows 14 and 15 are scored alike by all three"
+        );
+        assert_eq!(
+            view.notes,
+            vec![
+                "g4 has scores for 1 Pareto rows, but the Pareto set has 5; its wins are not \
+                 counted."
+                    .to_owned()
+            ]
+        );
+        let unscored = super::tests::execution(2, vec![mutation(1, 0, Outcome::Rejected)]);
+        let without = super::view(&unscored, &READ, None, &[1]);
+        assert!(without.missing.is_none());
+        assert_eq!(without.pareto, None);
+        assert!(without.lineage.iter().all(|node| node.wins.is_none()));
     }
 
     #[test]
@@ -602,7 +780,7 @@ pub(super) mod tests {
                 mutation(3, 5, Outcome::Accepted { generation: 4 }),
             ],
         );
-        let view = view(&execution, &READ, None);
+        let view = view(&execution, &READ, None, &[]);
         let labels: Vec<&str> = view.lineage.iter().map(|n| n.label.as_str()).collect();
         assert_eq!(labels, vec!["g0", "g1", "g4"]);
         assert_eq!(view.lineage[2].parents, Vec::<usize>::new());
@@ -626,11 +804,11 @@ pub(super) mod tests {
     #[test]
     fn without_iteration_records_the_section_says_why_in_one_sentence() {
         let none = execution(3, Vec::new());
-        let missing = view(&none, &IterationLog::Missing, None);
+        let missing = view(&none, &IterationLog::Missing, None, &[]);
         assert_eq!(missing.missing.as_deref(), Some(NOT_REPORTED));
         assert!(missing.summary.is_none() && missing.lineage.is_empty());
 
-        let empty = view(&none, &READ, None);
+        let empty = view(&none, &READ, None, &[]);
         assert_eq!(
             empty.missing.as_deref(),
             Some(
@@ -640,7 +818,7 @@ pub(super) mod tests {
         );
 
         let some = execution(2, vec![mutation(1, 0, Outcome::Rejected)]);
-        let unreadable = view(&some, &IterationLog::Unreadable("line 2".into()), None);
+        let unreadable = view(&some, &IterationLog::Unreadable("line 2".into()), None, &[]);
         assert_eq!(
             unreadable.missing.as_deref(),
             Some("iterations.jsonl could not be read, so the search is not shown (see the notes).")

@@ -302,6 +302,7 @@ mod tests {
             score,
             prompt: "p".into(),
             budget_used: budget,
+            pareto_scores: None,
         };
         let rows = [
             row("a", 0, 0.5, None),

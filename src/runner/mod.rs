@@ -605,6 +605,7 @@ impl Runner<'_> {
                         prompt: record.prompt,
                         // The evolution API does not say what each generation cost.
                         budget_used: None,
+                        pareto_scores: record.pareto_scores,
                     }));
                 }
                 Err(err) => {
@@ -834,11 +835,13 @@ mod tests {
                     generation: 0.0,
                     score: 0.5,
                     prompt: "Is this review positive or negative?\nReview: {review}".into(),
+                    pareto_scores: None,
                 },
                 HistoryRecord {
                     generation: 1.0,
                     score: 0.75,
                     prompt: "Answer with one of: positive, negative\nReview: {review}".into(),
+                    pareto_scores: None,
                 },
             ])
         }

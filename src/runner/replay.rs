@@ -657,6 +657,7 @@ mod tests {
             score,
             prompt: prompt.into(),
             budget_used: None,
+            pareto_scores: None,
         }
     }
 

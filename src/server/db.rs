@@ -119,6 +119,8 @@ const MIGRATIONS: &[&str] = &[
         call TEXT NOT NULL
     );
     CREATE INDEX evolution_calls_by_execution ON evolution_calls (evolution_id, seq);",
+    // 6: each candidate's score per Pareto row (a JSON array), for the report's lineage.
+    "ALTER TABLE evolution_history ADD COLUMN pareto_scores TEXT;",
 ];
 
 #[derive(Debug, thiserror::Error)]

@@ -69,7 +69,7 @@ impl SqliteExecutions {
                      FROM evolution_executions ORDER BY seq",
                 )?;
                 let mut history = conn.prepare(
-                    "SELECT generation, score, prompt FROM evolution_history
+                    "SELECT generation, score, prompt, pareto_scores FROM evolution_history
                      WHERE evolution_id = ?1 ORDER BY generation",
                 )?;
                 let mut iterations = conn.prepare(
@@ -113,6 +113,9 @@ impl SqliteExecutions {
                                 generation: row.get::<_, i64>(0)? as f64,
                                 score: row.get(1)?,
                                 prompt: row.get(2)?,
+                                pareto_scores: row
+                                    .get::<_, Option<String>>(3)?
+                                    .and_then(|json| serde_json::from_str(&json).ok()),
                             })
                         })?
                         .collect::<rusqlite::Result<Vec<_>>>()?;
@@ -262,18 +265,25 @@ impl ExecutionStore for SqliteExecutions {
     ) -> Result<(), StoreError> {
         let id = evolution_id.to_owned();
         let record = record.clone();
+        let pareto_scores = record
+            .pareto_scores
+            .as_ref()
+            .map(|scores| serde_json::to_string(scores).expect("numbers serialise"));
         self.db
             .call(move |conn| {
                 conn.execute(
-                    "INSERT INTO evolution_history (evolution_id, generation, score, prompt)
-                     VALUES (?1, ?2, ?3, ?4)
+                    "INSERT INTO evolution_history
+                       (evolution_id, generation, score, prompt, pareto_scores)
+                     VALUES (?1, ?2, ?3, ?4, ?5)
                      ON CONFLICT(evolution_id, generation) DO UPDATE SET
-                       score = excluded.score, prompt = excluded.prompt",
+                       score = excluded.score, prompt = excluded.prompt,
+                       pareto_scores = excluded.pareto_scores",
                     params![
                         id,
                         record.generation.max(0.0).round() as i64,
                         record.score,
-                        record.prompt
+                        record.prompt,
+                        pareto_scores,
                     ],
                 )?;
                 Ok(())
@@ -440,6 +450,8 @@ mod tests {
                 generation,
                 score,
                 prompt: format!("p{generation}"),
+                // Generation 0 as the public service reports it: no per-row scores.
+                pareto_scores: (generation > 0.0).then(|| vec![score, 1.0 - score]),
             };
             store
                 .add_history("b-second-id-sorts-first", &record(1.0, 0.5))
@@ -490,6 +502,12 @@ mod tests {
             .map(|r| (r.generation, r.score))
             .collect();
         assert_eq!(history, [(0.0, 0.25), (1.0, 0.75)]);
+        let per_row: Vec<_> = first
+            .history
+            .iter()
+            .map(|r| r.pareto_scores.clone())
+            .collect();
+        assert_eq!(per_row, [None, Some(vec![0.75, 0.25])]);
         assert_eq!(loaded[1].state.prompt, None);
         assert_eq!(loaded[1].state.status, Status::Pending);
         assert!(store.batch_jobs("key-1").await.unwrap().is_empty());

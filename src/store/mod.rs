@@ -81,6 +81,12 @@ pub struct HistoryRow {
     /// Files written before the column existed read as `None`.
     #[serde(default)]
     pub budget_used: Option<u64>,
+    /// The generation's score on each Pareto row, in the order of the Pareto set, when the
+    /// service reports them (`serve` and the local engine do; the public service does not).
+    /// Written as numbers separated by spaces; files written before the column existed read as
+    /// `None`.
+    #[serde(default, with = "scores_column")]
+    pub pareto_scores: Option<Vec<f64>>,
 }
 
 /// One line of `replay.csv`: one prompt version answering one holdout row on one model.
@@ -185,6 +191,42 @@ mod json_column {
                 "inputs: expected a JSON object of strings, found {text:?} ({err})"
             ))
         })
+    }
+}
+
+/// A list of scores in one CSV field, as numbers separated by spaces; empty is `None`.
+mod scores_column {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(
+        scores: &Option<Vec<f64>>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        let text = scores
+            .as_deref()
+            .unwrap_or_default()
+            .iter()
+            .map(f64::to_string);
+        serializer.serialize_str(&text.collect::<Vec<_>>().join(" "))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<Vec<f64>>, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        if text.trim().is_empty() {
+            return Ok(None);
+        }
+        text.split_whitespace()
+            .map(|number| {
+                number.parse::<f64>().map_err(|err| {
+                    serde::de::Error::custom(format!(
+                        "pareto_scores: expected numbers separated by spaces, found {number:?} ({err})"
+                    ))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
     }
 }
 
@@ -482,6 +524,7 @@ mod tests {
             score: 0.5,
             prompt: "Line one, with comma\nline \"two\"".into(),
             budget_used: (generation > 0).then_some(u64::from(generation) * 7),
+            pareto_scores: (generation > 0).then(|| vec![1.0, 0.0, 1.0 / 3.0, 0.25]),
         }
     }
 
@@ -492,6 +535,11 @@ mod tests {
         run.write_csv(HISTORY_FILE, &[row(0), row(1)]).unwrap();
         let back: Vec<HistoryRow> = run.read_csv(HISTORY_FILE).unwrap();
         assert_eq!(back, vec![row(0), row(1)]);
+        let text = std::fs::read_to_string(run.file(HISTORY_FILE)).unwrap();
+        assert!(text.contains(",1 0 0.3333333333333333 0.25\n"), "{text}");
+        std::fs::write(run.file(HISTORY_FILE), text.replace(" 0.25", " x")).unwrap();
+        let err = run.read_csv::<HistoryRow>(HISTORY_FILE).unwrap_err();
+        assert!(err.to_string().contains("pareto_scores"), "{err}");
         assert!(
             run.read_csv::<ReplayRow>(REPLAY_FILE).unwrap().is_empty(),
             "missing file is empty"
@@ -540,6 +588,7 @@ mod tests {
         .unwrap();
         let history: Vec<HistoryRow> = run.read_csv(HISTORY_FILE).unwrap();
         assert_eq!(history[0].budget_used, None);
+        assert_eq!(history[0].pareto_scores, None);
         std::fs::write(
             run.file(REPLAY_FILE),
             "variant,version,model,answered_by,row,expected,output,score,feedback,latency_ms,prompt_tokens,completion_tokens,node_id,error\n\

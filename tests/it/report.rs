@@ -417,7 +417,27 @@ fn the_report_shows_how_the_search_went() {
         // A record of another evolution of budget-30, and a repeat of iteration 2: left out.
         lines.push(lines[0].replace(BUDGET_30_ID, "an-earlier-attempt"));
         lines.push(lines[1].clone());
-        std::fs::write(dir.join("iterations.jsonl"), lines.join("\n") + "\n").unwrap()
+        std::fs::write(dir.join("iterations.jsonl"), lines.join("\n") + "\n").unwrap();
+        // Per-row Pareto scores of budget-30's candidates, as serve and the local engine report
+        // them (8 Pareto rows: data rows 5 to 12; each mean is the generation's score).
+        let run = gepa_lab::store::RunDir::open(dir).unwrap();
+        let mut history: Vec<gepa_lab::store::HistoryRow> =
+            run.read_csv(gepa_lab::store::HISTORY_FILE).unwrap();
+        let per_row: [[f64; 8]; 6] = [
+            [1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0],
+            [1.0, 1.0, 1.0, 1.0, 0.0, 1.0, 0.0, 0.0],
+            [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 0.0],
+            [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0],
+            [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 1.0],
+            [1.0; 8],
+        ];
+        for row in history.iter_mut().filter(|row| row.variant == "budget-30") {
+            let scores = per_row[row.generation as usize];
+            assert_eq!(scores.iter().sum::<f64>() / 8.0, row.score);
+            row.pareto_scores = Some(scores.to_vec());
+        }
+        run.write_csv(gepa_lab::store::HISTORY_FILE, &history)
+            .unwrap();
     });
     let html = read(&dir.join("index.html"));
     let section = &html[html.find("<section id=\"search\">").expect("the section")..];
@@ -450,10 +470,36 @@ fn the_report_shows_how_the_search_went() {
         assert!(svg.contains(&format!(">\ng{g}\n</text>")), "g{g}");
     }
     assert!(
-        svg.contains("merge of g2 + g4, iteration 8 · best"),
+        svg.contains("merge of g2 + g4, iteration 8 · wins 4 rows · best"),
         "{svg}"
     );
-    assert!(svg.contains("from g3, iteration 7"), "{svg}");
+    assert!(
+        svg.contains("from g3, iteration 7 · wins 3 rows\n</text>"),
+        "{svg}"
+    );
+    // Which Pareto rows each wins: data rows 5 to 8 every candidate gets right, so no one wins
+    // them; row 9 all but g1, row 10 all but g0, row 11 g3 and g5, row 12 g4 and g5.
+    assert!(
+        section
+            .contains("8 rows, 6 candidates with per-row scores; 4 rows tied by all, won by none"),
+        "{section}"
+    );
+    for (label, score, won, rows) in [
+        ("g0", "0.625", 1, "9"),
+        ("g1", "0.625", 1, "10"),
+        ("g3", "0.875", 3, "9, 10, 11"),
+        (
+            "g5<span class=\"tag best\">best</span>",
+            "1.000",
+            4,
+            "9, 10, 11, 12",
+        ),
+    ] {
+        let row = format!(
+            "<tr><td>{label}</td><td class=\"n\">{score}</td><td class=\"n\">{won}</td><td class=\"n\">0</td><td class=\"rows\">{rows}</td></tr>"
+        );
+        assert!(section.contains(&row), "{row}\n{section}");
+    }
     // One row per proposal, with the engine's own explanation and the prompt escaped.
     assert_eq!(section.matches("<tr class=").count(), 9);
     assert!(section.contains(

@@ -141,8 +141,25 @@ fn starts_per_custom_id(serve: &Serve) -> std::collections::BTreeMap<String, usi
 }
 
 /// `iterations.jsonl` numbers each execution's iterations 1, 2, 3 ... once each, and every
-/// accepted proposal is the generation of `history.csv` it names. Returns how many there are.
+/// accepted proposal is the generation of `history.csv` it names. Every generation carries its
+/// score on each Pareto row, and their mean is its score. Returns how many iterations there are.
 fn assert_iterations_agree_with_history(dir: &RunDir, history: &[HistoryRow]) -> usize {
+    let manifest = dir.read_manifest().expect("run.json");
+    for row in history {
+        let plan = &manifest
+            .executions
+            .iter()
+            .find(|e| e.plan.variant.as_deref().unwrap_or_default() == row.variant)
+            .expect("the variant is planned")
+            .plan;
+        let scores = row
+            .pareto_scores
+            .as_ref()
+            .expect("serve reports per-row scores");
+        assert_eq!(scores.len(), plan.dataset.pareto_rows.len(), "{row:?}");
+        let mean = scores.iter().sum::<f64>() / scores.len() as f64;
+        assert!((mean - row.score).abs() < 1e-9, "{row:?}");
+    }
     let rows = dir.read_iterations().expect("iterations.jsonl");
     let ids: std::collections::BTreeSet<&str> =
         rows.iter().map(|row| row.evolution_id.as_str()).collect();

@@ -25,7 +25,7 @@ const ROW: i32 = 26;
 const TOP: i32 = 36;
 const LEFT: i32 = 12;
 /// Width of the text column right of the lanes.
-const TEXT: i32 = 360;
+const TEXT: i32 = 620;
 
 /// Where each candidate goes: its row is its position in generation order, its lane is here.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -154,6 +154,14 @@ impl Lineage {
                 if let Some(iteration) = node.iteration {
                     origin.push_str(&format!(", iteration {iteration}"));
                 }
+                if let Some(wins) = &node.wins {
+                    origin.push_str(&match (wins.rows.len(), wins.alone) {
+                        (0, _) => " · wins no row".to_owned(),
+                        (1, 1) => " · wins 1 row, alone".to_owned(),
+                        (won, 0) => format!(" · wins {won} row{}", plural(won)),
+                        (won, alone) => format!(" · wins {won} rows ({alone} alone)"),
+                    });
+                }
                 if node.is_best {
                     origin.push_str(" · best");
                 }
@@ -211,6 +219,10 @@ impl Lineage {
     fn text_x(&self) -> i32 {
         LEFT + self.lane_width * self.layout.lane_count.max(1) as i32 + 12
     }
+}
+
+fn plural(count: usize) -> &'static str {
+    if count == 1 { "" } else { "s" }
 }
 
 impl Drawing for Lineage {
@@ -327,6 +339,7 @@ mod tests {
             merge: parents.len() == 2,
             iteration: (generation > 0).then_some(generation),
             is_best: false,
+            wins: None,
         }
     }
 
@@ -491,5 +504,34 @@ mod tests {
             .map(str::trim)
             .collect();
         assert_eq!(best_labels, vec!["g37", "0.500"], "{svg}");
+    }
+
+    #[test]
+    fn each_row_says_how_many_pareto_rows_the_candidate_wins() {
+        use search::{ParetoWins, WonRow};
+        let wins = |rows: &[(usize, bool)]| ParetoWins {
+            rows: rows
+                .iter()
+                .map(|&(row, alone)| WonRow { row, alone })
+                .collect(),
+            alone: rows.iter().filter(|(_, alone)| *alone).count(),
+        };
+        let mut nodes = vec![node(0, &[]), node(1, &[0]), node(2, &[0]), node(3, &[1, 2])];
+        nodes[0].wins = Some(wins(&[]));
+        nodes[1].wins = Some(wins(&[(4, true)]));
+        nodes[2].wins = Some(wins(&[(4, false), (9, false)]));
+        nodes[3].wins = Some(wins(&[(4, false), (7, true), (9, true)]));
+        nodes[3].is_best = true;
+        let chart = Lineage::new(&nodes);
+        let origins: Vec<&str> = chart.rows.iter().map(|row| row.origin.as_str()).collect();
+        assert_eq!(
+            origins,
+            vec![
+                "seed · wins no row",
+                "from g0, iteration 1 · wins 1 row, alone",
+                "from g0, iteration 2 · wins 2 rows",
+                "merge of g1 + g2, iteration 3 · wins 3 rows (2 alone) · best",
+            ]
+        );
     }
 }
