@@ -5,6 +5,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::error::EngineError;
+use super::reflection::ReflectionTemplate;
 
 /// Examples shown to the reflection model per iteration unless set otherwise: the reference
 /// implementation's default.
@@ -33,6 +34,9 @@ pub struct EngineConfig {
     pub score_threshold: Option<f64>,
     /// How the reflection model proposes a child.
     pub proposer: Proposer,
+    /// The request [`Proposer::Rewrite`] sends, when the user has one of their own; `None`
+    /// sends the built-in one. [`Proposer::Rules`] does not use it.
+    pub reflection_template: Option<ReflectionTemplate>,
     /// Merge two lineages now and then (the paper's GEPA+Merge); `None` turns merging off.
     pub merge: Option<MergeConfig>,
     /// What a failed `evaluate` or `reflect` does to the run.
@@ -63,6 +67,7 @@ impl EngineConfig {
             stall_iterations: None,
             score_threshold: None,
             proposer: Proposer::Rewrite,
+            reflection_template: None,
             merge: None,
             on_task_error: OnTaskError::Fail,
             retries: 1,

@@ -20,7 +20,17 @@ pub(crate) struct Shown<'a> {
     pub(crate) feedback: &'a str,
 }
 
-pub(crate) fn mutation_request(instruction: &str, examples: &[Shown], keep: &[String]) -> String {
+/// The request of the [`Proposer::Rewrite`](super::Proposer) strategy: the user's template
+/// when there is one, else the built-in request below.
+pub(crate) fn mutation_request(
+    template: Option<&ReflectionTemplate>,
+    instruction: &str,
+    examples: &[Shown],
+    keep: &[String],
+) -> String {
+    if let Some(template) = template {
+        return template.request(instruction, examples, keep);
+    }
     let mut text = String::new();
     text.push_str("I gave an assistant the following instruction to perform a task for me:\n```\n");
     text.push_str(instruction);
@@ -28,6 +38,25 @@ pub(crate) fn mutation_request(instruction: &str, examples: &[Shown], keep: &[St
         "\n```\n\nBelow are examples of task inputs the assistant received, the response it gave \
          to each, the expected response, and feedback on how its response could be better:\n```\n",
     );
+    text.push_str(&examples_markdown(examples));
+    text.push_str(
+        "```\n\nYour task is to write a new instruction for the assistant.\n\n\
+         Read the inputs carefully: identify their format and infer a detailed description of \
+         the task I want the assistant to solve.\n\n\
+         Read every response and its feedback. Find all niche and domain-specific facts about \
+         the task and put them in the instruction, since the assistant may not have access to \
+         them later. If the assistant used a strategy that generalizes, describe that strategy in \
+         the instruction as well.\n\n",
+    );
+    push_placeholder_rule(&mut text, keep);
+    text.push_str("Write the new instruction inside a ``` fenced block.");
+    text
+}
+
+/// The minibatch as Markdown, one `# Example` each: inputs, the model's output, the expected
+/// output and the scorer's feedback.
+fn examples_markdown(examples: &[Shown]) -> String {
+    let mut text = String::new();
     for (number, example) in examples.iter().enumerate() {
         if number > 0 {
             text.push('\n');
@@ -44,18 +73,81 @@ pub(crate) fn mutation_request(instruction: &str, examples: &[Shown], keep: &[St
         );
         let _ = writeln!(text, "## Feedback\n{}\n", example.feedback.trim());
     }
-    text.push_str(
-        "```\n\nYour task is to write a new instruction for the assistant.\n\n\
-         Read the inputs carefully: identify their format and infer a detailed description of \
-         the task I want the assistant to solve.\n\n\
-         Read every response and its feedback. Find all niche and domain-specific facts about \
-         the task and put them in the instruction, since the assistant may not have access to \
-         them later. If the assistant used a strategy that generalizes, describe that strategy in \
-         the instruction as well.\n\n",
-    );
-    push_placeholder_rule(&mut text, keep);
-    text.push_str("Write the new instruction inside a ``` fenced block.");
     text
+}
+
+/// A mutation request of the user's own, in the reference implementation's form: any text with
+/// [`ReflectionTemplate::INSTRUCTION`] where the current instruction goes and
+/// [`ReflectionTemplate::EXAMPLES`] where the minibatch goes (as Markdown, the same as in the
+/// built-in request), so a template written for the reference works unchanged. Each placeholder
+/// is replaced wherever it appears. The engine reads the new instruction from the answer's fenced
+/// block, so the template should ask for one; and when the prompt has `{placeholders}`, one
+/// sentence naming them is added at the end, since a child that drops one is refused.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(transparent)]
+pub struct ReflectionTemplate {
+    text: String,
+}
+
+impl ReflectionTemplate {
+    /// Where the current instruction goes.
+    pub const INSTRUCTION: &'static str = "<curr_instructions>";
+    /// Where the minibatch (inputs, outputs, expected outputs and feedback) goes.
+    pub const EXAMPLES: &'static str = "<inputs_outputs_feedback>";
+    /// The placeholders every template must contain.
+    pub const REQUIRED: [&'static str; 2] = [Self::INSTRUCTION, Self::EXAMPLES];
+
+    /// The template, or the required placeholders it lacks.
+    pub fn parse(text: &str) -> Result<Self, Vec<&'static str>> {
+        let missing: Vec<&'static str> = Self::REQUIRED
+            .into_iter()
+            .filter(|placeholder| !text.contains(placeholder))
+            .collect();
+        if missing.is_empty() {
+            Ok(Self {
+                text: text.to_owned(),
+            })
+        } else {
+            Err(missing)
+        }
+    }
+
+    /// Whether the text asks for a ``` fenced block, where the engine looks for the answer.
+    pub fn mentions_a_fence(text: &str) -> bool {
+        text.contains("```")
+    }
+
+    fn request(&self, instruction: &str, examples: &[Shown], keep: &[String]) -> String {
+        // One pass over the template, so a placeholder inside the instruction or an example
+        // (a prompt about templates) is left as it is.
+        let markdown = examples_markdown(examples);
+        let mut text = String::with_capacity(self.text.len() + instruction.len() + markdown.len());
+        let mut rest = self.text.as_str();
+        loop {
+            let next = Self::REQUIRED
+                .iter()
+                .filter_map(|placeholder| rest.find(placeholder).map(|at| (at, *placeholder)))
+                .min();
+            let Some((at, placeholder)) = next else {
+                text.push_str(rest);
+                break;
+            };
+            text.push_str(&rest[..at]);
+            text.push_str(if placeholder == Self::INSTRUCTION {
+                instruction
+            } else {
+                markdown.trim_end()
+            });
+            rest = &rest[at + placeholder.len()..];
+        }
+        if !keep.is_empty() {
+            text.truncate(text.trim_end().len());
+            text.push_str("\n\n");
+            push_placeholder_rule(&mut text, keep);
+            text.truncate(text.trim_end().len());
+        }
+        text
+    }
 }
 
 /// The request of the [`Proposer::Rules`](super::Proposer) strategy: the instruction (without
@@ -512,6 +604,7 @@ mod tests {
             expected: "4".into(),
         };
         let text = mutation_request(
+            None,
             "Answer {question}.",
             &[Shown {
                 view: &view,
@@ -527,6 +620,59 @@ mod tests {
         ));
         assert!(text.contains("{question} is replaced with each example's input"));
         assert!(text.ends_with("Write the new instruction inside a ``` fenced block."));
+    }
+
+    #[test]
+    fn a_template_needs_both_placeholders_and_says_which_it_lacks() {
+        assert_eq!(
+            ReflectionTemplate::parse("Improve this: <curr_instructions>"),
+            Err(vec!["<inputs_outputs_feedback>"])
+        );
+        assert_eq!(
+            ReflectionTemplate::parse("<curr_instruction> <inputs_outputs_feedbacks>"),
+            Err(vec!["<curr_instructions>", "<inputs_outputs_feedback>"]),
+            "a near miss is not the placeholder"
+        );
+        assert!(ReflectionTemplate::parse("<inputs_outputs_feedback><curr_instructions>").is_ok());
+    }
+
+    #[test]
+    fn a_template_is_filled_in_one_pass_and_the_placeholder_rule_added() {
+        let view = ExampleView {
+            inputs: vec![("question".into(), "Is <curr_instructions> a tag?".into())],
+            expected: "yes".into(),
+        };
+        let shown = [Shown {
+            view: &view,
+            output: "no",
+            feedback: "Wrong.",
+        }];
+        let template = ReflectionTemplate::parse(
+            "Instruction:\n```\n<curr_instructions>\n```\nCases:\n```\n<inputs_outputs_feedback>\n```\n\
+             Again: <curr_instructions>\nAnswer in a ``` block.\n",
+        )
+        .unwrap();
+        let text = mutation_request(
+            Some(&template),
+            "Answer {question}.",
+            &shown,
+            &["question".into()],
+        );
+        assert_eq!(
+            text,
+            "Instruction:\n```\nAnswer {question}.\n```\nCases:\n```\n# Example 1\n## Inputs\n\
+             ### question\nIs <curr_instructions> a tag?\n\n## Generated Outputs\nno\n\n\
+             ## Expected Output\nyes\n\n## Feedback\nWrong.\n```\nAgain: Answer {question}.\n\
+             Answer in a ``` block.\n\nThe instruction is a template: before it reaches the \
+             assistant, {question} is replaced with each example's input. Keep every one of them \
+             in the new instruction, written exactly like that."
+        );
+        // Without placeholders to keep, the template is all there is.
+        let plain = mutation_request(Some(&template), "Answer.", &shown, &[]);
+        assert!(
+            plain.ends_with("Again: Answer.\nAnswer in a ``` block.\n"),
+            "{plain}"
+        );
     }
 
     #[test]

@@ -408,6 +408,7 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
         let (request, reading) = match self.config.proposer {
             Proposer::Rewrite => (
                 reflection::mutation_request(
+                    self.config.reflection_template.as_ref(),
                     parent_prompt.text(),
                     &shown,
                     self.placeholders.required(),

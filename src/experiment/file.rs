@@ -85,6 +85,13 @@ pub struct EngineSection {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 64))]
     pub parallel_calls: Option<i64>,
+    /// A file holding a reflection request of your own, relative to the experiment file. It must
+    /// contain `<curr_instructions>` (the current prompt) and `<inputs_outputs_feedback>` (the
+    /// minibatch), the reference implementation's placeholders, and should ask for the new
+    /// prompt in a ``` fenced block. With it, the engine proposes whole prompts (even with an
+    /// embedded reflection model, which otherwise writes rules).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reflection_template: Option<PathBuf>,
 }
 
 /// The seed prompt: exactly one of `seed` and `seed_file`.

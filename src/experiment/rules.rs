@@ -80,6 +80,8 @@ rules! {
     EngineRange => "engine-range", "each number of [engine] is within its range (see the README's [engine] table)";
     EngineOnError => "engine-on-error", "`engine.on_error` is fail or score_zero";
     EngineReflectionModel => "engine-reflection-model", "`engine.reflection_model` is a non-empty model id";
+    EngineReflectionTemplate => "engine-reflection-template", "`engine.reflection_template` is a readable file containing <curr_instructions> and <inputs_outputs_feedback>";
+    EngineReflectionTemplateFence => "engine-reflection-template-fence", "(warning) the reflection template asks for the new prompt in a fenced block";
     VariantName => "variant-name", "a variant name uses only a-z, 0-9, `_` and `-`";
     VariantNameUnique => "variant-name-unique", "variant names are unique";
 }

@@ -11,7 +11,7 @@ use super::plan::{DatasetPlan, Estimate, ExecutionPlan, Plan, ReplayPlan};
 use super::rules::Rule;
 use super::source::{Loaded, Resolved, load};
 use crate::dataset::{self, HoldoutSize, Split};
-use crate::engine;
+use crate::engine::{self, ReflectionTemplate};
 use crate::evolution::ServiceProfile;
 use crate::evolution::wire::{DatasetItem, EngineSettings, Evaluator, OnError, StartExecution};
 use crate::prompt::Template;
@@ -90,7 +90,7 @@ pub fn validate_file(path: &Path, settings: &Settings) -> Validation {
         base_dir: path.parent().map(Path::to_owned).unwrap_or_default(),
         diagnostics: loaded.diagnostics.clone(),
         scans: HashMap::new(),
-        seed_texts: BTreeMap::new(),
+        file_texts: BTreeMap::new(),
     };
     let drafts: Vec<Option<Draft>> = loaded
         .resolved
@@ -145,7 +145,9 @@ struct Checker<'a> {
     base_dir: PathBuf,
     diagnostics: Vec<Diagnostic>,
     scans: HashMap<(PathBuf, Vec<String>, String), Option<ScanOutcome>>,
-    seed_texts: BTreeMap<PathBuf, String>,
+    /// Texts of the files the experiment names (seed prompts, reflection templates), by path:
+    /// part of its content hash.
+    file_texts: BTreeMap<PathBuf, String>,
 }
 
 /// The checks of one resolved experiment, with a short way to say "at this key".
@@ -181,7 +183,7 @@ impl Scope<'_, '_> {
                 let full = resolve_path(&self.checker.base_dir, file);
                 match crate::input::read_text(&full, crate::input::TEXT_LIMIT) {
                     Ok(text) => {
-                        self.checker.seed_texts.insert(full, text.clone());
+                        self.checker.file_texts.insert(full, text.clone());
                         (text, "prompt.seed_file")
                     }
                     Err(err) => {
@@ -570,7 +572,7 @@ impl<'a> Checker<'a> {
     fn content_hash(&self) -> String {
         let mut hasher = Sha256::new();
         hasher.update(self.loaded.source.text.as_bytes());
-        for (path, text) in &self.seed_texts {
+        for (path, text) in &self.file_texts {
             hasher.update(path.to_string_lossy().as_bytes());
             hasher.update(text.as_bytes());
         }
@@ -1089,6 +1091,14 @@ fn check_engine(
             .help("`local` or `local:<name>` for a local run, a model serve's upstreams serve for gepa-lab serve; remove the key for the default"),
         );
     }
+    let reflection_template = match &engine.reflection_template {
+        None => None,
+        Some(file) => {
+            let template = reflection_template(scope, file);
+            ok &= template.is_some();
+            template
+        }
+    };
     if !ok {
         return None;
     }
@@ -1103,8 +1113,65 @@ fn check_engine(
         on_error,
         merge: engine.merge,
         parallel_calls: parallel_calls.map(|n| n as usize),
+        reflection_template,
     };
     Some((settings != EngineSettings::default()).then_some(settings))
+}
+
+/// The text of `engine.reflection_template`'s file, checked: readable, with both placeholders.
+/// A template that asks for no fenced block is a warning: the engine reads the new prompt from
+/// one, so every answer would fail as `no_fenced_block`.
+fn reflection_template(scope: &mut Scope<'_, '_>, file: &Path) -> Option<String> {
+    const KEY: &str = "engine.reflection_template";
+    let full = resolve_path(&scope.checker.base_dir, file);
+    let text = match crate::input::read_text(&full, crate::input::TEXT_LIMIT) {
+        Ok(text) => text,
+        Err(err) => {
+            scope.report(
+                KEY,
+                Diagnostic::error(
+                    Rule::EngineReflectionTemplate,
+                    format!("cannot read the reflection template file: {err}"),
+                )
+                .seen(full.display()),
+            );
+            return None;
+        }
+    };
+    if let Err(missing) = ReflectionTemplate::parse(&text) {
+        scope.report(
+            KEY,
+            Diagnostic::error(
+                Rule::EngineReflectionTemplate,
+                format!(
+                    "the reflection template lacks {}: it must contain {} (the current prompt) and \
+                     {} (the minibatch's inputs, outputs and feedback)",
+                    missing.join(" and "),
+                    ReflectionTemplate::INSTRUCTION,
+                    ReflectionTemplate::EXAMPLES
+                ),
+            )
+            .seen(full.display())
+            .help("the reference implementation's placeholders, written exactly like that, angle brackets included"),
+        );
+        return None;
+    }
+    if !ReflectionTemplate::mentions_a_fence(&text) {
+        scope.report(
+            KEY,
+            Diagnostic::warning(
+                Rule::EngineReflectionTemplateFence,
+                "the reflection template never mentions a ``` fenced block; the engine reads the \
+                 new prompt from one, so answers without it are failed proposals",
+            )
+            .seen(full.display())
+            .help(
+                "end it with something like: Write the new instruction inside a ``` fenced block.",
+            ),
+        );
+    }
+    scope.checker.file_texts.insert(full, text.clone());
+    Some(text)
 }
 
 fn check_replay(scope: &mut Scope<'_, '_>, replay: &ReplaySection) -> Option<ReplayPlan> {

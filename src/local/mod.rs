@@ -42,7 +42,7 @@ use tokio::sync::Semaphore;
 
 use crate::engine::{
     self, CandidateRecord, DEFAULT_REFLECTION_MINIBATCH, EngineConfig, EngineEvent,
-    IterationRecord, MergeConfig, OnTaskError, Proposer,
+    IterationRecord, MergeConfig, OnTaskError, Proposer, ReflectionTemplate,
 };
 use crate::evolution::PAGE_LIMIT;
 use crate::evolution::rules::validate_start;
@@ -258,6 +258,9 @@ impl LocalEvolution {
     ) -> Result<String, EvolutionError> {
         validate_start(request, &self.inner.settings.profile)
             .map_err(|violations| EvolutionError::Invalid(violations.to_string()))?;
+        if let Some(engine) = &request.engine {
+            reflection_template(engine).map_err(EvolutionError::Invalid)?;
+        }
         if let Some(model) = request
             .engine
             .as_ref()
@@ -490,8 +493,33 @@ impl Evolution for LocalEvolution {
     }
 }
 
+/// A reflection template of the request's `gepaLabEngine`, parsed; the error names the field
+/// and the placeholders it lacks.
+fn reflection_template(settings: &EngineSettings) -> Result<Option<ReflectionTemplate>, String> {
+    let Some(text) = &settings.reflection_template else {
+        return Ok(None);
+    };
+    ReflectionTemplate::parse(text).map(Some).map_err(|missing| {
+        format!(
+            "invalid parameter gepaLabEngine.reflectionTemplate: it lacks {}; it must contain {} \
+             and {}",
+            missing.join(" and "),
+            ReflectionTemplate::INSTRUCTION,
+            ReflectionTemplate::EXAMPLES
+        )
+    })
+}
+
 /// The experiment's `[engine]` settings over the backend's: each one set replaces the default.
-fn apply_engine_settings(config: &mut EngineConfig, settings: &EngineSettings) {
+/// A reflection template of the user's own makes the engine propose whole prompts with it.
+fn apply_engine_settings(
+    config: &mut EngineConfig,
+    settings: &EngineSettings,
+) -> Result<(), String> {
+    if let Some(template) = reflection_template(settings)? {
+        config.reflection_template = Some(template);
+        config.proposer = Proposer::Rewrite;
+    }
     if let Some(size) = settings.reflection_minibatch {
         config.reflection_minibatch = size;
     }
@@ -516,6 +544,7 @@ fn apply_engine_settings(config: &mut EngineConfig, settings: &EngineSettings) {
     if let Some(parallel) = settings.parallel_calls {
         config.parallel_calls = parallel;
     }
+    Ok(())
 }
 
 /// The engine's seed for a request: a hash of the request as sent, customId included, so the
@@ -700,7 +729,9 @@ impl Inner {
         if request.strategy == "SAM" {
             config.merge = Some(MergeConfig::default());
         }
-        apply_engine_settings(&mut config, &engine_settings);
+        if let Err(err) = apply_engine_settings(&mut config, &engine_settings) {
+            return failed(err);
+        }
 
         // The engine reports synchronously; candidates are recorded (and stored) beside it.
         let (candidates, mut received) = tokio::sync::mpsc::unbounded_channel::<Recorded>();

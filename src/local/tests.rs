@@ -20,8 +20,22 @@ type Log = Arc<Mutex<Vec<String>>>;
 struct Counted {
     sim: SimModel,
     calls: AtomicU64,
+    /// The last message of each request, in the order sent.
+    messages: Mutex<Vec<String>>,
     log: Log,
     hang_from: Option<u64>,
+}
+
+impl Counted {
+    fn new(sim: &str, log: Log, hang_from: Option<u64>) -> Self {
+        Self {
+            sim: SimModel::new(sim.parse().unwrap()),
+            calls: AtomicU64::new(0),
+            messages: Mutex::default(),
+            log,
+            hang_from,
+        }
+    }
 }
 
 #[async_trait]
@@ -32,6 +46,9 @@ impl Inference for Counted {
     async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, InferenceError> {
         let number = self.calls.fetch_add(1, Ordering::SeqCst);
         self.log.lock().unwrap().push("call".into());
+        if let Some(last) = request.messages.last() {
+            self.messages.lock().unwrap().push(last.text());
+        }
         if self.hang_from.is_some_and(|from| number >= from) {
             std::future::pending::<()>().await;
         }
@@ -144,12 +161,7 @@ fn setup_with(
     kept: Vec<StoredExecution>,
 ) -> Setup {
     let log: Log = Arc::default();
-    let model = Arc::new(Counted {
-        sim: SimModel::new(sim.parse().unwrap()),
-        calls: AtomicU64::new(0),
-        log: Arc::clone(&log),
-        hang_from,
-    });
+    let model = Arc::new(Counted::new(sim, Arc::clone(&log), hang_from));
     let mut settings = LocalSettings::new(ModelSettings::new(MODEL));
     settings.max_running = max_running;
     let store = store.map(|broken| {
@@ -493,12 +505,7 @@ async fn a_scorer_in_the_settings_replaces_the_metrics_and_spent_calls_are_repor
     let by_metric = history(&local, &id).await;
     assert!(by_metric[0].score < 1.0, "{by_metric:?}");
 
-    let model = Arc::new(Counted {
-        sim: SimModel::new("model=local-sim".parse().unwrap()),
-        calls: AtomicU64::new(0),
-        log: Arc::default(),
-        hang_from: None,
-    });
+    let model = Arc::new(Counted::new("model=local-sim", Arc::default(), None));
     let mut settings = LocalSettings::new(ModelSettings::new(MODEL));
     settings.scorer = Some("regex:.".parse().unwrap());
     let local = LocalEvolution::new(model.clone(), model.clone(), settings, None);
@@ -585,12 +592,7 @@ async fn a_local_run_interrupted_at_any_call_continues_from_its_engine_file() {
 
     let folder = tempfile::tempdir().unwrap();
     let with_file = |path: &std::path::Path, hang_from: Option<u64>| {
-        let model = Arc::new(Counted {
-            sim: SimModel::new(sim.parse().unwrap()),
-            calls: AtomicU64::new(0),
-            log: Arc::default(),
-            hang_from,
-        });
+        let model = Arc::new(Counted::new(sim, Arc::default(), hang_from));
         let mut settings = LocalSettings::new(ModelSettings::new(MODEL));
         settings.max_running = 1;
         let store = Arc::new(FileExecutions::open(path).unwrap());
@@ -659,4 +661,100 @@ async fn engine_settings_in_the_request_are_applied_or_refused() {
         }
         other => panic!("expected a refusal, got {other:?}"),
     }
+}
+
+#[tokio::test]
+async fn a_reflection_template_of_the_users_own_is_what_the_reflection_model_reads() {
+    let Setup { local, model, .. } = setup("model=local-sim", 2, None);
+    let mut start = request(40, 3, 5);
+    let template = "My own request. The current instruction:\n```\n<curr_instructions>\n```\n\
+                    Cases:\n<inputs_outputs_feedback>\n\nWrite a better instruction in a ``` block.";
+    start.engine = Some(EngineSettings {
+        reflection_template: Some(template.into()),
+        ..EngineSettings::default()
+    });
+    let id = local.start(&start).await.unwrap();
+    assert_eq!(finished(&local, &id).await.status, Status::Completed);
+    let messages = model.messages.lock().unwrap().clone();
+    let reflections: Vec<&String> = messages
+        .iter()
+        .filter(|m| m.starts_with("My own request."))
+        .collect();
+    let iterations = local.iterations_as(None, &id, 0, 100).unwrap();
+    let reflected = iterations
+        .iter()
+        .filter(|r| r.outcome() != &engine::Outcome::SkippedPerfect)
+        .count();
+    assert!(reflected > 0, "{iterations:?}");
+    assert_eq!(reflections.len(), reflected, "one request per reflection");
+    for text in &reflections {
+        assert!(
+            text.contains("# Example 1\n## Inputs\n### review\n"),
+            "{text}"
+        );
+        assert!(text.contains("Write a better instruction in a ``` block.\n\nThe instruction is a template: before it reaches the assistant, {review} is replaced"), "{text}");
+        assert!(
+            !text.contains("<curr_instructions>") && !text.contains("<inputs_outputs_feedback>")
+        );
+    }
+    assert!(
+        reflections[0].contains(SEED_PROMPT),
+        "the first parent is the seed"
+    );
+    assert!(
+        !messages
+            .iter()
+            .any(|m| m.starts_with("I gave an assistant")),
+        "the built-in request is not sent"
+    );
+    assert!(
+        iterations.iter().any(|r| r.child_prompt().is_some()),
+        "the answers to it are read"
+    );
+
+    start.engine = Some(EngineSettings {
+        reflection_template: Some("Improve: <curr_instructions>".into()),
+        ..EngineSettings::default()
+    });
+    let calls = model.calls.load(Ordering::SeqCst);
+    match local.start(&start).await {
+        Err(EvolutionError::Invalid(text)) => {
+            assert!(text.contains("gepaLabEngine.reflectionTemplate"), "{text}");
+            assert!(text.contains("lacks <inputs_outputs_feedback>"), "{text}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert_eq!(model.calls.load(Ordering::SeqCst), calls, "nothing ran");
+}
+
+#[test]
+fn a_reflection_template_makes_even_the_rules_proposer_rewrite_with_it() {
+    let mut config = EngineConfig::new(3, 5, 40);
+    config.proposer = Proposer::Rules;
+    let text = "<curr_instructions>\n<inputs_outputs_feedback>\n```";
+    let settings = EngineSettings {
+        reflection_template: Some(text.into()),
+        ..EngineSettings::default()
+    };
+    apply_engine_settings(&mut config, &settings).unwrap();
+    assert_eq!(config.proposer, Proposer::Rewrite);
+    assert_eq!(
+        config.reflection_template,
+        Some(ReflectionTemplate::parse(text).unwrap())
+    );
+
+    let mut untouched = EngineConfig::new(3, 5, 40);
+    untouched.proposer = Proposer::Rules;
+    apply_engine_settings(&mut untouched, &EngineSettings::default()).unwrap();
+    assert_eq!(
+        untouched.proposer,
+        Proposer::Rules,
+        "no template, no change"
+    );
+    let broken = EngineSettings {
+        reflection_template: Some("<inputs_outputs_feedback>".into()),
+        ..EngineSettings::default()
+    };
+    let err = apply_engine_settings(&mut untouched, &broken).unwrap_err();
+    assert!(err.contains("lacks <curr_instructions>"), "{err}");
 }

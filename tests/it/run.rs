@@ -1040,3 +1040,54 @@ fn engine_settings_reach_serve_and_are_refused_for_the_public_service() {
     );
     assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 0);
 }
+
+/// A reflection template of the user's own travels to serve with the start request, is kept in
+/// `run.json`, and drives the proposals; changing it changes the experiment's content hash.
+#[test]
+fn a_reflection_template_file_reaches_serve_and_drives_its_proposals() {
+    let serve = Serve::start(&["sim:seed=4"], &[&format!("{KEY}:6000")]);
+    let out = tempfile::tempdir().unwrap();
+    let template = "My own reflection. The current instruction:\n```\n<curr_instructions>\n```\n\
+                    How it did:\n<inputs_outputs_feedback>\n\n\
+                    Write a better instruction inside a ``` fenced block.\n";
+    std::fs::write(out.path().join("reflection.md"), template).unwrap();
+    let with_template = [(
+        "[replay]",
+        "[engine]\nreflection_template = \"reflection.md\"\n\n[replay]",
+    )];
+    let file = edited_experiment(out.path(), "template.toml", &with_template);
+    let hash = |file: &Path| {
+        let output = crate::common::gepa_lab(&["plan", "--json", file.to_str().unwrap()]);
+        let plan: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        plan["content_hash"].as_str().unwrap().to_owned()
+    };
+    let before = hash(&file);
+    let output = run_command(&serve, out.path(), &[file.to_str().unwrap()])
+        .output()
+        .expect("run");
+    assert_succeeded(&output);
+    let dir = run_dir(out.path());
+    let manifest = dir.read_manifest().unwrap();
+    for execution in &manifest.executions {
+        let engine = execution.plan.start.engine.as_ref().unwrap();
+        assert_eq!(engine.reflection_template.as_deref(), Some(template));
+    }
+    let iterations = dir.read_iterations().unwrap();
+    assert!(
+        iterations
+            .iter()
+            .any(|row| row.record.child_prompt().is_some()),
+        "serve's engine read a prompt from the answers to the template: {iterations:?}"
+    );
+
+    std::fs::write(
+        out.path().join("reflection.md"),
+        template.replace("My own", "Our"),
+    )
+    .unwrap();
+    assert_ne!(
+        hash(&file),
+        before,
+        "the template is part of the experiment"
+    );
+}
