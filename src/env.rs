@@ -31,6 +31,9 @@ pub const THREADS: &str = "GEPA_LAB_THREADS";
 pub const CONTEXT_TOKENS: &str = "GEPA_LAB_CONTEXT_TOKENS";
 /// The reflection model of a local run.
 pub const REFLECTION_MODEL: &str = "GEPA_LAB_REFLECTION_MODEL";
+/// `run --backend local`: the base URL of an OpenAI-compatible server that answers the local
+/// engine's model ids (`local`, `local:<name>`) instead of the embedded model.
+pub const LOCAL_UPSTREAM: &str = "GEPA_LAB_LOCAL_UPSTREAM";
 /// `serve`: the API keys it accepts.
 pub const SERVE_KEYS: &str = "GEPA_LAB_SERVE_KEYS";
 /// `serve`: the key it sends upstream.

@@ -200,7 +200,22 @@ pub fn build(
     }
     match choice {
         BackendChoice::Local => {
-            let router = inference_backend(&local_ids, None)?;
+            let router = match crate::env::var(crate::env::LOCAL_UPSTREAM) {
+                // Every model id is asked of that server; no embedded model is loaded.
+                Some(url) => {
+                    let credential = Credential {
+                        key: keys::from_env(crate::env::UPSTREAM_KEY),
+                        rpm: None,
+                    };
+                    eprintln!(
+                        "the local engine's models are answered by {url} ({})",
+                        crate::env::LOCAL_UPSTREAM
+                    );
+                    http_inference(&url, credential, rpm)
+                        .with_context(|| format!("{}={url}", crate::env::LOCAL_UPSTREAM))?
+                }
+                None => inference_backend(&local_ids, None)?,
+            };
             let mut models = ModelSettings::new(local_task_model(replay_models));
             models.reflection_model = reflection;
             let mut settings = LocalSettings::new(models);

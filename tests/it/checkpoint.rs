@@ -1,9 +1,13 @@
-//! Kill -9 of `serve` in the middle of an evolution, then a restart on the same database: the
-//! execution continues from its checkpoint and ends exactly as an uninterrupted one, paying
-//! again only for the calls that were in flight at the kill.
+//! Kill -9 in the middle of an evolution, then a restart: of `serve` on the same database, and of
+//! `run --backend local` with `run --resume` on the same run directory. The execution continues
+//! from its checkpoint and ends exactly as an uninterrupted one, paying again only for the calls
+//! that were in flight at the kill.
 //!
-//! serve's models come from an upstream inside this test (the simulated model over HTTP) that
-//! counts every request it answers, so the calls are counted across both serve processes.
+//! The models come from an upstream inside this test (the simulated model over HTTP) that
+//! counts every request it answers, so the calls are counted across the processes. A local run
+//! reaches it through `GEPA_LAB_LOCAL_UPSTREAM`.
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -18,7 +22,9 @@ use gepa_lab::inference::wire::{ChatRequest, ChatResponse};
 use gepa_lab::inference::{Inference, SimModel};
 use rand::{Rng, SeedableRng};
 
-use crate::common::Serve;
+use gepa_lab::store::{HISTORY_FILE, HistoryRow, REPLAY_FILE, ReplayRow, RunDir};
+
+use crate::common::{Serve, root};
 use crate::evolution::{finished, sentiment};
 
 const KEY: &str = "checkpoint-key";
@@ -29,7 +35,8 @@ struct Upstream {
     requests: Arc<AtomicU64>,
 }
 
-fn upstream(runtime: &tokio::runtime::Runtime) -> Upstream {
+/// The simulated model configured by `sim` (see `SimConfig`), served over HTTP.
+fn upstream(runtime: &tokio::runtime::Runtime, sim: &str) -> Upstream {
     #[derive(Clone)]
     struct Shared {
         sim: Arc<SimModel>,
@@ -55,9 +62,7 @@ fn upstream(runtime: &tokio::runtime::Runtime) -> Upstream {
     let requests = Arc::new(AtomicU64::new(0));
     let shared = Shared {
         // Deterministic: the same request gets the same answer, in any process.
-        sim: Arc::new(SimModel::new(
-            "model=local-text,seed=3,latency_ms=15".parse().unwrap(),
-        )),
+        sim: Arc::new(SimModel::new(sim.parse().unwrap())),
         requests: Arc::clone(&requests),
     };
     let app = Router::new()
@@ -106,7 +111,7 @@ fn calls_recorded(db: &std::path::Path, id: &str) -> u64 {
 #[test]
 fn serve_killed_at_ten_moments_continues_each_evolution_and_pays_only_for_calls_in_flight() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let upstream = upstream(&runtime);
+    let upstream = upstream(&runtime, "model=local-text,seed=3,latency_ms=15");
     let start = sentiment(80, 4, 6);
     let serve_with =
         |dir: tempfile::TempDir| Serve::start_in(dir, &[upstream.url.as_str()], &[KEY], &[]);
@@ -168,5 +173,160 @@ fn serve_killed_at_ten_moments_continues_each_evolution_and_pays_only_for_calls_
     eprintln!(
         "{moments} kills of a {whole_calls}-call evolution: {in_flight_total} calls in flight at \
          the kills were paid again, nothing else"
+    );
+}
+
+/// What a local run left in its run directory that must not depend on a kill: the history
+/// (with per-row Pareto scores), every iteration record, and every replay answer and score.
+#[derive(Debug, PartialEq)]
+struct LocalOutcome {
+    history: Vec<(u32, String, String, Option<Vec<f64>>)>,
+    iterations: Vec<IterationRecord>,
+    replay: Vec<(String, usize, u32, String, String)>,
+}
+
+fn local_outcome(dir: &RunDir) -> LocalOutcome {
+    let manifest = dir.read_manifest().expect("run.json");
+    assert!(manifest.finished_at.is_some(), "the run finished");
+    assert!(manifest.simulated, "labelled simulated");
+    let history: Vec<HistoryRow> = dir.read_csv(HISTORY_FILE).expect("history.csv");
+    let replay: Vec<ReplayRow> = dir.read_csv(REPLAY_FILE).expect("replay.csv");
+    LocalOutcome {
+        history: history
+            .into_iter()
+            .map(|h| (h.generation, h.score.to_string(), h.prompt, h.pareto_scores))
+            .collect(),
+        iterations: dir
+            .read_iterations()
+            .expect("iterations.jsonl")
+            .into_iter()
+            .map(|row| row.record)
+            .collect(),
+        replay: replay
+            .into_iter()
+            .map(|r| (r.version, r.row, r.sample, r.output, r.score.to_string()))
+            .collect(),
+    }
+}
+
+/// Calls whose result the run directory holds: the engine's (`engine.jsonl`) and the replay's
+/// (`cache.jsonl`). A torn last line holds none.
+fn calls_kept(dir: &Path) -> u64 {
+    let lines = |name: &str| -> Vec<serde_json::Value> {
+        std::fs::read_to_string(dir.join(name))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect()
+    };
+    let engine_calls = lines("engine.jsonl")
+        .iter()
+        .filter(|line| line["change"] == "call")
+        .count();
+    (engine_calls + lines("cache.jsonl").len()) as u64
+}
+
+/// The one run directory under `out`.
+fn only_run(out: &Path) -> PathBuf {
+    let experiment = out.join("local-kill");
+    let mut runs = std::fs::read_dir(&experiment).expect("the experiment folder");
+    let run = runs.next().expect("a run").expect("readable").path();
+    assert!(runs.next().is_none(), "one run");
+    run
+}
+
+#[test]
+fn a_local_run_killed_at_ten_moments_resumes_and_pays_only_for_calls_in_flight() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let upstream = upstream(&runtime, "model=local,seed=1,latency_ms=10");
+    let experiment = root().join("tests/fixtures/run_experiments/local_kill.toml");
+    let gepa_lab = |args: &[&std::ffi::OsStr]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_gepa-lab"));
+        command
+            .args(args)
+            .env("GEPA_LAB_LOCAL_UPSTREAM", &upstream.url)
+            .env("GEPA_LAB_REFLECTION_MODEL", "local")
+            .env_remove("GEPA_LAB_UPSTREAM_KEY")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        command
+    };
+    let start = |out: &Path| {
+        gepa_lab(&[
+            "run".as_ref(),
+            experiment.as_os_str(),
+            "--backend".as_ref(),
+            "local".as_ref(),
+            "--yes".as_ref(),
+            "--out".as_ref(),
+            out.as_os_str(),
+        ])
+    };
+    let finished = |mut command: Command| {
+        let output = command.output().expect("gepa-lab runs");
+        assert!(
+            output.status.success(),
+            "exit {:?}: {}",
+            output.status.code(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    };
+
+    let whole_out = tempfile::tempdir().unwrap();
+    finished(start(whole_out.path()));
+    let whole_calls = upstream.requests.swap(0, Ordering::SeqCst);
+    let whole = local_outcome(&RunDir::open(&only_run(whole_out.path())).unwrap());
+    let accepted = whole
+        .iterations
+        .iter()
+        .filter(|r| matches!(r.outcome(), gepa_lab::engine::Outcome::Accepted { .. }))
+        .count();
+    assert!(accepted >= 2, "a search worth resuming: {whole:?}");
+    assert!(!whole.replay.is_empty());
+
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(20261124);
+    let moments = 10;
+    let mut in_flight_total = 0;
+    for moment in 0..moments {
+        let tenth = whole_calls / moments;
+        let k = 1 + moment * tenth + rng.random_range(0..tenth.max(1));
+        let out = tempfile::tempdir().unwrap();
+        let mut child = start(out.path()).spawn().expect("gepa-lab starts");
+        let began = Instant::now();
+        while upstream.requests.load(Ordering::SeqCst) < k {
+            assert!(
+                began.elapsed() < Duration::from_secs(60),
+                "k {k} never reached"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        child.kill().expect("SIGKILL");
+        child.wait().expect("reaped");
+        // A request sent just before the kill may still be on its way to the upstream.
+        std::thread::sleep(Duration::from_millis(300));
+        let sent = upstream.requests.swap(0, Ordering::SeqCst);
+        let run = only_run(out.path());
+        let kept = calls_kept(&run);
+        assert!(kept <= sent, "k {k}: {kept} kept of {sent} sent");
+        let in_flight = sent - kept;
+        // At most the engine's parallel task calls, one reflection, or the replay's 2.
+        assert!(in_flight <= 4, "k {k}: {sent} sent, {kept} kept");
+        in_flight_total += in_flight;
+
+        finished(gepa_lab(&[
+            "run".as_ref(),
+            "--resume".as_ref(),
+            run.as_os_str(),
+        ]));
+        let made = upstream.requests.swap(0, Ordering::SeqCst);
+        let after = local_outcome(&RunDir::open(&run).unwrap());
+        assert_eq!(after, whole, "k {k}");
+        assert_eq!(made, whole_calls - kept, "k {k}: paid twice or skipped");
+        assert_eq!(sent + made, whole_calls + in_flight, "k {k}");
+    }
+    eprintln!(
+        "{moments} kills of a local run of {whole_calls} calls ({accepted} candidates accepted): \
+         {in_flight_total} calls in flight at the kills were paid again, nothing else"
     );
 }
