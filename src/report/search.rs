@@ -50,9 +50,9 @@ pub struct ParetoTally {
 }
 
 /// The Pareto rows a candidate wins: rows where no other candidate scores higher, leaving out
-/// rows on which every candidate scores the same. The engine draws its parents from the
-/// candidates that win at least one row (the Pareto front), so a candidate that wins none is
-/// never mutated again.
+/// rows on which every candidate scores the same. (The engine's parent selection, in
+/// `engine::pool`, counts those rows too and then drops dominated candidates; a candidate that
+/// wins no row here is, as a rule, dominated there.)
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ParetoWins {
     pub rows: Vec<WonRow>,
