@@ -35,6 +35,32 @@ struct Upstream {
     requests: Arc<AtomicU64>,
 }
 
+impl Upstream {
+    /// Waits until the upstream has received `k` requests in all.
+    fn wait_for(&self, k: u64) {
+        let began = Instant::now();
+        while self.requests.load(Ordering::SeqCst) < k {
+            assert!(
+                began.elapsed() < Duration::from_secs(60),
+                "k {k} never reached"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+/// The request count at which kill number `moment` of `moments` happens: one in each
+/// `1/moments` of a run of `whole_calls` calls, at a random place within it.
+fn kill_point(
+    rng: &mut rand_chacha::ChaCha8Rng,
+    whole_calls: u64,
+    moment: u64,
+    moments: u64,
+) -> u64 {
+    let share = whole_calls / moments;
+    1 + moment * share + rng.random_range(0..share.max(1))
+}
+
 /// The simulated model configured by `sim` (see `SimConfig`), served over HTTP.
 fn upstream(runtime: &tokio::runtime::Runtime, sim: &str) -> Upstream {
     #[derive(Clone)]
@@ -132,20 +158,11 @@ fn serve_killed_at_ten_moments_continues_each_evolution_and_pays_only_for_calls_
     let moments = 10;
     let mut in_flight_total = 0;
     for moment in 0..moments {
-        // One moment in each tenth of the run, at a random place within it.
-        let tenth = whole_calls / moments;
-        let k = 1 + moment * tenth + rng.random_range(0..tenth.max(1));
+        let k = kill_point(&mut rng, whole_calls, moment, moments);
         let serve = serve_with(tempfile::tempdir().unwrap());
         let client = serve.evolution(Some(KEY));
         let id = runtime.block_on(client.start(&start)).unwrap();
-        let began = Instant::now();
-        while upstream.requests.load(Ordering::SeqCst) < k {
-            assert!(
-                began.elapsed() < Duration::from_secs(60),
-                "k {k} never reached"
-            );
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        upstream.wait_for(k);
         let db = serve.db.clone();
         let dir = serve.kill();
         // A request serve sent just before it died may still be on its way to the upstream:
@@ -289,18 +306,10 @@ fn a_local_run_killed_at_ten_moments_resumes_and_pays_only_for_calls_in_flight()
     let moments = 10;
     let mut in_flight_total = 0;
     for moment in 0..moments {
-        let tenth = whole_calls / moments;
-        let k = 1 + moment * tenth + rng.random_range(0..tenth.max(1));
+        let k = kill_point(&mut rng, whole_calls, moment, moments);
         let out = tempfile::tempdir().unwrap();
         let mut child = start(out.path()).spawn().expect("gepa-lab starts");
-        let began = Instant::now();
-        while upstream.requests.load(Ordering::SeqCst) < k {
-            assert!(
-                began.elapsed() < Duration::from_secs(60),
-                "k {k} never reached"
-            );
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        upstream.wait_for(k);
         child.kill().expect("SIGKILL");
         child.wait().expect("reaped");
         // A request sent just before the kill may still be on its way to the upstream.

@@ -76,6 +76,18 @@ fn run_command(serve: &Serve, out: &Path, extra: &[&str]) -> Command {
     command
 }
 
+/// Runs `file` against `serve` to its end, with the run directory under `out`: the directory and
+/// its manifest.
+fn run_to_end(serve: &Serve, out: &Path, file: &Path) -> (RunDir, gepa_lab::store::RunManifest) {
+    let output = run_command(serve, out, &[file.to_str().unwrap()])
+        .output()
+        .expect("run");
+    assert_succeeded(&output);
+    let dir = run_dir(out);
+    let manifest = dir.read_manifest().unwrap();
+    (dir, manifest)
+}
+
 pub fn run_dir(out: &Path) -> RunDir {
     let experiment = out.join("two-variants");
     let entry = std::fs::read_dir(&experiment)
@@ -1009,12 +1021,7 @@ fn engine_settings_reach_serve_and_are_refused_for_the_public_service() {
         "[engine]\nscore_threshold = 0.0\nmerge = true\n\n[replay]",
     )];
     let file = edited_experiment(out.path(), "engine.toml", &with_engine);
-    let output = run_command(&serve, out.path(), &[file.to_str().unwrap()])
-        .output()
-        .expect("run");
-    assert_succeeded(&output);
-    let dir = run_dir(out.path());
-    let manifest = dir.read_manifest().unwrap();
+    let (dir, manifest) = run_to_end(&serve, out.path(), &file);
     let engine = manifest.executions[0].plan.start.engine.clone().unwrap();
     assert_eq!(engine.score_threshold, Some(0.0));
     assert_eq!(engine.merge, Some(true));
@@ -1062,12 +1069,7 @@ fn a_reflection_template_file_reaches_serve_and_drives_its_proposals() {
         plan["content_hash"].as_str().unwrap().to_owned()
     };
     let before = hash(&file);
-    let output = run_command(&serve, out.path(), &[file.to_str().unwrap()])
-        .output()
-        .expect("run");
-    assert_succeeded(&output);
-    let dir = run_dir(out.path());
-    let manifest = dir.read_manifest().unwrap();
+    let (dir, manifest) = run_to_end(&serve, out.path(), &file);
     for execution in &manifest.executions {
         let engine = execution.plan.start.engine.as_ref().unwrap();
         assert_eq!(engine.reflection_template.as_deref(), Some(template));
