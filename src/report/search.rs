@@ -49,7 +49,7 @@ pub struct ParetoTally {
     pub tied: usize,
 }
 
-/// The Pareto rows a candidate wins: rows where no other candidate scores higher, leaving out
+/// The Pareto rows a candidate wins, by data row: rows where no other candidate scores higher, leaving out
 /// rows on which every candidate scores the same. (The engine's parent selection, in
 /// `engine::pool`, counts those rows too and then drops dominated candidates; a candidate that
 /// wins no row here is, as a rule, dominated there.)
@@ -272,7 +272,11 @@ fn pareto_wins(
         }
     }
     for node in lineage.iter_mut() {
-        node.wins = wins.remove(&node.generation);
+        node.wins = wins.remove(&node.generation).map(|mut won| {
+            // The Pareto set is in the order sent (shuffled); a reader looks rows up by number.
+            won.rows.sort_by_key(|w| w.row);
+            won
+        });
     }
     Some(ParetoTally {
         rows: pareto_rows.len(),
@@ -733,16 +737,21 @@ pub(super) mod tests {
         for (row, scores) in execution.generations.iter_mut().zip(per_row) {
             row.pareto_scores = scores;
         }
-        let view = view(&execution, &READ, None, &[11, 12, 13, 14, 15]);
+        // The Pareto set as sent: shuffled, so its first row is data row 12.
+        let view = view(&execution, &READ, None, &[12, 11, 13, 14, 15]);
         let won = |generation: usize| {
             view.lineage[generation].wins.as_ref().map(|wins| {
                 let rows: Vec<(usize, bool)> = wins.rows.iter().map(|w| (w.row, w.alone)).collect();
                 (rows, wins.alone)
             })
         };
-        assert_eq!(won(0), Some((vec![(11, false)], 0)));
-        assert_eq!(won(1), Some((vec![(11, false), (12, false)], 0)));
-        assert_eq!(won(2), Some((vec![(12, false), (13, true)], 1)));
+        assert_eq!(won(0), Some((vec![(12, false)], 0)));
+        assert_eq!(
+            won(1),
+            Some((vec![(11, false), (12, false)], 0)),
+            "by data row"
+        );
+        assert_eq!(won(2), Some((vec![(11, false), (13, true)], 1)));
         assert_eq!(won(3), None);
         assert_eq!(won(4), None);
         assert_eq!(
