@@ -37,6 +37,6 @@ pub use records::{
     Best, CallKind, CandidateRecord, EngineEvent, Failure, IterationRecord, MergeRecord,
     MutationRecord, Outcome, Progress, ProposalFailure, Run, StopReason,
 };
-pub use reflection::ReflectionTemplate;
+pub use reflection::{MissingPlaceholders, ReflectionTemplate};
 pub use run::run;
 pub use task::{Evaluation, ExampleView, Reflection, Task};

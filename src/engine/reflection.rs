@@ -98,7 +98,7 @@ impl ReflectionTemplate {
     pub const REQUIRED: [&'static str; 2] = [Self::INSTRUCTION, Self::EXAMPLES];
 
     /// The template, or the required placeholders it lacks.
-    pub fn parse(text: &str) -> Result<Self, Vec<&'static str>> {
+    pub fn parse(text: &str) -> Result<Self, MissingPlaceholders> {
         let missing: Vec<&'static str> = Self::REQUIRED
             .into_iter()
             .filter(|placeholder| !text.contains(placeholder))
@@ -108,7 +108,7 @@ impl ReflectionTemplate {
                 text: text.to_owned(),
             })
         } else {
-            Err(missing)
+            Err(MissingPlaceholders(missing))
         }
     }
 
@@ -147,6 +147,24 @@ impl ReflectionTemplate {
             text.truncate(text.trim_end().len());
         }
         text
+    }
+}
+
+/// The required placeholders a reflection template lacks; it reads "lacks <x>: it must contain
+/// ...", for the caller to put after what it names (the file, the request field).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MissingPlaceholders(pub Vec<&'static str>);
+
+impl std::fmt::Display for MissingPlaceholders {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "lacks {}: it must contain {} (the current prompt) and {} (the minibatch's inputs, \
+             outputs and feedback)",
+            self.0.join(" and "),
+            ReflectionTemplate::INSTRUCTION,
+            ReflectionTemplate::EXAMPLES
+        )
     }
 }
 
@@ -626,11 +644,14 @@ mod tests {
     fn a_template_needs_both_placeholders_and_says_which_it_lacks() {
         assert_eq!(
             ReflectionTemplate::parse("Improve this: <curr_instructions>"),
-            Err(vec!["<inputs_outputs_feedback>"])
+            Err(MissingPlaceholders(vec!["<inputs_outputs_feedback>"]))
         );
         assert_eq!(
             ReflectionTemplate::parse("<curr_instruction> <inputs_outputs_feedbacks>"),
-            Err(vec!["<curr_instructions>", "<inputs_outputs_feedback>"]),
+            Err(MissingPlaceholders(vec![
+                "<curr_instructions>",
+                "<inputs_outputs_feedback>"
+            ])),
             "a near miss is not the placeholder"
         );
         assert!(ReflectionTemplate::parse("<inputs_outputs_feedback><curr_instructions>").is_ok());

@@ -1143,13 +1143,7 @@ fn reflection_template(scope: &mut Scope<'_, '_>, file: &Path) -> Option<String>
             KEY,
             Diagnostic::error(
                 Rule::EngineReflectionTemplate,
-                format!(
-                    "the reflection template lacks {}: it must contain {} (the current prompt) and \
-                     {} (the minibatch's inputs, outputs and feedback)",
-                    missing.join(" and "),
-                    ReflectionTemplate::INSTRUCTION,
-                    ReflectionTemplate::EXAMPLES
-                ),
+                format!("the reflection template {missing}"),
             )
             .seen(full.display())
             .help("the reference implementation's placeholders, written exactly like that, angle brackets included"),

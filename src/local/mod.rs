@@ -499,15 +499,11 @@ fn reflection_template(settings: &EngineSettings) -> Result<Option<ReflectionTem
     let Some(text) = &settings.reflection_template else {
         return Ok(None);
     };
-    ReflectionTemplate::parse(text).map(Some).map_err(|missing| {
-        format!(
-            "invalid parameter gepaLabEngine.reflectionTemplate: it lacks {}; it must contain {} \
-             and {}",
-            missing.join(" and "),
-            ReflectionTemplate::INSTRUCTION,
-            ReflectionTemplate::EXAMPLES
-        )
-    })
+    ReflectionTemplate::parse(text)
+        .map(Some)
+        .map_err(|missing| {
+            format!("invalid parameter gepaLabEngine.reflectionTemplate: it {missing}")
+        })
 }
 
 /// The experiment's `[engine]` settings over the backend's: each one set replaces the default.

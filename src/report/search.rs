@@ -56,8 +56,13 @@ pub struct ParetoTally {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ParetoWins {
     pub rows: Vec<WonRow>,
-    /// How many of them no other candidate ties.
-    pub alone: usize,
+}
+
+impl ParetoWins {
+    /// How many of the rows no other candidate ties.
+    pub fn alone(&self) -> usize {
+        self.rows.iter().filter(|won| won.alone).count()
+    }
 }
 
 /// One won Pareto row, numbered as the dataset file's data rows are (1-based).
@@ -239,13 +244,7 @@ fn pareto_wins(
     }
     let mut wins: BTreeMap<usize, ParetoWins> = scored
         .iter()
-        .map(|&(generation, _)| {
-            let none = ParetoWins {
-                rows: Vec::new(),
-                alone: 0,
-            };
-            (generation, none)
-        })
+        .map(|&(generation, _)| (generation, ParetoWins { rows: Vec::new() }))
         .collect();
     let mut tied = 0;
     for (index, &row) in pareto_rows.iter().enumerate() {
@@ -268,7 +267,6 @@ fn pareto_wins(
                 .get_mut(&generation)
                 .expect("every scored candidate has an entry");
             won.rows.push(WonRow { row, alone });
-            won.alone += usize::from(alone);
         }
     }
     for node in lineage.iter_mut() {
@@ -742,7 +740,7 @@ pub(super) mod tests {
         let won = |generation: usize| {
             view.lineage[generation].wins.as_ref().map(|wins| {
                 let rows: Vec<(usize, bool)> = wins.rows.iter().map(|w| (w.row, w.alone)).collect();
-                (rows, wins.alone)
+                (rows, wins.alone())
             })
         };
         assert_eq!(won(0), Some((vec![(12, false)], 0)));

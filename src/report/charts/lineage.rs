@@ -155,7 +155,7 @@ impl Lineage {
                     origin.push_str(&format!(", iteration {iteration}"));
                 }
                 if let Some(wins) = &node.wins {
-                    origin.push_str(&match (wins.rows.len(), wins.alone) {
+                    origin.push_str(&match (wins.rows.len(), wins.alone()) {
                         (0, _) => " · wins no row".to_owned(),
                         (1, 1) => " · wins 1 row, alone".to_owned(),
                         (won, 0) => format!(" · wins {won} row{}", plural(won)),
@@ -514,7 +514,6 @@ mod tests {
                 .iter()
                 .map(|&(row, alone)| WonRow { row, alone })
                 .collect(),
-            alone: rows.iter().filter(|(_, alone)| *alone).count(),
         };
         let mut nodes = vec![node(0, &[]), node(1, &[0]), node(2, &[0]), node(3, &[1, 2])];
         nodes[0].wins = Some(wins(&[]));
