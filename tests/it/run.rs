@@ -1054,7 +1054,10 @@ fn engine_settings_reach_serve_and_are_refused_for_the_public_service() {
 fn a_reflection_template_file_reaches_serve_and_drives_its_proposals() {
     let serve = Serve::start(&["sim:seed=4"], &[&format!("{KEY}:6000")]);
     let out = tempfile::tempdir().unwrap();
-    let template = "My own reflection. The current instruction:\n```\n<curr_instructions>\n```\n\
+    // The simulated model rewrites the first fenced block it is shown, so a line inside that
+    // block reaches the proposed prompts only if serve sent this template.
+    let template = "My own reflection. The current instruction:\n```\n<curr_instructions>\n\
+                    (Shown through the user's template.)\n```\n\
                     How it did:\n<inputs_outputs_feedback>\n\n\
                     Write a better instruction inside a ``` fenced block.\n";
     std::fs::write(out.path().join("reflection.md"), template).unwrap();
@@ -1076,10 +1079,11 @@ fn a_reflection_template_file_reaches_serve_and_drives_its_proposals() {
     }
     let iterations = dir.read_iterations().unwrap();
     assert!(
-        iterations
-            .iter()
-            .any(|row| row.record.child_prompt().is_some()),
-        "serve's engine read a prompt from the answers to the template: {iterations:?}"
+        iterations.iter().any(|row| row
+            .record
+            .child_prompt()
+            .is_some_and(|prompt| prompt.contains("(Shown through the user's template.)"))),
+        "serve's engine sent the template and read prompts from the answers: {iterations:?}"
     );
 
     std::fs::write(
