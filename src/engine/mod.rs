@@ -22,6 +22,7 @@ mod error;
 mod merge;
 mod placeholders;
 mod pool;
+mod quotes;
 mod records;
 mod reflection;
 mod run;

@@ -103,8 +103,24 @@ impl IterationRecord {
     /// The outcome and its reason in words, with the scores behind a rejection: the one
     /// description the terminal and the report show.
     pub fn explain(&self) -> String {
-        let sum = |scores: &[f64]| scores.iter().sum::<f64>();
         match self {
+            Self::Mutation(record)
+                if record.outcome == Outcome::Rejected
+                    && sum(&record.child_scores) > sum(&record.parent_scores) =>
+            {
+                let (parent, child) = record.unshown_sums();
+                format!(
+                    "rejected: the child scored {:.2} against the parent's {:.2} on {} minibatch rows, \
+                     but {:.2} against {:.2} on the {} rows its proposal was not written from (it \
+                     must not score lower there)",
+                    sum(&record.child_scores),
+                    sum(&record.parent_scores),
+                    record.minibatch.len(),
+                    child,
+                    parent,
+                    record.unshown_rows()
+                )
+            }
             Self::Mutation(record) if record.outcome == Outcome::Rejected => format!(
                 "rejected: the child scored {:.2} against the parent's {:.2} on {} minibatch rows (it must score higher)",
                 sum(&record.child_scores),
@@ -143,6 +159,11 @@ pub struct MutationRecord {
     pub parent: usize,
     /// Feedback examples (dataset indexes) both prompts ran on.
     pub minibatch: Vec<usize>,
+    /// The minibatch examples the reflection model was shown: all of them for a rewrite, the
+    /// failures a rule was written from for the rules proposer. Records written before this
+    /// field read as all of the minibatch.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shown: Vec<usize>,
     pub parent_scores: Vec<f64>,
     /// The proposed prompt, when one could be parsed from the reflection answer.
     pub child_prompt: Option<String>,
@@ -155,6 +176,43 @@ pub struct MutationRecord {
     pub cost: Spent,
     /// The best candidate when the iteration ended.
     pub best: Best,
+}
+
+impl MutationRecord {
+    /// The one acceptance rule of a mutation: the child scores higher than its parent on the
+    /// minibatch (as in the paper: a tie is not progress), and no lower on the minibatch rows the
+    /// reflection model was not shown. A rule that fixes the rows it was written from by breaking
+    /// others moves a bias from one answer to another; it is not kept. With every row shown (a
+    /// rewrite) the second part holds trivially.
+    pub fn improves(&self) -> bool {
+        let (parent, child) = self.unshown_sums();
+        sum(&self.child_scores) > sum(&self.parent_scores) && child >= parent
+    }
+
+    /// The parent's and the child's score sums on the minibatch rows not shown.
+    fn unshown_sums(&self) -> (f64, f64) {
+        self.minibatch
+            .iter()
+            .zip(self.parent_scores.iter().zip(&self.child_scores))
+            .filter(|(example, _)| !self.shown.is_empty() && !self.shown.contains(example))
+            .fold((0.0, 0.0), |(parent, child), (_, (p, c))| {
+                (parent + p, child + c)
+            })
+    }
+
+    fn unshown_rows(&self) -> usize {
+        if self.shown.is_empty() {
+            return 0;
+        }
+        self.minibatch
+            .iter()
+            .filter(|example| !self.shown.contains(example))
+            .count()
+    }
+}
+
+fn sum(scores: &[f64]) -> f64 {
+    scores.iter().sum()
 }
 
 /// The candidate with the highest mean Pareto score (the earlier one on a tie).
@@ -228,6 +286,9 @@ pub enum ProposalFailure {
     UnknownPlaceholders { unknown: Vec<String> },
     /// The child is a prompt already in the pool.
     Duplicate { generation: usize },
+    /// The child adds a word pair found in only a few of the inputs the engine sees (at most
+    /// three): a rule tied to those rows, not to the task.
+    QuotesInputs { pair: String, inputs: usize },
     /// The reflection call failed (only with [`OnTaskError::ScoreZero`](super::OnTaskError)).
     ReflectionError { error: TaskError },
 }
@@ -268,6 +329,7 @@ impl ProposalFailure {
             Self::MissingPlaceholders { .. } => "missing_placeholders",
             Self::UnknownPlaceholders { .. } => "unknown_placeholders",
             Self::Duplicate { .. } => "duplicate",
+            Self::QuotesInputs { .. } => "quotes_inputs",
             Self::ReflectionError { .. } => "reflection_error",
         }
     }
@@ -300,6 +362,10 @@ impl fmt::Display for ProposalFailure {
                 write!(f, "the child uses unknown {}", list(unknown))
             }
             Self::Duplicate { generation } => write!(f, "the child is g{generation} again"),
+            Self::QuotesInputs { pair, inputs } => write!(
+                f,
+                "the child quotes \"{pair}\", a word pair found in only {inputs} of the feedback and Pareto inputs"
+            ),
             Self::ReflectionError { error } => write!(f, "the reflection call failed: {error}"),
         }
     }

@@ -168,14 +168,58 @@ impl std::fmt::Display for MissingPlaceholders {
     }
 }
 
+/// At most this many failures are shown in one rules request.
+pub(crate) const MAX_FAILURES_SHOWN: usize = 3;
+
+/// The minibatch positions a rules request is written from.
+///
+/// With a label set, the failures of the minibatch's most common confusion (the same correct
+/// answer, the same wrong one; the confusion met first on a tie), at most
+/// [`MAX_FAILURES_SHOWN`]: shown one input, a small model writes a rule about that input's words;
+/// shown several that share a confusion, it writes what tells the two answers apart. Shown
+/// failures with different correct answers, it pairs rules with the wrong ones. Without a label
+/// set (extraction, free text), the first failure, whose feedback the rule answers. Empty when
+/// nothing failed.
+pub(crate) fn rules_focus(shown: &[Shown], scores: &[f64], labels: &[String]) -> Vec<usize> {
+    let failures = (0..shown.len()).filter(|&position| scores[position] < 1.0);
+    if labels.is_empty() {
+        return failures.take(1).collect();
+    }
+    let confusion = |position: usize| {
+        (
+            shown[position].view.expected.trim().to_lowercase(),
+            one_line(shown[position].output).to_lowercase(),
+        )
+    };
+    let mut groups: Vec<((String, String), Vec<usize>)> = Vec::new();
+    for position in failures {
+        let key = confusion(position);
+        match groups.iter_mut().find(|(known, _)| *known == key) {
+            Some((_, members)) => members.push(position),
+            None => groups.push((key, vec![position])),
+        }
+    }
+    // `max_by_key` keeps the last of equals; reversed, the first.
+    let mut focus = groups
+        .into_iter()
+        .rev()
+        .max_by_key(|(_, members)| members.len())
+        .map(|(_, members)| members)
+        .unwrap_or_default();
+    focus.truncate(MAX_FAILURES_SHOWN);
+    focus
+}
+
 /// The request of the [`Proposer::Rules`](super::Proposer) strategy: the instruction (without
-/// the rules it already has), one answer it got wrong with the correct one, and the set of
-/// correct answers when the task has a small one; the reflection model writes one general rule
-/// in a fixed form. Small models that cannot be trusted to rewrite a whole prompt (they drop its
-/// placeholders, echo it, or answer without the fenced block) still write a usable rule, and the
-/// engine puts it into the parent itself ([`add_rules`]), so the rest of the prompt is never
-/// lost.
-pub(crate) fn rules_request(instruction: &str, failure: &Shown, labels: &[String]) -> String {
+/// the rules it already has), the answers it got wrong with the correct ones (one confusion, see
+/// [`rules_focus`]), and the set of correct answers when the task has a small one; the
+/// reflection model writes one general rule in a fixed form. Small models that cannot be trusted
+/// to rewrite a whole prompt (they drop its placeholders, echo it, or answer without the fenced
+/// block) still write a usable rule, and the engine puts it into the parent itself
+/// ([`add_rules`]), so the rest of the prompt is never lost.
+///
+/// `failures` is not empty, and with a label set every failure has the same correct answer.
+pub(crate) fn rules_request(instruction: &str, failures: &[&Shown], labels: &[String]) -> String {
     let mut text = String::new();
     text.push_str("An assistant is given this instruction:\n\"\"\"\n");
     // Shown the rules it already has, a small model copies one of them instead of writing a
@@ -189,20 +233,40 @@ pub(crate) fn rules_request(instruction: &str, failure: &Shown, labels: &[String
             labels.join(", ")
         );
     }
-    text.push_str("The assistant answered this input wrongly:\n");
-    for (name, value) in &failure.view.inputs {
-        let _ = writeln!(text, "{name}: {}", value.trim());
+    let several = failures.len() > 1;
+    if several {
+        let _ = writeln!(
+            text,
+            "The assistant answered these {} inputs wrongly:",
+            failures.len()
+        );
+    } else {
+        text.push_str("The assistant answered this input wrongly:\n");
     }
-    let _ = writeln!(text, "Wrong answer: {}", one_line(failure.output));
-    let _ = writeln!(text, "Correct answer: {}", failure.view.expected.trim());
-    text.push_str(
+    for (number, failure) in failures.iter().enumerate() {
+        if several {
+            let _ = writeln!(text, "\nInput {}:", number + 1);
+        }
+        for (name, value) in &failure.view.inputs {
+            let _ = writeln!(text, "{name}: {}", value.trim());
+        }
+        let _ = writeln!(text, "Wrong answer: {}", one_line(failure.output));
+        let _ = writeln!(text, "Correct answer: {}", failure.view.expected.trim());
+    }
+    let Some(first) = failures.first() else {
+        return text;
+    };
+    text.push_str(if several {
+        "\nWrite one rule to add to the instruction, so that the assistant answers these inputs \
+         and similar inputs correctly. "
+    } else {
         "\nWrite one rule to add to the instruction, so that the assistant answers this input \
-         and similar inputs correctly. ",
-    );
+         and similar inputs correctly. "
+    });
     if labels.is_empty() {
         // No label to name (extraction, free text): the feedback says what was wrong, and the
         // rule says what to do instead.
-        let feedback = failure.feedback.trim();
+        let feedback = first.feedback.trim();
         if !feedback.is_empty() {
             let _ = writeln!(text, "Feedback on the wrong answer: {}", one_line(feedback));
         }
@@ -214,9 +278,17 @@ pub(crate) fn rules_request(instruction: &str, failure: &Shown, labels: &[String
         // A classification's feedback only restates the two answers.
         let _ = write!(
             text,
-            "Say in general words what in the input shows the correct answer; do not quote it. \
+            "Say in general words what {} shows the correct answer, words that fit many other \
+             inputs too; do not quote {}, and do not name people, places or things from {}. \
              Answer with one line in this form:\n- When ..., answer {}.",
-            one_line(&failure.view.expected)
+            if several {
+                "these inputs have in common that"
+            } else {
+                "in the input"
+            },
+            if several { "them" } else { "it" },
+            if several { "them" } else { "it" },
+            one_line(&first.view.expected)
         );
     }
     text
@@ -737,7 +809,7 @@ mod tests {
         };
         let text = rules_request(
             "Classify {review}.",
-            &shown(&view, "Positive\n"),
+            &[&shown(&view, "Positive\n")],
             &["negative".into(), "positive".into()],
         );
         assert!(text.contains("\"\"\"\nClassify {review}.\n\"\"\""));
@@ -753,15 +825,75 @@ mod tests {
         };
         let text = rules_request(
             "Extract {text}.",
-            &Shown {
+            &[&Shown {
                 view: &view,
                 output: "{\"date\":\"2025-03-03\"}",
                 feedback: "date: expected null",
-            },
+            }],
             &[],
         );
         assert!(text.contains("Feedback on the wrong answer: date: expected null"));
         assert!(text.ends_with("in this form:\n- When ..., ..."));
+    }
+
+    #[test]
+    fn several_failures_of_one_confusion_are_shown_numbered() {
+        let views: Vec<ExampleView> = ["The lid cracked.", "Returned it."]
+            .iter()
+            .map(|review| ExampleView {
+                inputs: vec![("review".into(), (*review).into())],
+                expected: "negative".into(),
+            })
+            .collect();
+        let failures: Vec<Shown> = views.iter().map(|v| shown(v, "positive")).collect();
+        let refs: Vec<&Shown> = failures.iter().collect();
+        let text = rules_request(
+            "Classify {review}.",
+            &refs,
+            &["negative".into(), "positive".into()],
+        );
+        assert!(text.contains(
+            "these 2 inputs wrongly:\n\nInput 1:\nreview: The lid cracked.\nWrong answer: positive\n\
+             Correct answer: negative\n\nInput 2:\nreview: Returned it.\n"
+        ));
+        assert!(text.contains("what these inputs have in common that shows the correct answer"));
+        assert!(text.ends_with("in this form:\n- When ..., answer negative."));
+    }
+
+    #[test]
+    fn the_focus_is_the_most_common_confusion_of_the_minibatch() {
+        let labels: Vec<String> = vec!["joy".into(), "anger".into(), "sadness".into()];
+        let views: Vec<ExampleView> = ["sadness", "anger", "sadness", "joy", "sadness", "anger"]
+            .iter()
+            .map(|expected| ExampleView {
+                inputs: vec![("text".into(), "...".into())],
+                expected: (*expected).into(),
+            })
+            .collect();
+        // Answers: the model says "joy" to nearly everything.
+        let answers = ["joy", "joy", "Joy\n", "joy", "joy ", "sadness"];
+        let minibatch: Vec<Shown> = views
+            .iter()
+            .zip(answers)
+            .map(|(v, a)| shown(v, a))
+            .collect();
+        let scores = [0.0, 0.0, 0.0, 1.0, 0.0, 0.0];
+        // sadness answered joy (rows 0, 2, 4) outnumbers anger answered joy (row 1).
+        assert_eq!(rules_focus(&minibatch, &scores, &labels), vec![0, 2, 4]);
+        // On a tie the confusion met first wins; at most MAX_FAILURES_SHOWN are kept.
+        let scores = [1.0, 0.0, 1.0, 1.0, 1.0, 0.0];
+        assert_eq!(rules_focus(&minibatch, &scores, &labels), vec![1]);
+        let many: Vec<Shown> = (0..5).map(|_| shown(&views[0], "joy")).collect();
+        assert_eq!(
+            rules_focus(&many, &[0.0; 5], &labels).len(),
+            MAX_FAILURES_SHOWN
+        );
+        // Without labels, the first failure; with none, nothing.
+        assert_eq!(
+            rules_focus(&minibatch, &[1.0, 1.0, 0.0, 0.0, 1.0, 1.0], &[]),
+            vec![2]
+        );
+        assert!(rules_focus(&minibatch, &[1.0; 6], &labels).is_empty());
     }
 
     #[test]
@@ -848,7 +980,7 @@ mod tests {
             inputs: vec![("review".into(), "Fine.".into())],
             expected: "positive".into(),
         };
-        assert!(!rules_request(&twice, &shown(&view, "negative"), &[]).contains("Sarcasm"));
+        assert!(!rules_request(&twice, &[&shown(&view, "negative")], &[]).contains("Sarcasm"));
         // The input on the first line, or no input at all: the rules go at the end.
         assert_eq!(
             add_rules("{review} - sentiment?", &["Be brief.".into()]).unwrap(),

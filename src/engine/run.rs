@@ -15,6 +15,7 @@ use super::error::{EngineError, TaskError};
 use super::merge::{self, MergeScheduler, Triplet};
 use super::placeholders::Placeholders;
 use super::pool::Pool;
+use super::quotes::InputPairs;
 use super::records::{
     Best, CallKind, CandidateRecord, EngineEvent, Failure, IterationRecord, MergeRecord,
     MutationRecord, Outcome, Progress, ProposalFailure, Run, StopReason,
@@ -115,6 +116,8 @@ struct Engine<'a, T, O> {
     // The distinct expected outputs of a task that picks from a small set of answers
     // (a classification), shown to the reflection model; empty otherwise.
     labels: Vec<String>,
+    // The word pairs of the inputs the engine sees: a child that quotes a few of them is refused.
+    input_pairs: InputPairs,
     // By generation.
     candidate_prompts: Vec<PromptId>,
     best: Option<(usize, f64)>,
@@ -192,8 +195,15 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
         let examples = config.minibatch + config.pareto;
         let mut inputs: Vec<String> = Vec::new();
         let mut expected: Vec<String> = Vec::new();
+        let mut texts: Vec<String> = Vec::new();
         for example in 0..examples {
             let view = task.describe(example);
+            let values: Vec<&str> = view
+                .inputs
+                .iter()
+                .map(|(_, value)| value.as_str())
+                .collect();
+            texts.push(values.join(" "));
             for (name, _) in view.inputs {
                 if !inputs.contains(&name) {
                     inputs.push(name);
@@ -218,6 +228,7 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             merge_rng: random_stream(config.seed, MERGE_STREAM),
             merges: config.merge.as_ref().map(MergeScheduler::new),
             labels: label_set(expected),
+            input_pairs: InputPairs::new(seed_prompt, texts.iter().map(String::as_str)),
             pareto_examples: (config.minibatch..examples).collect(),
             candidate_prompts: Vec::new(),
             best: None,
@@ -379,6 +390,7 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             iteration: self.iteration,
             parent,
             parent_scores: scores(&parent_evaluations),
+            shown: minibatch.clone(),
             minibatch,
             child_prompt: None,
             child_scores: Vec::new(),
@@ -415,18 +427,16 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
                 ),
                 Reading::Instruction,
             ),
-            // The first failure (the minibatch is in random order); see `Proposer::Rules`. The
-            // parent is not perfect here, so there is one.
+            // The parent is not perfect here, so the focus holds at least one failure.
             Proposer::Rules => {
-                let failed = (0..shown.len())
-                    .find(|&position| record.parent_scores[position] < PERFECT)
-                    .unwrap_or(0);
-                let failure = &shown[failed];
+                let focus = reflection::rules_focus(&shown, &record.parent_scores, &self.labels);
+                record.shown = focus.iter().map(|&at| record.minibatch[at]).collect();
+                let failures: Vec<&Shown> = focus.iter().map(|&at| &shown[at]).collect();
                 (
-                    reflection::rules_request(parent_prompt.text(), failure, &self.labels),
+                    reflection::rules_request(parent_prompt.text(), &failures, &self.labels),
                     Reading::RulesFor {
                         parent: parent_prompt.text(),
-                        correct: &failure.view.expected,
+                        correct: failures.first().map_or("", |f| f.view.expected.as_str()),
                     },
                 )
             }
@@ -443,8 +453,7 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
         };
         record.child_prompt = Some(child.text().to_string());
         record.child_scores = scores(&self.evaluate(&child, &record.minibatch).await?);
-        // Strict improvement on the same examples, as in the paper: a tie is not progress.
-        record.outcome = if sum(&record.child_scores) > sum(&record.parent_scores) {
+        record.outcome = if record.improves() {
             let generation = self.add_candidate(pool, child, vec![parent]).await?;
             if let Some(merges) = self.merges.as_mut() {
                 merges.mutation_accepted();
@@ -551,6 +560,9 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
         };
         if let Err(reason) = self.placeholders.check(&text) {
             return rejection(Some(text), reason);
+        }
+        if let Some((pair, inputs)) = self.input_pairs.quoted(&text) {
+            return rejection(Some(text), ProposalFailure::QuotesInputs { pair, inputs });
         }
         let child = self.cache.intern(&text);
         if let Some(generation) = self.candidate_prompts.iter().position(|p| *p == child) {

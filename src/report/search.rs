@@ -490,6 +490,7 @@ pub(super) mod tests {
             iteration,
             parent,
             minibatch: vec![3, 7],
+            shown: vec![3, 7],
             parent_scores: vec![0.0, 1.0],
             child_prompt: (!matches!(outcome, Outcome::SkippedPerfect))
                 .then(|| format!("child of g{parent} <b>")),

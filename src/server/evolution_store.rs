@@ -381,6 +381,7 @@ mod tests {
             iteration,
             parent: 0,
             minibatch: vec![0],
+            shown: vec![0],
             parent_scores: vec![0.0],
             child_prompt: Some("{q}!".into()),
             child_scores: vec![1.0],

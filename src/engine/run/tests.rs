@@ -665,9 +665,98 @@ async fn the_rules_proposer_shows_one_failure_and_adds_one_checked_rule() {
         "{outcomes:?}"
     );
     for request in requests.lock().unwrap().iter() {
-        assert_eq!(request.matches("Wrong answer: ").count(), 1, "{request}");
+        // One confusion at a time: every failure shown has the same correct answer.
+        let shown = request.matches("Wrong answer: ").count();
+        assert!(
+            (1..=reflection::MAX_FAILURES_SHOWN).contains(&shown),
+            "{request}"
+        );
+        let correct: HashSet<&str> = request
+            .split("Correct answer: ")
+            .skip(1)
+            .filter_map(|rest| rest.lines().next())
+            .collect();
+        assert_eq!(correct.len(), 1, "{request}");
         assert!(request.contains("Every correct answer is exactly one of: alpha, bravo, charlie."));
         // The rules the parent has are not shown again.
         assert!(!request.contains("Rules:"), "{request}");
     }
+}
+
+/// The first iteration of a rules run with every feedback row in the minibatch and a reflection
+/// that always writes the same rule for the correct answer it is shown.
+async fn one_rules_iteration(feedback: [&str; 6], answer: fn(&str) -> String) -> MutationRecord {
+    let pareto = ["alpha", "", "bravo", "", "charlie", ""];
+    let rows: Vec<&str> = feedback.iter().chain(&pareto).copied().collect();
+    let task = StandIn::new(&rows).reflecting(move |request| {
+        let correct = request
+            .split("Correct answer: ")
+            .nth(1)
+            .and_then(|rest| rest.lines().next())
+            .unwrap_or_default();
+        Ok(answer(correct))
+    });
+    let mut config = config(25);
+    config.proposer = Proposer::Rules;
+    config.reflection_minibatch = 6;
+    let run = run_quietly(&task, &config).await.expect("run");
+    let IterationRecord::Mutation(record) = &run.iterations()[0] else {
+        panic!("merge is off");
+    };
+    record.clone()
+}
+
+#[tokio::test]
+async fn a_rule_that_gains_on_its_own_rows_by_breaking_others_is_rejected() {
+    // The rule for the three alpha rows fixes them and breaks the plain row (which any keyword
+    // confuses): +3 -1 on the minibatch, but -1 on the rows it was not written from.
+    let record = one_rules_iteration(["alpha", "alpha", "alpha", "", "bravo", "bravo"], |c| {
+        format!("- When the question looks like this, answer {c}.")
+    })
+    .await;
+    let alpha_rows: BTreeSet<usize> = record.shown.iter().copied().collect();
+    assert_eq!(alpha_rows, BTreeSet::from([0, 1, 2]));
+    assert!(sum(&record.child_scores) > sum(&record.parent_scores));
+    assert_eq!(record.outcome, Outcome::Rejected);
+    let explained = IterationRecord::Mutation(record).explain();
+    assert!(
+        explained.contains("but 0.00 against 1.00 on the 3 rows its proposal was not written from"),
+        "{explained}"
+    );
+    // Without the plain row to break, the same rule is kept.
+    let record = one_rules_iteration(
+        ["alpha", "alpha", "alpha", "bravo", "bravo", "charlie"],
+        |c| format!("- When the question looks like this, answer {c}."),
+    )
+    .await;
+    assert!(
+        matches!(record.outcome, Outcome::Accepted { .. }),
+        "{record:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_rule_that_quotes_an_input_is_refused() {
+    // The stand-in's inputs are "question <row>": "question 4" is in one input.
+    let record = one_rules_iteration(
+        ["alpha", "bravo", "charlie", "alpha", "bravo", "charlie"],
+        |c| format!("- When the input reads question 4, answer {c}."),
+    )
+    .await;
+    assert_eq!(
+        record.outcome,
+        Outcome::Failed {
+            reason: ProposalFailure::QuotesInputs {
+                pair: "question 4".into(),
+                inputs: 1
+            }
+        }
+    );
+    // The child is kept in the record, to show what was refused, and never run.
+    assert!(
+        record
+            .child_prompt
+            .is_some_and(|p| p.contains("question 4"))
+    );
+    assert!(record.child_scores.is_empty());
 }

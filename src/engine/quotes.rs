@@ -1,0 +1,138 @@
+//! The guard against prompts that memorize examples: a child may not add a word pair that the
+//! engine has seen in only a few of the dataset's inputs.
+//!
+//! A small reflection model, shown a failure, often writes a rule tied to that one row ("When
+//! the input includes the words "<two words of the post>", answer X"). Such a rule fixes the row
+//! it was written from, so it passes the minibatch, and says nothing about the task, so its gain
+//! cannot carry to new rows. The measure is the project's own (`quotes_inputs.py` in the shared
+//! tools, and the quality benchmark): the lowercase words `[a-z0-9@#']+`, the pairs of adjacent
+//! words, and a pair counts when at least one of its words is neither in the seed prompt nor a
+//! stop word. The engine sees only the feedback and Pareto rows, never the holdout, so it counts
+//! a pair found in 1 to [`RARE_INPUTS`] of those rows as quoted: a pair the rows it sees hold that
+//! rarely is rare in the dataset as a whole, unless the sample is unlucky.
+
+use std::collections::{HashMap, HashSet};
+
+/// A pair found in at most this many inputs is tied to those inputs, not to the task.
+pub(crate) const RARE_INPUTS: usize = 3;
+
+/// Words too common to tie a pair to an input (the measure's own list).
+const STOP_WORDS: &str = "a an the is are was were be been of in on at to for from by with and \
+    or not no there it its this that these those when if then as any all some every each do does \
+    did has have had i you he she we they me my your our their his her them us";
+
+/// The word pairs of the inputs the engine sees, each with the number of inputs it occurs in.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct InputPairs {
+    inputs_with: HashMap<(String, String), usize>,
+    /// The seed's words and the stop words: a pair of two of them is never a quote.
+    common: HashSet<String>,
+}
+
+impl InputPairs {
+    /// Counts the pairs of `inputs` (one text per dataset row, its input values joined by a
+    /// space) against the words of `seed`.
+    pub(crate) fn new<'a>(seed: &str, inputs: impl IntoIterator<Item = &'a str>) -> Self {
+        let mut inputs_with: HashMap<(String, String), usize> = HashMap::new();
+        for input in inputs {
+            for pair in pairs(&words(input)) {
+                *inputs_with.entry(pair).or_default() += 1;
+            }
+        }
+        let common = words(seed)
+            .into_iter()
+            .chain(STOP_WORDS.split_whitespace().map(str::to_owned))
+            .collect();
+        Self {
+            inputs_with,
+            common,
+        }
+    }
+
+    /// The first word pair of `prompt` that quotes a few inputs, as "word word", with the
+    /// number of inputs it occurs in.
+    pub(crate) fn quoted(&self, prompt: &str) -> Option<(String, usize)> {
+        let words = words(prompt);
+        words.windows(2).find_map(|pair| {
+            let [first, second] = pair else { return None };
+            if self.common.contains(first) && self.common.contains(second) {
+                return None;
+            }
+            let count = *self.inputs_with.get(&(first.clone(), second.clone()))?;
+            (count <= RARE_INPUTS).then(|| (format!("{first} {second}"), count))
+        })
+    }
+}
+
+/// The lowercase words of `text`: runs of ASCII letters, digits, `@`, `#` and `'`.
+fn words(text: &str) -> Vec<String> {
+    text.to_lowercase()
+        .split(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '@' | '#' | '\'')))
+        .filter(|word| !word.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The distinct pairs of adjacent words.
+fn pairs(words: &[String]) -> HashSet<(String, String)> {
+    words
+        .windows(2)
+        .map(|pair| (pair[0].clone(), pair[1].clone()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SEED: &str =
+        "Text: {text}\nAnswer with exactly one of: joy, sadness. Give only the answer.";
+
+    fn rows() -> InputPairs {
+        let mut inputs = vec![
+            "Lost my keys at Camden Market again",
+            "The rain ruined the picnic",
+            "Finally got the job offer!",
+        ];
+        // A pair in four inputs is common enough to be about the task.
+        inputs.extend(["so happy today"; 4]);
+        InputPairs::new(SEED, inputs)
+    }
+
+    #[test]
+    fn a_rule_quoting_one_input_is_caught_with_its_count() {
+        let child = format!(
+            "{SEED}\nRules:\n- When the input includes the words \"camden market\", answer sadness."
+        );
+        assert_eq!(rows().quoted(&child), Some(("camden market".into(), 1)));
+    }
+
+    #[test]
+    fn general_words_and_common_pairs_pass() {
+        let rules = [
+            "- When the writer describes a loss or a disappointment, answer sadness.",
+            // In four inputs: common, not a quote.
+            "- When the writer says they are so happy today, answer joy.",
+            // Seed and stop words only: "the answer" occurs in no input, "the job" would.
+            "- Give only the answer.",
+        ];
+        for rule in rules {
+            let child = format!("{SEED}\nRules:\n{rule}");
+            assert_eq!(rows().quoted(&child), None, "{rule}");
+        }
+        // Pairs of seed and stop words never count, even when an input holds them.
+        let inputs = InputPairs::new("give the answer", ["give the answer now"]);
+        assert_eq!(inputs.quoted("Always give the answer."), None);
+        // A pair with one word outside the seed does.
+        assert_eq!(inputs.quoted("Answer now."), Some(("answer now".into(), 1)));
+    }
+
+    #[test]
+    fn words_follow_the_shared_measure() {
+        // The measure's pattern is [a-z0-9@#']+ on the lowercased text.
+        assert_eq!(
+            words("Don't @Bob #Tag x-y é"),
+            ["don't", "@bob", "#tag", "x", "y"]
+        );
+    }
+}
