@@ -360,8 +360,12 @@ pub(crate) fn parse_rules(
 }
 
 /// The label named last in `rule` (as a whole word, any case): the answer it tells to give.
+///
+/// A label may hold another: `clickbait` is inside `not_clickbait` and `not clickbait`. `_` and
+/// `-` join words, and of two labels that end at the same place the longer one is named.
 fn last_label<'l>(rule: &str, labels: &'l [String]) -> Option<&'l str> {
     let lower = rule.to_lowercase();
+    let joins = |c: char| c.is_alphanumeric() || c == '_' || c == '-';
     labels
         .iter()
         .filter_map(|label| {
@@ -371,15 +375,14 @@ fn last_label<'l>(rule: &str, labels: &'l [String]) -> Option<&'l str> {
                 .filter(|(at, _)| {
                     let before = lower[..*at].chars().next_back();
                     let after = lower[at + needle.len()..].chars().next();
-                    !before.is_some_and(char::is_alphanumeric)
-                        && !after.is_some_and(char::is_alphanumeric)
+                    !before.is_some_and(joins) && !after.is_some_and(joins)
                 })
-                .map(|(at, _)| at)
+                .map(|(at, _)| at + needle.len())
                 .last()
-                .map(|at| (at, label.as_str()))
+                .map(|end| (end, needle.len(), label.as_str()))
         })
-        .max_by_key(|(at, _)| *at)
-        .map(|(_, label)| label)
+        .max_by_key(|&(end, length, _)| (end, length))
+        .map(|(_, _, label)| label)
 }
 
 /// `prompt` with `rules` added to its list of rules: after the last rule of an existing
@@ -948,6 +951,19 @@ mod tests {
             Some("shipping")
         );
         assert_eq!(last_label("When unsure, ask.", &labels), None);
+        // A label inside another is not the one named.
+        for labels in [
+            ["clickbait", "not_clickbait"],
+            ["clickbait", "not clickbait"],
+        ] {
+            let labels = labels.map(String::from).to_vec();
+            let negative = format!("When it states a plain fact, answer {}.", labels[1]);
+            assert_eq!(last_label(&negative, &labels), Some(labels[1].as_str()));
+            assert_eq!(
+                last_label("When it teases, answer clickbait.", &labels),
+                Some("clickbait")
+            );
+        }
         assert!(matches!(
             parse_rules("- When it fails, answer billing.", &labels, "technical"),
             Err(ProposalFailure::WrongAnswerInRules { .. })
