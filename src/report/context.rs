@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::store::{Backend, ITERATIONS_FILE, ReplayRow};
 
+use super::baseline::{AnswerCounts, Baseline, Classification};
 use super::diff::{DiffStats, Segment, word_diff};
 use super::format::{self, p_phrase};
 use super::load::{Execution, IterationLog, RunData};
@@ -100,6 +101,9 @@ pub struct ExecutionView {
     pub best_validation_score: Option<f64>,
     /// The version compared with the seed.
     pub best_version: Option<String>,
+    /// For a classification (the holdout rows' expected values are a small set of labels):
+    /// what always answering the most common label would score. None otherwise.
+    pub baseline: Option<Baseline>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -133,6 +137,13 @@ pub struct ComparisonView {
     pub verdict_text: String,
     /// The comparison in one sentence, as every output prints it.
     pub sentence: String,
+    /// What a reader should know beside each side's score in a classification (it is no better
+    /// than the majority baseline, or gives one label to nearly every row): the clauses of
+    /// [`AnswerCounts::cautions`] on this model.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cautions_a: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cautions_b: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -180,6 +191,8 @@ pub struct VersionScore {
     pub fallbacks: u32,
     /// How often a row's repeated answers agree; none with one answer per row.
     pub agreement: Option<Agreement>,
+    /// In a classification, how many rows got each label (see [`ExecutionView::baseline`]).
+    pub answers: Option<AnswerCounts>,
 }
 
 /// Every holdout row of one execution on one model, with each version's answer.
@@ -267,6 +280,13 @@ pub fn build(
         let spec = &record.plan;
         let history = history.get(execution.variant.as_str());
         let best = execution.best.map(|i| &execution.versions[i]);
+        let classification = spec.replay.as_ref().and_then(|replay| {
+            Classification::of(
+                &replay.scorer,
+                scored_rows(&answers, execution),
+                spec.dataset.holdout_rows,
+            )
+        });
         searches.push(search::view(
             execution,
             &run.iterations,
@@ -304,6 +324,7 @@ pub fn build(
             generations: history.map_or(0, |h| h.generations),
             best_validation_score: history.map(|h| h.best_score),
             best_version: best.map(|v| v.label.clone()),
+            baseline: classification.as_ref().map(|c| c.baseline().clone()),
         });
 
         for version in &execution.versions {
@@ -353,6 +374,10 @@ pub fn build(
                         mean_completion_tokens: t.mean_completion_tokens,
                         fallbacks: t.fallbacks,
                         agreement: rows.and_then(|rows| Agreement::of(rows.values())),
+                        answers: classification
+                            .as_ref()
+                            .zip(rows)
+                            .map(|(classification, rows)| classification.answers(rows)),
                     })
                 })
                 .collect();
@@ -379,14 +404,17 @@ pub fn build(
             {
                 let (a, b) = paired_scores(&answers, execution, "seed", &best.label, model);
                 let comparison = stats::compare_paired(&a, &b);
-                comparisons.push(ComparisonView::new(
+                let mut view = ComparisonView::new(
                     &execution.label,
                     model,
                     "seed",
                     &best.label,
                     &comparison,
                     "holdout",
-                ));
+                );
+                view.cautions_a = cautions(&versions, &execution.label, "seed", model);
+                view.cautions_b = cautions(&versions, &execution.label, &best.label, model);
+                comparisons.push(view);
             }
             row_tables.push(row_table(&answers, execution, model));
         }
@@ -432,6 +460,7 @@ pub fn build(
             short.join("; ")
         ));
     }
+    notes.extend(comparisons.iter().filter_map(caution_note));
     let fallbacks: u32 = version_totals.iter().map(|t| t.fallbacks).sum();
     if fallbacks > 0 {
         notes.push(format!(
@@ -521,6 +550,57 @@ fn index_answers(replay: &[ReplayRow]) -> Answers<'_> {
         .into_iter()
         .map(|(key, rows)| (key, samples::by_row(rows)))
         .collect()
+}
+
+/// Each holdout row of an execution that some version answered on some model, with its expected
+/// value: the rows a classification's baseline is counted over.
+fn scored_rows<'a>(answers: &Answers<'a>, execution: &Execution) -> BTreeMap<usize, &'a str> {
+    let mut rows = BTreeMap::new();
+    for version in &execution.versions {
+        for model in &execution.models {
+            let key = (
+                execution.variant.as_str(),
+                version.label.as_str(),
+                model.as_str(),
+            );
+            for (row, answers) in answers.get(&key).into_iter().flatten() {
+                if answers.score().is_some() {
+                    rows.entry(*row)
+                        .or_insert(answers.shown().expected.as_str());
+                }
+            }
+        }
+    }
+    rows
+}
+
+/// The cautions of one version on one model (see [`AnswerCounts::cautions`]).
+fn cautions(versions: &[VersionView], execution: &str, label: &str, model: &str) -> Vec<String> {
+    versions
+        .iter()
+        .filter(|v| v.execution == execution && v.label == label)
+        .flat_map(|v| &v.scores)
+        .filter(|s| s.model == model)
+        .filter_map(|s| s.answers.as_ref())
+        .flat_map(|a| a.cautions.iter().cloned())
+        .collect()
+}
+
+/// A note for a seed-against-best comparison whose seed or best has cautions: a gain over a
+/// seed that answers one label, or that a baseline matches, is no evidence of a good prompt.
+fn caution_note(c: &ComparisonView) -> Option<String> {
+    let mut parts = Vec::new();
+    if !c.cautions_a.is_empty() {
+        parts.push(format!(
+            "the seed {}, so a gain over it is no evidence that {} is a good prompt",
+            c.cautions_a.join(" and "),
+            c.b
+        ));
+    }
+    if !c.cautions_b.is_empty() {
+        parts.push(format!("{} {}", c.b, c.cautions_b.join(" and ")));
+    }
+    (!parts.is_empty()).then(|| format!("{} on {}: {}.", c.execution, c.model, parts.join("; ")))
 }
 
 /// Row scores of `a` and `b` on the rows both answered, in row order.
@@ -658,6 +738,8 @@ impl ComparisonView {
             verdict: c.verdict,
             verdict_text: c.verdict.text().to_owned(),
             sentence: sentence(execution, model, a, b, c, scope),
+            cautions_a: Vec::new(),
+            cautions_b: Vec::new(),
         }
     }
 }
@@ -901,6 +983,121 @@ mod tests {
         }
         dir.write_csv(REPLAY_FILE, &rows).unwrap();
         temp
+    }
+
+    /// The fixture run with its replay rows changed by `edit`.
+    fn fixture_with_replay(edit: impl Fn(&mut ReplayRow)) -> tempfile::TempDir {
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/run");
+        let temp = tempfile::tempdir().unwrap();
+        for name in ["run.json", "history.csv", REPLAY_FILE] {
+            std::fs::copy(fixture.join(name), temp.path().join(name)).unwrap();
+        }
+        let dir = RunDir::open(temp.path()).unwrap();
+        let mut rows: Vec<ReplayRow> = dir.read_csv(REPLAY_FILE).unwrap();
+        rows.iter_mut().for_each(edit);
+        dir.write_csv(REPLAY_FILE, &rows).unwrap();
+        temp
+    }
+
+    #[test]
+    fn a_seed_that_answers_one_label_is_read_against_the_majority_baseline() {
+        // budget-10's seed answers `Negative` to every row it answered: exact_match_ci scores
+        // it right on the 15 rows that expect `negative`, the score of always answering it.
+        let temp = fixture_with_replay(|row| {
+            if row.variant == "budget-10" && row.version == "seed" && row.error.is_empty() {
+                row.output = "Negative".into();
+                row.score = if row.expected == "negative" { 1.0 } else { 0.0 };
+            }
+        });
+        let report =
+            crate::report::build(temp.path(), crate::report::RenderOptions::default()).unwrap();
+        let context = &report.context;
+        let baseline = context.executions[0].baseline.as_ref().unwrap();
+        assert_eq!(
+            (baseline.label.as_str(), baseline.rows, baseline.scored_rows),
+            ("negative", 15, 30)
+        );
+        assert_eq!(baseline.tied_with, ["positive"], "15 rows each");
+        assert_eq!(baseline.score, Some(0.5));
+        let seed = context
+            .versions
+            .iter()
+            .find(|v| v.execution == "budget-10" && v.is_seed)
+            .unwrap();
+        let answers = seed.scores[0].answers.as_ref().unwrap();
+        assert_eq!(answers.text, "answered `negative` to 30 of 30 rows (100%)");
+        assert!(answers.one_label && answers.at_or_below_baseline);
+        let comparison = &context.comparisons[0];
+        assert_eq!(comparison.execution, "budget-10");
+        assert_eq!(comparison.cautions_a, answers.cautions);
+        assert!(comparison.cautions_b.is_empty(), "g1 scores 0.600");
+        let note = "budget-10 on local: the seed scores no better than always answering \
+                    `negative` (0.500 on the same 30 rows) and answers `negative` to 100% of \
+                    rows, so a gain over it is no evidence that g1 is a good prompt.";
+        assert!(
+            context.notes.iter().any(|n| n == note),
+            "{:?}",
+            context.notes
+        );
+        // budget-30's seed is untouched: no caution.
+        assert_eq!(context.comparisons[1].cautions_a, Vec::<String>::new());
+
+        // Beside the seed's score on the page and in summary.md.
+        assert!(report.html.contains(
+            "<div class=\"caution\">answers <code>negative</code> to 100% of rows</div>"
+        ));
+        assert!(report.html.contains("<h3>Majority baseline</h3>"));
+        assert!(
+            report.markdown.contains(
+                "| 0.500; **scores no better than always answering `negative` (0.500 on the \
+                 same 30 rows)**; **answers `negative` to 100% of rows** | 0.600 |"
+            ),
+            "{}",
+            report.markdown
+        );
+        assert!(crate::report::summary_text(context).contains(&format!("note: {note}\n")));
+
+        // And in results.json, for scripts.
+        let results = serde_json::to_value(crate::report::export::results(context)).unwrap();
+        let baseline = &results["executions"][0]["baseline"];
+        assert_eq!(
+            (&baseline["label"], &baseline["rows"], &baseline["score"]),
+            (&"negative".into(), &15.into(), &0.5.into())
+        );
+        let answers = &results["versions"][0]["scores"][0]["answers"];
+        assert_eq!(answers["labels"][0]["label"], "negative");
+        assert_eq!(answers["labels"][0]["rows"], 30);
+        assert_eq!(answers["top_share"], 1.0);
+        assert_eq!(
+            results["comparisons"][0]["cautions_a"][1],
+            "answers `negative` to 100% of rows"
+        );
+    }
+
+    #[test]
+    fn free_text_answers_get_no_baseline() {
+        // Every row expects its own text: not a label set.
+        let temp = fixture_with_replay(|row| row.expected = format!("answer {}", row.row));
+        let report =
+            crate::report::build(temp.path(), crate::report::RenderOptions::default()).unwrap();
+        let context = &report.context;
+        assert!(context.executions.iter().all(|e| e.baseline.is_none()));
+        assert!(
+            context
+                .versions
+                .iter()
+                .flat_map(|v| &v.scores)
+                .all(|s| s.answers.is_none())
+        );
+        assert!(!report.html.contains("Majority baseline"));
+        assert!(!report.markdown.contains("majority baseline"));
+        assert!(
+            report
+                .markdown
+                .contains("| execution | model | best | rows | seed | best | difference (95% CI) | p | verdict |\n")
+        );
+        let results = serde_json::to_value(crate::report::export::results(context)).unwrap();
+        assert!(results["executions"][0]["baseline"].is_null());
     }
 
     #[test]

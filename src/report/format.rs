@@ -1,5 +1,7 @@
 //! How numbers look in every output (HTML, Markdown, terminal): the same digits everywhere, and
-//! a dash for a value that does not exist. Also the template filters that apply it.
+//! a dash for a value that does not exist. Also the template filters that apply it, and the one
+//! way a sentence quotes a run's text verbatim (a label, an answer): as a Markdown code span,
+//! which the terminal shows as it is and the page and `summary.md` render as code.
 use minijinja::{Environment, Value};
 
 /// A number with `digits` decimals, or "–" when there is none.
@@ -34,6 +36,109 @@ pub fn p_phrase(value: Option<f64>) -> String {
     }
 }
 
+/// `text` as a Markdown code span: in backticks, more of them than any run of backticks in it,
+/// with a space inside each end when it starts or ends with one (CommonMark's rule).
+pub fn code(text: &str) -> String {
+    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest + 1);
+    if text.starts_with('`') || text.ends_with('`') {
+        format!("{fence} {text} {fence}")
+    } else {
+        format!("{fence}{text}{fence}")
+    }
+}
+
+/// A text as plain pieces and code spans (`true`), read by CommonMark's rule: a run of n
+/// backticks opens a span that the next run of exactly n closes; a run never closed is text.
+pub fn code_spans(text: &str) -> Vec<(bool, &str)> {
+    let bytes = text.as_bytes();
+    let run_end = |mut i: usize| {
+        while i < bytes.len() && bytes[i] == b'`' {
+            i += 1;
+        }
+        i
+    };
+    let mut pieces = Vec::new();
+    let mut plain = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] != b'`' {
+            i += 1;
+            continue;
+        }
+        let open = i;
+        i = run_end(i);
+        let width = i - open;
+        let mut j = i;
+        let mut close = None;
+        while j < bytes.len() {
+            if bytes[j] == b'`' {
+                let end = run_end(j);
+                if end - j == width {
+                    close = Some((j, end));
+                    break;
+                }
+                j = end;
+            } else {
+                j += 1;
+            }
+        }
+        if let Some((start, end)) = close {
+            if open > plain {
+                pieces.push((false, &text[plain..open]));
+            }
+            let inner = &text[i..start];
+            let inner = match inner.strip_prefix(' ').and_then(|t| t.strip_suffix(' ')) {
+                Some(stripped) if !inner.trim().is_empty() => stripped,
+                _ => inner,
+            };
+            pieces.push((true, inner));
+            plain = end;
+            i = end;
+        }
+    }
+    if plain < text.len() {
+        pieces.push((false, &text[plain..]));
+    }
+    pieces
+}
+
+fn escape_html(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#x27;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A sentence for the page: escaped, its code spans in `<code>`.
+pub fn html_with_code(text: &str) -> String {
+    code_spans(text)
+        .into_iter()
+        .map(|(is_code, piece)| {
+            if is_code {
+                format!("<code>{}</code>", escape_html(piece))
+            } else {
+                escape_html(piece)
+            }
+        })
+        .collect()
+}
+
+/// Registers `code` on an HTML environment: a sentence escaped, with its code spans as code.
+pub fn register_html_filters(env: &mut Environment<'_>) {
+    env.add_filter("code", |text: String| {
+        Value::from_safe_string(html_with_code(&text))
+    });
+}
+
 fn as_f64(value: &Value) -> Option<f64> {
     if value.is_none() || value.is_undefined() {
         return None;
@@ -66,5 +171,25 @@ mod tests {
         assert_eq!(p_value(Some(0.0703)), "0.070");
         assert_eq!(p_phrase(Some(0.0004)), "p < 0.001");
         assert_eq!(p_phrase(Some(0.0156)), "p = 0.016");
+    }
+
+    #[test]
+    fn code_spans_quote_any_text_and_read_back() {
+        assert_eq!(code("neutral"), "`neutral`");
+        assert_eq!(code("a`b"), "``a`b``");
+        assert_eq!(code("`x"), "`` `x ``");
+        for text in ["neutral", "a`b", "`x", "x``", "<b>&"] {
+            let sentence = format!("always {} here", code(text));
+            assert_eq!(
+                code_spans(&sentence),
+                [(false, "always "), (true, text), (false, " here")],
+                "{sentence}"
+            );
+        }
+        assert_eq!(code_spans("a ` lone"), [(false, "a ` lone")]);
+        assert_eq!(
+            html_with_code("always `<b>` & \"x\""),
+            "always <code>&lt;b&gt;</code> &amp; &quot;x&quot;"
+        );
     }
 }

@@ -3,7 +3,8 @@
 //!
 //! Every value from the run (prompts, model outputs, inputs, names) goes through minijinja's HTML
 //! auto-escaping, which the `.html` template name switches on; only the SVG charts, which
-//! plotters has already escaped, are marked safe.
+//! plotters has already escaped, are marked safe, and sentences passed through the `code` filter,
+//! which escapes them itself and sets their code spans in `<code>` (`format::html_with_code`).
 use minijinja::Environment;
 use minijinja::value::{Serde, Value};
 use serde::Serialize;
@@ -59,6 +60,7 @@ fn render_page(
 ) -> Result<String, ReportError> {
     let mut env = Environment::new();
     format::register_filters(&mut env);
+    format::register_html_filters(&mut env);
     env.add_template("style.css", STYLE)
         .map_err(ReportError::template("style.css"))?;
     env.add_template(name, text)

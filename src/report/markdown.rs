@@ -14,6 +14,10 @@ pub fn render(context: &ReportContext) -> Result<String, ReportError> {
     let mut env = Environment::new();
     format::register_filters(&mut env);
     env.add_filter("md", |text: String| escape(&text));
+    env.add_filter("md_code", |text: String| escape_keeping_code(&text));
+    env.add_filter("md_label", |text: String| {
+        escape_keeping_code(&format::code(&text))
+    });
     env.add_template("summary.md", TEMPLATE)
         .map_err(ReportError::template("summary.md"))?;
     let template = env
@@ -45,6 +49,21 @@ pub fn escape(text: &str) -> String {
     out
 }
 
+/// As [`escape`], but a sentence's code spans (see [`format::code`]) stay code, with only what
+/// would end a table cell changed inside them.
+pub fn escape_keeping_code(text: &str) -> String {
+    format::code_spans(text)
+        .into_iter()
+        .map(|(is_code, piece)| {
+            if is_code {
+                format::code(&piece.replace(['\n', '\r'], " ").replace('|', "\\|"))
+            } else {
+                escape(piece)
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -55,5 +74,14 @@ mod tests {
         assert_eq!(escape("<script>"), "&lt;script&gt;");
         assert_eq!(escape("budget-10"), "budget-10");
         assert_eq!(escape("x_y *z*"), "x\\_y \\*z\\*");
+    }
+
+    #[test]
+    fn code_spans_stay_code_and_the_rest_is_escaped() {
+        assert_eq!(
+            escape_keeping_code("answers `a_b|c` to 90% of *rows*"),
+            "answers `a_b\\|c` to 90% of \\*rows\\*"
+        );
+        assert_eq!(escape_keeping_code("a ` lone"), "a \\` lone");
     }
 }

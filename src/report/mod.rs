@@ -4,6 +4,10 @@
 //! `replay.parquet`. `compare` sets the best versions of several runs on the same dataset against
 //! each other.
 //!
+//! When the holdout rows' expected values are a small set of labels (a classification), the report
+//! also gives the majority-label baseline and each version's answers per label (`baseline`), and
+//! says beside a score when it is no better than that baseline or nearly all one label.
+//!
 //! When the run directory has `iterations.jsonl`, the page and `summary.md` also show how each
 //! execution's search went (`search`): the lineage of its candidates and every proposal.
 //!
@@ -15,6 +19,7 @@
 //!                          │                   ├─ replay.parquet                  ├─ results.json
 //!                          └───────────────────┴─ charts::build → Charts ─────────┴─ charts/*.svg (*.png)
 //! ```
+mod baseline;
 mod charts;
 mod compare;
 mod context;
@@ -37,6 +42,7 @@ use thiserror::Error;
 
 use crate::store::{StoreError, write_atomic};
 
+pub use baseline::{AnswerCounts, Baseline, LabelCount, Matching};
 pub use charts::{Chart, Charts};
 pub use compare::{CompareReport, Contender, PromptSetting, compare, compare_prompts};
 pub use context::{

@@ -18,7 +18,7 @@ pub struct RowAnswers<'a> {
 
 impl<'a> RowAnswers<'a> {
     /// Answered samples: those without an error.
-    fn answered(&self) -> impl Iterator<Item = &'a ReplayRow> + '_ {
+    pub fn answered(&self) -> impl Iterator<Item = &'a ReplayRow> + '_ {
         self.samples.iter().copied().filter(|r| r.error.is_empty())
     }
 

@@ -96,6 +96,14 @@ pub fn summary(context: &ReportContext) -> String {
             &rows,
         ));
     }
+    for execution in &context.executions {
+        if let Some(baseline) = &execution.baseline {
+            out.push_str(&format!(
+                "majority baseline, {}: {}\n",
+                execution.label, baseline.sentence
+            ));
+        }
+    }
     for note in &context.notes {
         out.push_str(&format!("note: {note}\n"));
     }

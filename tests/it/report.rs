@@ -73,6 +73,57 @@ fn summary_md_snapshot() {
     insta::assert_snapshot!(read(&dir.join("summary.md")));
 }
 
+/// The fixture's sentiment labels are a classification: budget-10's seed made to answer
+/// `Negative` to every row it answered, so that it scores what always answering the majority
+/// label scores and its gain shows as a gain over a collapsed seed.
+#[test]
+fn summary_md_snapshot_of_a_seed_that_answers_one_label() {
+    let (_temp, dir) = render(|dir| {
+        let path = dir.join("replay.csv");
+        let mut reader = csv::Reader::from_path(&path).unwrap();
+        let header = reader.headers().unwrap().clone();
+        let column = |name: &str| header.iter().position(|h| h == name).unwrap();
+        let (variant, version, expected, output, score, error) = (
+            column("variant"),
+            column("version"),
+            column("expected"),
+            column("output"),
+            column("score"),
+            column("error"),
+        );
+        let mut writer = csv::Writer::from_writer(Vec::new());
+        writer.write_record(&header).unwrap();
+        for record in reader.records() {
+            let record = record.unwrap();
+            let mut fields: Vec<String> = record.iter().map(str::to_owned).collect();
+            if fields[variant] == "budget-10"
+                && fields[version] == "seed"
+                && fields[error].is_empty()
+            {
+                fields[output] = "Negative".into();
+                fields[score] = if fields[expected] == "negative" {
+                    "1.0"
+                } else {
+                    "0.0"
+                }
+                .into();
+            }
+            writer.write_record(&fields).unwrap();
+        }
+        std::fs::write(&path, writer.into_inner().unwrap()).unwrap();
+    });
+    let summary = read(&dir.join("summary.md"));
+    assert!(
+        summary.contains("**answers `negative` to 100% of rows**"),
+        "{summary}"
+    );
+    insta::assert_snapshot!(summary);
+    let html = read(&dir.join("index.html"));
+    assert!(html.contains(
+        "<div class=\"caution\">scores no better than always answering <code>negative</code> (0.500 on the same 30 rows)</div>"
+    ));
+}
+
 #[test]
 fn report_renders_offline_from_the_run_directory_alone() {
     let (temp, dir) = fixture_copy();
