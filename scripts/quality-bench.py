@@ -2,44 +2,177 @@
 """The quality benchmark: does the offline default path make prompts better, and how often?
 
     scripts/quality-bench.py [--runs N] [--out DIR] [--bin PATH] [EXPERIMENT.toml ...]
+    scripts/quality-bench.py --datasets CSV... [--runs N] [--out DIR] [--bin PATH]
     scripts/quality-bench.py --summarise DIR     # the table again from DIR's runs
+    scripts/quality-bench.py --self-test         # the quoted-pairs measure against the shared tool
 
-Runs each example experiment (default: the three in experiments/ that replay on embedded
-models) N times (default 3) with `gepa-lab run --backend local`, each time with a different
-engine seed: a copy of the file with `custom_id = "<name>-q<seed>"`, since the local engine
-seeds its random choices from the request, customId included. The copies live in a temporary
-folder with their paths made absolute; nothing in the repository is changed.
+Experiments. Runs each experiment file (default: the three in experiments/ that replay on
+embedded models) N times (default 3) with `gepa-lab run --backend local`, each time with a
+different engine seed: a copy of the file with `custom_id = "<name>-q<seed>"`, since the local
+engine seeds its random choices from the request, customId included. The copies live in a
+temporary folder with their paths made absolute; nothing in the repository is changed.
 
-Per run it records, from the run directory's results.json and run.json only (so every number
-can be checked there): the seed's and the best version's holdout means on the same rows, their
-paired difference with its 95% interval, the exact McNemar p and verdict, the evolved versions
-accepted, the calls the evolution spent, the wall time and the peak memory (RSS) of the run.
+Datasets (`--datasets`). For each CSV, `gepa-lab init --dataset CSV` writes the experiment
+(splits, seed prompt, scorer and budget as init chooses them) into the temporary folder, and
+that experiment runs N times as above. The copy differs from what init wrote by its custom_id
+line only: this measures what a user gets from `init` and `run` without editing anything.
 
-It prints a Markdown table and a tally (significantly better / not significant / significantly
-worse / nothing evolved) and writes both, with the raw rows as JSON lines, to DIR (default
-reports/quality-bench/<timestamp>/). Run it on an otherwise idle machine: the wall times are
-only meaningful then. Needs the embedded models (scripts/setup-model.sh qwen2.5-coder-0.5b
+Per run it records, from that run's own directory only (found by its customId among the
+directories the run created, so a run that fails never borrows an earlier run's numbers):
+the dataset's kind (binary, N labels, extraction or free text, by init's rule on the CSV), the
+holdout rows, the majority-label baseline of a classification on those rows, the seed's and the
+best version's holdout means on the same rows, their paired difference with its 95% interval,
+the exact McNemar p and verdict, the evolved versions accepted, the quoted word pairs (below),
+the calls the evolution spent, the wall time and the peak memory (RSS) of the run.
+
+Each run has one outcome: better (significant), not significant, worse (significant), nothing
+evolved (no evolved version accepted, or the seed kept as best), or failed (a non-zero exit, or
+no results.json; the last error line is shown).
+
+Quoted word pairs: word pairs that an evolved prompt of the run's history adds (absent from the
+seed's words and stop words) and that occur in only 1 to 3 of the dataset's inputs: words tied
+to a few examples rather than to the task. The same measure as /work/shared/tools/quotes_inputs.py,
+implemented here (`quoted_pairs`) so the benchmark needs nothing outside the repository;
+`--self-test` checks that both agree. The pairs themselves are in the raw JSON lines.
+
+Output: a Markdown table (one row per run), a tally per dataset and over all runs, and the
+median difference, written to reports/quality-bench/<YYYY-MM-DD>.md (-2, -3... when that exists)
+under a header with the command, the commit, the binary, the date and nproc; the raw rows as JSON
+lines, the same table (quality.md) and the run directories go to DIR (default
+reports/quality-bench/<timestamp>/). `--summarise DIR` rebuilds DIR/quality.md from DIR's raw
+lines and run directories. Run it on an otherwise idle machine: the wall times are only
+meaningful then. Needs the embedded models (scripts/setup-model.sh qwen2.5-coder-0.5b
 qwen2.5-coder-1.5b) and a built binary (default target/release/gepa-lab, else
 target/debug/gepa-lab).
 """
 import argparse
+import csv
 import datetime
 import json
 import os
 import pathlib
 import re
+import shlex
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DEFAULT_EXPERIMENTS = ["support_tickets.toml", "sentiment.toml", "extraction.toml"]
+SHARED_QUOTES_TOOL = pathlib.Path("/work/shared/tools/quotes_inputs.py")
+# At most this many distinct expected values make a classification (init's MAX_LABELS).
+MAX_LABELS = 12
+OUTCOMES = ["better (significant)", "not significant", "worse (significant)",
+            "nothing evolved", "failed"]
 
+
+# --- The quoted-pairs measure (as /work/shared/tools/quotes_inputs.py) -------------------------
+
+STOP_WORDS = set(
+    "a an the is are was were be been of in on at to for from by with and or not no there it its"
+    " this that these those when if then as any all some every each do does did has have had i"
+    " you he she we they me my your our their his her them us".split())
+
+
+def words(text):
+    return re.findall(r"[a-z0-9@#']+", text.lower())
+
+
+def pairs(word_list):
+    return {(a, b) for a, b in zip(word_list, word_list[1:])}
+
+
+def quoted_pairs(prompts, rows, columns):
+    """The pairs the evolved prompts (all but the first, the seed) add that occur in the inputs
+    of 1 to 3 rows, as sorted "word word" strings. `rows` are dicts, `columns` the inputs."""
+    seed_words = set(words(prompts[0])) if prompts else set()
+    rows_with = {}
+    for row in rows:
+        for pair in pairs(words(" ".join(row.get(c) or "" for c in columns))):
+            rows_with[pair] = rows_with.get(pair, 0) + 1
+    known = seed_words | STOP_WORDS
+    flagged = set()
+    for prompt in prompts[1:]:
+        for pair in pairs(words(prompt)):
+            if pair[0] in known and pair[1] in known:
+                continue
+            if 1 <= rows_with.get(pair, 0) <= 3:
+                flagged.add(" ".join(pair))
+    return sorted(flagged)
+
+
+def read_csv(path):
+    with open(path, newline="", encoding="utf-8-sig") as file:
+        return list(csv.DictReader(file))
+
+
+def run_quoted_pairs(run_dir, dataset_file, inputs):
+    """The measure for one run directory: its history's prompts against its dataset."""
+    history = run_dir / "history.csv"
+    if not history.exists() or not dataset_file or not pathlib.Path(dataset_file).exists():
+        return None
+    prompts = [r["prompt"] for r in read_csv(history)]
+    return quoted_pairs(prompts, read_csv(dataset_file), inputs)
+
+
+def self_test(tool):
+    """Checks `quoted_pairs` on a made-up history and dataset, by hand and against `tool`."""
+    with tempfile.TemporaryDirectory() as folder:
+        folder = pathlib.Path(folder)
+        data = folder / "data.csv"
+        with open(data, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["ticket_id", "subject", "body", "queue"])
+            w.writerow(["1", "Refund please", "Charged twice on March 2, refund the duplicate.", "billing"])
+            w.writerow(["2", "Login loop", "The app logs me out; stuck at 99% sync.", "technical"])
+            w.writerow(["3", "Invoice copy", "Please send the invoice for order #4411.", "billing"])
+            w.writerow(["4", "Refund please", "Refund the duplicate charge, thanks.", "billing"])
+            w.writerow(["5", "Refund please", "Refund the duplicate order.", "billing"])
+            w.writerow(["6", "Refund please", "I'd like a refund for the broken lamp.", "billing"])
+            w.writerow(["7", "Email change", "New address: ana@helix.example, old one bounces.", "account"])
+        history = folder / "history.csv"
+        seed = "Route the ticket to a queue.\nSubject: {subject}\nBody: {body}\nAnswer with the queue."
+        evolved = [
+            # "charged twice": 1 row; "refund please": 4 rows, too common; "the duplicate": a
+            # stop word and a new word, 3 rows; "copy please" spans two input columns (row 3).
+            "Route the ticket to a queue.\nRules:\n- When charged twice, answer billing.\n"
+            "- Refund please, or the duplicate, means billing; so does copy please.\n"
+            "Subject: {subject}\nBody: {body}\nAnswer with the queue.",
+            # "99%" and "ana@helix.example" split into words where the tokeniser splits them.
+            'Route the ticket, "stuck at 99" means technical, order #4411 too, and '
+            "ana@helix.example is account; I'd like a queue.\nSubject: {subject}\nBody: {body}",
+        ]
+        with open(history, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["variant", "evolution_id", "generation", "score", "prompt",
+                        "budget_used", "pareto_scores"])
+            for generation, prompt in enumerate([seed] + evolved):
+                w.writerow(["", "e1", generation, 0.5, prompt, generation * 7, "1 0 1"])
+        inputs = ["subject", "body"]
+        ours = quoted_pairs([r["prompt"] for r in read_csv(history)], read_csv(data), inputs)
+        expected = ["ana@helix example", "at 99", "charged twice", "copy please", "i'd like",
+                    "like a", "order #4411", "stuck at", "the duplicate"]
+        assert ours == expected, f"quoted_pairs flags {ours}, by hand {expected}"
+        print(f"self-test: quoted_pairs flags {len(ours)}: {', '.join(ours)}")
+        if not tool.exists():
+            print(f"self-test: {tool} not found; checked by hand only")
+            return
+        output = subprocess.run([sys.executable, str(tool), str(history), str(data), *inputs],
+                                capture_output=True, text=True, check=True).stdout.splitlines()
+        theirs, last = output[:-1], output[-1]
+        assert last == f"quoted: {len(theirs)}", output
+        assert theirs == ours, f"the shared tool says {theirs}, quoted_pairs says {ours}"
+        print(f"self-test: {tool.name} agrees ({last})")
+
+
+# --- Preparing the experiments ------------------------------------------------------------------
 
 def binary(given):
     if given:
-        return pathlib.Path(given)
+        return pathlib.Path(given).resolve()
     for profile in ("release", "debug"):
         path = ROOT / "target" / profile / "gepa-lab"
         if path.exists():
@@ -47,15 +180,32 @@ def binary(given):
     sys.exit("quality-bench: no gepa-lab binary; run `cargo build --release` first")
 
 
-def seeded_copy(experiment, seed, folder):
-    """The experiment with absolute paths and its own customId, written to `folder`."""
-    text = experiment.read_text()
-    base = experiment.parent
+def init_experiment(exe, dataset, folder):
+    """`gepa-lab init` on the dataset; returns (experiment file or None, init's output)."""
+    stem = dataset.stem
+    out = folder / f"{stem}.toml"
+    n = 2
+    while out.exists():  # two datasets with one stem
+        out = folder / f"{stem}-{n}.toml"
+        n += 1
+    done = subprocess.run([str(exe), "init", "--dataset", str(dataset), "--out", str(out)],
+                          capture_output=True, text=True, cwd=ROOT)
+    output = done.stdout + done.stderr
+    return (out if done.returncode == 0 and out.exists() else None), output
 
-    def absolute(match):
-        return f'{match.group(1)}"{(base / match.group(2)).resolve()}"'
 
-    text = re.sub(r'^(\s*(?:file|seed_file)\s*=\s*)"([^"]+)"', absolute, text, flags=re.M)
+def seeded_copy(experiment, seed, folder, absolute_paths=True):
+    """The experiment with its own customId, written to `folder`; with `absolute_paths`, the
+    dataset and seed file paths are made absolute (the copy lives elsewhere)."""
+    original = experiment.read_text()
+    text = original
+    if absolute_paths:
+        base = experiment.parent
+
+        def absolute(match):
+            return f'{match.group(1)}"{(base / match.group(2)).resolve()}"'
+
+        text = re.sub(r'^(\s*(?:file|seed_file)\s*=\s*)"([^"]+)"', absolute, text, flags=re.M)
     name = re.search(r'^name\s*=\s*"([^"]+)"', text, flags=re.M).group(1)
     custom_id = f"{name}-q{seed}"[:50]
     if re.search(r"^\s*custom_id\s*=", text, flags=re.M):
@@ -63,75 +213,224 @@ def seeded_copy(experiment, seed, folder):
     else:
         text = re.sub(r"^\[evolution\]\s*$", f'[evolution]\ncustom_id = "{custom_id}"', text,
                       count=1, flags=re.M)
+        if not absolute_paths:
+            # As init wrote it, but for the one line added.
+            assert text.replace(f'custom_id = "{custom_id}"\n', "", 1) == original, experiment
     copy = folder / f"{experiment.stem}-q{seed}.toml"
     copy.write_text(text)
-    return copy, name
+    return copy, name, custom_id
 
+
+def experiment_facts(experiment):
+    """The dataset file (absolute), inputs and expected column an experiment file names."""
+    try:
+        spec = tomllib.loads(experiment.read_text())
+        dataset = spec["dataset"]
+        return {"dataset_file": str((experiment.parent / dataset["file"]).resolve()),
+                "inputs": list(dataset["inputs"]), "expected_column": dataset["expected"]}
+    except (OSError, KeyError, TypeError, tomllib.TOMLDecodeError):
+        return {}
+
+
+# --- Running one ---------------------------------------------------------------------------------
 
 def run_once(exe, copy, out):
     """Runs the experiment; returns (exit code, wall seconds, peak RSS in MiB, output)."""
-    log = tempfile.TemporaryFile()
-    started = time.monotonic()
-    child = subprocess.Popen(
-        [str(exe), "run", str(copy), "--backend", "local", "--out", str(out), "--yes", "--new"],
-        stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
-    _, status, usage = os.wait4(child.pid, 0)
-    wall = time.monotonic() - started
-    log.seek(0)
-    output = log.read().decode("utf-8", "replace")
+    with tempfile.TemporaryFile() as log:
+        started = time.monotonic()
+        child = subprocess.Popen(
+            [str(exe), "run", str(copy), "--backend", "local", "--out", str(out), "--yes",
+             "--new"], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+        _, status, usage = os.wait4(child.pid, 0)
+        wall = time.monotonic() - started
+        log.seek(0)
+        output = log.read().decode("utf-8", "replace")
     code = os.waitstatus_to_exitcode(status)
     return code, wall, usage.ru_maxrss / 1024, output
 
 
-def newest_run_dir(out, name):
-    runs = sorted((out / name).glob("*/results.json"), key=lambda p: p.stat().st_mtime)
-    return runs[-1].parent if runs else None
+def run_dirs(out, name):
+    return {p.parent for p in (out / name).glob("*/run.json")}
 
 
-def summarise(run_dir):
-    results = json.loads((run_dir / "results.json").read_text())
-    manifest = json.loads((run_dir / "run.json").read_text())
-    execution = results["executions"][0]
-    record = manifest["executions"][0]
-    headline = results.get("headline")
-    seed_version = next((v for v in results["versions"] if v.get("is_seed")), None)
-    seed_scores = (seed_version or {}).get("scores") or [{}]
-    custom_id = record.get("custom_id", "")
-    row = {
-        # The seed's holdout mean on its own rows; replaced below by the paired one.
-        "seed_score": seed_scores[0].get("mean"),
-        "best_version": execution.get("best_version"),
-        "accepted": max(0, (execution.get("generations") or 1) - 1),
-        "calls_spent": record.get("budget_used"),
-        "budget": execution.get("budget"),
-        "holdout_rows": execution.get("holdout_rows"),
-        "status": execution.get("status"),
-        "custom_id": custom_id,
-    }
-    if headline:
+def own_run_dir(candidates, custom_id):
+    """Of the run directories a run created, the one whose run.json has its customId."""
+    mine = []
+    for run_dir in candidates:
+        try:
+            manifest = json.loads((run_dir / "run.json").read_text())
+        except (OSError, ValueError):
+            continue
+        if any(e.get("custom_id") == custom_id for e in manifest.get("executions", [])):
+            mine.append((manifest.get("created_at", ""), run_dir))
+    return max(mine)[1] if mine else None
+
+
+def last_error_line(output):
+    """The last line that reports an error, else the last line of the output."""
+    lines = [re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", line).strip() for line in output.splitlines()]
+    lines = [line for line in lines if line]
+    errors = [line for line in lines
+              if re.match(r"(error|not completed|refused|exit \d)", line, re.I)]
+    return (errors or lines or ["no output"])[-1]
+
+
+# --- Reading a run directory ---------------------------------------------------------------------
+
+def dataset_kind(dataset_file, expected):
+    """init's rule on the CSV: extraction (JSON objects), binary, N labels (at most 12 distinct
+    expected values), else free text. None when the file cannot be read."""
+    try:
+        values = [(r.get(expected) or "").strip() for r in read_csv(dataset_file)]
+    except (OSError, TypeError, csv.Error):
+        return None
+    if not values:
+        return None
+
+    def is_object(value):
+        try:
+            return isinstance(json.loads(value), dict)
+        except ValueError:
+            return False
+
+    if all(is_object(v) for v in values):
+        return "extraction"
+    labels = len(set(values))
+    if labels == 2:
+        return "binary"
+    if labels <= MAX_LABELS:
+        return f"{labels} label" + ("s" if labels != 1 else "")
+    return "free text"
+
+
+def is_classification(kind):
+    return kind is not None and (kind == "binary" or re.fullmatch(r"\d+ labels?", kind) is not None)
+
+
+def majority_baseline(run_dir, variant, case_insensitive):
+    """The share of the holdout rows whose expected label is the most common one among them,
+    from replay.csv (each row's expected value, once per row)."""
+    replay = run_dir / "replay.csv"
+    if not replay.exists():
+        return None
+    expected = {}
+    for r in read_csv(replay):
+        if r.get("variant", "") == variant:
+            value = r["expected"].strip()
+            expected[r["row"]] = value.lower() if case_insensitive else value
+    if not expected:
+        return None
+    counts = {}
+    for value in expected.values():
+        counts[value] = counts.get(value, 0) + 1
+    return round(max(counts.values()) / len(expected), 4)
+
+
+def summarise(row):
+    """Fills `row` with the numbers of its own run directory (`row["run_dir"]`), those that
+    exist: run.json and history.csv from the start of a run, replay.csv and results.json at
+    its end. Then decides its outcome."""
+    run_dir = pathlib.Path(row["run_dir"]) if row.get("run_dir") else None
+    manifest = results = None
+    if run_dir and (run_dir / "run.json").exists():
+        manifest = json.loads((run_dir / "run.json").read_text())
+    if run_dir and (run_dir / "results.json").exists():
+        results = json.loads((run_dir / "results.json").read_text())
+    if manifest:
+        record = manifest["executions"][0]
+        plan = record.get("plan", {})
+        dataset = plan.get("dataset", {})
+        file = dataset.get("file")
+        if file and not pathlib.Path(file).is_absolute():
+            file = str(ROOT / file)  # relative paths are relative to where the run ran
         row.update({
-            "paired_rows": headline["rows"],
-            "seed_score": headline["mean_a"],
-            "best_score": headline["mean_b"],
-            "difference": headline["difference"],
-            "ci_low": headline.get("ci_low"),
-            "ci_high": headline.get("ci_high"),
-            "p_value": headline.get("p_value"),
-            "verdict": headline["verdict"],
+            "custom_id": record.get("custom_id", ""),
+            "dataset_file": file or row.get("dataset_file"),
+            "inputs": dataset.get("inputs") or row.get("inputs"),
+            "expected_column": dataset.get("expected") or row.get("expected_column"),
+            "holdout_rows": dataset.get("holdout_rows"),
+            "budget": plan.get("start", {}).get("budget"),
+            "calls_spent": record.get("budget_used"),
+            "scorer": ((plan.get("replay") or {}).get("scorer") or {}).get("kind"),
         })
+        state = record.get("state") or {}
+        problem = state.get("reason") or state.get("error") or state.get("note")
+        if problem:
+            row["execution_error"] = problem
+        # The engine seed is in the run's customId, `<name>-q<seed>`.
+        tail = row["custom_id"].rsplit("-q", 1)[-1]
+        if tail.isdigit():
+            row["engine_seed"] = int(tail)
+        variant = plan.get("variant") or ""
+        history = run_dir / "history.csv"
+        if history.exists():
+            generations = [r for r in read_csv(history) if r.get("variant", "") == variant]
+            row["accepted"] = max(0, len(generations) - 1)
+    if row.get("dataset_file") and row.get("expected_column"):
+        row["kind"] = dataset_kind(row["dataset_file"], row["expected_column"])
+    if results:
+        execution = results["executions"][0]
+        seed_version = next((v for v in results["versions"] if v.get("is_seed")), None)
+        seed_scores = (seed_version or {}).get("scores") or [{}]
+        row.update({
+            # The seed's holdout mean on its own rows; replaced below by the paired one.
+            "seed_score": seed_scores[0].get("mean"),
+            "best_version": execution.get("best_version"),
+            "accepted": max(0, (execution.get("generations") or 1) - 1),
+            "calls_spent": execution.get("budget_used") or row.get("calls_spent"),
+            "budget": execution.get("budget") or row.get("budget"),
+            "holdout_rows": execution.get("holdout_rows"),
+            "status": execution.get("status"),
+        })
+        headline = results.get("headline")
+        if headline:
+            row.update({
+                "paired_rows": headline["rows"],
+                "seed_score": headline["mean_a"],
+                "best_score": headline["mean_b"],
+                "difference": headline["difference"],
+                "ci_low": headline.get("ci_low"),
+                "ci_high": headline.get("ci_high"),
+                "p_value": headline.get("p_value"),
+                "verdict": headline["verdict"],
+            })
+    if run_dir and is_classification(row.get("kind")):
+        variant = (manifest or {}).get("executions", [{}])[0].get("plan", {}).get("variant") or ""
+        row["majority_baseline"] = majority_baseline(
+            run_dir, variant, row.get("scorer") != "exact_match")
+    if run_dir and row.get("inputs"):
+        flagged = run_quoted_pairs(run_dir, row.get("dataset_file"), row["inputs"])
+        if flagged is not None:
+            row["quoted_pairs"] = flagged
+            row["quoted"] = len(flagged)
+    row["outcome"], row["outcome_detail"] = outcome(row, results is not None)
     return row
 
 
-def outcome(row):
+def outcome(row, has_results):
+    """(one of OUTCOMES, the reason in a few words)."""
+    if row.get("exit") is None:  # it never ran (init failed)
+        return "failed", row.get("error") or "not run"
+    if row.get("exit") != 0 or not has_results:
+        said = row.get("error") or "no results.json in its run directory"
+        if row.get("execution_error") and row["execution_error"] not in said:
+            said += f"; the execution: {row['execution_error']}"
+        return "failed", f"exit {row['exit']}: {said}" if row.get("exit") != 0 else said
+    if row.get("best_version") in (None, "seed"):
+        if row.get("accepted", 0) == 0:
+            return "nothing evolved", "no evolved version accepted"
+        return "nothing evolved", "the seed kept as best"
     verdict = row.get("verdict")
-    if row.get("best_version") in (None, "seed") or verdict is None:
-        return "nothing evolved"
+    if verdict is None:
+        return "failed", f"no holdout comparison of {row['best_version']} with the seed"
     if verdict == "better":
-        return "better (significant)"
+        return "better (significant)", ""
     if verdict == "worse":
-        return "worse (significant)"
-    return "not significant"
+        return "worse (significant)", ""
+    return "not significant", "" if verdict == "not_significant" else verdict.replace("_", " ")
 
+
+# --- The report ---------------------------------------------------------------------------------
 
 def fmt(value, digits=3, signed=False):
     if value is None:
@@ -139,91 +438,245 @@ def fmt(value, digits=3, signed=False):
     return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
 
 
+def cell(text):
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def table(rows):
+    lines = [
+        "| dataset or experiment | kind | engine seed | holdout rows | majority baseline"
+        " | seed score | best | best score | difference (95% CI) | p | outcome | accepted"
+        " | quoted pairs | calls spent | wall | peak RSS |",
+        "|" + "---|" * 16,
+    ]
+    for r in rows:
+        interval = (f"{fmt(r.get('difference'), signed=True)} ({fmt(r.get('ci_low'), signed=True)}"
+                    f" to {fmt(r.get('ci_high'), signed=True)})"
+                    if r.get("difference") is not None else "–")
+        spent = (f"{r['calls_spent']} of {r.get('budget', '?')}"
+                 if r.get("calls_spent") is not None else "–")
+        ran = r.get("exit") is not None  # None: it never started (init failed)
+        wall = f"{r['wall_s'] / 60:.1f} min" if ran else "–"
+        rss = f"{r['peak_rss_mib']} MiB" if ran else "–"
+        result = r["outcome"]
+        if r.get("outcome_detail"):
+            detail = r["outcome_detail"]
+            result += f" ({detail if len(detail) <= 160 else detail[:159] + '…'})"
+        lines.append(
+            f"| {cell(r['experiment'])} | {r.get('kind') or '–'} | {r['engine_seed']}"
+            f" | {r.get('paired_rows', r.get('holdout_rows')) or '–'}"
+            f" | {fmt(r.get('majority_baseline'))}"
+            f" | {fmt(r.get('seed_score'))} | {r.get('best_version') or '–'}"
+            f" | {fmt(r.get('best_score'))} | {interval} | {fmt(r.get('p_value'))}"
+            f" | {cell(result)} | {r.get('accepted', '–')} | {r.get('quoted', '–')} | {spent}"
+            f" | {wall} | {rss} |")
+    return lines
+
+
+def tally(rows):
+    groups = {}
+    for r in rows:
+        groups.setdefault(r["experiment"], []).append(r)
+    groups["all runs"] = rows
+    lines = ["| dataset or experiment | runs | " + " | ".join(OUTCOMES) + " |",
+             "|" + "---|" * (len(OUTCOMES) + 2)]
+    for name, group in groups.items():
+        counts = [sum(1 for r in group if r["outcome"] == what) for what in OUTCOMES]
+        label = f"**{name}**" if name == "all runs" else cell(name)
+        lines.append(f"| {label} | {len(group)} | " + " | ".join(map(str, counts)) + " |")
+    differences = [r["difference"] for r in rows
+                   if r["outcome"] != "failed" and r.get("difference") is not None]
+    lines.append("")
+    if differences:
+        lines.append(f"Median difference (best − seed) over the {len(differences)} of"
+                     f" {len(rows)} runs that produced one and did not fail:"
+                     f" {statistics.median(differences):+.3f}.")
+    else:
+        lines.append(f"No difference to take a median of: none of the {len(rows)} runs"
+                     " produced one without failing.")
+    return lines
+
+
+def machine_facts(exe, argv):
+    """The header facts: the command, commit (dirty or not), binary, date and nproc."""
+    def git(*args):
+        done = subprocess.run(["git", *args], capture_output=True, text=True, cwd=ROOT)
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+    dirty = git("status", "--porcelain", "--untracked-files=no")
+    try:
+        version = subprocess.run([str(exe), "--version"], capture_output=True, text=True,
+                                 timeout=30).stdout.strip()
+        built = datetime.datetime.fromtimestamp(exe.stat().st_mtime, datetime.timezone.utc)
+    except (OSError, subprocess.SubprocessError):
+        version, built = "", None
+    return {
+        "command": " ".join(shlex.quote(a) for a in ["scripts/quality-bench.py", *argv]),
+        "commit": commit,
+        "dirty": bool(dirty),
+        "binary": str(exe),
+        "binary_version": version,
+        "binary_built": built.strftime("%Y-%m-%d %H:%M UTC") if built else None,
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "nproc": len(os.sched_getaffinity(0)),
+    }
+
+
+def header(facts, summarised_by=None):
+    commit = facts["commit"] + (" (dirty tree: uncommitted changes to tracked files)"
+                                if facts["dirty"] else "")
+    about = [facts.get("binary_version")]
+    if facts.get("binary_built"):
+        about.append(f"built {facts['binary_built']}")
+    about = ", ".join(filter(None, about))
+    binary_line = facts["binary"] + (f" ({about})" if about else "")
+    lines = [f"# Quality benchmark, {facts['date'][:10]}", "",
+             f"- command: `{facts['command']}`",
+             f"- commit: {commit}",
+             f"- binary: {binary_line}",
+             f"- date: {facts['date']}",
+             f"- machine: nproc {facts['nproc']}"]
+    if summarised_by:
+        lines.append(f"- table rebuilt by `{summarised_by}`")
+    return lines
+
+
+def write_report(rows, out, facts, dated=True, summarised_by=None):
+    text = "\n".join(header(facts, summarised_by) + ["", "## Runs", ""] + table(rows)
+                     + ["", "## Tally", ""] + tally(rows)
+                     + ["", f"Raw rows (JSON lines, with the quoted pairs): {out}/quality.jsonl;"
+                        f" run directories under {out}/runs/."]) + "\n"
+    (out / "quality.md").write_text(text)
+    print()
+    print(text)
+    print(f"quality-bench: {out}/quality.md")
+    if dated:
+        folder = ROOT / "reports" / "quality-bench"
+        folder.mkdir(parents=True, exist_ok=True)
+        day = facts["date"][:10]
+        path, n = folder / f"{day}.md", 2
+        while path.exists():
+            path, n = folder / f"{day}-{n}.md", n + 1
+        path.write_text(text)
+        print(f"quality-bench: {path}")
+
+
+# --- Main ---------------------------------------------------------------------------------------
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("experiments", nargs="*", type=pathlib.Path)
+    parser.add_argument("--datasets", nargs="+", type=pathlib.Path, metavar="CSV",
+                        help="run `gepa-lab init --dataset CSV`'s experiment for each CSV")
     parser.add_argument("--runs", type=int, default=3, choices=range(1, 21), metavar="N")
     parser.add_argument("--out", type=pathlib.Path)
     parser.add_argument("--bin")
     parser.add_argument("--summarise", type=pathlib.Path, metavar="DIR",
                         help="rebuild the table from the runs of an earlier benchmark in DIR")
+    parser.add_argument("--self-test", nargs="?", const=SHARED_QUOTES_TOOL, type=pathlib.Path,
+                        metavar="TOOL", help="check the quoted-pairs measure against TOOL"
+                        f" (default {SHARED_QUOTES_TOOL})")
     args = parser.parse_args()
-    if args.summarise:
-        rows = []
-        for line in (args.summarise / "quality.jsonl").read_text().splitlines():
-            raw = json.loads(line)
-            row = {"experiment": raw["experiment"], "engine_seed": raw.get("engine_seed"),
-                   "exit": raw["exit"], "wall_s": raw["wall_s"],
-                   "peak_rss_mib": raw["peak_rss_mib"]}
-            if raw.get("run_dir"):
-                row["run_dir"] = raw["run_dir"]
-                row.update(summarise(pathlib.Path(raw["run_dir"])))
-                # The engine seed is in the run's customId, `<name>-q<seed>`.
-                tail = row["custom_id"].rsplit("-q", 1)[-1]
-                row["engine_seed"] = int(tail) if tail.isdigit() else row["engine_seed"]
-            row["outcome"] = outcome(row)
-            rows.append(row)
-        write_table(rows, args.summarise)
+    if args.self_test:
+        self_test(args.self_test)
         return
+    if args.summarise:
+        summarise_again(args.summarise)
+        return
+    if args.datasets and args.experiments:
+        parser.error("give experiment files or --datasets, not both")
     exe = binary(args.bin)
-    experiments = args.experiments or [ROOT / "experiments" / f for f in DEFAULT_EXPERIMENTS]
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S")
     out = (args.out or ROOT / "reports" / "quality-bench" / stamp).resolve()
     out.mkdir(parents=True, exist_ok=True)
+    facts = machine_facts(exe, sys.argv[1:])
+    (out / "bench.json").write_text(json.dumps(facts, indent=2) + "\n")
     rows = []
     with tempfile.TemporaryDirectory() as folder:
-        for experiment in experiments:
+        folder = pathlib.Path(folder)
+        if args.datasets:
+            jobs = [(label, *prepare_dataset(exe, csv_file.resolve(), folder))
+                    for label, csv_file in labelled(args.datasets)]
+        else:
+            experiments = args.experiments or [ROOT / "experiments" / f
+                                               for f in DEFAULT_EXPERIMENTS]
+            jobs = [(label, e.resolve(), True, "") for label, e in labelled(experiments)]
+        for label, experiment, absolute_paths, init_error in jobs:
             for seed in range(1, args.runs + 1):
-                copy, name = seeded_copy(experiment.resolve(), seed, pathlib.Path(folder))
-                print(f"quality-bench: {experiment.name} seed {seed} ...", flush=True)
-                code, wall, rss, output = run_once(exe, copy, out / "runs")
-                run_dir = newest_run_dir(out / "runs", name)
-                row = {"experiment": experiment.name, "engine_seed": seed, "exit": code,
-                       "wall_s": round(wall, 1), "peak_rss_mib": round(rss)}
-                if run_dir is None:
-                    row["error"] = output.strip().splitlines()[-1:] or ["no run directory"]
+                print(f"quality-bench: {label} seed {seed} ...", flush=True)
+                row = {"experiment": label, "mode": "dataset" if args.datasets else "experiment",
+                       "engine_seed": seed}
+                if experiment is None:
+                    row.update({"exit": None, "wall_s": 0.0, "peak_rss_mib": 0,
+                                "error": f"init: {init_error}"})
                 else:
-                    row["run_dir"] = str(run_dir)
-                    row.update(summarise(run_dir))
-                row["outcome"] = outcome(row)
+                    copy, name, custom_id = seeded_copy(experiment, seed, folder, absolute_paths)
+                    row.update(experiment_facts(copy))
+                    before = run_dirs(out / "runs", name)
+                    code, wall, rss, output = run_once(exe, copy, out / "runs")
+                    run_dir = own_run_dir(run_dirs(out / "runs", name) - before, custom_id)
+                    row.update({"custom_id": custom_id, "exit": code, "wall_s": round(wall, 1),
+                                "peak_rss_mib": round(rss)})
+                    if run_dir is not None:
+                        row["run_dir"] = str(run_dir)
+                    if code != 0 or run_dir is None or not (run_dir / "results.json").exists():
+                        row["error"] = last_error_line(output)
+                summarise(row)
                 rows.append(row)
                 with open(out / "quality.jsonl", "a") as raw:
                     raw.write(json.dumps(row) + "\n")
-                print(f"  {row['outcome']}: seed {fmt(row.get('seed_score'))} best "
-                      f"{fmt(row.get('best_score'))} ({row.get('best_version')}), "
-                      f"{row['wall_s']} s, {row['peak_rss_mib']} MiB", flush=True)
-    write_table(rows, out)
+                said = f"  {row['outcome']}"
+                if row["outcome_detail"]:
+                    said += f" ({row['outcome_detail']})"
+                if row.get("seed_score") is not None:
+                    said += (f": seed {fmt(row.get('seed_score'))}, best"
+                             f" {row.get('best_version')} {fmt(row.get('best_score'))}")
+                print(f"{said}; {row.get('quoted', '–')} quoted pairs, {row['wall_s']} s,"
+                      f" {row['peak_rss_mib']} MiB", flush=True)
+    write_report(rows, out, facts)
 
 
-def write_table(rows, out):
-    lines = [
-        "| experiment | engine seed | holdout rows | seed score | best | best score | difference (95% CI)"
-        " | p | outcome | accepted | calls spent | wall | peak RSS |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        interval = (f"{fmt(r.get('difference'), signed=True)} ({fmt(r.get('ci_low'), signed=True)}"
-                    f" to {fmt(r.get('ci_high'), signed=True)})") if r.get("difference") is not None else "–"
-        spent = f"{r['calls_spent']} of {r['budget']}" if r.get("calls_spent") is not None else "–"
-        lines.append(
-            f"| {r['experiment']} | {r['engine_seed']} | {r.get('paired_rows', r.get('holdout_rows', '–'))}"
-            f" | {fmt(r.get('seed_score'))} | {r.get('best_version') or '–'} | {fmt(r.get('best_score'))}"
-            f" | {interval}"
-            f" | {fmt(r.get('p_value'))} | {r['outcome']} | {r.get('accepted', '–')} | {spent}"
-            f" | {r['wall_s'] / 60:.1f} min | {r['peak_rss_mib']} MiB |")
-    tally = {}
-    for r in rows:
-        tally.setdefault(r["experiment"], {}).setdefault(r["outcome"], 0)
-        tally[r["experiment"]][r["outcome"]] += 1
-    lines.append("")
-    for experiment, counts in tally.items():
-        parts = ", ".join(f"{n} {what}" for what, n in sorted(counts.items()))
-        lines.append(f"- {experiment}: {parts} (of {sum(counts.values())} runs)")
-    table = "\n".join(lines)
-    (out / "quality.md").write_text(table + "\n")
-    print()
-    print(table)
-    print(f"\nquality-bench: {out}/quality.md")
+def labelled(paths):
+    """(label, path): the file's name, or the path as given when two share a name."""
+    names = [p.name for p in paths]
+    return [(p.name if names.count(p.name) == 1 else str(p), p) for p in paths]
+
+
+def prepare_dataset(exe, dataset, folder):
+    """(init's experiment file or None, False: used as written, init's error line)."""
+    print(f"quality-bench: gepa-lab init --dataset {dataset}", flush=True)
+    experiment, output = init_experiment(exe, dataset, folder)
+    if experiment is None:
+        print(f"  init failed: {last_error_line(output)}", flush=True)
+    return experiment, False, last_error_line(output) if experiment is None else ""
+
+
+# Fields a raw line keeps from the run itself (the rest is read again from its run directory).
+RAW_FIELDS = ["experiment", "mode", "engine_seed", "custom_id", "exit", "wall_s",
+              "peak_rss_mib", "run_dir", "error", "dataset_file", "inputs", "expected_column"]
+
+
+def summarise_again(folder):
+    rows = []
+    for line in (folder / "quality.jsonl").read_text().splitlines():
+        raw = json.loads(line)
+        row = {key: raw[key] for key in RAW_FIELDS if key in raw}
+        if isinstance(row.get("error"), list):  # written as a list before
+            row["error"] = " ".join(row["error"])
+        rows.append(summarise(row))
+    try:
+        facts = json.loads((folder / "bench.json").read_text())
+    except (OSError, ValueError):
+        facts = {"command": "unknown (no bench.json)", "commit": "unknown", "dirty": False,
+                 "binary": "unknown", "date": "unknown", "nproc": "unknown"}
+    # The raw lines stay as the benchmark wrote them; the rows read again, with the quoted
+    # pairs and every field of this version, go beside them.
+    with open(folder / "summarised.jsonl", "w") as file:
+        for row in rows:
+            file.write(json.dumps(row) + "\n")
+    by = " ".join(shlex.quote(a) for a in ["scripts/quality-bench.py", *sys.argv[1:]])
+    write_report(rows, folder, facts, dated=False, summarised_by=by)
 
 
 if __name__ == "__main__":
