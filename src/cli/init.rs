@@ -9,8 +9,13 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 use super::exit;
+use crate::dataset;
 use crate::engine::{DEFAULT_REFLECTION_MINIBATCH, reflections_assured};
-use crate::experiment::validate_file;
+use crate::experiment::{Plan, validate_file};
+use crate::inference::embedded::{CATALOG, DEFAULT_MODEL, LOCAL, models_dir};
+use crate::prompt::Template;
+use crate::runner::probe::{self, ModelProbe, Probe};
+use crate::score::Scorer;
 
 /// Header names taken for the expected column, in this order, when `--expected` is not given.
 const EXPECTED_NAMES: [&str; 10] = [
@@ -19,7 +24,11 @@ const EXPECTED_NAMES: [&str; 10] = [
 /// At most this many distinct expected values make a classification: the seed lists them.
 const MAX_LABELS: usize = 12;
 /// Reflections the generated budget pays for at least (see `budget-reflections`).
-const REFLECTIONS: u64 = 4;
+const REFLECTIONS: u64 = 6;
+/// The shuffle seed the generated file sets.
+const SHUFFLE_SEED: u64 = 7;
+/// Rows the model probe asks each installed model: the first of the feedback and Pareto rows.
+const PROBE_ROWS: usize = 20;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -36,6 +45,10 @@ pub struct Args {
     /// Replace FILE when it exists.
     #[arg(long)]
     force: bool,
+    /// Do not ask the installed embedded models the seed on a few feedback and Pareto rows to
+    /// choose the replay model; write the default model (`local`).
+    #[arg(long)]
+    no_probe: bool,
     #[command(flatten)]
     settings: super::SettingsArgs,
 }
@@ -75,7 +88,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::from(exit::INVALID));
     }
-    let text = match experiment(&shape, &args.dataset, &out) {
+    let default_model = ModelLine::default();
+    let text = match experiment(&shape, &args.dataset, &out, &default_model) {
         Ok(text) => text,
         Err(message) => {
             eprintln!("error: {}: {message}", args.dataset.display());
@@ -87,7 +101,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("creating the folder {}", parent.display()))?;
     }
     crate::store::write_atomic(&out, text.as_bytes())?;
-    let validation = validate_file(&out, &args.settings.settings());
+    let mut validation = validate_file(&out, &args.settings.settings());
+    // The probe reads the rows the written file's own split gives the engine, so it runs on a
+    // file that validates; a better model is then written into it and checked again.
+    if !args.no_probe
+        && let Some(plan) = &validation.plan
+        && let Some(model) = probe_models(plan)?
+        && model != default_model
+    {
+        let text = experiment(&shape, &args.dataset, &out, &model)
+            .map_err(|message| anyhow::anyhow!("{}: {message}", args.dataset.display()))?;
+        crate::store::write_atomic(&out, text.as_bytes())?;
+        validation = validate_file(&out, &args.settings.settings());
+    }
     for diagnostic in &validation.diagnostics {
         eprintln!("{diagnostic}\n");
     }
@@ -209,16 +235,140 @@ fn name_of(stem: &str) -> String {
     }
 }
 
-/// The splits for `rows` rows: (minibatch, pareto), leaving at least a third for the holdout.
+/// The splits for `rows` rows: (minibatch, pareto), a sixth each up to 40, leaving at least a
+/// third for the holdout. Ten feedback and twenty Pareto rows of a 240-row file let rules fitted
+/// to a few rows pass: a child was accepted on the minibatch and picked as best on 20 Pareto
+/// rows by noise, and lost its lead on the holdout.
 fn splits(rows: usize) -> Result<(usize, usize), String> {
     if rows < 6 {
         return Err(format!(
             "{rows} data rows; an experiment needs at least 6 (minibatch, Pareto and holdout rows)"
         ));
     }
-    let minibatch = (rows / 10).clamp(2, 10);
-    let pareto = (rows / 5).clamp(2, 20);
-    Ok((minibatch, pareto))
+    let part = (rows / 6).clamp(2, 40);
+    Ok((part, part))
+}
+
+/// The replay model the file names, with the probe's findings as a comment.
+#[derive(Debug, Clone, PartialEq, Default)]
+struct ModelLine {
+    /// `None` for the default model, `local`.
+    model: Option<String>,
+    comment: String,
+}
+
+impl ModelLine {
+    fn id(&self) -> &str {
+        self.model.as_deref().unwrap_or(LOCAL)
+    }
+}
+
+/// Asks every installed catalog model the seed on the first [`PROBE_ROWS`] feedback and Pareto
+/// rows of `plan` and returns the model [`probe::choose`] picks, with a comment that shows every
+/// model's score. `None` when fewer than two models are installed, or the plan has no replay.
+fn probe_models(plan: &Plan) -> anyhow::Result<Option<ModelLine>> {
+    let dir = models_dir();
+    let mut installed: Vec<_> = CATALOG
+        .iter()
+        .filter(|model| model.path_in(&dir).is_file())
+        .collect();
+    installed.sort_by_key(|model| model.bytes);
+    let (Some(execution), true) = (plan.executions.first(), installed.len() > 1) else {
+        return Ok(None);
+    };
+    let Some(replay) = &execution.replay else {
+        return Ok(None);
+    };
+    let data = &execution.dataset;
+    // The plan numbers rows from 1; `read_rows` from 0. Holdout rows are never asked.
+    let indices: Vec<usize> = data
+        .minibatch_rows
+        .iter()
+        .chain(&data.pareto_rows)
+        .take(PROBE_ROWS)
+        .map(|row| row - 1)
+        .collect();
+    let columns = dataset::read_header(&data.file)?
+        .columns(&data.inputs, &data.expected)
+        .map_err(|missing| {
+            anyhow::anyhow!("{}: missing columns {missing:?}", data.file.display())
+        })?;
+    let rows = dataset::read_rows(&data.file, &columns, &indices)?;
+    let seed = Template::parse(&execution.start.prompt)?;
+    let base = plan.file.parent().unwrap_or(Path::new("."));
+    let scorer = Scorer::new(&replay.scorer, base)?;
+    let ids: Vec<String> = installed
+        .iter()
+        .map(|model| {
+            if model.name == DEFAULT_MODEL {
+                LOCAL.to_owned()
+            } else {
+                model.model_id()
+            }
+        })
+        .collect();
+    eprintln!(
+        "probe: asking {} installed models the seed on {} feedback and Pareto rows, to choose the \
+         replay model (--no-probe skips this)",
+        ids.len(),
+        rows.len()
+    );
+    let inference = super::backends::inference_backend(&ids, None)?;
+    let probe = Probe {
+        seed: &seed,
+        rows: &rows,
+        scorer: &scorer,
+        max_tokens: replay.max_tokens.unwrap_or(64),
+    };
+    let probes: Vec<ModelProbe> = super::runtime()?.block_on(async {
+        let mut probes = Vec::new();
+        for id in &ids {
+            let result = probe.run(&inference, id).await;
+            eprintln!("probe: {}", probe_line(&result));
+            probes.push(result);
+        }
+        probes
+    });
+    let Some(chosen) = probe::choose(&probes) else {
+        return Ok(None);
+    };
+    let mut comment = format!(
+        "# Chosen by `init`'s probe: each installed model answered the seed on {} feedback and\n\
+         # Pareto rows (never holdout rows); a larger model is chosen when it scores at least {} \
+         rows'\n# worth higher (the sums below). `--no-probe` writes `local` without asking.\n",
+        rows.len(),
+        probe::MARGIN_ROWS
+    );
+    for result in &probes {
+        comment.push_str(&format!("#   {}\n", probe_line(result)));
+    }
+    Ok(Some(ModelLine {
+        model: (chosen.model != LOCAL).then(|| chosen.model.clone()),
+        comment,
+    }))
+}
+
+/// One model's probe in words: "local: 9.0 of 20 (0.450); answered `x` to 18 rows; 12 s".
+fn probe_line(probe: &ModelProbe) -> String {
+    let mut line = format!(
+        "{}: {:.1} of {} ({:.3})",
+        probe.model,
+        probe.total,
+        probe.rows,
+        probe.mean()
+    );
+    if let Some((answer, count)) = &probe.top_answer {
+        let answer: String = answer.chars().take(40).collect();
+        line.push_str(&format!("; most common answer `{answer}` on {count} rows"));
+    }
+    if probe.answered < probe.rows {
+        line.push_str(&format!(
+            "; {} rows got no answer",
+            probe.rows - probe.answered
+        ));
+    }
+    line.push_str(&format!("; {:.0} s", probe.seconds));
+    line
 }
 
 /// The smallest budget of at least 25, in steps of 5, that pays for [`REFLECTIONS`].
@@ -254,7 +404,12 @@ fn quoted(text: &str) -> String {
 }
 
 /// The experiment file's text.
-fn experiment(shape: &Shape, dataset: &Path, out: &Path) -> Result<String, String> {
+fn experiment(
+    shape: &Shape,
+    dataset: &Path,
+    out: &Path,
+    model: &ModelLine,
+) -> Result<String, String> {
     let (minibatch, pareto) = splits(shape.rows)?;
     let budget = budget(minibatch, pareto);
     // The dataset as the experiment file names it: as given when absolute, else relative to the
@@ -356,7 +511,7 @@ expected = {expected}
 minibatch = {minibatch}
 pareto = {pareto}
 holdout = "rest"
-shuffle_seed = 7
+shuffle_seed = {shuffle_seed}
 
 [evolution]
 strategy = "RPM"
@@ -369,8 +524,9 @@ model = "{word}-4o-mini"
 metric = "exact_match"
 
 [replay]
-# The seed and the best evolved prompt, answered on the holdout rows by each model.
-models = ["local"]
+# The seed and the best evolved prompt, answered on the holdout rows by each model. The engine
+# evolves the prompt on the first.
+{model_comment}models = [{model}]
 top = 1
 scorer = "{scorer}"
 temperature = 0.0
@@ -392,6 +548,9 @@ concurrency = 2
         rows = shape.rows,
         word = crate::evolution::ServiceProfile::from_env().model_word,
         reflections = REFLECTIONS,
+        shuffle_seed = SHUFFLE_SEED,
+        model_comment = model.comment,
+        model = quoted(model.id()),
     ))
 }
 

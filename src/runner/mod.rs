@@ -5,6 +5,7 @@
 //! The runner reads only the Plan and the run directory, talks to services only through the
 //! `Evolution` and `Inference` traits, and writes only through `store`.
 mod events;
+pub mod probe;
 pub mod prompts;
 mod replay;
 
