@@ -137,7 +137,8 @@ pub fn inference_url() -> String {
 
 /// The reflection model of a local run: `GEPA_LAB_REFLECTION_MODEL`, else the catalog's
 /// reflection model when it is installed (the default model tends to echo the prompt it should
-/// improve), else the default model.
+/// improve), else the default model, said on the terminal: a run that reflects with the small
+/// model rarely finds anything, and the user should know why.
 fn reflection_model_id() -> String {
     if let Some(id) = crate::env::var(crate::env::REFLECTION_MODEL) {
         return id;
@@ -147,7 +148,15 @@ fn reflection_model_id() -> String {
         .find(|model| model.name == REFLECTION_MODEL);
     match suggested {
         Some(model) if model.path_in(&models_dir()).is_file() => model.model_id(),
-        _ => LOCAL.to_owned(),
+        _ => {
+            eprintln!(
+                "warning: the reflection model {REFLECTION_MODEL} is not installed, so the default \
+                 model ({LOCAL}) proposes the new prompts, and rarely writes a usable one; install \
+                 it with `gepa-lab model install {REFLECTION_MODEL}` (or set \
+                 GEPA_LAB_REFLECTION_MODEL)"
+            );
+            LOCAL.to_owned()
+        }
     }
 }
 
@@ -180,7 +189,13 @@ pub fn build(
         .filter(|m| is_local_model(m))
         .cloned()
         .collect();
-    let reflection = reflection_model_id();
+    // Only a local run reflects with an embedded model (and says when the suggested one is
+    // missing).
+    let reflection = if matches!(choice, BackendChoice::Local) {
+        reflection_model_id()
+    } else {
+        String::new()
+    };
     if matches!(choice, BackendChoice::Local) {
         // A reflection model an experiment's [engine] names is loaded with the rest.
         for model in engine_models {

@@ -740,12 +740,33 @@ impl Inner {
                 let _ = candidates.send(Recorded::Spent(progress.spent.total()));
             }
             EngineEvent::Iteration(record) => {
-                tracing::debug!(
-                    evolution_id = %id,
-                    iteration = record.iteration(),
-                    outcome = ?record.outcome(),
-                    "engine iteration"
-                );
+                // What the README promises `RUST_LOG=gepa_lab=debug` prints.
+                match record {
+                    IterationRecord::Mutation(m) => tracing::debug!(
+                        evolution_id = %id,
+                        iteration = m.iteration,
+                        parent = m.parent,
+                        minibatch = ?m.minibatch,
+                        shown = ?m.shown,
+                        parent_scores = ?m.parent_scores,
+                        child_scores = ?m.child_scores,
+                        child_prompt = ?m.child_prompt,
+                        outcome = %record.explain(),
+                        "engine mutation"
+                    ),
+                    IterationRecord::Merge(m) => tracing::debug!(
+                        evolution_id = %id,
+                        iteration = m.iteration,
+                        parents = ?m.parents,
+                        ancestor = m.ancestor,
+                        subsample = ?m.subsample,
+                        parent_scores = ?m.parent_scores,
+                        child_scores = ?m.child_scores,
+                        child_prompt = ?m.child_prompt,
+                        outcome = %record.explain(),
+                        "engine merge"
+                    ),
+                }
                 let _ = candidates.send(Recorded::Iteration(record.clone()));
             }
             _ => {}
