@@ -59,6 +59,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 "replay: seed + top {} on {:?}, scorer {:?}, temperature {}{repeat}",
                 replay.top, replay.models, replay.scorer, replay.temperature
             );
+            // What the engine's rows say before anything is spent: a prompt that scores no more
+            // than this has learnt nothing (the report says the same of the holdout rows).
+            let expected = execution
+                .start
+                .dataset
+                .iter()
+                .enumerate()
+                .map(|(row, item)| (row, item.expected_output.as_str()));
+            if let Some(labels) = crate::report::Classification::of(&replay.scorer, expected, 0) {
+                println!("feedback and Pareto rows: {}", labels.baseline().sentence);
+            }
         }
         println!("POST /gepa/start_execution");
         println!("{}\n", serde_json::to_string_pretty(&execution.start)?);

@@ -42,7 +42,7 @@ use thiserror::Error;
 
 use crate::store::{StoreError, write_atomic};
 
-pub use baseline::{AnswerCounts, Baseline, LabelCount, Matching};
+pub use baseline::{AnswerCounts, Baseline, Classification, LabelCount, Matching};
 pub use charts::{Chart, Charts};
 pub use compare::{CompareReport, Contender, PromptSetting, compare, compare_prompts};
 pub use context::{

@@ -77,6 +77,17 @@ fn human_plan_prints_each_body() {
         "{text}"
     );
     assert!(text.contains("\"minibatchSize\": 4"), "{text}");
+    // A classification's plan says what always answering its most common label would score on
+    // the rows the engine sees, before anything is spent.
+    let baselines: Vec<&str> = text
+        .lines()
+        .filter(|line| line.starts_with("feedback and Pareto rows: Always answering `"))
+        .collect();
+    assert_eq!(baselines.len(), 3, "{text}");
+    assert!(
+        baselines[0].contains("under `exact_match_ci` on these 12 rows"),
+        "{text}"
+    );
 }
 
 #[test]
