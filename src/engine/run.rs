@@ -550,6 +550,7 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
                 .map(|text| self.placeholders.complete(&text)),
             Reading::RulesFor { parent, correct } => {
                 reflection::parse_rules(&answer, &self.labels, correct).and_then(|rules| {
+                    let rules = self.without_quotes(parent, rules);
                     reflection::add_rules(parent, &rules).ok_or(ProposalFailure::NoNewRule)
                 })
             }
@@ -569,6 +570,22 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             return rejection(Some(text), ProposalFailure::Duplicate { generation });
         }
         Ok(Ok(child))
+    }
+
+    /// The rules that quote no input (see [`InputPairs`]), so that one quoting rule of an answer
+    /// does not cost the others; all of them when every one quotes, for [`Self::propose`] to
+    /// refuse the child with the quote on record.
+    fn without_quotes(&self, parent: &str, rules: Vec<String>) -> Vec<String> {
+        let clean: Vec<String> = rules
+            .iter()
+            .filter(|rule| {
+                reflection::add_rules(parent, std::slice::from_ref(*rule))
+                    .and_then(|child| self.input_pairs.quoted(&child))
+                    .is_none()
+            })
+            .cloned()
+            .collect();
+        if clean.is_empty() { rules } else { clean }
     }
 
     /// Scores an accepted child on the Pareto set and adds it to the pool.

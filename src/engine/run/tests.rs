@@ -760,3 +760,16 @@ async fn a_rule_that_quotes_an_input_is_refused() {
     );
     assert!(record.child_scores.is_empty());
 }
+
+#[tokio::test]
+async fn a_quoting_rule_does_not_cost_the_clean_rule_beside_it() {
+    let record = one_rules_iteration(
+        ["alpha", "bravo", "charlie", "alpha", "bravo", "charlie"],
+        |c| format!("- When the input reads question 4, answer {c}.\n- When unsure, answer {c}."),
+    )
+    .await;
+    let child = record.child_prompt.expect("a child");
+    assert!(child.contains("- When unsure, answer "), "{child}");
+    assert!(!child.contains("question 4"), "{child}");
+    assert!(!record.child_scores.is_empty(), "the child was run");
+}
