@@ -348,7 +348,8 @@ fn probe_models(plan: &Plan) -> anyhow::Result<Option<ModelLine>> {
     }))
 }
 
-/// One model's probe in words: "local: 9.0 of 20 (0.450); answered `x` to 18 rows; 12 s".
+/// One model's probe in words, on one line: "local: 9.0 of 20 (0.450); most common answer `x` on
+/// 13 rows; 12 s".
 fn probe_line(probe: &ModelProbe) -> String {
     let mut line = format!(
         "{}: {:.1} of {} ({:.3})",
@@ -358,14 +359,21 @@ fn probe_line(probe: &ModelProbe) -> String {
         probe.mean()
     );
     if let Some((answer, count)) = &probe.top_answer {
-        let answer: String = answer.chars().take(40).collect();
+        // On one line: the line is also a TOML comment, and a JSON answer spans several.
+        let answer: String = answer
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .chars()
+            .filter(|c| !c.is_control() && *c != '`')
+            .take(40)
+            .collect();
         line.push_str(&format!("; most common answer `{answer}` on {count} rows"));
     }
     if probe.answered < probe.rows {
-        line.push_str(&format!(
-            "; {} rows got no answer",
-            probe.rows - probe.answered
-        ));
+        let missing = probe.rows - probe.answered;
+        let rows = if missing == 1 { "row" } else { "rows" };
+        line.push_str(&format!("; {missing} {rows} got no answer"));
     }
     line.push_str(&format!("; {:.0} s", probe.seconds));
     line
@@ -601,6 +609,27 @@ mod tests {
             assert!(budget >= 25 && budget.is_multiple_of(5));
             assert!(reflections_assured(minibatch as u64, pareto as u64, budget, 3) >= REFLECTIONS);
         }
+    }
+
+    #[test]
+    fn a_probe_line_stays_one_line_whatever_the_answer() {
+        let probe = ModelProbe {
+            model: "local".into(),
+            rows: 20,
+            answered: 19,
+            total: 9.0,
+            top_answer: Some(("{\n  \"city\": null,\r\n\t`x`\u{7}".into(), 3)),
+            seconds: 12.4,
+        };
+        let line = probe_line(&probe);
+        assert_eq!(
+            line,
+            "local: 9.0 of 20 (0.450); most common answer `{ \"city\": null, x` on 3 rows; 1 row got \
+             no answer; 12 s"
+        );
+        // The whole comment parses as TOML comments.
+        let text = format!("# {line}\nkey = 1\n");
+        assert!(toml::from_str::<toml::Table>(&text).is_ok(), "{text}");
     }
 
     #[test]
