@@ -144,13 +144,15 @@ pub enum Proposer {
     /// answers with feedback) and rewrites the whole instruction inside a fenced block.
     #[default]
     Rewrite,
-    /// For small reflection models: it sees one answer that was wrong, with the correct one
-    /// (and the set of correct answers, for a task that has a small one), and writes one
-    /// general rule in a fixed form ("When ..., answer ..."); the engine adds the rule to the
-    /// parent's "Rules:" list, so the rest of the prompt is never lost. Measured with the
-    /// embedded 1.5B model: its rewrites mostly fail (no fenced block, placeholders dropped,
-    /// generic text), shown several failures at once it pairs rules with the wrong answers,
-    /// and asked to define every label it quoted the examples; one failure, one rule works.
+    /// For small reflection models: it sees the answers of one confusion that were wrong (for
+    /// a classification, up to 3 rows with the same correct and the same wrong answer, and up
+    /// to 2 rows whose correct answer is that wrong one, for contrast; otherwise one failure
+    /// with its feedback), with the set of correct answers for a task that has a small one, and
+    /// writes one general rule in a fixed form ("When ..., answer ..."); the engine adds the
+    /// rule to the parent's "Rules:" list, so the rest of the prompt is never lost. Measured
+    /// with the embedded 1.5B model: its rewrites mostly fail (no fenced block, placeholders
+    /// dropped, generic text); shown failures with different correct answers it pairs rules
+    /// with the wrong ones; shown one failure it writes rules about that row's words.
     Rules,
 }
 

@@ -159,8 +159,10 @@ pub struct MutationRecord {
     pub parent: usize,
     /// Feedback examples (dataset indexes) both prompts ran on.
     pub minibatch: Vec<usize>,
-    /// The minibatch examples the reflection model was shown: all of them for a rewrite, the
-    /// failures a rule was written from for the rules proposer. Records written before this
+    /// The minibatch examples the proposal was written to fix: all of them for a rewrite, the
+    /// failures a rule was written from for the rules proposer. (The rows the rules proposer
+    /// shows for contrast are not among them: they are rows the rule must not change, and the
+    /// acceptance rule counts them with the other unshown rows.) Records written before this
     /// field read as all of the minibatch.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shown: Vec<usize>,

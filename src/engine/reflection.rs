@@ -170,6 +170,21 @@ impl std::fmt::Display for MissingPlaceholders {
 
 /// At most this many failures are shown in one rules request.
 pub(crate) const MAX_FAILURES_SHOWN: usize = 3;
+/// At most this many rows the parent got right with the wrong answer of the focus are shown
+/// beside it, for contrast.
+pub(crate) const MAX_CONTRASTS_SHOWN: usize = 2;
+
+/// The minibatch positions one rules request is written from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Focus {
+    /// The failures the rule is asked to fix.
+    pub(crate) failures: Vec<usize>,
+    /// Rows whose correct answer is the failures' wrong one, which the parent answered right:
+    /// the rule must not take them too. A 1.5B task model given `When someone is looking for an
+    /// album, answer search_creative_work.` took rows of other intents with it, and every child
+    /// written that way scored below the seed on the Pareto rows.
+    pub(crate) contrasts: Vec<usize>,
+}
 
 /// The minibatch positions a rules request is written from.
 ///
@@ -178,12 +193,15 @@ pub(crate) const MAX_FAILURES_SHOWN: usize = 3;
 /// [`MAX_FAILURES_SHOWN`]: shown one input, a small model writes a rule about that input's words;
 /// shown several that share a confusion, it writes what tells the two answers apart. Shown
 /// failures with different correct answers, it pairs rules with the wrong ones. Without a label
-/// set (extraction, free text), the first failure, whose feedback the rule answers. Empty when
-/// nothing failed.
-pub(crate) fn rules_focus(shown: &[Shown], scores: &[f64], labels: &[String]) -> Vec<usize> {
+/// set (extraction, free text), the first failure, whose feedback the rule answers, and no
+/// contrast. Empty when nothing failed.
+pub(crate) fn rules_focus(shown: &[Shown], scores: &[f64], labels: &[String]) -> Focus {
     let failures = (0..shown.len()).filter(|&position| scores[position] < 1.0);
     if labels.is_empty() {
-        return failures.take(1).collect();
+        return Focus {
+            failures: failures.take(1).collect(),
+            contrasts: Vec::new(),
+        };
     }
     let confusion = |position: usize| {
         (
@@ -200,14 +218,24 @@ pub(crate) fn rules_focus(shown: &[Shown], scores: &[f64], labels: &[String]) ->
         }
     }
     // `max_by_key` keeps the last of equals; reversed, the first.
-    let mut focus = groups
+    let Some(((_, wrong), mut failures)) = groups
         .into_iter()
         .rev()
         .max_by_key(|(_, members)| members.len())
-        .map(|(_, members)| members)
-        .unwrap_or_default();
-    focus.truncate(MAX_FAILURES_SHOWN);
-    focus
+    else {
+        return Focus::default();
+    };
+    failures.truncate(MAX_FAILURES_SHOWN);
+    let contrasts = (0..shown.len())
+        .filter(|&position| {
+            scores[position] >= 1.0 && shown[position].view.expected.trim().to_lowercase() == wrong
+        })
+        .take(MAX_CONTRASTS_SHOWN)
+        .collect();
+    Focus {
+        failures,
+        contrasts,
+    }
 }
 
 /// The request of the [`Proposer::Rules`](super::Proposer) strategy: the instruction (without
@@ -218,8 +246,14 @@ pub(crate) fn rules_focus(shown: &[Shown], scores: &[f64], labels: &[String]) ->
 /// block) still write a usable rule, and the engine puts it into the parent itself
 /// ([`add_rules`]), so the rest of the prompt is never lost.
 ///
-/// `failures` is not empty, and with a label set every failure has the same correct answer.
-pub(crate) fn rules_request(instruction: &str, failures: &[&Shown], labels: &[String]) -> String {
+/// `failures` is not empty, and with a label set every failure has the same correct answer;
+/// `contrasts` are rows the parent answered right (see [`Focus::contrasts`]).
+pub(crate) fn rules_request(
+    instruction: &str,
+    failures: &[&Shown],
+    contrasts: &[&Shown],
+    labels: &[String],
+) -> String {
     let mut text = String::new();
     text.push_str("An assistant is given this instruction:\n\"\"\"\n");
     // Shown the rules it already has, a small model copies one of them instead of writing a
@@ -256,6 +290,32 @@ pub(crate) fn rules_request(instruction: &str, failures: &[&Shown], labels: &[St
     let Some(first) = failures.first() else {
         return text;
     };
+    if let Some(contrast) = contrasts.first() {
+        let _ = writeln!(
+            text,
+            "\nFor contrast, the assistant rightly answered {} to {}; the rule must not change \
+             {}:",
+            one_line(&contrast.view.expected),
+            if contrasts.len() > 1 {
+                "these inputs"
+            } else {
+                "this input"
+            },
+            if contrasts.len() > 1 {
+                "their answers"
+            } else {
+                "its answer"
+            },
+        );
+        for (number, contrast) in contrasts.iter().enumerate() {
+            if contrasts.len() > 1 {
+                let _ = writeln!(text, "\nInput {}:", (b'A' + number as u8) as char);
+            }
+            for (name, value) in &contrast.view.inputs {
+                let _ = writeln!(text, "{name}: {}", value.trim());
+            }
+        }
+    }
     text.push_str(if several {
         "\nWrite one rule to add to the instruction, so that the assistant answers these inputs \
          and similar inputs correctly. "
@@ -813,6 +873,7 @@ mod tests {
         let text = rules_request(
             "Classify {review}.",
             &[&shown(&view, "Positive\n")],
+            &[],
             &["negative".into(), "positive".into()],
         );
         assert!(text.contains("\"\"\"\nClassify {review}.\n\"\"\""));
@@ -834,6 +895,7 @@ mod tests {
                 feedback: "date: expected null",
             }],
             &[],
+            &[],
         );
         assert!(text.contains("Feedback on the wrong answer: date: expected null"));
         assert!(text.ends_with("in this form:\n- When ..., ..."));
@@ -850,14 +912,23 @@ mod tests {
             .collect();
         let failures: Vec<Shown> = views.iter().map(|v| shown(v, "positive")).collect();
         let refs: Vec<&Shown> = failures.iter().collect();
+        let contrast = ExampleView {
+            inputs: vec![("review".into(), "Love it.".into())],
+            expected: "positive".into(),
+        };
         let text = rules_request(
             "Classify {review}.",
             &refs,
+            &[&shown(&contrast, "positive")],
             &["negative".into(), "positive".into()],
         );
         assert!(text.contains(
             "these 2 inputs wrongly:\n\nInput 1:\nreview: The lid cracked.\nWrong answer: positive\n\
              Correct answer: negative\n\nInput 2:\nreview: Returned it.\n"
+        ));
+        assert!(text.contains(
+            "\nFor contrast, the assistant rightly answered positive to this input; the rule must \
+             not change its answer:\nreview: Love it.\n"
         ));
         assert!(text.contains("what these inputs have in common that shows the correct answer"));
         assert!(text.ends_with("in this form:\n- When ..., answer negative."));
@@ -881,22 +952,30 @@ mod tests {
             .map(|(v, a)| shown(v, a))
             .collect();
         let scores = [0.0, 0.0, 0.0, 1.0, 0.0, 0.0];
-        // sadness answered joy (rows 0, 2, 4) outnumbers anger answered joy (row 1).
-        assert_eq!(rules_focus(&minibatch, &scores, &labels), vec![0, 2, 4]);
-        // On a tie the confusion met first wins; at most MAX_FAILURES_SHOWN are kept.
+        // sadness answered joy (rows 0, 2, 4) outnumbers anger answered joy (row 1); row 3 is
+        // a joy the parent got right, the contrast.
+        let focus = rules_focus(&minibatch, &scores, &labels);
+        assert_eq!((focus.failures, focus.contrasts), (vec![0, 2, 4], vec![3]));
+        // On a tie the confusion met first wins (anger answered joy, with row 3 for contrast);
+        // at most MAX_FAILURES_SHOWN are kept. Row 5's answer was sadness: rows 0, 2 and 4,
+        // expected sadness and right here, are its contrasts, at most MAX_CONTRASTS_SHOWN.
         let scores = [1.0, 0.0, 1.0, 1.0, 1.0, 0.0];
-        assert_eq!(rules_focus(&minibatch, &scores, &labels), vec![1]);
+        let focus = rules_focus(&minibatch, &scores, &labels);
+        assert_eq!((focus.failures, focus.contrasts), (vec![1], vec![3]));
+        let focus = rules_focus(&minibatch, &[1.0, 1.0, 1.0, 1.0, 1.0, 0.0], &labels);
+        assert_eq!((focus.failures, focus.contrasts), (vec![5], vec![0, 2]));
         let many: Vec<Shown> = (0..5).map(|_| shown(&views[0], "joy")).collect();
         assert_eq!(
-            rules_focus(&many, &[0.0; 5], &labels).len(),
+            rules_focus(&many, &[0.0; 5], &labels).failures.len(),
             MAX_FAILURES_SHOWN
         );
-        // Without labels, the first failure; with none, nothing.
+        // Without labels, the first failure and no contrast; with none, nothing.
+        let focus = rules_focus(&minibatch, &[1.0, 1.0, 0.0, 0.0, 1.0, 1.0], &[]);
+        assert_eq!((focus.failures, focus.contrasts), (vec![2], vec![]));
         assert_eq!(
-            rules_focus(&minibatch, &[1.0, 1.0, 0.0, 0.0, 1.0, 1.0], &[]),
-            vec![2]
+            rules_focus(&minibatch, &[1.0; 6], &labels),
+            Focus::default()
         );
-        assert!(rules_focus(&minibatch, &[1.0; 6], &labels).is_empty());
     }
 
     #[test]
@@ -996,7 +1075,7 @@ mod tests {
             inputs: vec![("review".into(), "Fine.".into())],
             expected: "positive".into(),
         };
-        assert!(!rules_request(&twice, &[&shown(&view, "negative")], &[]).contains("Sarcasm"));
+        assert!(!rules_request(&twice, &[&shown(&view, "negative")], &[], &[]).contains("Sarcasm"));
         // The input on the first line, or no input at all: the rules go at the end.
         assert_eq!(
             add_rules("{review} - sentiment?", &["Be brief.".into()]).unwrap(),

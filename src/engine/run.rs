@@ -430,10 +430,20 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             // The parent is not perfect here, so the focus holds at least one failure.
             Proposer::Rules => {
                 let focus = reflection::rules_focus(&shown, &record.parent_scores, &self.labels);
-                record.shown = focus.iter().map(|&at| record.minibatch[at]).collect();
-                let failures: Vec<&Shown> = focus.iter().map(|&at| &shown[at]).collect();
+                record.shown = focus
+                    .failures
+                    .iter()
+                    .map(|&at| record.minibatch[at])
+                    .collect();
+                let failures: Vec<&Shown> = focus.failures.iter().map(|&at| &shown[at]).collect();
+                let contrasts: Vec<&Shown> = focus.contrasts.iter().map(|&at| &shown[at]).collect();
                 (
-                    reflection::rules_request(parent_prompt.text(), &failures, &self.labels),
+                    reflection::rules_request(
+                        parent_prompt.text(),
+                        &failures,
+                        &contrasts,
+                        &self.labels,
+                    ),
                     Reading::RulesFor {
                         parent: parent_prompt.text(),
                         correct: failures.first().map_or("", |f| f.view.expected.as_str()),
