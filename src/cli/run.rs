@@ -10,6 +10,7 @@ use super::backends::{self, BackendChoice};
 use super::exit;
 use super::progress::Progress;
 use crate::experiment::{Plan, validate_file};
+use crate::inference::embedded::CatalogModel;
 use crate::runner::{self, Outcome};
 use crate::store::{RunDir, RunManifest};
 
@@ -314,6 +315,53 @@ fn gate(best: Option<&crate::report::Recommendation>, threshold: f64) -> (bool, 
 }
 
 /// Prints the outcome and picks the exit status.
+/// When the seed of a classification answered one label to nearly every holdout row on an
+/// embedded model, or scored no better than always answering the most common one, a larger
+/// installed catalog model the replay did not use, named. This reads the machine (which models
+/// are installed), so it is said on the terminal only, never in the report, which reads the run
+/// directory alone.
+fn larger_model_note(context: &crate::report::ReportContext) -> Option<String> {
+    let (model, cautions) = context
+        .versions
+        .iter()
+        .filter(|version| version.is_seed)
+        .flat_map(|version| &version.scores)
+        .find_map(|score| {
+            let cautions = &score.answers.as_ref()?.cautions;
+            (!cautions.is_empty()).then_some((score.model.as_str(), cautions))
+        })?;
+    let dir = crate::inference::embedded::models_dir();
+    let larger = larger_installed(model, |candidate| candidate.path_in(&dir).is_file())?;
+    Some(format!(
+        "note: the seed on {model} {}: a model that does this leaves a prompt little to improve. \
+         The installed {} may do the task better: `gepa-lab init --dataset FILE --out OTHER.toml` \
+         asks each installed model the seed on a few feedback and Pareto rows and writes the \
+         better one, or set replay.models = [\"{}\"].",
+        cautions.join(" and "),
+        larger.model_id(),
+        larger.model_id()
+    ))
+}
+
+/// The smallest catalog model larger than the embedded model `model` names that `installed`
+/// holds; none for a model that is not a catalog model.
+fn larger_installed(
+    model: &str,
+    installed: impl Fn(&CatalogModel) -> bool,
+) -> Option<&'static CatalogModel> {
+    use crate::inference::embedded::{CATALOG, DEFAULT_MODEL, LOCAL, catalog};
+    let name = if model == LOCAL {
+        DEFAULT_MODEL
+    } else {
+        model.strip_prefix("local:")?
+    };
+    let used = catalog::find(name)?;
+    CATALOG
+        .iter()
+        .filter(|candidate| candidate.bytes > used.bytes && installed(candidate))
+        .min_by_key(|candidate| candidate.bytes)
+}
+
 fn finish(
     outcome: &Outcome,
     fail_under: Option<f64>,
@@ -325,6 +373,9 @@ fn finish(
         Ok(report) => {
             crate::report::write(&report, &outcome.dir.path)?;
             print!("{}", crate::report::summary_text(&report.context));
+            if let Some(note) = larger_model_note(&report.context) {
+                println!("{note}");
+            }
             println!(
                 "report: {}",
                 outcome.dir.file(crate::report::HTML_FILE).display()
@@ -422,6 +473,24 @@ mod tests {
             model: "m".into(),
             mean,
         }
+    }
+
+    #[test]
+    fn a_larger_installed_model_is_named_only_when_there_is_one() {
+        let all = |_: &CatalogModel| true;
+        assert_eq!(
+            larger_installed("local", all).map(|m| m.name),
+            Some("qwen2.5-coder-1.5b")
+        );
+        assert_eq!(
+            larger_installed("local:smollm2-135m", all).map(|m| m.name),
+            Some("qwen2.5-coder-0.5b")
+        );
+        let none = |_: &CatalogModel| false;
+        assert!(larger_installed("local", none).is_none());
+        assert!(larger_installed("local:qwen2.5-coder-1.5b", all).is_none());
+        assert!(larger_installed("gpt-4o-mini", all).is_none());
+        assert!(larger_installed("local:my-model.gguf", all).is_none());
     }
 
     #[test]
