@@ -335,9 +335,12 @@ fn probe_models(plan: &Plan) -> anyhow::Result<Option<ModelLine>> {
     let mut comment = format!(
         "# Chosen by `init`'s probe: each installed model answered the seed on {} feedback and\n\
          # Pareto rows (never holdout rows); a larger model is chosen when it scores at least {} \
-         rows'\n# worth higher (the sums below). `--no-probe` writes `local` without asking.\n",
+         rows'\n# worth higher (the sums below), or when the smaller one gives one answer to \
+         {}% of the rows\n# and the larger does not. `--no-probe` writes `local` without \
+         asking.\n",
         rows.len(),
-        probe::MARGIN_ROWS
+        probe::MARGIN_ROWS,
+        crate::score::ONE_ANSWER_PERCENT
     );
     for result in &probes {
         comment.push_str(&format!("#   {}\n", probe_line(result)));

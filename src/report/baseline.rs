@@ -24,10 +24,6 @@ use super::samples::RowAnswers;
 pub const MAX_LABELS: usize = 12;
 pub const LABEL_CHARS: usize = 40;
 
-/// A version that gives one label to at least this percentage of its answered rows is said to
-/// answer that label (almost) always.
-pub const ONE_LABEL_PERCENT: usize = 90;
-
 /// How the scorer compares an answer with the expected value, as far as labels go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -142,7 +138,8 @@ pub struct AnswerCounts {
     pub baseline_score: Option<f64>,
     /// The version's mean on these rows is at or below `baseline_score`.
     pub at_or_below_baseline: bool,
-    /// It gives one label to at least [`ONE_LABEL_PERCENT`]% of its answered rows.
+    /// It gives one label to at least [`crate::score::ONE_ANSWER_PERCENT`]% of its answered
+    /// rows.
     pub one_label: bool,
     /// The counts in words.
     pub text: String,
@@ -261,7 +258,7 @@ impl Classification {
             matches!((mean, baseline_score), (Some(m), Some(b)) if m <= b + 1e-9);
         let one_label = top
             .as_ref()
-            .is_some_and(|top| percent(top.rows, answered) >= ONE_LABEL_PERCENT);
+            .is_some_and(|top| crate::score::answers_one_way(top.rows, answered));
         let mut cautions = Vec::new();
         if at_or_below_baseline && let Some(score) = baseline_score {
             cautions.push(format!(

@@ -42,6 +42,13 @@ pub struct ModelProbe {
 }
 
 impl ModelProbe {
+    /// It gave one answer to nearly every row (see [`crate::score::ONE_ANSWER_PERCENT`]).
+    pub fn answers_one_way(&self) -> bool {
+        self.top_answer
+            .as_ref()
+            .is_some_and(|(_, count)| crate::score::answers_one_way(*count, self.answered))
+    }
+
     pub fn mean(&self) -> f64 {
         if self.rows == 0 {
             0.0
@@ -119,11 +126,19 @@ impl Probe<'_> {
 }
 
 /// The model to use among `probes`, listed smallest (fastest) first: the first one, unless a
-/// later one scores at least [`MARGIN_ROWS`] rows' worth higher than the one chosen so far.
+/// later one scores at least [`MARGIN_ROWS`] rows' worth higher than the one chosen so far, or
+/// the one chosen so far gives one answer to nearly every row and the later one does not.
+///
+/// A model that answers one label whatever the input cannot be taught by a prompt: on the
+/// public clickbait sample the 0.5B model answered `not_clickbait` to every row, which scores
+/// what that label's share is, and gave the same answer to every child of 37 iterations of
+/// general rules ("When the headline uses provocative or attention-grabbing language, answer
+/// clickbait."). A model whose answers follow its input, even a worse one, can be.
 pub fn choose(probes: &[ModelProbe]) -> Option<&ModelProbe> {
     let mut chosen = probes.first()?;
     for probe in &probes[1..] {
-        if probe.total >= chosen.total + MARGIN_ROWS {
+        let reads_where_chosen_does_not = chosen.answers_one_way() && !probe.answers_one_way();
+        if probe.total >= chosen.total + MARGIN_ROWS || reads_where_chosen_does_not {
             chosen = probe;
         }
     }
@@ -242,5 +257,37 @@ mod tests {
         let three = [small, probe("local:mid", 10.0), probe("local:big", 11.5)];
         assert_eq!(choose(&three).unwrap().model, "local:big");
         assert!(choose(&[]).is_none());
+    }
+
+    #[test]
+    fn a_model_that_answers_one_way_gives_way_to_one_that_reads_its_input() {
+        let one_way = |model: &str, total: f64| ModelProbe {
+            top_answer: Some(("not_clickbait".into(), 19)),
+            ..probe(model, total)
+        };
+        let reads = |model: &str, total: f64| ModelProbe {
+            top_answer: Some(("clickbait".into(), 12)),
+            ..probe(model, total)
+        };
+        assert!(one_way("local", 11.0).answers_one_way());
+        assert!(!reads("local", 11.0).answers_one_way());
+        // Lower, but reading its input: chosen.
+        let chosen = |probes: &[ModelProbe]| choose(probes).map(|p| p.model.clone());
+        let big = Some("local:big".to_owned());
+        let small = Some("local".to_owned());
+        assert_eq!(
+            chosen(&[one_way("local", 11.0), reads("local:big", 7.0)]),
+            big
+        );
+        // Both one way: the larger needs its margin.
+        assert_eq!(
+            chosen(&[one_way("local", 11.0), one_way("local:big", 12.0)]),
+            small
+        );
+        // A smaller model that reads its input is not given up for a one-way larger one.
+        assert_eq!(
+            chosen(&[reads("local", 9.0), one_way("local:big", 10.0)]),
+            small
+        );
     }
 }

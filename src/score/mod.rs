@@ -42,6 +42,17 @@ pub enum ScorerSpec {
     Command { command: String, dir: PathBuf },
 }
 
+/// A model that gives one answer to at least this percentage of its answered rows (rounded
+/// down) answers (almost) always the same, whatever the input: the report cautions beside such
+/// a version, and `init`'s model probe passes over such a model when another reads its input.
+pub const ONE_ANSWER_PERCENT: usize = 90;
+
+/// Whether `top` answers of `answered` rows make the answers one answer (see
+/// [`ONE_ANSWER_PERCENT`]).
+pub fn answers_one_way(top: usize, answered: usize) -> bool {
+    answered > 0 && top * 100 / answered >= ONE_ANSWER_PERCENT
+}
+
 /// The names a spec may start with, for suggestions.
 pub const SCORER_NAMES: [&str; 10] = [
     "exact_match",
