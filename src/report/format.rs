@@ -103,19 +103,9 @@ pub fn code_spans(text: &str) -> Vec<(bool, &str)> {
     pieces
 }
 
+/// Text as HTML, the way the templates escape it (minijinja's own escaper).
 fn escape_html(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#x27;"),
-            c => out.push(c),
-        }
-    }
-    out
+    minijinja::HtmlEscape(text).to_string()
 }
 
 /// A sentence for the page: escaped, its code spans in `<code>`.
