@@ -10,6 +10,11 @@
 //! stop word. The engine sees only the feedback and Pareto rows, never the holdout, so it counts
 //! a pair found in 1 to [`RARE_INPUTS`] of those rows as quoted: a pair the rows it sees hold that
 //! rarely is rare in the dataset as a whole, unless the sample is unlucky.
+//!
+//! Word pairs miss a list of single words: `answer ham: "Hey", "meet", "bugis", "smth"` (from a
+//! public SMS sample) quotes four messages and pairs none of their words. So a span in quotation
+//! marks that the seed does not have, whose words stand in that order in 1 to [`RARE_INPUTS`]
+//! inputs, is a quote too.
 
 use std::collections::{HashMap, HashSet};
 
@@ -27,6 +32,10 @@ pub(crate) struct InputPairs {
     inputs_with: HashMap<(String, String), usize>,
     /// The seed's words and the stop words: a pair of two of them is never a quote.
     common: HashSet<String>,
+    /// Each input's words, for quoted spans.
+    inputs: Vec<Vec<String>>,
+    /// The quoted spans of the seed, as words: the seed's own quotes are not the child's.
+    seed_spans: HashSet<Vec<String>>,
 }
 
 impl InputPairs {
@@ -34,10 +43,13 @@ impl InputPairs {
     /// space) against the words of `seed`.
     pub(crate) fn new<'a>(seed: &str, inputs: impl IntoIterator<Item = &'a str>) -> Self {
         let mut inputs_with: HashMap<(String, String), usize> = HashMap::new();
+        let mut input_words = Vec::new();
         for input in inputs {
-            for pair in pairs(&words(input)) {
+            let words = words(input);
+            for pair in pairs(&words) {
                 *inputs_with.entry(pair).or_default() += 1;
             }
+            input_words.push(words);
         }
         let common = words(seed)
             .into_iter()
@@ -46,22 +58,57 @@ impl InputPairs {
         Self {
             inputs_with,
             common,
+            inputs: input_words,
+            seed_spans: quoted_spans(seed).into_iter().collect(),
         }
     }
 
     /// The first word pair of `prompt` that quotes a few inputs, as "word word", with the
     /// number of inputs it occurs in.
+    ///
+    /// Failing that, the first span in quotation marks that the seed lacks and whose words
+    /// stand in that order in a few inputs.
     pub(crate) fn quoted(&self, prompt: &str) -> Option<(String, usize)> {
         let words = words(prompt);
-        words.windows(2).find_map(|pair| {
+        let pair = words.windows(2).find_map(|pair| {
             let [first, second] = pair else { return None };
             if self.common.contains(first) && self.common.contains(second) {
                 return None;
             }
             let count = *self.inputs_with.get(&(first.clone(), second.clone()))?;
             (count <= RARE_INPUTS).then(|| (format!("{first} {second}"), count))
+        });
+        pair.or_else(|| {
+            quoted_spans(prompt)
+                .into_iter()
+                .filter(|span| !self.seed_spans.contains(span))
+                .find_map(|span| {
+                    let count = self
+                        .inputs
+                        .iter()
+                        .filter(|input| input.windows(span.len()).any(|run| run == span))
+                        .count();
+                    (1..=RARE_INPUTS)
+                        .contains(&count)
+                        .then(|| (span.join(" "), count))
+                })
         })
     }
+}
+
+/// The words of every span of `text` between quotation marks (`"..."`, or curly `“...”`),
+/// spans without a word left out.
+fn quoted_spans(text: &str) -> Vec<Vec<String>> {
+    let straight = text.split('"').skip(1).step_by(2);
+    let curly = text
+        .split('\u{201c}')
+        .skip(1)
+        .filter_map(|rest| rest.split_once('\u{201d}').map(|(span, _)| span));
+    straight
+        .chain(curly)
+        .map(words)
+        .filter(|span| !span.is_empty())
+        .collect()
 }
 
 /// The lowercase words of `text`: runs of ASCII letters, digits, `@`, `#` and `'`.
@@ -125,6 +172,26 @@ mod tests {
         assert_eq!(inputs.quoted("Always give the answer."), None);
         // A pair with one word outside the seed does.
         assert_eq!(inputs.quoted("Answer now."), Some(("answer now".into(), 1)));
+    }
+
+    #[test]
+    fn a_list_of_quoted_words_from_inputs_is_caught() {
+        let child =
+            format!("{SEED}\nRules:\n- When the text contains \"Hey\", \"camden\", answer joy.");
+        // "hey" is in no input; "camden" is in one.
+        assert_eq!(rows().quoted(&child), Some(("camden".into(), 1)));
+        // Curly quotes too; a quote of a common phrase (four inputs) is not tied to a few.
+        let curly = format!("{SEED}\n- When it says \u{201c}picnic\u{201d}, answer sadness.");
+        assert_eq!(rows().quoted(&curly), Some(("picnic".into(), 1)));
+        let common = format!("{SEED}\n- When it says \"so happy\", answer joy.");
+        assert_eq!(rows().quoted(&common), None);
+        // The seed's own quotes are not the child's.
+        let inputs = InputPairs::new("Reply with \"name\" and {text}.", ["my name is Ana"]);
+        assert_eq!(inputs.quoted("Reply with \"name\" and {text}."), None);
+        assert_eq!(
+            inputs.quoted("Reply with \"name\" and {text}. Skip \"Ana\"."),
+            Some(("ana".into(), 1))
+        );
     }
 
     #[test]
