@@ -213,7 +213,8 @@ impl MutationRecord {
     }
 }
 
-fn sum(scores: &[f64]) -> f64 {
+/// The sum of a set of scores, which the engine's acceptance rules compare.
+pub(crate) fn sum(scores: &[f64]) -> f64 {
     scores.iter().sum()
 }
 
@@ -288,8 +289,9 @@ pub enum ProposalFailure {
     UnknownPlaceholders { unknown: Vec<String> },
     /// The child is a prompt already in the pool.
     Duplicate { generation: usize },
-    /// The child adds a word pair found in only a few of the inputs the engine sees (at most
-    /// three): a rule tied to those rows, not to the task.
+    /// The child adds words found in only a few of the inputs the engine sees (at most three):
+    /// a pair of adjacent words, or a span in quotation marks (see `engine::quotes`). A rule
+    /// tied to those rows, not to the task. `pair` keeps its name from when only pairs counted.
     QuotesInputs { pair: String, inputs: usize },
     /// The reflection call failed (only with [`OnTaskError::ScoreZero`](super::OnTaskError)).
     ReflectionError { error: TaskError },
@@ -366,7 +368,7 @@ impl fmt::Display for ProposalFailure {
             Self::Duplicate { generation } => write!(f, "the child is g{generation} again"),
             Self::QuotesInputs { pair, inputs } => write!(
                 f,
-                "the child quotes \"{pair}\", a word pair found in only {inputs} of the feedback and Pareto inputs"
+                "the child quotes \"{pair}\", found in only {inputs} of the feedback and Pareto inputs"
             ),
             Self::ReflectionError { error } => write!(f, "the reflection call failed: {error}"),
         }

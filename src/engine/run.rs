@@ -18,7 +18,7 @@ use super::pool::Pool;
 use super::quotes::InputPairs;
 use super::records::{
     Best, CallKind, CandidateRecord, EngineEvent, Failure, IterationRecord, MergeRecord,
-    MutationRecord, Outcome, Progress, ProposalFailure, Run, StopReason,
+    MutationRecord, Outcome, Progress, ProposalFailure, Run, StopReason, sum,
 };
 use super::reflection::{self, Revision, Shown};
 use super::sampler::EpochSampler;
@@ -150,10 +150,6 @@ fn random_stream(seed: u64, stream: u64) -> ChaCha8Rng {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     rng.set_stream(stream);
     rng
-}
-
-fn sum(scores: &[f64]) -> f64 {
-    scores.iter().sum()
 }
 
 fn scores(evaluations: &[Evaluation]) -> Vec<f64> {
