@@ -307,23 +307,15 @@ def is_classification(kind):
     return kind is not None and (kind == "binary" or re.fullmatch(r"\d+ labels?", kind) is not None)
 
 
-def majority_baseline(run_dir, variant, case_insensitive):
-    """The share of the holdout rows whose expected label is the most common one among them,
-    from replay.csv (each row's expected value, once per row)."""
-    replay = run_dir / "replay.csv"
-    if not replay.exists():
-        return None
-    expected = {}
-    for r in read_csv(replay):
-        if r.get("variant", "") == variant:
-            value = r["expected"].strip()
-            expected[r["row"]] = value.lower() if case_insensitive else value
-    if not expected:
-        return None
-    counts = {}
-    for value in expected.values():
-        counts[value] = counts.get(value, 0) + 1
-    return round(max(counts.values()) / len(expected), 4)
+def majority_baseline(results):
+    """What always answering the holdout rows' most common label scores, as the report computes
+    it (results.json's `executions[].baseline`, the report's one rule); None when the report
+    found no label set or has no score for the scorer."""
+    for execution in (results or {}).get("executions", []):
+        baseline = execution.get("baseline")
+        if baseline and baseline.get("score") is not None:
+            return round(baseline["score"], 4)
+    return None
 
 
 def summarise(row):
@@ -394,10 +386,8 @@ def summarise(row):
                 "p_value": headline.get("p_value"),
                 "verdict": headline["verdict"],
             })
-    if run_dir and is_classification(row.get("kind")):
-        variant = (manifest or {}).get("executions", [{}])[0].get("plan", {}).get("variant") or ""
-        row["majority_baseline"] = majority_baseline(
-            run_dir, variant, row.get("scorer") != "exact_match")
+    if is_classification(row.get("kind")):
+        row["majority_baseline"] = majority_baseline(results)
     if run_dir and row.get("inputs"):
         flagged = run_quoted_pairs(run_dir, row.get("dataset_file"), row["inputs"])
         if flagged is not None:
