@@ -27,6 +27,8 @@ pub const MODELS: &str = "GEPA_LAB_MODELS";
 pub const PIP: &str = "GEPA_LAB_PIP";
 /// Threads of the embedded model.
 pub const THREADS: &str = "GEPA_LAB_THREADS";
+/// Requests the embedded model decodes together.
+pub const SLOTS: &str = "GEPA_LAB_SLOTS";
 /// Context size of the embedded model, in tokens.
 pub const CONTEXT_TOKENS: &str = "GEPA_LAB_CONTEXT_TOKENS";
 /// The reflection model of a local run.

@@ -79,7 +79,7 @@ struct PromptArgs {
     #[arg(long)]
     max_tokens: Option<u32>,
     /// Requests in flight at most; the key's rpm limit also applies.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 16)]
     concurrency: usize,
     /// Answer only the first N data rows.
     #[arg(long, value_name = "N")]

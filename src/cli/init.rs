@@ -564,7 +564,7 @@ top = 1
 scorer = "{scorer}"
 temperature = 0.0
 max_tokens = {max_tokens}
-concurrency = 2
+concurrency = 16
 "#,
         dataset = dataset.display(),
         file = out.display(),

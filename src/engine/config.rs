@@ -53,6 +53,11 @@ pub struct EngineConfig {
     pub parallel_calls: usize,
 }
 
+/// Task calls in flight at once by default. It hides most of a remote model's latency (the
+/// `http` layer paces requests per minute), and it fills the embedded model's slots, 16 by
+/// default on 2 cores.
+pub const DEFAULT_PARALLEL_CALLS: usize = 16;
+
 impl EngineConfig {
     /// A run over `minibatch` feedback and `pareto` Pareto examples with `budget` calls, with the
     /// reference implementation's defaults elsewhere and no stop condition but the budget.
@@ -72,8 +77,7 @@ impl EngineConfig {
             on_task_error: OnTaskError::Fail,
             retries: 1,
             failures_in_a_row: 3,
-            // Hides most of a remote model's latency; the `http` layer paces requests per minute.
-            parallel_calls: 4,
+            parallel_calls: DEFAULT_PARALLEL_CALLS,
         }
     }
 

@@ -32,7 +32,10 @@ mod stand_in;
 mod task;
 
 pub use budget::{Spent, reflections_assured};
-pub use config::{DEFAULT_REFLECTION_MINIBATCH, EngineConfig, MergeConfig, OnTaskError, Proposer};
+pub use config::{
+    DEFAULT_PARALLEL_CALLS, DEFAULT_REFLECTION_MINIBATCH, EngineConfig, MergeConfig, OnTaskError,
+    Proposer,
+};
 pub use error::{EngineError, TaskError};
 pub use records::{
     Best, CallKind, CandidateRecord, EngineEvent, Failure, IterationRecord, MergeRecord,

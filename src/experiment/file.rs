@@ -81,7 +81,7 @@ pub struct EngineSection {
     /// Merge two lineages now and then (GEPA+Merge); default: on for strategy SAM, off for RPM.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merge: Option<bool>,
-    /// Task calls in flight at once, 1 to 64 (default 4).
+    /// Task calls in flight at once, 1 to 64 (default 16).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 64))]
     pub parallel_calls: Option<i64>,
@@ -219,7 +219,7 @@ fn default_scorer() -> String {
 }
 
 fn default_concurrency() -> i64 {
-    4
+    16
 }
 
 /// A variant: a name, plus any keys of the experiment (except `name` and `variants`) to override.

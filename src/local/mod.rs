@@ -90,7 +90,7 @@ impl LocalSettings {
             models,
             profile: ServiceProfile::default(),
             max_running: 2,
-            parallel_calls: 4,
+            parallel_calls: crate::engine::DEFAULT_PARALLEL_CALLS,
             proposer: if embedded {
                 Proposer::Rules
             } else {

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use axum::extract::State;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use gepa_lab::engine::IterationRecord;
+use gepa_lab::engine::{DEFAULT_PARALLEL_CALLS, IterationRecord};
 use gepa_lab::evolution::wire::{HistoryRecord, Status};
 use gepa_lab::evolution::{Evolution, HttpEvolution};
 use gepa_lab::inference::wire::{ChatRequest, ChatResponse};
@@ -176,7 +176,10 @@ fn serve_killed_at_ten_moments_continues_each_evolution_and_pays_only_for_calls_
         );
         let in_flight = sent - recorded;
         // At most serve's parallel task calls, or one reflection.
-        assert!(in_flight <= 4, "k {k}: {sent} sent, {recorded} recorded");
+        assert!(
+            in_flight <= DEFAULT_PARALLEL_CALLS as u64,
+            "k {k}: {sent} sent, {recorded} recorded"
+        );
         in_flight_total += in_flight;
 
         let serve = serve_with(dir);
@@ -319,8 +322,12 @@ fn a_local_run_killed_at_ten_moments_resumes_and_pays_only_for_calls_in_flight()
         let kept = calls_kept(&run);
         assert!(kept <= sent, "k {k}: {kept} kept of {sent} sent");
         let in_flight = sent - kept;
-        // At most the engine's parallel task calls, one reflection, or the replay's 2.
-        assert!(in_flight <= 4, "k {k}: {sent} sent, {kept} kept");
+        // At most the engine's parallel task calls, one reflection, or the replay's requests
+        // in flight (the example's `concurrency`, below the engine's).
+        assert!(
+            in_flight <= DEFAULT_PARALLEL_CALLS as u64,
+            "k {k}: {sent} sent, {kept} kept"
+        );
         in_flight_total += in_flight;
 
         finished(gepa_lab(&[

@@ -251,17 +251,157 @@ async fn concurrent_callers_are_all_answered() {
     }
 }
 
+/// A second copy of the default model with its own settings, answering to `local:<id>`.
+fn copy(model: &EmbeddedModel, id: &str, slots: usize, reuse_prefix: bool) -> Arc<EmbeddedModel> {
+    let mut config = EmbeddedConfig::from_env().expect("embedded model settings");
+    config.slots = slots;
+    config.reuse_prefix = reuse_prefix;
+    EmbeddedModel::load_with(
+        ModelChoice::File {
+            id: format!("local:{id}"),
+            path: model.info().path.clone(),
+        },
+        config,
+    )
+    .expect("a second copy of the model")
+}
+
+/// A request for `model` with `instruction` as the system message and `row` as the user's.
+fn row_request(model: &EmbeddedModel, instruction: &str, row: &str) -> ChatRequest {
+    let mut request = ChatRequest::new(
+        model.id(),
+        vec![ChatMessage::system(instruction), ChatMessage::user(row)],
+    );
+    request.temperature = Some(0.0);
+    request.max_tokens = Some(4);
+    request
+}
+
+const SENTIMENT: &str = "Classify the sentiment of the customer review below as positive or \
+    negative. A review that asks for a refund is negative even when its tone is calm; a review \
+    that mentions a small flaw but recommends the product is positive. Judge the words, not \
+    the star ratings written in the text. Answer with one word, in lower case.";
+
+const REVIEWS: [&str; 4] = [
+    "Review: The headphones arrived a day early and sound great.",
+    "Review: The charging cable stopped working after two weeks; I want my money back.",
+    "Review: Small scratch on the lid, but I would buy this kettle again.",
+    "Review: Support never answered my emails and the toy broke on day one.",
+];
+
+#[tokio::test]
+async fn rows_of_one_version_sent_together_evaluate_the_instruction_once() {
+    let _turn = TURN.lock().await;
+    let Some(model) = model() else { return };
+    let batched = copy(&model, "batched", 4, true);
+    // The first row's prompt is evaluated whole; the others wait a step for its instruction
+    // and copy it, instead of evaluating it side by side.
+    let answers = futures::future::join_all(
+        REVIEWS
+            .iter()
+            .map(|review| row_request(&batched, SENTIMENT, review))
+            .map(|request| {
+                let batched = Arc::clone(&batched);
+                async move { batched.generate(&request).await }
+            }),
+    )
+    .await;
+    let stats: Vec<_> = answers
+        .into_iter()
+        .map(|answer| answer.expect("an answer").stats)
+        .collect();
+    let evaluated: u32 = stats.iter().map(|s| s.prompt_tokens_evaluated).sum();
+    let whole: u32 = stats.iter().map(|s| s.prompt_tokens).sum();
+    assert!(
+        evaluated < whole / 2,
+        "evaluated {evaluated} of {whole} prompt tokens: {stats:?}"
+    );
+}
+
+#[tokio::test]
+async fn two_versions_that_alternate_keep_their_prefixes() {
+    let _turn = TURN.lock().await;
+    let Some(model) = model() else { return };
+    let batched = copy(&model, "alternating", 2, true);
+    let other = "Decide whether the customer who wrote this review would buy from the shop \
+        again. Consider delivery, quality, support and price together. Answer yes or no.";
+    for (round, review) in REVIEWS.iter().enumerate() {
+        for instruction in [SENTIMENT, other] {
+            let answer = batched
+                .generate(&row_request(&batched, instruction, review))
+                .await
+                .expect("an answer");
+            let stats = answer.stats;
+            if round > 0 {
+                assert!(
+                    stats.prompt_tokens_evaluated < stats.prompt_tokens / 2,
+                    "round {round}: the version's instruction was evaluated again: {stats:?}"
+                );
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn batched_answers_are_those_of_one_at_a_time() {
+    let _turn = TURN.lock().await;
+    let Some(model) = model() else { return };
+    let batched = copy(&model, "together", 4, true);
+    let alone = copy(&model, "alone", 1, false);
+    let questions = [
+        "2 + 2 = ? Answer with the number only.",
+        "Name the capital of France in one word.",
+        "Write the word 'banana' backwards.",
+        "List three primary colours, separated by commas.",
+        "7 * 6 = ? Answer with the number only.",
+        "Translate 'thank you' into Spanish.",
+    ];
+    let request = |model: &EmbeddedModel, text: &str| {
+        let mut request = ChatRequest::new(model.id(), vec![ChatMessage::user(text)]);
+        request.temperature = Some(0.0);
+        request.max_tokens = Some(24);
+        request
+    };
+    let together = futures::future::join_all(questions.iter().map(|q| request(&batched, q)).map(
+        |request| {
+            let batched = Arc::clone(&batched);
+            async move { batched.chat(&request).await }
+        },
+    ))
+    .await;
+    let mut differ = Vec::new();
+    for (question, answer) in questions.iter().zip(together) {
+        let together = answer.expect("an answer").content().to_owned();
+        let alone = alone
+            .chat(&request(&alone, question))
+            .await
+            .expect("an answer")
+            .content()
+            .to_owned();
+        if together != alone {
+            differ.push((question, together, alone));
+        }
+    }
+    // Batched arithmetic may round differently and, rarely, tip a greedy choice: at most one
+    // answer in six may differ.
+    assert!(differ.len() <= 1, "{differ:#?}");
+}
+
 #[tokio::test]
 async fn the_time_limit_counts_generation_not_the_wait_in_the_queue() {
     let _turn = TURN.lock().await;
     let Some(model) = model() else { return };
-    // A long answer occupies the model's one worker (600 tokens: about 15 s at the 0.5B
+    // One slot, so that requests queue.
+    let model = copy(&model, "one-slot", 1, true);
+    // A long answer occupies the model's one slot (600 tokens: about 15 s at the 0.5B
     // model's 41 tokens/s on an idle machine)...
     let mut long = ask("Count from 1 to 1000, separated by commas.");
+    long.model = model.id().to_owned();
     long.max_tokens = Some(600);
     // ...while a short request with a 5-second limit (its own work takes well under a second)
     // waits behind it.
     let mut short = ask("2 + 2 = ? Answer with the number only.");
+    short.model = model.id().to_owned();
     short.max_tokens = Some(3);
     short.timeout_secs = Some(5);
     let started = std::time::Instant::now();
@@ -283,6 +423,7 @@ async fn the_time_limit_counts_generation_not_the_wait_in_the_queue() {
 
     // A generation that itself runs past the limit is stopped, as a gateway would: 504.
     let mut endless = ask("Write a very long story about a lighthouse keeper.");
+    endless.model = model.id().to_owned();
     endless.max_tokens = Some(2000);
     endless.timeout_secs = Some(1);
     let started = std::time::Instant::now();

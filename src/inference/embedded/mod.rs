@@ -43,7 +43,7 @@ pub fn is_local_model(id: &str) -> bool {
     id == LOCAL || id.starts_with("local:")
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum EmbeddedError {
     #[error("unknown local model {name:?}: expected one of {} or a path to a .gguf file", known.join(", "))]
     UnknownModel { name: String, known: Vec<String> },
@@ -137,9 +137,14 @@ impl ModelChoice {
 pub struct EmbeddedConfig {
     /// CPU threads for llama.cpp (`GEPA_LAB_THREADS`; default: the cores available).
     pub threads: usize,
-    /// Context size in tokens, prompt and answer together (`GEPA_LAB_CONTEXT_TOKENS`; default
-    /// 8192, capped at what the model was trained for).
+    /// Context size in tokens (`GEPA_LAB_CONTEXT_TOKENS`; default 8192, capped at what the model
+    /// was trained for): the KV cache shared by the requests decoded together. One request's
+    /// prompt and answer may use all of it; a request that does not fit waits for others.
     pub context_tokens: u32,
+    /// Requests decoded together (`GEPA_LAB_SLOTS`, 1 to 64; default: 8 per thread, at most 32).
+    /// More slots cost no KV memory (the cache is shared) and little time per step, so they
+    /// raise throughput until each step's compute, not reading the weights, is what takes time.
+    pub slots: usize,
     /// Where catalog models are installed (`GEPA_LAB_MODELS`).
     pub models_dir: PathBuf,
     /// Keep the previous prompt in the KV cache and evaluate only what differs. Off only for
@@ -170,9 +175,11 @@ impl EmbeddedConfig {
                 })?,
             None => DEFAULT_CONTEXT_TOKENS,
         };
+        let slots = slots(crate::env::var(crate::env::SLOTS), threads)?;
         Ok(EmbeddedConfig {
             threads,
             context_tokens,
+            slots,
             models_dir: models_dir(),
             reuse_prefix: true,
         })
@@ -181,6 +188,30 @@ impl EmbeddedConfig {
 
 fn positive(value: &str) -> Option<usize> {
     value.trim().parse::<usize>().ok().filter(|n| *n >= 1)
+}
+
+/// `GEPA_LAB_SLOTS` as set (`None`: unset), for `threads` threads.
+fn slots(setting: Option<String>, threads: usize) -> Result<usize, EmbeddedError> {
+    match setting {
+        Some(value) => positive(&value)
+            .filter(|n| *n <= worker::MAX_SLOTS)
+            .ok_or_else(|| EmbeddedError::Setting {
+                variable: crate::env::SLOTS,
+                reason: format!(
+                    "expected a whole number of slots from 1 to {}",
+                    worker::MAX_SLOTS
+                ),
+                value,
+            }),
+        None => Ok(default_slots(threads)),
+    }
+}
+
+/// 8 per thread, at most 32. Measured with `benches/batching.rs` on 2 threads (the README's
+/// extraction replay): 1.07 answers/s with 4 slots, 1.46 with 8, 1.55 with 16, 1.61 with 32,
+/// 1.56 with 64; one at a time, 0.85.
+fn default_slots(threads: usize) -> usize {
+    (8 * threads).clamp(1, 32)
 }
 
 fn default_threads() -> usize {
@@ -197,6 +228,8 @@ pub struct ModelInfo {
     pub parameters: u64,
     pub threads: usize,
     pub context_tokens: u32,
+    /// Requests it decodes together.
+    pub slots: usize,
     pub load_time: Duration,
     /// Whether the GGUF's own Jinja template is used (else llama.cpp's built-in version of it).
     pub jinja_template: bool,
@@ -210,7 +243,8 @@ pub struct Answer {
 }
 
 /// A GGUF model loaded in this process. Cheap to share: hold it as `Arc<EmbeddedModel>` or
-/// `Arc<dyn Inference>`. Requests are queued to one thread that owns the model (see `worker`).
+/// `Arc<dyn Inference>`. Requests are queued to one thread that owns the model and decodes up to
+/// `slots` of them together (see `worker`).
 pub struct EmbeddedModel {
     /// The ids it answers to; the first is the one it reports.
     ids: Vec<String>,
@@ -281,6 +315,7 @@ impl EmbeddedModel {
             worker::WorkerConfig {
                 threads: config.threads,
                 context_tokens: config.context_tokens,
+                slots: config.slots,
                 reuse_prefix: config.reuse_prefix,
             },
         )?;
@@ -293,12 +328,13 @@ impl EmbeddedModel {
                 parameters: facts.parameters,
                 threads: config.threads,
                 context_tokens: facts.context_tokens,
+                slots: facts.slots,
                 load_time: facts.load_time,
                 jinja_template: facts.jinja_template,
             },
             jobs,
         });
-        tracing::info!(model = %model.id(), threads = config.threads, load_ms = facts.load_time.as_millis() as u64, "embedded model loaded");
+        tracing::info!(model = %model.id(), threads = config.threads, slots = facts.slots, load_ms = facts.load_time.as_millis() as u64, "embedded model loaded");
         loaded.push((path, Arc::downgrade(&model)));
         Ok(model)
     }
@@ -567,11 +603,28 @@ mod tests {
     }
 
     #[test]
+    fn slots_default_to_8_per_thread_and_a_setting_outside_1_to_64_is_refused() {
+        assert_eq!(slots(None, 2).unwrap(), 16);
+        assert_eq!(slots(None, 1).unwrap(), 8);
+        assert_eq!(slots(None, 16).unwrap(), 32);
+        assert_eq!(slots(Some("1".into()), 2).unwrap(), 1);
+        assert_eq!(slots(Some("64".into()), 2).unwrap(), 64);
+        for bad in ["0", "65", "-3", "many", "2.5"] {
+            let err = slots(Some(bad.into()), 2).unwrap_err().to_string();
+            assert!(
+                err.contains("GEPA_LAB_SLOTS") && err.contains(bad) && err.contains("1 to 64"),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
     fn a_missing_catalog_model_says_how_to_install_it() {
         let dir = tempfile::tempdir().unwrap();
         let config = EmbeddedConfig {
             threads: 1,
             context_tokens: 512,
+            slots: 1,
             models_dir: dir.path().to_owned(),
             reuse_prefix: true,
         };
@@ -591,6 +644,7 @@ mod tests {
         let config = EmbeddedConfig {
             threads: 1,
             context_tokens: 512,
+            slots: 1,
             models_dir: dir.path().to_owned(),
             reuse_prefix: true,
         };

@@ -1,11 +1,19 @@
-//! The thread that owns a loaded model and its one llama.cpp context, and runs generation jobs
-//! from a queue, one at a time.
+//! The thread that owns a loaded model and its llama.cpp context, and answers the jobs of a
+//! queue with continuous batching.
 //!
-//! One context, serialised, rather than a pool: on the 2-core machines this project runs on,
-//! two contexts decoding at once only split the same cores (and each holds its own KV cache).
-//! Serialising also lets consecutive requests share their common prefix: the KV cache keeps the
-//! last prompt, and a request that starts the same way (the same instruction over many dataset
-//! rows, as replay and GEPA evaluation send) evaluates only the tokens after it.
+//! The context holds up to `slots` sequences in one KV cache. Each step is one llama.cpp decode
+//! holding the next token of every request that is generating and, in the room left, prompt
+//! tokens of the others: a request joins the running batch between two steps and leaves it when
+//! it is done, each with its own token cap, deadline, cancellation, grammar and statistics. On a
+//! CPU, decoding several sequences' tokens together costs little more than decoding one, because
+//! the weights are read once per step; that is where the speed comes from.
+//!
+//! Prefixes are shared, not re-read. An idle slot keeps what its cache holds; a new request goes
+//! to the free slot whose cache starts like its prompt, and when another slot holds a longer
+//! matching prefix, that prefix is copied (the cache is unified, so a copy marks the same cells
+//! as shared and costs nothing). So rows of one prompt version evaluate the instruction once, and
+//! two versions that alternate each keep theirs.
+use std::collections::VecDeque;
 use std::num::NonZeroU32;
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
@@ -13,6 +21,7 @@ use std::sync::OnceLock;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use llama_cpp_2::DecodeError;
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::context::params::LlamaContextParams;
 use llama_cpp_2::llama_backend::LlamaBackend;
@@ -30,11 +39,22 @@ use super::template::ChatTemplate;
 /// Prompt tokens evaluated per llama.cpp call; llama.cpp's own default.
 const BATCH_TOKENS: u32 = 512;
 
+/// The shortest shared prefix worth keeping a slot's cache for, or waiting a step or two for
+/// while a running request evaluates it. Shorter ones (the chat template's first tokens) are
+/// cheaper to evaluate again than the cache they would cost.
+const SHARED_PREFIX_MIN: usize = 16;
+
+/// The most sequences one context decodes together.
+pub(super) const MAX_SLOTS: usize = 64;
+
 /// How a worker runs its model.
 #[derive(Debug, Clone)]
 pub(super) struct WorkerConfig {
     pub threads: usize,
+    /// KV cache cells, shared by every slot.
     pub context_tokens: u32,
+    /// Requests decoded together, 1 to `MAX_SLOTS`.
+    pub slots: usize,
     pub reuse_prefix: bool,
 }
 
@@ -43,6 +63,7 @@ pub(super) struct WorkerConfig {
 pub(super) struct Loaded {
     pub load_time: Duration,
     pub context_tokens: u32,
+    pub slots: usize,
     pub parameters: u64,
     /// Whether the GGUF's Jinja chat template renders here; if not, llama.cpp's built-in
     /// version of the template family is used.
@@ -57,8 +78,8 @@ pub(super) struct Job {
     pub temperature: f32,
     /// A GBNF grammar (root rule `root`) the answer must follow.
     pub grammar: Option<String>,
-    /// How long the worker may spend on this job once it starts it. Time spent waiting in the
-    /// queue behind other jobs does not count: on a busy machine that wait says nothing about
+    /// How long the worker may spend on this job once it gives it a slot. Time spent waiting in
+    /// the queue behind other jobs does not count: on a busy machine that wait says nothing about
     /// this request, and counting it failed requests that would have taken seconds.
     pub time_limit: Duration,
     pub reply: Reply,
@@ -133,12 +154,15 @@ pub struct Generation {
     pub stats: GenerationStats,
 }
 
-/// Token counts and timings of one answer.
+/// Token counts and timings of one answer. The times are this request's wall-clock times from
+/// when it got a slot; requests decoded in the same batch share them, so the rates below are
+/// this request's, and the worker's throughput is higher when several run together.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GenerationStats {
     /// Tokens of the rendered prompt (what `usage.prompt_tokens` reports).
     pub prompt_tokens: u32,
-    /// Of those, the ones evaluated now; the rest came from the previous request's KV cache.
+    /// Of those, the ones evaluated now; the rest came from the KV cache (an earlier request
+    /// that started the same way).
     pub prompt_tokens_evaluated: u32,
     /// Tokens generated (what `usage.completion_tokens` reports); the end-of-turn token is not
     /// counted.
@@ -207,6 +231,7 @@ fn run(
     ready: mpsc::SyncSender<Result<Loaded, EmbeddedError>>,
 ) {
     let started = Instant::now();
+    let slots = config.slots.clamp(1, MAX_SLOTS);
     let loaded = (|| {
         let backend = backend()?;
         let model = LlamaModel::load_from_file(backend, &path, &LlamaModelParams::default())
@@ -216,10 +241,14 @@ fn run(
             })?;
         let context_tokens = config.context_tokens.min(model.n_ctx_train()).max(64);
         let threads = i32::try_from(config.threads).unwrap_or(i32::MAX).max(1);
+        // One KV cache shared by every sequence ("unified"): a sequence may use all of it, and
+        // copying a prefix from one sequence to another only marks the same cells as shared.
         let params = LlamaContextParams::default()
             .with_n_ctx(NonZeroU32::new(context_tokens))
             .with_n_batch(BATCH_TOKENS)
             .with_n_ubatch(BATCH_TOKENS)
+            .with_n_seq_max(count(slots))
+            .with_kv_unified(true)
             .with_n_threads(threads)
             .with_n_threads_batch(threads);
         Ok::<_, EmbeddedError>((model, params, context_tokens))
@@ -231,7 +260,8 @@ fn run(
             return;
         }
     };
-    let session = backend().and_then(|backend| Session::new(&model, backend, params, &config));
+    let session =
+        backend().and_then(|backend| Session::new(&model, backend, params, slots, &config));
     let mut session = match session {
         Ok(session) => session,
         Err(err) => {
@@ -242,43 +272,118 @@ fn run(
     let _ = ready.send(Ok(Loaded {
         load_time: started.elapsed(),
         context_tokens,
+        slots,
         parameters: model.n_params(),
         jinja_template: session.template.is_some(),
     }));
     drop(ready);
-    // Ends when the last `EmbeddedModel` handle is dropped; the model is freed with it.
-    while let Ok(job) = jobs.recv() {
-        if job.reply.is_closed() {
-            continue;
-        }
-        let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| session.generate(&job)));
-        let result = match outcome {
-            Ok(result) => result,
-            Err(panic) => {
-                // The context may be mid-decode: start the next request from an empty cache.
-                session.forget();
-                let message = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| (*s).to_owned())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "unknown panic".into());
-                Err(EmbeddedError::Generation(format!(
-                    "llama.cpp wrapper panicked: {message}"
-                )))
+    session.serve(&jobs);
+}
+
+/// One sequence of the context: the tokens its part of the KV cache holds, and the request it is
+/// answering, if any. An idle slot keeps its tokens, so that the next request that starts the
+/// same way (the same prompt version over other rows) evaluates only what differs.
+struct Slot {
+    seq: i32,
+    /// Tokens whose keys and values are in the cache for this sequence, from position 0.
+    cached: Vec<LlamaToken>,
+    /// When it last took a request, to pick the least recently used of equal slots.
+    last_used: u64,
+    work: Option<Work>,
+}
+
+/// A request being answered in a slot.
+struct Work {
+    job: Job,
+    /// The whole rendered prompt.
+    tokens: Vec<LlamaToken>,
+    /// How many of `tokens` came from the cache instead of being evaluated.
+    reused: usize,
+    /// The answer's token cap: `max_tokens`, or what the context has room for.
+    limit: usize,
+    chain: LlamaSampler,
+    grammar: Option<LlamaSampler>,
+    deadline: Deadline,
+    /// Admission order, so that prompt evaluation serves the oldest request first.
+    admitted: u64,
+    /// The token sampled last, decoded in the next step; `None` while the prompt is evaluated.
+    next_token: Option<LlamaToken>,
+    /// Where this request's logits are in the batch being decoded.
+    logits_at: Option<i32>,
+    generated: usize,
+    text: String,
+    pending: Vec<u8>,
+    first_token: Option<Instant>,
+}
+
+impl Work {
+    /// Cells of the KV cache it may still claim: the prompt not yet evaluated and the answer.
+    fn claim(&self, cached: usize) -> usize {
+        self.tokens.len().saturating_sub(cached) + self.limit.saturating_sub(self.generated)
+    }
+
+    fn finish(self, result: Result<Finish, EmbeddedError>) {
+        let Work {
+            job,
+            tokens,
+            reused,
+            generated,
+            mut text,
+            pending,
+            first_token,
+            deadline,
+            ..
+        } = self;
+        let result = result.map(|finish| {
+            if !pending.is_empty() {
+                let rest = String::from_utf8_lossy(&pending).into_owned();
+                job.reply.text(&rest);
+                text.push_str(&rest);
             }
-        };
+            let now = Instant::now();
+            let first_token = first_token.unwrap_or(now);
+            Generation {
+                text,
+                finish,
+                stats: GenerationStats {
+                    prompt_tokens: count(tokens.len()),
+                    prompt_tokens_evaluated: count(tokens.len() - reused),
+                    completion_tokens: count(generated),
+                    prompt_time: first_token.duration_since(deadline.started),
+                    generation_time: now.duration_since(first_token),
+                },
+            }
+        });
         job.reply.finish(result);
     }
+}
+
+/// What a step sampled for one request.
+enum Sampled {
+    /// Another token follows.
+    More,
+    Done(Finish),
 }
 
 struct Session<'m> {
     model: &'m LlamaModel,
     ctx: LlamaContext<'m>,
     batch: LlamaBatch<'static>,
-    /// Tokens whose keys and values are in the context now, from position 0.
-    cached: Vec<LlamaToken>,
+    slots: Vec<Slot>,
+    /// A request taken from the queue whose prompt is rendered but which cannot start yet: the
+    /// cache has no room for it, or a running request is evaluating its prefix. It goes first.
+    waiting: Option<Prepared>,
+    queue: VecDeque<Job>,
     template: Option<ChatTemplate>,
     reuse_prefix: bool,
+    clock: u64,
+}
+
+/// A request with its prompt rendered and tokenized.
+struct Prepared {
+    job: Job,
+    tokens: Vec<LlamaToken>,
+    limit: usize,
 }
 
 impl<'m> Session<'m> {
@@ -286,6 +391,7 @@ impl<'m> Session<'m> {
         model: &'m LlamaModel,
         backend: &LlamaBackend,
         params: LlamaContextParams,
+        slots: usize,
         config: &WorkerConfig,
     ) -> Result<Self, EmbeddedError> {
         let ctx = model
@@ -296,15 +402,414 @@ impl<'m> Session<'m> {
             model,
             batch: LlamaBatch::new(BATCH_TOKENS as usize, 1),
             ctx,
-            cached: Vec::new(),
+            slots: (0..slots)
+                .map(|seq| Slot {
+                    seq: i32::try_from(seq).unwrap_or(i32::MAX),
+                    cached: Vec::new(),
+                    last_used: 0,
+                    work: None,
+                })
+                .collect(),
+            waiting: None,
+            queue: VecDeque::new(),
             template,
             reuse_prefix: config.reuse_prefix,
+            clock: 0,
         })
+    }
+
+    /// Answers jobs until the last sender is dropped and every request taken is finished.
+    fn serve(&mut self, jobs: &mpsc::Receiver<Job>) {
+        let mut open = true;
+        loop {
+            if !self.busy() && self.waiting.is_none() && self.queue.is_empty() {
+                if !open {
+                    return;
+                }
+                // Nothing to do: wait for work.
+                match jobs.recv() {
+                    Ok(job) => self.queue.push_back(job),
+                    Err(_) => return,
+                }
+            }
+            // Requests that arrived while the last step ran join the batch now.
+            while open {
+                match jobs.try_recv() {
+                    Ok(job) => self.queue.push_back(job),
+                    Err(mpsc::TryRecvError::Empty) => break,
+                    Err(mpsc::TryRecvError::Disconnected) => open = false,
+                }
+            }
+            let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                self.admit();
+                if self.busy() { self.step() } else { Ok(()) }
+            }));
+            let failure = match outcome {
+                Ok(Ok(())) => continue,
+                Ok(Err(err)) => err,
+                Err(panic) => {
+                    let message = panic
+                        .downcast_ref::<&str>()
+                        .map(|s| (*s).to_owned())
+                        .or_else(|| panic.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "unknown panic".into());
+                    EmbeddedError::Generation(format!("llama.cpp wrapper panicked: {message}"))
+                }
+            };
+            // What the context holds is unknown now: every request in it fails, and the next
+            // ones start from an empty cache.
+            self.forget();
+            for slot in &mut self.slots {
+                if let Some(work) = slot.work.take() {
+                    work.finish(Err(failure.clone()));
+                }
+            }
+        }
+    }
+
+    fn busy(&self) -> bool {
+        self.slots.iter().any(|slot| slot.work.is_some())
     }
 
     fn forget(&mut self) {
         self.ctx.clear_kv_cache();
-        self.cached.clear();
+        for slot in &mut self.slots {
+            slot.cached.clear();
+        }
+    }
+
+    /// Starts queued requests in free slots while the cache has room for them.
+    fn admit(&mut self) {
+        while self.slots.iter().any(|slot| slot.work.is_none()) {
+            let prepared = match self.waiting.take() {
+                Some(prepared) => prepared,
+                None => {
+                    let Some(job) = self.queue.pop_front() else {
+                        return;
+                    };
+                    if job.reply.is_closed() {
+                        continue;
+                    }
+                    match self.prepare(job) {
+                        Some(prepared) => prepared,
+                        None => continue,
+                    }
+                }
+            };
+            if prepared.job.reply.is_closed() {
+                continue;
+            }
+            if let Err(prepared) = self.start(prepared) {
+                // No room until a running request finishes.
+                self.waiting = Some(prepared);
+                return;
+            }
+        }
+    }
+
+    /// Renders and tokenizes a job's prompt and checks that it fits the context; a job that
+    /// cannot run is answered with the reason here.
+    fn prepare(&self, job: Job) -> Option<Prepared> {
+        let tokens = match self.render(&job.messages) {
+            Ok(prompt) => self.tokenize(&prompt),
+            Err(err) => {
+                job.reply.finish(Err(err));
+                return None;
+            }
+        };
+        let context_tokens = self.ctx.n_ctx() as usize;
+        if tokens.is_empty() || tokens.len() >= context_tokens {
+            job.reply.finish(Err(EmbeddedError::PromptTooLong {
+                tokens: tokens.len(),
+                context_tokens,
+            }));
+            return None;
+        }
+        let limit = (job.max_tokens as usize).min(context_tokens - tokens.len());
+        Some(Prepared { job, tokens, limit })
+    }
+
+    /// Puts `prepared` in the free slot whose cache starts like its prompt, after copying a
+    /// longer matching prefix from another slot if one has it. Gives it back when it should wait:
+    /// the cache has no room for it while other requests run, or a running request is about to
+    /// evaluate the prefix it could copy.
+    fn start(&mut self, prepared: Prepared) -> Result<(), Prepared> {
+        let tokens = &prepared.tokens;
+        let common = |slot: &Slot| {
+            slot.cached
+                .iter()
+                .zip(tokens)
+                .take_while(|(a, b)| a == b)
+                .count()
+        };
+        // The free slot that holds a useful part of this prompt; else an empty one; else the
+        // least recently used, whose cache is the least likely to be asked for again.
+        let Some(chosen) = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(_, slot)| slot.work.is_none())
+            .max_by_key(|(_, slot)| {
+                let shared = common(slot);
+                let useful = if shared >= SHARED_PREFIX_MIN {
+                    shared
+                } else {
+                    0
+                };
+                (
+                    useful,
+                    slot.cached.is_empty(),
+                    std::cmp::Reverse(slot.last_used),
+                )
+            })
+            .map(|(index, _)| index)
+        else {
+            return Err(prepared);
+        };
+        // At least one token is evaluated, for the logits of the first answer token.
+        let most = tokens.len() - 1;
+        let own = if self.reuse_prefix {
+            common(&self.slots[chosen]).min(most)
+        } else {
+            0
+        };
+        let donor = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(index, _)| *index != chosen)
+            .map(|(index, slot)| (common(slot).min(most), index))
+            .max()
+            .filter(|(shared, _)| self.reuse_prefix && *shared > own);
+        let keep = donor.map_or(own, |(shared, _)| shared);
+        // A request whose prompt a running one is about to evaluate waits for it, then copies
+        // it: rows of a new prompt version arrive together, and would otherwise each evaluate
+        // the same instruction side by side.
+        let upcoming = self
+            .slots
+            .iter()
+            .filter_map(|slot| slot.work.as_ref())
+            .filter(|work| work.next_token.is_none())
+            .map(|work| {
+                work.tokens
+                    .iter()
+                    .zip(tokens)
+                    .take_while(|(a, b)| a == b)
+                    .count()
+                    .min(most)
+            })
+            .max()
+            .unwrap_or(0);
+        if self.reuse_prefix && upcoming >= keep + SHARED_PREFIX_MIN {
+            return Err(prepared);
+        }
+
+        // Room: the cells every slot holds or may still claim, counting a shared prefix once
+        // per slot (so an over-estimate), must leave room for this request's claim.
+        let claim = tokens.len() - keep + prepared.limit;
+        let capacity = self.ctx.n_ctx() as usize;
+        let held = |slots: &[Slot]| -> usize {
+            slots
+                .iter()
+                .enumerate()
+                .map(|(index, slot)| {
+                    let cached = if index == chosen {
+                        keep
+                    } else {
+                        slot.cached.len()
+                    };
+                    cached
+                        + slot
+                            .work
+                            .as_ref()
+                            .map_or(0, |work| work.claim(slot.cached.len()))
+                })
+                .sum()
+        };
+        if held(&self.slots) + claim > capacity {
+            // Idle slots give up their prefixes first, least recently used first.
+            let mut idle: Vec<usize> = (0..self.slots.len())
+                .filter(|&i| {
+                    i != chosen && self.slots[i].work.is_none() && donor.is_none_or(|(_, d)| d != i)
+                })
+                .collect();
+            idle.sort_by_key(|&i| self.slots[i].last_used);
+            for index in idle {
+                if held(&self.slots) + claim <= capacity {
+                    break;
+                }
+                self.drop_sequence(index);
+            }
+            if held(&self.slots) + claim > capacity && self.busy() {
+                return Err(prepared);
+            }
+        }
+
+        let mut keep = keep;
+        let seq = self.slots[chosen].seq;
+        match donor {
+            Some((shared, from)) => {
+                self.drop_sequence(chosen);
+                let source = self.slots[from].seq;
+                let copied = u32::try_from(shared).ok().and_then(|p1| {
+                    self.ctx
+                        .copy_kv_cache_seq(source, seq, Some(0), Some(p1))
+                        .ok()
+                });
+                if copied.is_some() {
+                    self.slots[chosen].cached = tokens[..shared].to_vec();
+                } else {
+                    keep = 0;
+                }
+            }
+            None => {
+                if keep < self.slots[chosen].cached.len() {
+                    let removed = u32::try_from(keep).ok().and_then(|p0| {
+                        self.ctx
+                            .clear_kv_cache_seq(Some(seq as u32), Some(p0), None)
+                            .ok()
+                    });
+                    if removed == Some(true) {
+                        self.slots[chosen].cached.truncate(keep);
+                    } else {
+                        // Some memory kinds cannot drop a suffix; then start this one over.
+                        self.drop_sequence(chosen);
+                        keep = 0;
+                    }
+                }
+            }
+        }
+
+        let Prepared { job, tokens, limit } = prepared;
+        let grammar = match &job.grammar {
+            Some(gbnf) => match LlamaSampler::grammar(self.model, gbnf, "root") {
+                Ok(grammar) => Some(grammar),
+                Err(e) => {
+                    job.reply.finish(Err(EmbeddedError::Grammar(e.to_string())));
+                    return Ok(());
+                }
+            },
+            None => None,
+        };
+        self.clock += 1;
+        let slot = &mut self.slots[chosen];
+        slot.last_used = self.clock;
+        slot.work = Some(Work {
+            chain: sampler(job.temperature),
+            grammar,
+            deadline: Deadline::new(job.time_limit),
+            admitted: self.clock,
+            job,
+            tokens,
+            reused: keep,
+            limit,
+            next_token: None,
+            logits_at: None,
+            generated: 0,
+            text: String::new(),
+            pending: Vec::new(),
+            first_token: None,
+        });
+        Ok(())
+    }
+
+    /// Empties a slot's part of the cache.
+    fn drop_sequence(&mut self, index: usize) {
+        let slot = &mut self.slots[index];
+        if !slot.cached.is_empty() {
+            // Removing a whole sequence always succeeds.
+            let _ = self
+                .ctx
+                .clear_kv_cache_seq(Some(slot.seq as u32), None, None);
+            slot.cached.clear();
+        }
+    }
+
+    /// One llama.cpp decode for every running request: the next token of each that is
+    /// generating, then prompt tokens of the others, oldest request first, up to the batch size.
+    /// Then samples, streams and finishes what the decode produced logits for.
+    fn step(&mut self) -> Result<(), EmbeddedError> {
+        self.batch.clear();
+        // (slot, tokens added to its sequence by this batch)
+        let mut added: Vec<(usize, Vec<LlamaToken>)> = Vec::new();
+        for index in 0..self.slots.len() {
+            let slot = &mut self.slots[index];
+            let Some(work) = slot.work.as_mut() else {
+                continue;
+            };
+            work.logits_at = None;
+            if let Some(token) = work.next_token {
+                let position = slot.cached.len();
+                add(&mut self.batch, token, position, slot.seq, true)?;
+                work.logits_at = Some(self.batch.n_tokens() - 1);
+                added.push((index, vec![token]));
+            }
+        }
+        let mut prompting: Vec<usize> = (0..self.slots.len())
+            .filter(|&i| {
+                self.slots[i]
+                    .work
+                    .as_ref()
+                    .is_some_and(|work| work.next_token.is_none())
+            })
+            .collect();
+        prompting.sort_by_key(|&i| self.slots[i].work.as_ref().map_or(0, |w| w.admitted));
+        for index in prompting {
+            let room = BATCH_TOKENS as usize - self.batch.n_tokens() as usize;
+            if room == 0 {
+                break;
+            }
+            let slot = &mut self.slots[index];
+            let Some(work) = slot.work.as_mut() else {
+                continue;
+            };
+            let from = slot.cached.len();
+            let to = (from + room).min(work.tokens.len());
+            for position in from..to {
+                let last = position == work.tokens.len() - 1;
+                add(
+                    &mut self.batch,
+                    work.tokens[position],
+                    position,
+                    slot.seq,
+                    last,
+                )?;
+                if last {
+                    work.logits_at = Some(self.batch.n_tokens() - 1);
+                }
+            }
+            added.push((index, work.tokens[from..to].to_vec()));
+        }
+
+        self.decode()?;
+        for (index, tokens) in added {
+            self.slots[index].cached.extend(tokens);
+        }
+
+        let (ctx, model) = (&self.ctx, self.model);
+        for slot in &mut self.slots {
+            let Some(work) = slot.work.as_mut() else {
+                continue;
+            };
+            let outcome = match work.logits_at.take() {
+                Some(at) => sample_next(ctx, model, work, at),
+                None => Ok(Sampled::More),
+            };
+            let end = match outcome {
+                Ok(Sampled::Done(finish)) => Some(Ok(finish)),
+                Ok(Sampled::More) if work.job.reply.is_closed() => {
+                    Some(Err(EmbeddedError::Cancelled))
+                }
+                Ok(Sampled::More) => work.deadline.check().err().map(Err),
+                Err(err) => Some(Err(err)),
+            };
+            if let Some(result) = end
+                && let Some(work) = slot.work.take()
+            {
+                work.finish(result);
+            }
+        }
+        Ok(())
     }
 
     /// The prompt text: the GGUF's Jinja template, else llama.cpp's built-in one.
@@ -346,194 +851,112 @@ impl<'m> Session<'m> {
         tokens
     }
 
-    fn generate(&mut self, job: &Job) -> Result<Generation, EmbeddedError> {
-        let prompt = self.render(&job.messages)?;
-        let tokens = self.tokenize(&prompt);
-        let context_tokens = self.ctx.n_ctx() as usize;
-        if tokens.is_empty() {
-            return Err(EmbeddedError::PromptTooLong {
-                tokens: 0,
-                context_tokens,
-            });
-        }
-        if tokens.len() >= context_tokens {
-            return Err(EmbeddedError::PromptTooLong {
-                tokens: tokens.len(),
-                context_tokens,
-            });
-        }
-        let mut grammar = match &job.grammar {
-            Some(gbnf) => Some(
-                LlamaSampler::grammar(self.model, gbnf, "root")
-                    .map_err(|e| EmbeddedError::Grammar(e.to_string()))?,
-            ),
-            None => None,
-        };
-
-        let deadline = Deadline::new(job.time_limit);
-        let started = Instant::now();
-        let evaluated = self.evaluate_prompt(&tokens, &job.reply, &deadline)?;
-        let prompt_time = started.elapsed();
-
-        let mut chain = sampler(job.temperature);
-        let vocab = self.model.vocab();
-        let room = context_tokens - tokens.len();
-        let limit = (job.max_tokens as usize).min(room);
-        let mut text = String::new();
-        let mut pending = Vec::new();
-        let mut generated = 0usize;
-        let mut logits_at = self.batch.n_tokens() - 1;
-        let mut finish = Finish::Length;
-        let started = Instant::now();
-        while generated < limit {
-            let token = self.sample(&mut chain, grammar.as_mut(), logits_at)?;
-            if vocab.is_eog(token) {
-                finish = Finish::Stop;
-                break;
-            }
-            generated += 1;
-            pending.extend_from_slice(&vocab.token_to_piece(token, false, None));
-            let piece = take_complete_utf8(&mut pending);
-            if !piece.is_empty() {
-                job.reply.text(&piece);
-                text.push_str(&piece);
-            }
-            if generated == limit {
-                break;
-            }
-            // The next position's logits; the last token of a `length` answer is never needed.
-            self.batch.clear();
-            self.add(token, self.cached.len(), true)?;
-            self.decode()?;
-            self.cached.push(token);
-            logits_at = 0;
-            if job.reply.is_closed() {
-                return Err(EmbeddedError::Cancelled);
-            }
-            deadline.check()?;
-        }
-        if !pending.is_empty() {
-            let rest = String::from_utf8_lossy(&pending).into_owned();
-            job.reply.text(&rest);
-            text.push_str(&rest);
-        }
-        Ok(Generation {
-            text,
-            finish,
-            stats: GenerationStats {
-                prompt_tokens: count(tokens.len()),
-                prompt_tokens_evaluated: count(evaluated),
-                completion_tokens: count(generated),
-                prompt_time,
-                generation_time: started.elapsed(),
-            },
-        })
-    }
-
-    /// Brings the context to hold exactly `tokens`, reusing the cached prefix; returns how many
-    /// were evaluated. Logits are those of the last token.
-    fn evaluate_prompt(
-        &mut self,
-        tokens: &[LlamaToken],
-        reply: &Reply,
-        deadline: &Deadline,
-    ) -> Result<usize, EmbeddedError> {
-        let mut keep = if self.reuse_prefix {
-            self.cached
-                .iter()
-                .zip(tokens)
-                .take_while(|(a, b)| a == b)
-                .count()
-        } else {
-            0
-        };
-        // At least one token is evaluated, for the logits of the first answer token.
-        keep = keep.min(tokens.len() - 1);
-        if keep < self.cached.len() {
-            let removed = u32::try_from(keep)
-                .ok()
-                .and_then(|p0| self.ctx.clear_kv_cache_seq(Some(0), Some(p0), None).ok());
-            if removed != Some(true) {
-                // Some memory kinds cannot drop a suffix; then start over.
-                self.ctx.clear_kv_cache();
-                keep = 0;
-            }
-            self.cached.truncate(keep);
-        }
-        for chunk in tokens[keep..].chunks(BATCH_TOKENS as usize) {
-            self.batch.clear();
-            let start = self.cached.len();
-            for (i, token) in chunk.iter().enumerate() {
-                let position = start + i;
-                self.add(*token, position, position == tokens.len() - 1)?;
-            }
-            self.decode()?;
-            self.cached.extend_from_slice(chunk);
-            if reply.is_closed() {
-                return Err(EmbeddedError::Cancelled);
-            }
-            deadline.check()?;
-        }
-        Ok(tokens.len() - keep)
-    }
-
-    fn add(
-        &mut self,
-        token: LlamaToken,
-        position: usize,
-        logits: bool,
-    ) -> Result<(), EmbeddedError> {
-        let position = i32::try_from(position)
-            .map_err(|_| EmbeddedError::Generation("position out of range".into()))?;
-        self.batch
-            .add(token, position, &[0], logits)
-            .map_err(|e| EmbeddedError::Generation(e.to_string()))
-    }
-
+    /// Decodes the batch. When the cache is full, idle slots give up their prefixes and the
+    /// decode is tried once more.
     fn decode(&mut self) -> Result<(), EmbeddedError> {
-        self.ctx.decode(&mut self.batch).map_err(|e| {
-            // What the context holds is unknown after a failed decode.
-            self.ctx.clear_kv_cache();
-            self.cached.clear();
-            EmbeddedError::Generation(format!("llama.cpp decode failed: {e}"))
-        })
+        match self.ctx.decode(&mut self.batch) {
+            Ok(()) => return Ok(()),
+            Err(DecodeError::NoKvCacheSlot) => {
+                for index in 0..self.slots.len() {
+                    if self.slots[index].work.is_none() {
+                        self.drop_sequence(index);
+                    }
+                }
+            }
+            Err(e) => {
+                return Err(EmbeddedError::Generation(format!(
+                    "llama.cpp decode failed: {e}"
+                )));
+            }
+        }
+        self.ctx
+            .decode(&mut self.batch)
+            .map_err(|e| EmbeddedError::Generation(format!("llama.cpp decode failed: {e}")))
     }
+}
 
-    /// The next token. With a grammar, the unconstrained choice is checked against it first and
-    /// the grammar is applied to the whole vocabulary only when it is refused, as llama.cpp's
-    /// own sampler does: most tokens of a JSON answer are what the model would pick anyway.
-    fn sample(
-        &self,
-        chain: &mut LlamaSampler,
-        grammar: Option<&mut LlamaSampler>,
-        logits_at: i32,
-    ) -> Result<LlamaToken, EmbeddedError> {
-        let token = chain.sample(&self.ctx, logits_at);
-        let Some(grammar) = grammar else {
-            return Ok(token);
-        };
-        let mut single =
-            LlamaTokenDataArray::new(vec![LlamaTokenData::new(token, 1.0, 0.0)], false);
-        single.apply_sampler(grammar);
-        let allowed = single
-            .data
-            .first()
-            .is_some_and(|data| data.logit().is_finite());
-        let token = if allowed {
-            token
-        } else {
-            let mut all = self.ctx.token_data_array_ith(logits_at);
-            all.apply_sampler(grammar);
-            all.apply_sampler(chain);
-            all.selected_token().ok_or_else(|| {
-                EmbeddedError::Grammar("no token is allowed by the schema's grammar here".into())
-            })?
-        };
-        grammar
-            .try_accept(token)
-            .map_err(|e| EmbeddedError::Grammar(format!("the grammar refused a token: {e}")))?;
-        Ok(token)
+/// Samples `work`'s next token from the logits at `at`, streams it, and says whether the
+/// answer goes on.
+fn sample_next(
+    ctx: &LlamaContext,
+    model: &LlamaModel,
+    work: &mut Work,
+    at: i32,
+) -> Result<Sampled, EmbeddedError> {
+    if work.first_token.is_none() {
+        work.first_token = Some(Instant::now());
     }
+    if work.generated >= work.limit {
+        return Ok(Sampled::Done(Finish::Length));
+    }
+    let token = sample(ctx, &mut work.chain, work.grammar.as_mut(), at)?;
+    let vocab = model.vocab();
+    if vocab.is_eog(token) {
+        return Ok(Sampled::Done(Finish::Stop));
+    }
+    work.generated += 1;
+    work.pending
+        .extend_from_slice(&vocab.token_to_piece(token, false, None));
+    let piece = take_complete_utf8(&mut work.pending);
+    if !piece.is_empty() {
+        work.job.reply.text(&piece);
+        work.text.push_str(&piece);
+    }
+    if work.generated == work.limit {
+        // The last token of a `length` answer is never decoded: nothing reads its logits.
+        return Ok(Sampled::Done(Finish::Length));
+    }
+    work.next_token = Some(token);
+    Ok(Sampled::More)
+}
+
+/// The next token. With a grammar, the unconstrained choice is checked against it first and
+/// the grammar is applied to the whole vocabulary only when it is refused, as llama.cpp's
+/// own sampler does: most tokens of a JSON answer are what the model would pick anyway.
+fn sample(
+    ctx: &LlamaContext,
+    chain: &mut LlamaSampler,
+    grammar: Option<&mut LlamaSampler>,
+    logits_at: i32,
+) -> Result<LlamaToken, EmbeddedError> {
+    let token = chain.sample(ctx, logits_at);
+    let Some(grammar) = grammar else {
+        return Ok(token);
+    };
+    let mut single = LlamaTokenDataArray::new(vec![LlamaTokenData::new(token, 1.0, 0.0)], false);
+    single.apply_sampler(grammar);
+    let allowed = single
+        .data
+        .first()
+        .is_some_and(|data| data.logit().is_finite());
+    let token = if allowed {
+        token
+    } else {
+        let mut all = ctx.token_data_array_ith(logits_at);
+        all.apply_sampler(grammar);
+        all.apply_sampler(chain);
+        all.selected_token().ok_or_else(|| {
+            EmbeddedError::Grammar("no token is allowed by the schema's grammar here".into())
+        })?
+    };
+    grammar
+        .try_accept(token)
+        .map_err(|e| EmbeddedError::Grammar(format!("the grammar refused a token: {e}")))?;
+    Ok(token)
+}
+
+fn add(
+    batch: &mut LlamaBatch<'static>,
+    token: LlamaToken,
+    position: usize,
+    seq: i32,
+    logits: bool,
+) -> Result<(), EmbeddedError> {
+    let position = i32::try_from(position)
+        .map_err(|_| EmbeddedError::Generation("position out of range".into()))?;
+    batch
+        .add(token, position, &[seq], logits)
+        .map_err(|e| EmbeddedError::Generation(e.to_string()))
 }
 
 /// Greedy at temperature 0; otherwise llama.cpp's default chain (top-k 40, top-p 0.95,
