@@ -500,7 +500,7 @@ impl<'m> Session<'m> {
                 continue;
             }
             if let Err(prepared) = self.start(prepared) {
-                // No room until a running request finishes.
+                // It waits for room, or for a running request to evaluate its prefix.
                 self.waiting = Some(prepared);
                 return;
             }
