@@ -535,13 +535,7 @@ impl<'m> Session<'m> {
     /// evaluate the prefix it could copy.
     fn start(&mut self, prepared: Prepared) -> Result<(), Prepared> {
         let tokens = &prepared.tokens;
-        let common = |slot: &Slot| {
-            slot.cached
-                .iter()
-                .zip(tokens)
-                .take_while(|(a, b)| a == b)
-                .count()
-        };
+        let common = |slot: &Slot| shared_prefix(&slot.cached, tokens);
         // The free slot that holds a useful part of this prompt; else an empty one; else the
         // least recently used, whose cache is the least likely to be asked for again.
         let Some(chosen) = self
@@ -590,14 +584,7 @@ impl<'m> Session<'m> {
             .iter()
             .filter_map(|slot| slot.work.as_ref())
             .filter(|work| work.next_token.is_none())
-            .map(|work| {
-                work.tokens
-                    .iter()
-                    .zip(tokens)
-                    .take_while(|(a, b)| a == b)
-                    .count()
-                    .min(most)
-            })
+            .map(|work| shared_prefix(&work.tokens, tokens).min(most))
             .max()
             .unwrap_or(0);
         if self.reuse_prefix && upcoming >= keep + SHARED_PREFIX_MIN {
@@ -943,6 +930,11 @@ fn sample(
         .try_accept(token)
         .map_err(|e| EmbeddedError::Grammar(format!("the grammar refused a token: {e}")))?;
     Ok(token)
+}
+
+/// How many tokens `a` and `b` share from their start.
+fn shared_prefix(a: &[LlamaToken], b: &[LlamaToken]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
 fn add(
