@@ -591,45 +591,9 @@ impl<'m> Session<'m> {
             return Err(prepared);
         }
 
-        // Room: the cells every slot holds or may still claim, counting a shared prefix once
-        // per slot (so an over-estimate), must leave room for this request's claim.
         let claim = tokens.len() - keep + prepared.limit;
-        let capacity = self.ctx.n_ctx() as usize;
-        let held = |slots: &[Slot]| -> usize {
-            slots
-                .iter()
-                .enumerate()
-                .map(|(index, slot)| {
-                    let cached = if index == chosen {
-                        keep
-                    } else {
-                        slot.cached.len()
-                    };
-                    cached
-                        + slot
-                            .work
-                            .as_ref()
-                            .map_or(0, |work| work.claim(slot.cached.len()))
-                })
-                .sum()
-        };
-        if held(&self.slots) + claim > capacity {
-            // Idle slots give up their prefixes first, least recently used first.
-            let mut idle: Vec<usize> = (0..self.slots.len())
-                .filter(|&i| {
-                    i != chosen && self.slots[i].work.is_none() && donor.is_none_or(|(_, d)| d != i)
-                })
-                .collect();
-            idle.sort_by_key(|&i| self.slots[i].last_used);
-            for index in idle {
-                if held(&self.slots) + claim <= capacity {
-                    break;
-                }
-                self.drop_sequence(index);
-            }
-            if held(&self.slots) + claim > capacity && self.busy() {
-                return Err(prepared);
-            }
+        if !self.make_room(chosen, keep, donor.map(|(_, from)| from), claim) {
+            return Err(prepared);
         }
 
         let mut keep = keep;
@@ -698,6 +662,53 @@ impl<'m> Session<'m> {
             first_token: None,
         });
         Ok(())
+    }
+
+    /// Whether the cache has room for a request in slot `chosen` that keeps `keep` cached tokens
+    /// and may claim `claim` more cells. The cells every slot holds or may still claim count a
+    /// shared prefix once per slot (an over-estimate). When room is short, idle slots other than
+    /// `chosen` and the `donor` give up their prefixes, least recently used first; with nothing
+    /// running, the request goes ahead anyway (it fits the context alone, `prepare` checked).
+    fn make_room(
+        &mut self,
+        chosen: usize,
+        keep: usize,
+        donor: Option<usize>,
+        claim: usize,
+    ) -> bool {
+        let capacity = self.ctx.n_ctx() as usize;
+        let held = |slots: &[Slot]| -> usize {
+            slots
+                .iter()
+                .enumerate()
+                .map(|(index, slot)| {
+                    let cached = if index == chosen {
+                        keep
+                    } else {
+                        slot.cached.len()
+                    };
+                    cached
+                        + slot
+                            .work
+                            .as_ref()
+                            .map_or(0, |work| work.claim(slot.cached.len()))
+                })
+                .sum()
+        };
+        if held(&self.slots) + claim <= capacity {
+            return true;
+        }
+        let mut idle: Vec<usize> = (0..self.slots.len())
+            .filter(|&i| i != chosen && self.slots[i].work.is_none() && donor != Some(i))
+            .collect();
+        idle.sort_by_key(|&i| self.slots[i].last_used);
+        for index in idle {
+            if held(&self.slots) + claim <= capacity {
+                return true;
+            }
+            self.drop_sequence(index);
+        }
+        held(&self.slots) + claim <= capacity || !self.busy()
     }
 
     /// Empties a slot's part of the cache.
