@@ -2,7 +2,7 @@
 """The quality benchmark: does the offline default path make prompts better, and how often?
 
     scripts/quality-bench.py [--runs N] [--out DIR] [--bin PATH] [EXPERIMENT.toml ...]
-    scripts/quality-bench.py --datasets CSV... [--runs N] [--out DIR] [--bin PATH]
+    scripts/quality-bench.py --datasets CSV... [--runs N | --seeds SEED...] [--out DIR] [--bin PATH]
     scripts/quality-bench.py --summarise DIR     # the table again from DIR's runs
     scripts/quality-bench.py --self-test         # the quoted-pairs measure against the shared tool
 
@@ -560,6 +560,9 @@ def main():
     parser.add_argument("--datasets", nargs="+", type=pathlib.Path, metavar="CSV",
                         help="run `gepa-lab init --dataset CSV`'s experiment for each CSV")
     parser.add_argument("--runs", type=int, default=3, choices=range(1, 21), metavar="N")
+    parser.add_argument("--seeds", nargs="+", type=int, choices=range(1, 101), metavar="SEED",
+                        help="run these engine seeds instead of 1 to N (to add runs to a round"
+                        " without repeating the ones it has)")
     parser.add_argument("--out", type=pathlib.Path)
     parser.add_argument("--bin")
     parser.add_argument("--summarise", type=pathlib.Path, metavar="DIR",
@@ -593,7 +596,7 @@ def main():
                                                for f in DEFAULT_EXPERIMENTS]
             jobs = [(label, e.resolve(), True, "") for label, e in labelled(experiments)]
         for label, experiment, absolute_paths, init_error in jobs:
-            for seed in range(1, args.runs + 1):
+            for seed in args.seeds or range(1, args.runs + 1):
                 print(f"quality-bench: {label} seed {seed} ...", flush=True)
                 row = {"experiment": label, "mode": "dataset" if args.datasets else "experiment",
                        "engine_seed": seed}

@@ -773,3 +773,55 @@ async fn a_quoting_rule_does_not_cost_the_clean_rule_beside_it() {
     assert!(!child.contains("question 4"), "{child}");
     assert!(!record.child_scores.is_empty(), "the child was run");
 }
+
+#[tokio::test]
+async fn a_child_that_wins_on_the_minibatch_must_not_lose_on_the_screen_rows() {
+    // Half the feedback rows need "alpha", half are confused by it: the child that adds it wins
+    // on a minibatch with more alpha rows, and the screen (every other feedback row) holds
+    // exactly as many more plain rows, so over both it never gains.
+    let feedback = [
+        "alpha", "", "alpha", "", "alpha", "", "alpha", "", "alpha", "", "alpha", "",
+    ];
+    let pareto = ["alpha", "", "alpha", ""];
+    let rows: Vec<&str> = feedback.iter().chain(&pareto).copied().collect();
+    let run_with = |screen_rows: usize| {
+        let task = StandIn::new(&rows)
+            .reflecting(|_| Ok("```\nAnswer {question}. Say alpha.\n```".to_owned()));
+        async move {
+            let mut config = EngineConfig::new(feedback.len(), pareto.len(), 300);
+            config.reflection_minibatch = 6;
+            config.screen_rows = screen_rows;
+            config.stall_iterations = Some(8);
+            run_quietly(&task, &config).await.expect("run")
+        }
+    };
+
+    let unscreened = run_with(0).await;
+    assert!(unscreened.candidates().len() > 1, "a lucky minibatch wins");
+
+    let screened = run_with(6).await;
+    assert_eq!(screened.candidates().len(), 1, "nothing is accepted");
+    let mut screens = 0;
+    for record in screened.iterations() {
+        let IterationRecord::Mutation(mutation) = record else {
+            panic!("merge is off");
+        };
+        assert_eq!(mutation.outcome, Outcome::Rejected);
+        let (first, rest) = mutation.minibatch.split_at(6);
+        let wins_first = sum(&mutation.child_scores[..6]) > sum(&mutation.parent_scores[..6]);
+        if wins_first {
+            screens += 1;
+            // The screen rows are the feedback rows the minibatch left out.
+            let all: BTreeSet<usize> = first.iter().chain(rest).copied().collect();
+            assert_eq!(all, (0..feedback.len()).collect());
+            assert_eq!(
+                sum(&mutation.child_scores),
+                sum(&mutation.parent_scores),
+                "{mutation:?}"
+            );
+        } else {
+            assert!(rest.is_empty(), "a child that lost was not screened");
+        }
+    }
+    assert!(screens > 0, "some minibatch was won and screened");
+}
