@@ -67,7 +67,7 @@ pub fn unauthorized_hint(inference_url: Option<&str>) -> String {
         }
     };
     format!(
-        "the service refused the API key (401 Unauthorized). Sent: {} to the inference API \
+        "the service refused the API key (401 Unauthorized or 403 Forbidden). Sent: {} to the inference API \
          ({inference_url}), {} to the evolution API ({evolution_url}); a --key flag, where \
          given, came first. Set a valid key in {} or {}, or store one with `gepa-lab auth key \
          inference|evolution` (or `gepa-lab auth wallet` for an inference key).",

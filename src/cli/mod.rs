@@ -205,8 +205,7 @@ pub fn main() -> ExitCode {
             let unauthorized = err.chain().any(|cause| {
                 cause
                     .downcast_ref::<crate::http::ApiError>()
-                    .and_then(crate::http::ApiError::status)
-                    == Some(reqwest::StatusCode::UNAUTHORIZED)
+                    .is_some_and(crate::http::ApiError::refuses_key)
             });
             if unauthorized {
                 eprintln!("tip: {}", keys::unauthorized_hint(None));

@@ -57,6 +57,15 @@ impl ApiError {
         }
     }
 
+    /// The service refused the key (401) or what the key may do (403): an answer about the key,
+    /// which asking again with the same key cannot change.
+    pub fn refuses_key(&self) -> bool {
+        matches!(
+            self.status(),
+            Some(StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN)
+        )
+    }
+
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
             ApiError::Status { retry_after, .. } => *retry_after,

@@ -84,6 +84,17 @@ pub enum RunError {
         expected: String,
         found: String,
     },
+    /// Polling got a 401 or 403: the key, not an outage. The run ends with every state kept,
+    /// so that a resume with a valid key goes on.
+    #[error(
+        "the evolution service refused the key while polling evolutionId {evolution_id} \
+         ({source}); every execution's state is kept: set a valid key and resume the run"
+    )]
+    KeyRefused {
+        evolution_id: String,
+        #[source]
+        source: crate::http::ApiError,
+    },
 }
 
 /// How long after a start request went out the service may still be storing it: a resume looks
@@ -544,6 +555,15 @@ impl Runner<'_> {
                     note,
                 })?;
                 return Ok(Polled::Unknown);
+            }
+            // Asking again with the same key gets the same answer, for as long as the run's
+            // time-out allows: end now, with the reason.
+            Err(EvolutionError::Api(source)) if source.refuses_key() => {
+                self.save()?;
+                return Err(RunError::KeyRefused {
+                    evolution_id,
+                    source,
+                });
             }
             // The HTTP layer already retried; the next round tries again until the time-out.
             Err(err) => self.emit(Event::PollFailed {

@@ -623,7 +623,7 @@ fn a_refused_key_says_which_key_was_sent_and_how_to_set_one() {
     let stderr = text(&output.stderr);
     assert_eq!(output.status.code(), Some(6), "{stderr}");
     assert!(
-        stderr.contains(&format!("tip: the service refused the API key (401 Unauthorized). Sent: the key in GEPA_LAB_INFERENCE_KEY to the inference API ({})", serve.url)),
+        stderr.contains(&format!("tip: the service refused the API key (401 Unauthorized or 403 Forbidden). Sent: the key in GEPA_LAB_INFERENCE_KEY to the inference API ({})", serve.url)),
         "{stderr}"
     );
     assert!(stderr.contains("no key to the evolution API"), "{stderr}");

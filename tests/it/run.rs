@@ -1097,3 +1097,60 @@ fn a_reflection_template_file_reaches_serve_and_drives_its_proposals() {
         "the template is part of the experiment"
     );
 }
+
+#[test]
+fn a_resume_without_a_key_ends_at_the_first_refusal_with_its_state_kept() {
+    let serve = Serve::start(&["sim:seed=4,latency_ms=20"], &[&format!("{KEY}:6000")]);
+    let out = tempfile::tempdir().unwrap();
+    kill_when(&serve, out.path(), "\"event\":\"poll\"");
+    let dir = run_dir(out.path());
+    let before = dir.read_manifest().unwrap();
+    assert!(
+        before.executions.iter().any(|e| e.state.is_running()),
+        "killed while polling: {before:?}"
+    );
+    // No key anywhere: none in the environment, no config file.
+    let config = tempfile::tempdir().unwrap();
+    let mut resume = run_command(
+        &serve,
+        out.path(),
+        &["--resume", dir.path.to_str().unwrap()],
+    );
+    resume
+        .env_remove("GEPA_LAB_EVOLUTION_KEY")
+        .env_remove("GEPA_LAB_INFERENCE_KEY")
+        .env("GEPA_LAB_CONFIG", config.path().join("config.toml"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = resume.spawn().expect("resume");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while child.try_wait().expect("wait").is_none() {
+        if Instant::now() > deadline {
+            child.kill().ok();
+            panic!("the resume was still polling after 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let output = child.wait_with_output().expect("output");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("the evolution service refused the key while polling evolutionId"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("401 Unauthorized"), "{stderr}");
+    assert!(
+        stderr.contains("Sent: no key to the inference API"),
+        "which key was sent, and how to set one: {stderr}"
+    );
+    let after = dir.read_manifest().unwrap();
+    let states = |m: &gepa_lab::store::RunManifest| -> Vec<ExecutionState> {
+        m.executions.iter().map(|e| e.state.clone()).collect()
+    };
+    assert_eq!(states(&after), states(&before), "every state kept");
+    assert!(
+        events(&dir).matches("\"event\":\"poll_failed\"").count() <= 1,
+        "{}",
+        events(&dir)
+    );
+}
