@@ -100,6 +100,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(path) => {
             let dir = RunDir::open(path)?;
             let manifest = dir.read_manifest()?;
+            let leftovers = dir.remove_leftovers()?;
+            if !leftovers.is_empty() {
+                eprintln!(
+                    "removed {} temporary file(s) that a write cut short left in {}: {}",
+                    leftovers.len(),
+                    dir.path.display(),
+                    leftovers.join(", ")
+                );
+            }
             Some((dir, manifest))
         }
         None => None,

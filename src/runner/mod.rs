@@ -102,6 +102,14 @@ pub enum RunError {
 /// 8 of 8 immediate resumes found nothing and started twice; 0 of 5 did after 2.5 s.
 const START_MAY_STILL_ARRIVE: Duration = Duration::from_secs(10);
 
+/// The calls an execution has spent, as a service reports them (a number that is not a count
+/// is not one).
+fn budget_used(reported: Option<f64>) -> Option<u64> {
+    reported
+        .filter(|used| used.is_finite() && *used >= 0.0)
+        .map(|used| used.round() as u64)
+}
+
 /// What a finished (or timed-out) run produced.
 #[derive(Debug)]
 pub struct Outcome {
@@ -312,11 +320,28 @@ impl Runner<'_> {
                 match self.look_up(&custom_id, sent_at).await {
                     Ok(Some(found)) if found.evolution_id.is_some() => {
                         let evolution_id = found.evolution_id.unwrap_or_default();
-                        self.manifest.executions[index].state = ExecutionState::reported(
+                        let record = &mut self.manifest.executions[index];
+                        record.state = ExecutionState::reported(
                             evolution_id.clone(),
                             found.status,
                             found.error,
                         );
+                        // What the start's answer would have recorded: the service's creation
+                        // time (else when the start went out), and for an execution that ended
+                        // meanwhile, what polling records at its end.
+                        record.started_at = found
+                            .created_at
+                            .as_deref()
+                            .and_then(|at| chrono::DateTime::parse_from_rfc3339(at).ok())
+                            .map(|at| at.with_timezone(&Utc))
+                            .or(sent_at)
+                            .or_else(|| Some(Utc::now()));
+                        if let Some(used) = budget_used(found.budget_used) {
+                            record.budget_used = Some(used);
+                        }
+                        if record.state.is_final() {
+                            record.finished_at = Some(Utc::now());
+                        }
                         self.save()?;
                         self.emit(Event::StartRecovered {
                             variant,
@@ -505,10 +530,7 @@ impl Runner<'_> {
                     budget: execution.budget,
                 })?;
                 let record = &mut self.manifest.executions[index];
-                let budget_used = execution
-                    .budget_used
-                    .filter(|used| used.is_finite() && *used >= 0.0)
-                    .map(|used| used.round() as u64);
+                let budget_used = budget_used(execution.budget_used);
                 let state = ExecutionState::reported(
                     evolution_id.clone(),
                     execution.status.clone(),

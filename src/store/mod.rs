@@ -268,6 +268,23 @@ impl RunDir {
         })
     }
 
+    /// Removes the temporary files that writes cut short by a kill left in the directory, and
+    /// returns their names. Only for the one process that writes the run (a resume): another
+    /// writer's file in flight would go too.
+    pub fn remove_leftovers(&self) -> Result<Vec<String>, StoreError> {
+        let mut removed = Vec::new();
+        for entry in std::fs::read_dir(&self.path).map_err(io(&self.path))? {
+            let entry = entry.map_err(io(&self.path))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if is_leftover(&name) && entry.file_type().is_ok_and(|kind| kind.is_file()) {
+                std::fs::remove_file(entry.path()).map_err(io(&entry.path()))?;
+                removed.push(name);
+            }
+        }
+        removed.sort();
+        Ok(removed)
+    }
+
     pub fn file(&self, name: &str) -> PathBuf {
         self.path.join(name)
     }
@@ -467,11 +484,28 @@ pub fn cut_torn_tail(path: &Path) -> Result<u64, StoreError> {
     Ok(length - keep)
 }
 
+/// How the temporary files of [`write_atomic`] start; a kill between creating one and renaming
+/// it leaves it behind, for [`RunDir::remove_leftovers`].
+const TEMP_PREFIX: &str = ".gepa-lab-tmp";
+
+/// Whether `name` is a temporary file a killed [`write_atomic`] left: ours, or one of the
+/// `tempfile` crate's default names (`.tmp` and six letters or digits) that builds before
+/// [`TEMP_PREFIX`] wrote.
+fn is_leftover(name: &str) -> bool {
+    name.starts_with(TEMP_PREFIX)
+        || name
+            .strip_prefix(".tmp")
+            .is_some_and(|rest| rest.len() == 6 && rest.chars().all(|c| c.is_ascii_alphanumeric()))
+}
+
 /// Writes `bytes` to a temporary file beside `path`, flushes it to disk, then renames it over
 /// `path`.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    let mut temp = tempfile::NamedTempFile::new_in(dir).map_err(io(path))?;
+    let mut temp = tempfile::Builder::new()
+        .prefix(TEMP_PREFIX)
+        .tempfile_in(dir)
+        .map_err(io(path))?;
     {
         let mut writer = BufWriter::new(temp.as_file_mut());
         writer.write_all(bytes).map_err(io(path))?;
@@ -494,6 +528,44 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_resume_removes_the_temporary_files_a_kill_left_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(MANIFEST_FILE), "{}").unwrap();
+        let run = RunDir::open(dir.path()).unwrap();
+        write_atomic(&run.file("results.json"), b"{}").unwrap();
+        for name in [
+            ".tmpAb3xY9",
+            ".gepa-lab-tmpQ1w2E3",
+            ".tmp",
+            ".tmpseven77",
+            "notes.tmpAb3xY9",
+        ] {
+            std::fs::write(dir.path().join(name), "x").unwrap();
+        }
+        std::fs::create_dir(dir.path().join(".tmpDir123")).unwrap();
+        assert_eq!(
+            run.remove_leftovers().unwrap(),
+            vec![".gepa-lab-tmpQ1w2E3".to_owned(), ".tmpAb3xY9".to_owned()]
+        );
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            [
+                ".tmp",
+                ".tmpDir123",
+                ".tmpseven77",
+                "notes.tmpAb3xY9",
+                "results.json",
+                "run.json"
+            ]
+        );
+    }
 
     #[test]
     fn a_torn_last_line_is_cut_and_nothing_else() {

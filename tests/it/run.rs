@@ -203,6 +203,10 @@ fn assert_complete(dir: &RunDir) -> (Vec<HistoryRow>, Vec<ReplayRow>) {
     assert_eq!(manifest.executions.len(), 2);
     for execution in &manifest.executions {
         assert!(execution.state.is_finished(), "{execution:?}");
+        // Also when a resume recovered the start instead of reading its answer.
+        assert!(execution.started_at.is_some(), "{execution:?}");
+        assert!(execution.finished_at.is_some(), "{execution:?}");
+        assert!(execution.budget_used.is_some(), "{execution:?}");
     }
     let history: Vec<HistoryRow> = dir.read_csv("history.csv").expect("history.csv");
     let replay: Vec<ReplayRow> = dir.read_csv("replay.csv").expect("replay.csv");
@@ -270,6 +274,8 @@ fn kill_and_resume(marker: &str) {
     kill_when(&serve, out.path(), marker);
     let dir = run_dir(out.path());
     assert!(events(&dir).contains(marker), "killed after {marker}");
+    // What a kill between writing a temporary file and renaming it leaves.
+    std::fs::write(dir.file(".gepa-lab-tmpK1ll3d"), "half of run.json").unwrap();
     let output = run_command(
         &serve,
         out.path(),
@@ -284,6 +290,10 @@ fn kill_and_resume(marker: &str) {
         serve.log()
     );
     let (history, replay) = assert_complete(&dir);
+    assert!(
+        !dir.file(".gepa-lab-tmpK1ll3d").exists(),
+        "the leftover is removed"
+    );
     assert_iterations_agree_with_history(&dir, &history);
     let starts = starts_per_custom_id(&serve);
     assert_eq!(starts.len(), 2, "{starts:?}");
