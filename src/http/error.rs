@@ -66,6 +66,20 @@ impl ApiError {
         )
     }
 
+    /// A request not sent because an earlier 429 holds every request of the client for `wait`,
+    /// past the request's time budget: a 429 of its own, which callers count as one.
+    pub fn held(wait: Duration) -> Self {
+        ApiError::Status {
+            status: StatusCode::TOO_MANY_REQUESTS,
+            retry_after: Some(wait),
+            body: format!(
+                "not sent: an earlier 429 holds every request for {}s more, past this request's \
+                 time budget",
+                wait.as_secs()
+            ),
+        }
+    }
+
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
             ApiError::Status { retry_after, .. } => *retry_after,

@@ -247,6 +247,12 @@ impl HttpClient {
                 Some(pacing) => pacing.until_ready().await,
                 None => {
                     let wait = self.adaptive.reserve(Instant::now());
+                    // An earlier 429 may hold every request for longer than this one may take
+                    // (a `Retry-After` of a day): it ends now instead of sleeping past its own
+                    // time budget, as the request that got that answer did.
+                    if started.elapsed() + wait > self.retry.max_elapsed {
+                        return Err(ApiError::held(wait));
+                    }
                     if !wait.is_zero() {
                         tokio::time::sleep(wait).await;
                     }
@@ -269,7 +275,11 @@ impl HttpClient {
             } = &error
             {
                 self.counters.rate_limited.fetch_add(1, Ordering::Relaxed);
-                self.adaptive.rate_limited(Instant::now(), *retry_after);
+                // A `Retry-After` past the time budget ends this request (below); holding every
+                // other request of the client (every caller of a serve, every key) that long
+                // would make one absurd answer stop them all, so it only slows them down.
+                let hold = retry_after.filter(|wait| *wait <= self.retry.max_elapsed);
+                self.adaptive.rate_limited(Instant::now(), hold);
                 limited += 1;
                 limited
             } else {

@@ -239,6 +239,16 @@ fn an_absurd_retry_after_ends_the_request_at_once_without_a_panic() {
         let text = error.to_string();
         assert!(text.contains("429"), "Retry-After {retry_after}: {text}");
         assert_eq!(service.requests(), 1, "Retry-After {retry_after}");
+        // Nor does it hold the client's next request for a day: that one is sent, and ends
+        // at its own answer.
+        let next = service.block_on(async {
+            tokio::time::timeout(Duration::from_secs(10), client.chat(&chat())).await
+        });
+        let error = next
+            .unwrap_or_else(|_| panic!("Retry-After {retry_after}: the next request waited"))
+            .unwrap_err();
+        assert!(error.to_string().contains("429"), "{error}");
+        assert_eq!(service.requests(), 2, "Retry-After {retry_after}");
     }
     // No delay the client can use: it backs off, and a 429 is retried until the time budget
     // (here 3 s) is spent, however many came.
@@ -648,4 +658,65 @@ fn a_replay_during_an_outage_stops_sending_and_a_resume_asks_again() {
         replay.iter().all(|row| row.error.is_empty()),
         "all answered on resume"
     );
+}
+
+#[test]
+fn a_retry_after_of_1e20_ends_a_comparison_in_seconds_with_the_answers_missing() {
+    // Every chat is refused with a Retry-After no command can wait: before, `compare --prompts`
+    // was still waiting after 90 s.
+    let service = Faulty::start(|request| {
+        if request.path == "/v1/chat/completions" {
+            too_many("1e20")
+        } else {
+            json(500, serde_json::json!({"error": "not scripted"}))
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let data = root().join("tests/fixtures/data/tiny.csv");
+    std::fs::write(dir.path().join("a.txt"), "Label {review}.").unwrap();
+    std::fs::write(dir.path().join("b.txt"), "Classify {review}.").unwrap();
+    let mut compare = Command::new(env!("CARGO_BIN_EXE_gepa-lab"));
+    compare
+        .current_dir(dir.path())
+        .env("GEPA_LAB_INFERENCE_KEY", "k")
+        .env_remove("GEPA_LAB_INFERENCE_RPM")
+        .args([
+            "compare",
+            "--yes",
+            "--prompts",
+            "a.txt",
+            "b.txt",
+            "--dataset",
+        ])
+        .arg(&data)
+        .args(["--expected", "label", "--model", "m", "--url", &service.url]);
+    let output = output_within(Duration::from_secs(60), &mut compare);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(6), "answers missing: {stderr}");
+    assert!(stderr.contains("429"), "{stderr}");
+    // The first answers' hold stopped the rest before they were sent.
+    assert!(
+        service.requests() <= 16 + 8,
+        "{} chats sent",
+        service.requests()
+    );
+}
+
+/// Runs `command` to its end, or kills it and fails the test once `limit` has passed.
+fn output_within(limit: Duration, command: &mut Command) -> std::process::Output {
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let deadline = Instant::now() + limit;
+    while child.try_wait().expect("wait").is_none() {
+        if Instant::now() > deadline {
+            child.kill().ok();
+            panic!("still running after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().expect("output")
 }

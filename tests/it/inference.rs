@@ -686,3 +686,25 @@ fn keys_from_the_flag_and_the_environment_are_both_accepted() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+#[tokio::test]
+async fn an_absurd_retry_after_from_the_upstream_does_not_stop_serve_for_everyone() {
+    // The upstream refuses its first request with a Retry-After of three years, then answers.
+    let upstream = Serve::start(&["sim:model=m,faults=429*1,retry_after=100000000"], &[KEY]);
+    let proxy = Serve::start_with(&[&upstream.url], &[KEY], &["--upstream-key", KEY]);
+    let first = tokio::time::timeout(
+        Duration::from_secs(20),
+        proxy.client(Some(KEY)).chat(&ask("m", "hi")),
+    )
+    .await
+    .expect("the refused request ends at once");
+    assert_eq!(status_of(&first.unwrap_err()), Some(429));
+    // Another client of the same serve is answered: the refusal held no one else for years.
+    let second = tokio::time::timeout(
+        Duration::from_secs(20),
+        proxy.client(Some(KEY)).chat(&ask("m", "hello")),
+    )
+    .await
+    .expect("not held behind the first answer's Retry-After");
+    assert!(!second.unwrap().content().is_empty());
+}
