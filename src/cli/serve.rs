@@ -48,10 +48,11 @@ pub struct Args {
 /// What a client may hold of serve (see `server::limits`).
 #[derive(Debug, clap::Args)]
 pub struct ClientArgs {
-    /// Connections open at once; one more is closed as soon as it is accepted.
-    #[arg(long, default_value_t = 512, value_name = "N",
-          value_parser = clap::value_parser!(u32).range(1..=65_536))]
-    pub max_connections: u32,
+    /// Connections open at once (default: 512, or fewer when the open-file limit leaves less
+    /// room). When all are held, a new connection takes the place of the one idle longest; one
+    /// more than the connections with a request in flight is closed as soon as it is accepted.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    pub max_connections: Option<u32>,
     /// Seconds a request's head may take to arrive (an idle connection is closed after as
     /// long).
     #[arg(long, default_value = "20", value_name = "SECS", value_parser = super::ranges::seconds)]
@@ -64,7 +65,11 @@ pub struct ClientArgs {
 impl ClientArgs {
     fn limits(&self) -> ClientLimits {
         ClientLimits {
-            max_connections: self.max_connections as usize,
+            max_connections: self
+                .max_connections
+                .map_or_else(crate::server::limits::default_max_connections, |n| {
+                    n as usize
+                }),
             header_timeout: self.header_timeout,
             body_timeout: self.body_timeout,
         }

@@ -43,6 +43,18 @@ impl Serve {
         keys: &[&str],
         extra: &[&str],
     ) -> Serve {
+        Serve::start_configured(dir, upstreams, keys, extra, |_| {})
+    }
+
+    /// `start_in`, with `configure` applied to the command before it is spawned (to lower a
+    /// resource limit, for instance).
+    pub fn start_configured(
+        dir: tempfile::TempDir,
+        upstreams: &[&str],
+        keys: &[&str],
+        extra: &[&str],
+        configure: impl FnOnce(&mut Command),
+    ) -> Serve {
         let db = dir.path().join("serve.sqlite3");
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -68,6 +80,7 @@ impl Serve {
         for key in keys {
             command.args(["--api-key", key]);
         }
+        configure(&mut command);
         let mut child = command.spawn().expect("spawn gepa-lab serve");
         let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
         let mut first = String::new();

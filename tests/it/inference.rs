@@ -530,25 +530,104 @@ fn slow_and_idle_clients_cannot_hold_serve() {
     let answer = read_to_close(&mut huge);
     assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
 
-    // Eight idle connections fill serve; a ninth is closed at once, and once the idle ones time
-    // out a normal client is served again.
-    let idle: Vec<std::net::TcpStream> = (0..8).map(|_| connect(&serve.url)).collect();
+    // Eight idle connections fill serve; a ninth takes the place of the one idle longest, which
+    // is closed, and is answered at once.
+    let mut idle: Vec<std::net::TcpStream> = (0..8).map(|_| connect(&serve.url)).collect();
     std::thread::sleep(Duration::from_millis(200));
     let mut ninth = connect(&serve.url);
-    let refused_at = Instant::now();
+    let asked_at = Instant::now();
     ninth
+        .write_all(
+            format!(
+                "GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n\
+                 Connection: close\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+    let answer = read_to_close(&mut ninth);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(asked_at.elapsed() < Duration::from_secs(1));
+    let closed = read_to_close(&mut idle[0]);
+    assert!(closed.is_empty(), "closed without an answer: {closed}");
+    assert!(
+        asked_at.elapsed() < Duration::from_secs(1),
+        "closed at once"
+    );
+}
+
+#[test]
+fn a_connection_with_a_request_in_flight_is_never_closed_to_make_room() {
+    use std::io::Write;
+    let serve = Serve::start_with(
+        &["sim:model=m,latency_ms=1500"],
+        &[KEY],
+        &["--max-connections", "2"],
+    );
+    let body = r#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#;
+    let request = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let mut busy: Vec<std::net::TcpStream> = (0..2)
+        .map(|_| {
+            let mut stream = connect(&serve.url);
+            stream.write_all(request.as_bytes()).unwrap();
+            stream
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    // Both held connections are answering: the third is closed at once, unanswered.
+    let mut third = connect(&serve.url);
+    let asked_at = Instant::now();
+    third
         .write_all(b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
         .ok();
-    let answer = read_to_close(&mut ninth);
-    assert!(
-        answer.is_empty(),
-        "no answer on a connection past the cap: {answer}"
+    assert!(read_to_close(&mut third).is_empty());
+    assert!(asked_at.elapsed() < Duration::from_secs(1));
+    for stream in &mut busy {
+        let answer = read_to_close(stream);
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    }
+}
+
+#[test]
+fn idle_connections_past_the_open_file_limit_do_not_lock_a_client_out() {
+    use std::os::unix::process::CommandExt;
+    let serve = Serve::start_configured(
+        tempfile::tempdir().unwrap(),
+        &["sim:model=m"],
+        &[KEY],
+        &[],
+        |command| {
+            // SAFETY: only setrlimit runs between fork and exec.
+            unsafe {
+                command.pre_exec(|| {
+                    let limit = libc::rlimit {
+                        rlim_cur: 256,
+                        rlim_max: 256,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::last_os_error())
+                    }
+                });
+            }
+        },
     );
-    assert!(refused_at.elapsed() < Duration::from_secs(1));
-    std::thread::sleep(Duration::from_millis(1500));
+    let idle: Vec<std::net::TcpStream> = (0..300).map(|_| connect(&serve.url)).collect();
+    std::thread::sleep(Duration::from_millis(300));
     let runtime = tokio::runtime::Runtime::new().unwrap();
+    let asked_at = Instant::now();
     let models = runtime.block_on(serve.client(Some(KEY)).models());
     assert!(models.is_ok(), "{models:?}");
+    assert!(
+        asked_at.elapsed() < Duration::from_secs(3),
+        "answered in {:?}",
+        asked_at.elapsed()
+    );
     drop(idle);
 }
 
