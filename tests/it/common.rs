@@ -3,7 +3,7 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Output, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use gepa_lab::evolution::{EvolutionConfig, HttpEvolution};
 use gepa_lab::http::{RetryPolicy, Secret};
@@ -241,4 +241,23 @@ pub fn validate_json(file: &Path) -> (serde_json::Value, i32) {
     let report: serde_json::Value = serde_json::from_slice(&output.stdout)
         .unwrap_or_else(|err| panic!("validate --json printed JSON ({err}): {}", stdout(&output)));
     (report[0].clone(), output.status.code().expect("exited"))
+}
+
+/// Runs `command` to its end, or kills it and fails the test once `limit` has passed.
+pub fn output_within(limit: Duration, command: &mut Command) -> Output {
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let deadline = Instant::now() + limit;
+    while child.try_wait().expect("wait").is_none() {
+        if Instant::now() > deadline {
+            child.kill().ok();
+            panic!("still running after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().expect("output")
 }

@@ -19,7 +19,7 @@ use gepa_lab::inference::{ChatMessage, ChatRequest, HttpInference, Inference, In
 use gepa_lab::store::ExecutionState;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::common::root;
+use crate::common::{output_within, root};
 
 /// What the scripted service does with one request.
 enum Reply {
@@ -700,23 +700,4 @@ fn a_retry_after_of_1e20_ends_a_comparison_in_seconds_with_the_answers_missing()
         "{} chats sent",
         service.requests()
     );
-}
-
-/// Runs `command` to its end, or kills it and fails the test once `limit` has passed.
-fn output_within(limit: Duration, command: &mut Command) -> std::process::Output {
-    let mut child = command
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let deadline = Instant::now() + limit;
-    while child.try_wait().expect("wait").is_none() {
-        if Instant::now() > deadline {
-            child.kill().ok();
-            panic!("still running after {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    child.wait_with_output().expect("output")
 }

@@ -9,7 +9,7 @@ use gepa_lab::evolution::{Evolution, EvolutionConfig, HttpEvolution};
 use gepa_lab::http::Secret;
 use gepa_lab::store::{ExecutionState, HistoryRow, ReplayRow, RunDir};
 
-use crate::common::{Serve, root};
+use crate::common::{Serve, output_within, root};
 
 const KEY: &str = "run-test-key";
 
@@ -1129,19 +1129,8 @@ fn a_resume_without_a_key_ends_at_the_first_refusal_with_its_state_kept() {
     resume
         .env_remove("GEPA_LAB_EVOLUTION_KEY")
         .env_remove("GEPA_LAB_INFERENCE_KEY")
-        .env("GEPA_LAB_CONFIG", config.path().join("config.toml"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = resume.spawn().expect("resume");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while child.try_wait().expect("wait").is_none() {
-        if Instant::now() > deadline {
-            child.kill().ok();
-            panic!("the resume was still polling after 60 s");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let output = child.wait_with_output().expect("output");
+        .env("GEPA_LAB_CONFIG", config.path().join("config.toml"));
+    let output = output_within(Duration::from_secs(60), &mut resume);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(3), "{stderr}");
     assert!(
