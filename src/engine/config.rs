@@ -25,12 +25,6 @@ pub struct EngineConfig {
     /// Examples shown to the reflection model per iteration (the reference's default is 3);
     /// capped at the feedback set's size.
     pub reflection_minibatch: usize,
-    /// Further feedback examples a child that beats its parent on the minibatch must not lose
-    /// on before it is scored on the Pareto set (0, the reference's way, checks none); see
-    /// [`MutationRecord::improves`](super::MutationRecord::improves). Drawn afresh each time
-    /// from the feedback examples outside the minibatch, and left out first when the budget
-    /// runs short.
-    pub screen_rows: usize,
     /// Stop when this much wall-clock time has passed. Checked between iterations: an
     /// iteration in flight finishes, so its calls are not wasted.
     pub time_limit: Option<Duration>,
@@ -74,7 +68,6 @@ impl EngineConfig {
             budget,
             seed: 0,
             reflection_minibatch: DEFAULT_REFLECTION_MINIBATCH,
-            screen_rows: 0,
             time_limit: None,
             stall_iterations: None,
             score_threshold: None,

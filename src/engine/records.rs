@@ -110,7 +110,7 @@ impl IterationRecord {
             {
                 let (parent, child) = record.unshown_sums();
                 format!(
-                    "rejected: the child scored {:.2} against the parent's {:.2} on {} feedback rows, \
+                    "rejected: the child scored {:.2} against the parent's {:.2} on {} minibatch rows, \
                      but {:.2} against {:.2} on the {} rows its proposal was not written from (it \
                      must not score lower there)",
                     sum(&record.child_scores),
@@ -122,7 +122,7 @@ impl IterationRecord {
                 )
             }
             Self::Mutation(record) if record.outcome == Outcome::Rejected => format!(
-                "rejected: the child scored {:.2} against the parent's {:.2} on {} feedback rows (it must score higher)",
+                "rejected: the child scored {:.2} against the parent's {:.2} on {} minibatch rows (it must score higher)",
                 sum(&record.child_scores),
                 sum(&record.parent_scores),
                 record.minibatch.len()
@@ -157,9 +157,7 @@ pub struct MutationRecord {
     pub iteration: usize,
     /// Generation of the parent.
     pub parent: usize,
-    /// Feedback examples (dataset indexes) both prompts ran on: the minibatch, followed by the
-    /// screen rows (see [`EngineConfig::screen_rows`](super::EngineConfig::screen_rows)) when
-    /// the child beat its parent on the minibatch and the run screens.
+    /// Feedback examples (dataset indexes) both prompts ran on.
     pub minibatch: Vec<usize>,
     /// The minibatch examples the proposal was written to fix: all of them for a rewrite, the
     /// failures a rule was written from for the rules proposer. (The rows the rules proposer

@@ -6,7 +6,6 @@ use std::time::Instant;
 
 use futures::future::join_all;
 use rand::SeedableRng;
-use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 
 use super::budget::Budget;
@@ -33,7 +32,6 @@ const PERFECT: f64 = 1.0;
 const SELECTION_STREAM: u64 = 0;
 const SAMPLER_STREAM: u64 = 1;
 const MERGE_STREAM: u64 = 2;
-const SCREEN_STREAM: u64 = 3;
 
 /// Runs GEPA from `seed_prompt` on `task` and returns its records.
 ///
@@ -113,7 +111,6 @@ struct Engine<'a, T, O> {
     sampler: EpochSampler,
     selection_rng: ChaCha8Rng,
     merge_rng: ChaCha8Rng,
-    screen_rng: ChaCha8Rng,
     merges: Option<MergeScheduler>,
     pareto_examples: Vec<usize>,
     // The distinct expected outputs of a task that picks from a small set of answers
@@ -225,7 +222,6 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             ),
             selection_rng: random_stream(config.seed, SELECTION_STREAM),
             merge_rng: random_stream(config.seed, MERGE_STREAM),
-            screen_rng: random_stream(config.seed, SCREEN_STREAM),
             merges: config.merge.as_ref().map(MergeScheduler::new),
             labels: label_set(expected),
             input_pairs: InputPairs::new(seed_prompt, texts.iter().map(String::as_str)),
@@ -353,50 +349,29 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
         }
         let parent = pool.select_parent(&mut self.selection_rng);
         let mut minibatch = self.sampler.next_batch();
-        let mut screen = self.screen_rows(&minibatch);
         let parent_prompt = self.candidate_prompts[parent].clone();
-        // The parent's unknown scores, one reflection, the child on the minibatch and the
-        // screen rows, and the child on the Pareto set. A child is never a prompt of the pool,
-        // so none of its Pareto scores can be known.
-        let worst_case = |cache: &EvaluationCache, minibatch: &[usize], screen: &[usize]| {
-            let both: Vec<usize> = minibatch.iter().chain(screen).copied().collect();
-            cache.uncached(&parent_prompt, &both) + 1 + both.len() + pareto
+        // The parent's unknown scores, one reflection, the child on the minibatch, and the
+        // child on the Pareto set. A child is never a prompt of the pool, so none of its Pareto
+        // scores can be known.
+        let worst_case = |cache: &EvaluationCache, minibatch: &[usize]| {
+            cache.uncached(&parent_prompt, minibatch) + 1 + minibatch.len() + pareto
         };
-        // Near the end of the budget a smaller check still decides something, where stopping
-        // would leave the rest unspent: drop the screen rows, then minibatch examples (those
-        // the parent has no score on first), until the iteration fits (or one example is left
-        // and it still does not).
-        let remaining = self.budget.remaining();
-        while !screen.is_empty() && worst_case(&self.cache, &minibatch, &screen) as u64 > remaining
-        {
-            screen.pop();
-        }
-        if worst_case(&self.cache, &minibatch, &screen) as u64 > remaining {
+        // Near the end of the budget a smaller minibatch still decides something, where
+        // stopping would leave the rest unspent: drop examples, those the parent has no score
+        // on first, until the iteration fits (or one example is left and it still does not).
+        if worst_case(&self.cache, &minibatch) as u64 > self.budget.remaining() {
             minibatch.sort_by_key(|&example| self.cache.get(&parent_prompt, example).is_none());
             while minibatch.len() > 1
-                && worst_case(&self.cache, &minibatch, &screen) as u64 > remaining
+                && worst_case(&self.cache, &minibatch) as u64 > self.budget.remaining()
             {
                 minibatch.pop();
             }
         }
-        self.afford(worst_case(&self.cache, &minibatch, &screen))?;
+        self.afford(worst_case(&self.cache, &minibatch))?;
         self.iteration += 1;
-        self.mutate(pool, parent, parent_prompt, minibatch, screen)
+        self.mutate(pool, parent, parent_prompt, minibatch)
             .await
             .map(IterationRecord::Mutation)
-    }
-
-    /// Up to [`EngineConfig::screen_rows`] feedback examples outside `minibatch`, drawn afresh.
-    fn screen_rows(&mut self, minibatch: &[usize]) -> Vec<usize> {
-        if self.config.screen_rows == 0 {
-            return Vec::new();
-        }
-        let mut rest: Vec<usize> = (0..self.config.minibatch)
-            .filter(|example| !minibatch.contains(example))
-            .collect();
-        rest.shuffle(&mut self.screen_rng);
-        rest.truncate(self.config.screen_rows);
-        rest
     }
 
     async fn mutate(
@@ -405,7 +380,6 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
         parent: usize,
         parent_prompt: PromptId,
         minibatch: Vec<usize>,
-        screen: Vec<usize>,
     ) -> Result<MutationRecord, Halt> {
         let parent_evaluations = self.evaluate(&parent_prompt, &minibatch).await?;
         let mut record = MutationRecord {
@@ -485,15 +459,6 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
         };
         record.child_prompt = Some(child.text().to_string());
         record.child_scores = scores(&self.evaluate(&child, &record.minibatch).await?);
-        if record.improves() && !screen.is_empty() {
-            // A child that wins on a few rows is often a rule that moves a bias: it is
-            // checked on rows nobody chose before it costs the Pareto set.
-            let parent_scores = scores(&self.evaluate(&parent_prompt, &screen).await?);
-            let child_scores = scores(&self.evaluate(&child, &screen).await?);
-            record.minibatch.extend(screen);
-            record.parent_scores.extend(parent_scores);
-            record.child_scores.extend(child_scores);
-        }
         record.outcome = if record.improves() {
             let generation = self.add_candidate(pool, child, vec![parent]).await?;
             if let Some(merges) = self.merges.as_mut() {

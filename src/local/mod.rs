@@ -68,9 +68,6 @@ pub struct LocalSettings {
     pub proposer: Proposer,
     /// Feedback examples per reflection minibatch.
     pub reflection_minibatch: usize,
-    /// Further feedback examples a child that wins on the minibatch must not lose on
-    /// ([`EngineConfig::screen_rows`]).
-    pub screen_rows: usize,
     /// Scores the engine's answers with this instead of the scorer the evaluator's metric maps
     /// to ([`scorer_for_metric`]): a local run sets its replay scorer, so that the prompt is
     /// evolved on what it is then measured by.
@@ -80,9 +77,8 @@ pub struct LocalSettings {
 impl LocalSettings {
     /// With an embedded reflection model, the rules proposer on a larger minibatch: a small
     /// model writes usable rules where its rewrites are mostly unusable, and a larger minibatch
-    /// shows it more failures per (slow) reflection and judges the child on more examples, and a
-    /// child that wins there is screened on further rows. Otherwise the reference
-    /// implementation's rewrite on 3 examples, unscreened.
+    /// shows it more failures per (slow) reflection and judges the child on more examples.
+    /// Otherwise the reference implementation's rewrite on 3 examples.
     pub fn new(mut models: ModelSettings) -> Self {
         let embedded = is_local_model(&models.reflection_model);
         if embedded && models.reflection_max_tokens.is_none() {
@@ -105,7 +101,6 @@ impl LocalSettings {
             } else {
                 DEFAULT_REFLECTION_MINIBATCH
             },
-            screen_rows: if embedded { EMBEDDED_SCREEN_ROWS } else { 0 },
             scorer: None,
         }
     }
@@ -116,11 +111,6 @@ pub const EMBEDDED_REFLECTION_MAX_TOKENS: u32 = 400;
 
 /// The reflection minibatch with an embedded reflection model (see [`LocalSettings::new`]).
 pub const EMBEDDED_REFLECTION_MINIBATCH: usize = 6;
-
-/// The screen rows with an embedded reflection model (see [`LocalSettings::new`]): a small
-/// model's rule that wins on 6 rows often moves a bias from one answer to another, and on public
-/// datasets children accepted that way scored below their parents on the Pareto rows.
-pub const EMBEDDED_SCREEN_ROWS: usize = 10;
 
 /// What the engine's observer passes to the task that records an execution.
 enum Recorded {
@@ -732,7 +722,6 @@ impl Inner {
         config.on_task_error = OnTaskError::ScoreZero;
         config.proposer = self.settings.proposer;
         config.reflection_minibatch = self.settings.reflection_minibatch;
-        config.screen_rows = self.settings.screen_rows;
         if request.strategy == "SAM" {
             config.merge = Some(MergeConfig::default());
         }

@@ -557,7 +557,7 @@ fn the_report_shows_how_the_search_went() {
         "<tr class=\"accepted\"><td class=\"n\">8</td><td>merge</td><td>g2 + g4</td><td class=\"n\">2</td><td class=\"n\">1.00 / 1.00</td><td class=\"n\">2.00</td>"
     ), "{section}");
     assert!(section.contains(
-        "rejected: the child scored 2.00 against the parent&#x27;s 1.00 on 2 feedback rows"
+        "rejected: the child scored 2.00 against the parent&#x27;s 1.00 on 2 minibatch rows"
     ));
     assert!(section.contains("no child: the child is g1 again"));
     assert!(
