@@ -466,7 +466,12 @@ fn compare_prompts(
     )?;
     eprintln!("page: {}", dir.file(report::HTML_FILE).display());
     if let Some(path) = &args.junit {
-        let xml = report::junit(&job.prompts, &answered.rows, args.pass_score);
+        let xml = report::junit(
+            &job.prompts,
+            &answered.rows,
+            args.pass_score,
+            &comparison.comparisons,
+        );
         write_atomic(path, xml.as_bytes())
             .with_context(|| format!("writing --junit {}", path.display()))?;
     }

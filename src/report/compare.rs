@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::context::ComparisonView;
-use super::format::{number, p_value};
+use super::context::{ComparisonView, adjust_family};
+use super::format::number;
 use super::load::{RunData, load};
 use super::samples::{self, Agreement, RowAnswers};
 use super::{DatasetMismatch, ReportError, stats, terminal};
@@ -228,7 +228,7 @@ impl CompareReport {
                     c.a.clone(),
                     c.rows.to_string(),
                     c.difference_text(),
-                    p_value(c.p_value),
+                    c.p_text.clone(),
                     c.verdict_text.clone(),
                 ]
             })
@@ -288,7 +288,7 @@ impl CompareReport {
                 esc(&contender.model),
                 contender.scores(),
                 comparison.map_or("reference".into(), |c| c.difference_text()),
-                comparison.map_or("–".into(), |c| p_value(c.p_value)),
+                comparison.map_or("–".into(), |c| c.p_text.clone()),
                 comparison.map_or("–".into(), |c| c.verdict_text.clone()),
             ));
         }
@@ -506,7 +506,7 @@ fn against_first(
     let Some((reference, reference_scores)) = picked.first() else {
         return Vec::new();
     };
-    picked
+    let mut comparisons: Vec<ComparisonView> = picked
         .iter()
         .skip(1)
         .map(|(contender, scores)| {
@@ -533,7 +533,11 @@ fn against_first(
                 scope,
             )
         })
-        .collect()
+        .collect();
+    // Several prompts against one reference are one family: unadjusted, K prompts would raise
+    // K times the false alarms of `--fail-if-worse`.
+    adjust_family(&mut comparisons);
+    comparisons
 }
 
 fn nothing(run: &Path, message: &str) -> ReportError {

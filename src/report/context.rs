@@ -14,12 +14,13 @@ use super::format::{self, p_phrase};
 use super::load::{Execution, IterationLog, RunData};
 use super::samples::{self, Agreement, RowAnswers};
 use super::search::{self, SearchView};
-use super::stats::{self, PairedComparison, Verdict};
+use super::stats::{self, Adjustment, PairedComparison, Verdict};
 use super::tables::{HistoryTotals, VersionTotals};
 
 /// Version of the context's (and `results.json`'s) shape; bumped when a field changes meaning
-/// or goes away.
-pub const FORMAT_VERSION: u32 = 1;
+/// or goes away. 2: a comparison's `verdict` is decided on its Holm-adjusted p-value when it is
+/// one of a family (`adjustment`), and `p_value` is given for the paired bootstrap too.
+pub const FORMAT_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct ReportContext {
@@ -128,7 +129,14 @@ pub struct ComparisonView {
     pub difference: f64,
     pub ci_low: Option<f64>,
     pub ci_high: Option<f64>,
+    /// The test's own two-sided p-value (exact McNemar, or the paired bootstrap's); none when
+    /// too few rows to test.
     pub p_value: Option<f64>,
+    /// Whether the verdict was adjusted for the comparisons made beside this one, and how.
+    pub adjustment: Adjustment,
+    /// The p-value as a table cell prints it: `0.039`, or with its adjustment
+    /// `0.039 (Holm, 3 comparisons: 0.078)`; `–` without a test.
+    pub p_text: String,
     /// Rows only the seed got right, and only the best got right (binary scores).
     pub only_a: Option<usize>,
     pub only_b: Option<usize>,
@@ -144,6 +152,11 @@ pub struct ComparisonView {
     pub cautions_a: Vec<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub cautions_b: Vec<String>,
+    /// What the fields above are derived from, kept so that [`adjust_family`] can decide again.
+    #[serde(skip)]
+    stats: PairedComparison,
+    #[serde(skip)]
+    scope: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -421,8 +434,27 @@ pub fn build(
     }
 
     let mut notes_early = Vec::new();
-    let variant_comparisons = variant_comparisons(run, &answers, &mut notes_early);
+    let mut variant_comparisons = variant_comparisons(run, &answers, &mut notes_early);
     let headline = headline(run, &comparisons);
+    // The headline was chosen before the holdout was read and stays a single test; every other
+    // comparison on this page is one family.
+    let is_headline = |c: &ComparisonView| {
+        headline
+            .as_ref()
+            .is_some_and(|h| h.execution == c.execution && h.model == c.model)
+    };
+    adjust_family(
+        comparisons
+            .iter_mut()
+            .filter(|c| !is_headline(c))
+            .chain(variant_comparisons.iter_mut()),
+    );
+    if let Some(note) = family_note(
+        headline.as_ref(),
+        comparisons.iter().chain(&variant_comparisons),
+    ) {
+        notes_early.push(note);
+    }
     let best = recommend(run, &versions);
     let seed_is_best = run
         .best()
@@ -731,7 +763,9 @@ impl ComparisonView {
             difference: c.difference,
             ci_low: c.interval.map(|i| i.low),
             ci_high: c.interval.map(|i| i.high),
-            p_value: c.mcnemar.map(|m| m.p_value),
+            p_value: c.p_value,
+            adjustment: c.adjustment,
+            p_text: p_text(c),
             only_a: c.mcnemar.map(|m| m.only_a),
             only_b: c.mcnemar.map(|m| m.only_b),
             test: c.test.to_owned(),
@@ -740,7 +774,47 @@ impl ComparisonView {
             sentence: sentence(execution, model, a, b, c, scope),
             cautions_a: Vec::new(),
             cautions_b: Vec::new(),
+            stats: c.clone(),
+            scope: scope.to_owned(),
         }
+    }
+}
+
+/// See [`ComparisonView::p_text`].
+fn p_text(c: &PairedComparison) -> String {
+    let p = format::p_value(c.p_value);
+    match c.adjustment {
+        Adjustment::None => p,
+        Adjustment::Holm {
+            family,
+            adjusted_p_value,
+        } => format!(
+            "{p} (Holm, {family} comparisons: {})",
+            format::p_value(Some(adjusted_p_value))
+        ),
+    }
+}
+
+/// Adjusts comparisons made together as one family by Holm's method ([`stats::holm`]) and
+/// rewrites their verdicts and sentences from the adjusted p-values.
+pub fn adjust_family<'a>(family: impl IntoIterator<Item = &'a mut ComparisonView>) {
+    let mut views: Vec<&mut ComparisonView> = family.into_iter().collect();
+    let mut tests: Vec<&mut PairedComparison> = views.iter_mut().map(|v| &mut v.stats).collect();
+    stats::holm(&mut tests);
+    for view in views {
+        let cautions = (
+            std::mem::take(&mut view.cautions_a),
+            std::mem::take(&mut view.cautions_b),
+        );
+        *view = ComparisonView::new(
+            &view.execution,
+            &view.model,
+            &view.a,
+            &view.b,
+            &view.stats,
+            &view.scope,
+        );
+        (view.cautions_a, view.cautions_b) = cautions;
     }
 }
 
@@ -766,15 +840,26 @@ fn sentence(
             format::signed(Some(i.high))
         )
     });
-    let test = match c.mcnemar {
+    let mut test = match c.mcnemar {
         Some(m) => format!(
             "exact McNemar {} ({} rows only {b} got right, {} only {a})",
             p_phrase(Some(m.p_value)),
             m.only_b,
             m.only_a
         ),
+        None if c.p_value.is_some() => format!("paired bootstrap {}", p_phrase(c.p_value)),
         None => "paired bootstrap".to_owned(),
     };
+    if let Adjustment::Holm {
+        family,
+        adjusted_p_value,
+    } = c.adjustment
+    {
+        test.push_str(&format!(
+            ", Holm-adjusted for the {family} comparisons made together {}",
+            p_phrase(Some(adjusted_p_value))
+        ));
+    }
     let verdict = match c.verdict {
         Verdict::TooFewRows => format!(
             "too few rows to call a difference ({} paired rows; at least {} needed)",
@@ -859,6 +944,31 @@ fn variant_comparisons(
     out
 }
 
+/// How the page's verdicts account for making several comparisons, when any was adjusted.
+fn family_note<'a>(
+    headline: Option<&ComparisonView>,
+    comparisons: impl Iterator<Item = &'a ComparisonView>,
+) -> Option<String> {
+    let family = comparisons
+        .filter_map(|c| match c.adjustment {
+            Adjustment::Holm { family, .. } => Some(family),
+            Adjustment::None => None,
+        })
+        .max()?;
+    let headline = headline.map_or(String::new(), |h| {
+        format!(
+            "The headline comparison ({} against {} on {}) was chosen before the holdout was \
+             read, as the best version by its Pareto score, and is tested alone at 5%. ",
+            h.b, h.a, h.model
+        )
+    });
+    Some(format!(
+        "{headline}The other {family} comparisons that could be tested are adjusted together by \
+         Holm's method: each verdict is read on its adjusted p-value, so that making {family} \
+         comparisons does not make a false \"significant\" {family} times as likely."
+    ))
+}
+
 /// The comparison of the seed with the run's best version on its first replay model.
 fn headline(run: &RunData, comparisons: &[ComparisonView]) -> Option<ComparisonView> {
     let (execution, version) = run.best()?;
@@ -921,9 +1031,16 @@ fn method() -> MethodView {
                 "For 0/1 scores the verdict is the exact McNemar test (two-sided binomial test on \
                  the rows where exactly one version is right), at the 5% level; with fewer than {} \
                  such rows it cannot reach 5%, and the report makes no call. For other scores the \
-                 verdict is whether the bootstrap interval excludes 0.",
+                 verdict is the paired bootstrap's p-value (twice the share of resamples on the \
+                 far side of 0), below 5% just when the interval leaves 0 out.",
                 stats::MIN_DISCORDANT
             ),
+            "The headline (the best version by its Pareto score against the seed, chosen before \
+             the holdout is read) is a single test. When the page makes other comparisons (more \
+             variants or models), those are adjusted together by Holm's method and their \
+             verdicts read on the adjusted p-values, so that more comparisons do not mean more \
+             false alarms."
+                .to_owned(),
             format!(
                 "No difference is called on fewer than {} paired rows: below that the bootstrap \
                  interval covers far less than it claims.",

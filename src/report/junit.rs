@@ -4,15 +4,26 @@
 //! (or the error), so a reader sees why without opening the run folder. A row answered several
 //! times (`--repeat`) is still one case: its score is the mean of its answered samples, and the
 //! failure text lists every answer.
+//!
+//! A last suite, `comparisons`, holds one case per prompt against the first: it fails when the
+//! prompt is significantly worse, on the same verdict (Holm-adjusted beside other prompts) as
+//! `--fail-if-worse`, and its text is the comparison's sentence, which says how it was tested.
 use std::fmt::Write;
 
+use super::context::ComparisonView;
 use super::samples::{self, RowAnswers};
+use super::stats::Verdict;
 use crate::prompt::PromptFile;
 use crate::store::ReplayRow;
 
 /// The JUnit XML document of `rows` (the `replay.csv` rows of a comparison), suites in the order
-/// of `prompts`.
-pub fn junit(prompts: &[PromptFile], rows: &[ReplayRow], pass_score: f64) -> String {
+/// of `prompts`, then the suite of `comparisons`.
+pub fn junit(
+    prompts: &[PromptFile],
+    rows: &[ReplayRow],
+    pass_score: f64,
+    comparisons: &[ComparisonView],
+) -> String {
     let mut out = String::from(
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"gepa-lab compare\">\n",
     );
@@ -76,6 +87,40 @@ pub fn junit(prompts: &[PromptFile], rows: &[ReplayRow], pass_score: f64) -> Str
         }
         out.push_str("  </testsuite>\n");
     }
+    if !comparisons.is_empty() {
+        let worse = comparisons
+            .iter()
+            .filter(|c| c.verdict == Verdict::Worse)
+            .count();
+        let _ = writeln!(
+            out,
+            "  <testsuite name=\"comparisons\" tests=\"{}\" failures=\"{worse}\" errors=\"0\">",
+            comparisons.len()
+        );
+        for c in comparisons {
+            let _ = write!(
+                out,
+                "    <testcase classname=\"comparisons\" name=\"{} against {}\"",
+                escape(&c.b),
+                escape(&c.a)
+            );
+            if c.verdict == Verdict::Worse {
+                let _ = writeln!(
+                    out,
+                    ">\n      <failure message=\"{}\">{}</failure>\n    </testcase>",
+                    escape(c.verdict.text()),
+                    escape(&c.sentence)
+                );
+            } else {
+                let _ = writeln!(
+                    out,
+                    ">\n      <system-out>{}</system-out>\n    </testcase>",
+                    escape(&c.sentence)
+                );
+            }
+        }
+        out.push_str("  </testsuite>\n");
+    }
     out.push_str("</testsuites>\n");
     out
 }
@@ -133,6 +178,63 @@ mod tests {
     }
 
     #[test]
+    fn three_prompts_are_one_family_and_the_comparisons_suite_reads_the_adjusted_verdict() {
+        // b.txt loses 8 rows to a.txt and wins 1 (exact McNemar p = 0.039: worse, tested
+        // alone); c.txt loses 6 and wins 1 (p = 0.125). Two prompts against one reference are
+        // two tests: Holm doubles the smaller p to 0.078, so neither is called worse.
+        let score = |prompt: &str, row: usize| match prompt {
+            "a.txt" => f64::from(row != 39),
+            "b.txt" => f64::from(row >= 8),
+            _ => f64::from(!(10..16).contains(&row)),
+        };
+        let rows: Vec<ReplayRow> = ["a.txt", "b.txt", "c.txt"]
+            .into_iter()
+            .flat_map(|p| (0..40).map(move |r| row(p, r, score(p, r), "")))
+            .collect();
+        let prompts = [prompt("a.txt"), prompt("b.txt"), prompt("c.txt")];
+        let setting = || super::super::PromptSetting {
+            dataset_file: "data.csv".into(),
+            dataset_sha256: "0".repeat(64),
+            model: "m".into(),
+            settings: Vec::new(),
+            simulated: false,
+        };
+        let report = super::super::compare_prompts(setting(), &prompts, &rows);
+        let [b, c] = &report.comparisons[..] else {
+            panic!("{:?}", report.comparisons);
+        };
+        assert_eq!(
+            (b.b.as_str(), b.only_a, b.only_b),
+            ("b.txt", Some(8), Some(1))
+        );
+        assert_eq!(b.verdict, Verdict::NotSignificant, "{}", b.sentence);
+        assert_eq!(c.verdict, Verdict::NotSignificant, "{}", c.sentence);
+        assert_eq!(b.p_text, "0.039 (Holm, 2 comparisons: 0.078)");
+        assert!(
+            b.sentence
+                .contains("exact McNemar p = 0.039 (1 rows only b.txt got right, 8 only a.txt), Holm-adjusted for the 2 comparisons made together p = 0.078: not significant."),
+            "{}",
+            b.sentence
+        );
+        let xml = junit(&prompts, &rows, 1.0, &report.comparisons);
+        assert!(
+            xml.contains("<testsuite name=\"comparisons\" tests=\"2\" failures=\"0\""),
+            "{xml}"
+        );
+        assert!(xml.contains("Holm-adjusted for the 2 comparisons"), "{xml}");
+
+        // Alone, b.txt is worse, and its case fails.
+        let report = super::super::compare_prompts(setting(), &prompts[..2], &rows);
+        assert_eq!(report.comparisons[0].verdict, Verdict::Worse);
+        let xml = junit(&prompts[..2], &rows, 1.0, &report.comparisons);
+        assert!(
+            xml.contains("<testsuite name=\"comparisons\" tests=\"1\" failures=\"1\"")
+                && xml.contains("<failure message=\"worse (significant)\">"),
+            "{xml}"
+        );
+    }
+
+    #[test]
     fn each_row_is_a_case_that_fails_below_the_pass_score_with_the_reason() {
         let rows = [
             row("b.txt", 2, 0.0, ""),
@@ -141,7 +243,7 @@ mod tests {
             row("b.txt", 3, 0.0, "503 no node"),
             row("a.txt", 2, 0.5, ""),
         ];
-        let xml = junit(&[prompt("a.txt"), prompt("b.txt")], &rows, 1.0);
+        let xml = junit(&[prompt("a.txt"), prompt("b.txt")], &rows, 1.0, &[]);
         assert!(xml.contains("<testsuite name=\"a.txt\" tests=\"2\" failures=\"1\" errors=\"0\">"));
         assert!(xml.contains("<testsuite name=\"b.txt\" tests=\"3\" failures=\"2\" errors=\"0\">"));
         assert!(xml.contains("<testcase classname=\"a.txt\" name=\"row 1\" time=\"1.500\"/>"));
@@ -159,7 +261,7 @@ mod tests {
         assert!(xml.find("name=\"a.txt\" tests").unwrap() < b);
         assert!(xml[b..].find("row 1").unwrap() < xml[b..].find("row 2").unwrap());
         // A lower pass score passes the half-right answer.
-        let lenient = junit(&[prompt("a.txt")], &rows, 0.5);
+        let lenient = junit(&[prompt("a.txt")], &rows, 0.5, &[]);
         assert!(lenient.contains("tests=\"2\" failures=\"0\""));
     }
 
@@ -176,10 +278,10 @@ mod tests {
             sample(2, 1, 1.0, ""),
             sample(2, 2, 0.0, "timed out"),
         ];
-        let xml = junit(&[prompt("a.txt")], &rows, 0.6);
+        let xml = junit(&[prompt("a.txt")], &rows, 0.6, &[]);
         // Row 1: mean 2/3 passes 0.6; row 2: its one answer, 1.0, passes.
         assert!(xml.contains("tests=\"2\" failures=\"0\""), "{xml}");
-        let xml = junit(&[prompt("a.txt")], &rows, 1.0);
+        let xml = junit(&[prompt("a.txt")], &rows, 1.0, &[]);
         assert!(xml.contains("tests=\"2\" failures=\"1\""), "{xml}");
         assert!(
             xml.contains(

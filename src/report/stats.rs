@@ -1,6 +1,8 @@
 //! Statistics of the report: confidence intervals of a version's holdout score, and the paired
 //! comparison of two versions on the same rows (paired bootstrap interval of the difference, exact
-//! McNemar test for binary scores), ending in a verdict the report prints as it is.
+//! McNemar test for binary scores), ending in a verdict the report prints as it is. When a report
+//! makes several comparisons beside the one it chose before reading the holdout, [`holm`] adjusts
+//! them as a family, so that K prompts do not raise K times the false alarms.
 //!
 //! Everything here is a pure function of its inputs and a fixed seed, so a report re-rendered
 //! next year shows the same numbers.
@@ -103,6 +105,19 @@ const FEW_VALUES: usize = 8;
 /// that differ from the common value, not one random draw per row. The distribution is exactly
 /// that of drawing rows one by one; only the random stream differs.
 pub fn bootstrap_mean(values: &[f64], resamples: usize, seed: u64) -> Interval {
+    percentile_interval(&bootstrap_means(values, resamples, seed))
+}
+
+/// The two-sided 95 % percentile interval of sorted resampled means.
+fn percentile_interval(sorted: &[f64]) -> Interval {
+    Interval {
+        low: quantile(sorted, ALPHA / 2.0),
+        high: quantile(sorted, 1.0 - ALPHA / 2.0),
+    }
+}
+
+/// The resampled means of [`bootstrap_mean`], sorted.
+fn bootstrap_means(values: &[f64], resamples: usize, seed: u64) -> Vec<f64> {
     let n = values.len();
     let mut rng = SplitMix64(seed);
     let mut distinct: Vec<(f64, usize)> = Vec::new();
@@ -148,18 +163,32 @@ pub fn bootstrap_mean(values: &[f64], resamples: usize, seed: u64) -> Interval {
         })
         .collect();
     means.sort_unstable_by(f64::total_cmp);
-    Interval {
-        low: quantile(&means, ALPHA / 2.0),
-        high: quantile(&means, 1.0 - ALPHA / 2.0),
-    }
+    means
 }
 
 /// Paired bootstrap of the difference `b - a`: rows are resampled as pairs, so the interval keeps
 /// the correlation between two prompts answering the same rows (which makes it much narrower than
 /// comparing two independent intervals).
 pub fn paired_bootstrap(a: &[f64], b: &[f64], resamples: usize, seed: u64) -> Interval {
+    percentile_interval(&paired_differences(a, b, resamples, seed))
+}
+
+/// The sorted resampled mean differences `b - a` of [`paired_bootstrap`].
+fn paired_differences(a: &[f64], b: &[f64], resamples: usize, seed: u64) -> Vec<f64> {
     let differences: Vec<f64> = a.iter().zip(b).map(|(a, b)| b - a).collect();
-    bootstrap_mean(&differences, resamples, seed)
+    bootstrap_means(&differences, resamples, seed)
+}
+
+/// Two-sided p-value of "no difference" from sorted resampled mean differences: twice the share
+/// of resamples on the far side of 0 (those at 0 count on both sides), with the usual +1 that
+/// keeps a Monte-Carlo p-value valid (Davison and Hinkley 1997, §4.2), capped at 1. It is the
+/// inversion of the percentile interval: below [`ALPHA`] just when the 95 % interval leaves 0
+/// out, up to one resample; the smallest it can be is 2 / (resamples + 1).
+fn bootstrap_p_value(sorted: &[f64]) -> f64 {
+    let at_or_below = sorted.partition_point(|d| *d <= 0.0);
+    let at_or_above = sorted.len() - sorted.partition_point(|d| *d < 0.0);
+    let tail = at_or_below.min(at_or_above);
+    (2.0 * (tail + 1) as f64 / (sorted.len() + 1) as f64).min(1.0)
 }
 
 /// Sample quantile by linear interpolation between order statistics (Hyndman and Fan type 7, the
@@ -230,6 +259,22 @@ impl Verdict {
     }
 }
 
+/// How a comparison's verdict accounts for the other comparisons made beside it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(tag = "method", rename_all = "snake_case")]
+pub enum Adjustment {
+    /// Tested alone at [`ALPHA`]: the only comparison made, or the headline one, chosen before
+    /// the holdout was read (the best version by Pareto score against the seed).
+    None,
+    /// One of `family` comparisons tested together, by Holm's step-down method (Holm 1979): the
+    /// chance of any false "significant" among them stays at most [`ALPHA`].
+    Holm {
+        family: usize,
+        /// Holm's adjusted p-value, the one the verdict compares with [`ALPHA`].
+        adjusted_p_value: f64,
+    },
+}
+
 /// Two versions compared on the rows both answered.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PairedComparison {
@@ -244,7 +289,71 @@ pub struct PairedComparison {
     pub mcnemar: Option<McNemar>,
     /// Which test decided: `mcnemar_exact` for binary scores, else `paired_bootstrap`.
     pub test: &'static str,
+    /// Two-sided p-value of that test (the McNemar one, or [`bootstrap_p_value`]); none when
+    /// there are too few rows to test (the verdict says which).
+    pub p_value: Option<f64>,
+    /// [`Adjustment::None`] from [`compare_paired`]; [`holm`] sets the family's.
+    pub adjustment: Adjustment,
     pub verdict: Verdict,
+}
+
+impl PairedComparison {
+    /// The p-value the verdict rests on: Holm's adjusted one in a family, else the test's own.
+    pub fn deciding_p_value(&self) -> Option<f64> {
+        match self.adjustment {
+            Adjustment::None => self.p_value,
+            Adjustment::Holm {
+                adjusted_p_value, ..
+            } => Some(adjusted_p_value),
+        }
+    }
+
+    /// The verdict for a p-value: the direction of the difference below [`ALPHA`], else not
+    /// significant. The one place a p-value becomes a verdict.
+    fn decide(&mut self) {
+        if let Some(p) = self.deciding_p_value() {
+            self.verdict = if p >= ALPHA {
+                Verdict::NotSignificant
+            } else if self.difference > 0.0 {
+                Verdict::Better
+            } else {
+                Verdict::Worse
+            };
+        }
+    }
+}
+
+/// Adjusts a family of comparisons made together (every prompt against the first, every variant
+/// and model beside the headline) by Holm's step-down method and decides each verdict on its
+/// adjusted p-value. Comparisons with too few rows to test are not tested, so they neither count
+/// in the family nor change. A family of one is left alone: there is nothing to adjust.
+pub fn holm(family: &mut [&mut PairedComparison]) {
+    let mut tested: Vec<&mut PairedComparison> = family
+        .iter_mut()
+        .filter(|c| c.p_value.is_some())
+        .map(|c| &mut **c)
+        .collect();
+    let m = tested.len();
+    if m < 2 {
+        return;
+    }
+    tested.sort_by(|a, b| {
+        a.p_value
+            .unwrap_or(1.0)
+            .total_cmp(&b.p_value.unwrap_or(1.0))
+    });
+    // The i-th smallest p (from 0) is multiplied by m - i; each adjusted value is at least the
+    // one before it, so the rejections stop at the first that is not below ALPHA.
+    let mut running = 0.0f64;
+    for (i, comparison) in tested.into_iter().enumerate() {
+        let p = comparison.p_value.unwrap_or(1.0);
+        running = running.max(((m - i) as f64 * p).min(1.0));
+        comparison.adjustment = Adjustment::Holm {
+            family: m,
+            adjusted_p_value: running,
+        };
+        comparison.decide();
+    }
 }
 
 /// Compares `b` against `a` on paired scores (`a[i]` and `b[i]` are the same row). Binary scores
@@ -255,34 +364,29 @@ pub fn compare_paired(a: &[f64], b: &[f64]) -> PairedComparison {
     let (a, b) = (&a[..rows], &b[..rows]);
     let (mean_a, mean_b) = (mean(a), mean(b));
     let difference = mean_b - mean_a;
-    let interval = (rows > 0).then(|| paired_bootstrap(a, b, RESAMPLES, SEED));
+    let resampled = (rows > 0).then(|| paired_differences(a, b, RESAMPLES, SEED));
+    let interval = resampled.as_deref().map(percentile_interval);
     let binary = is_binary(a) && is_binary(b);
     let mcnemar = binary.then(|| {
         let only_a = a.iter().zip(b).filter(|(a, b)| **a > **b).count();
         let only_b = a.iter().zip(b).filter(|(a, b)| **b > **a).count();
         mcnemar_exact(only_a, only_b)
     });
-    let direction = if difference > 0.0 {
-        Verdict::Better
-    } else {
-        Verdict::Worse
-    };
-    let verdict = if rows < MIN_PAIRED_ROWS {
-        Verdict::TooFewRows
+    let (verdict, p_value) = if rows < MIN_PAIRED_ROWS {
+        (Verdict::TooFewRows, None)
     } else if let Some(test) = mcnemar {
         if test.only_a + test.only_b < MIN_DISCORDANT {
-            Verdict::TooFewDiscordant
-        } else if test.p_value < ALPHA {
-            direction
+            (Verdict::TooFewDiscordant, None)
         } else {
-            Verdict::NotSignificant
+            (Verdict::NotSignificant, Some(test.p_value))
         }
-    } else if interval.is_some_and(|i| !i.contains(0.0)) {
-        direction
     } else {
-        Verdict::NotSignificant
+        (
+            Verdict::NotSignificant,
+            resampled.as_deref().map(bootstrap_p_value),
+        )
     };
-    PairedComparison {
+    let mut comparison = PairedComparison {
         rows,
         mean_a,
         mean_b,
@@ -294,8 +398,12 @@ pub fn compare_paired(a: &[f64], b: &[f64]) -> PairedComparison {
         } else {
             "paired_bootstrap"
         },
+        p_value,
+        adjustment: Adjustment::None,
         verdict,
-    }
+    };
+    comparison.decide();
+    comparison
 }
 
 /// SplitMix64 (Steele, Lea and Flood 2014): written out rather than taken from `rand` so that a
@@ -364,6 +472,116 @@ mod tests {
 
     fn close(a: f64, b: f64, tolerance: f64) -> bool {
         (a - b).abs() <= tolerance
+    }
+
+    /// A binary comparison with `only_a` rows only `a` got right and `only_b` only `b`, among
+    /// 40 rows.
+    fn binary(only_a: usize, only_b: usize) -> PairedComparison {
+        let mut a = vec![1.0; 40];
+        let mut b = vec![1.0; 40];
+        a[..only_b].fill(0.0);
+        b[only_b..only_b + only_a].fill(0.0);
+        compare_paired(&a, &b)
+    }
+
+    /// Holm (1979) on the p-values 0.01, 0.04, 0.03 and 0.005: sorted and multiplied by 4, 3, 2
+    /// and 1 they are 0.02, 0.03, 0.06 and 0.04, and each adjusted value is at least the one
+    /// before it: 0.02, 0.03, 0.06, 0.06 (as R's `p.adjust(p, "holm")` gives).
+    #[test]
+    fn holm_matches_the_textbook_step_down() {
+        let mut family: Vec<PairedComparison> = [0.01, 0.04, 0.03, 0.005]
+            .into_iter()
+            .map(|p| PairedComparison {
+                p_value: Some(p),
+                difference: -0.1,
+                ..binary(9, 1)
+            })
+            .collect();
+        holm(&mut family.iter_mut().collect::<Vec<_>>());
+        let adjusted: Vec<f64> = family
+            .iter()
+            .map(|c| c.deciding_p_value().unwrap())
+            .collect();
+        for (seen, expected) in adjusted.iter().zip([0.03, 0.06, 0.06, 0.02]) {
+            assert!(close(*seen, expected, 1e-12), "{adjusted:?}");
+        }
+        let verdicts: Vec<Verdict> = family.iter().map(|c| c.verdict).collect();
+        assert_eq!(
+            verdicts,
+            [
+                Verdict::Worse,
+                Verdict::NotSignificant,
+                Verdict::NotSignificant,
+                Verdict::Worse
+            ]
+        );
+        assert!(
+            family
+                .iter()
+                .all(|c| matches!(c.adjustment, Adjustment::Holm { family: 4, .. }))
+        );
+    }
+
+    #[test]
+    fn a_prompt_worse_alone_is_not_called_worse_among_two_when_holm_says_no() {
+        // 9 discordant rows, 8 against b: exact p = 2 · 10/512 = 0.039, significant alone.
+        let alone = binary(8, 1);
+        assert!(close(alone.p_value.unwrap(), 20.0 / 512.0, 1e-12));
+        assert_eq!(alone.verdict, Verdict::Worse);
+        // Beside a second prompt that ties, Holm doubles the smaller p-value: 0.078.
+        let (mut worse, mut tie) = (alone.clone(), binary(3, 3));
+        holm(&mut [&mut worse, &mut tie]);
+        assert_eq!(worse.verdict, Verdict::NotSignificant, "{worse:?}");
+        assert!(close(
+            worse.deciding_p_value().unwrap(),
+            40.0 / 512.0,
+            1e-12
+        ));
+        assert_eq!(worse.p_value, alone.p_value, "the test's own p is kept");
+        // A clear loss stays a loss in the family.
+        let (mut clear, mut tie) = (binary(20, 1), binary(3, 3));
+        holm(&mut [&mut clear, &mut tie]);
+        assert_eq!(clear.verdict, Verdict::Worse);
+    }
+
+    #[test]
+    fn holm_leaves_a_family_of_one_and_untestable_comparisons_alone() {
+        let mut one = binary(8, 1);
+        holm(&mut [&mut one]);
+        assert_eq!(one.adjustment, Adjustment::None);
+        assert_eq!(one.verdict, Verdict::Worse);
+        // Too few discordant rows to test: not in the family, so the other stands alone.
+        let (mut few, mut worse) = (binary(2, 1), binary(8, 1));
+        assert_eq!(few.p_value, None);
+        holm(&mut [&mut few, &mut worse]);
+        assert_eq!(few.verdict, Verdict::TooFewDiscordant);
+        assert_eq!(few.adjustment, Adjustment::None);
+        assert_eq!(worse.adjustment, Adjustment::None);
+        assert_eq!(worse.verdict, Verdict::Worse);
+    }
+
+    #[test]
+    fn the_bootstrap_p_value_agrees_with_its_interval() {
+        // Scores in [0, 1] that are not binary, so the paired bootstrap decides.
+        let a: Vec<f64> = (0..60).map(|i| f64::from(i % 5) / 4.0).collect();
+        for shift in [0.0, 0.02, 0.05, 0.08, 0.15, -0.1] {
+            let b: Vec<f64> = a
+                .iter()
+                .enumerate()
+                .map(|(i, x)| (x + shift + if i % 3 == 0 { 0.1 } else { -0.05 }).clamp(0.0, 1.0))
+                .collect();
+            let c = compare_paired(&a, &b);
+            let interval = c.interval.unwrap();
+            let p = c.p_value.unwrap();
+            assert!(c.mcnemar.is_none());
+            assert_eq!(
+                !interval.contains(0.0),
+                p < ALPHA,
+                "shift {shift}: interval {interval:?}, p {p}"
+            );
+        }
+        // No difference at all: p is 1.
+        assert_eq!(compare_paired(&a, &a).p_value, Some(1.0));
     }
 
     /// Fagerland, Lydersen and Laake, "The McNemar test for binary matched-pairs data: mid-p and

@@ -2,7 +2,7 @@
 //! headline sentence, and one aligned table of seed-against-best comparisons. Plain text, no
 //! colour codes, so it reads the same in a CI log.
 use super::context::ReportContext;
-use super::format::{number, p_value};
+use super::format::number;
 
 /// Columns padded to their widest cell; the last column is not padded.
 pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
@@ -75,7 +75,7 @@ pub fn summary(context: &ReportContext) -> String {
                 number(Some(c.mean_a), 3),
                 number(Some(c.mean_b), 3),
                 c.difference_text(),
-                p_value(c.p_value),
+                c.p_text.clone(),
                 c.verdict_text.clone(),
             ]
         })

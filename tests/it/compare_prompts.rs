@@ -551,8 +551,14 @@ fn a_ci_job_gates_a_prompt_change_and_reads_each_row_in_its_test_panel() {
         )),
         "{xml}"
     );
-    assert_eq!(xml.matches("<testcase ").count(), 80);
-    assert_eq!(xml.matches("<failure ").count(), 40 - plain_right);
+    // 40 rows of each prompt, and the comparison, which fails as --fail-if-worse did.
+    assert_eq!(xml.matches("<testcase ").count(), 81);
+    assert!(
+        xml.contains("<testsuite name=\"comparisons\" tests=\"1\" failures=\"1\"")
+            && xml.contains("name=\"plain.txt against hint.txt\""),
+        "{xml}"
+    );
+    assert_eq!(xml.matches("<failure ").count(), 40 - plain_right + 1);
     assert!(
         xml.contains("expected: negative") && xml.contains("answer: "),
         "{xml}"
@@ -568,6 +574,10 @@ fn a_ci_job_gates_a_prompt_change_and_reads_each_row_in_its_test_panel() {
     );
     assert!(stderr.contains("--fail-if-worse: passed"), "{stderr}");
     assert!(xml.contains("<testsuite name=\"hint.txt\" tests=\"40\" failures=\"0\""));
+    assert!(
+        xml.contains("<testsuite name=\"comparisons\" tests=\"1\" failures=\"0\""),
+        "{xml}"
+    );
 
     // Out of range: refused before anything is sent.
     let output = compare(

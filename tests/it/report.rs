@@ -155,7 +155,7 @@ fn report_renders_offline_from_the_run_directory_alone() {
     assert_eq!(html.matches("<svg").count(), 5, "every chart is inline");
     let results: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
-    assert_eq!(results["format_version"], 1);
+    assert_eq!(results["format_version"], 2);
     assert_eq!(results["simulated"], true);
     assert_eq!(results["headline"]["b"], "g5");
     let parquet = std::fs::read(dir.join("replay.parquet")).unwrap();
