@@ -7,10 +7,12 @@
     scripts/quality-bench.py --self-test         # the quoted-pairs measure against the shared tool
 
 Experiments. Runs each experiment file (default: the three in experiments/ that replay on
-embedded models) N times (default 3) with `gepa-lab run --backend local`, each time with a
-different engine seed: a copy of the file with `custom_id = "<name>-q<seed>"`, since the local
-engine seeds its random choices from the request, customId included. The copies live in a
-temporary folder with their paths made absolute; nothing in the repository is changed.
+embedded models) N times (default 3) with `gepa-lab run --backend local --seed SEED`, SEED
+1 to N (or each of `--seeds`): the run's seed, from which the engine's random choices and the
+models' sampling seeds are derived, so that a row of the table can be run again. Each run uses a
+copy of the file with `custom_id = "<name>-q<seed>"`, by which its run directory is found. The
+copies live in a temporary folder with their paths made absolute; nothing in the repository is
+changed.
 
 Datasets (`--datasets`). For each CSV, `gepa-lab init --dataset CSV` writes the experiment
 (splits, seed prompt, scorer and budget as init chooses them) into the temporary folder, and
@@ -234,13 +236,14 @@ def experiment_facts(experiment):
 
 # --- Running one ---------------------------------------------------------------------------------
 
-def run_once(exe, copy, out):
-    """Runs the experiment; returns (exit code, wall seconds, peak RSS in MiB, output)."""
+def run_once(exe, copy, out, seed):
+    """Runs the experiment with the run seed `seed`; returns (exit code, wall seconds, peak RSS
+    in MiB, output)."""
     with tempfile.TemporaryFile() as log:
         started = time.monotonic()
         child = subprocess.Popen(
             [str(exe), "run", str(copy), "--backend", "local", "--out", str(out), "--yes",
-             "--new"], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+             "--new", "--seed", str(seed)], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
         _, status, usage = os.wait4(child.pid, 0)
         wall = time.monotonic() - started
         log.seek(0)
@@ -349,9 +352,11 @@ def summarise(row):
         problem = state.get("reason") or state.get("error") or state.get("note")
         if problem:
             row["execution_error"] = problem
-        # The engine seed is in the run's customId, `<name>-q<seed>`.
+        # The run's seed, as run.json records it (older runs: in the customId, `<name>-q<seed>`).
         tail = row["custom_id"].rsplit("-q", 1)[-1]
-        if tail.isdigit():
+        if manifest.get("seed") is not None:
+            row["engine_seed"] = manifest["seed"]
+        elif tail.isdigit():
             row["engine_seed"] = int(tail)
         variant = plan.get("variant") or ""
         history = run_dir / "history.csv"
@@ -434,7 +439,7 @@ def cell(text):
 
 def table(rows):
     lines = [
-        "| dataset or experiment | kind | engine seed | holdout rows | majority baseline"
+        "| dataset or experiment | kind | run seed | holdout rows | majority baseline"
         " | seed score | best | best score | difference (95% CI) | p | outcome | accepted"
         " | quoted pairs | calls spent | wall | peak RSS |",
         "|" + "---|" * 16,
@@ -607,7 +612,7 @@ def main():
                     copy, name, custom_id = seeded_copy(experiment, seed, folder, absolute_paths)
                     row.update(experiment_facts(copy))
                     before = run_dirs(out / "runs", name)
-                    code, wall, rss, output = run_once(exe, copy, out / "runs")
+                    code, wall, rss, output = run_once(exe, copy, out / "runs", seed)
                     run_dir = own_run_dir(run_dirs(out / "runs", name) - before, custom_id)
                     row.update({"custom_id": custom_id, "exit": code, "wall_s": round(wall, 1),
                                 "peak_rss_mib": round(rss)})

@@ -36,6 +36,17 @@ pub fn credits(text: &str) -> Result<f64, String> {
     Ok(value)
 }
 
+/// A run's seed, 0 to 2^63 - 1 (`run --seed`).
+pub fn seed(text: &str) -> Result<u64, String> {
+    let max = crate::evolution::wire::MAX_ENGINE_SEED;
+    match text.trim().parse::<u64>() {
+        Ok(value) if value <= max => Ok(value),
+        _ => Err(format!(
+            "must be a whole number from 0 to {max}, got {text}"
+        )),
+    }
+}
+
 /// A wait in seconds, above 0 and at most 30 days (`--timeout`, `--poll-interval`).
 pub fn seconds(text: &str) -> Result<Duration, String> {
     let value = number(text)?;

@@ -65,6 +65,13 @@ pub struct Args {
     /// learns the limit from 429 answers.
     #[arg(long, value_name = "N", env = crate::env::INFERENCE_RPM)]
     rpm: Option<std::num::NonZeroU32>,
+    /// The run's seed, 0 to 9223372036854775807 (2^63 - 1): each variant's engine seed and
+    /// the models' sampling seeds are derived from it, so that the same file, seed and a
+    /// deterministic model repeat a run exactly. Default: the file's `[engine] seed`, else one
+    /// drawn for this run; either way `run.json` records it. gepa-lab's engine only (local or
+    /// serve): the public service takes no seed.
+    #[arg(long, value_name = "N", value_parser = super::ranges::seed, conflicts_with = "resume")]
+    seed: Option<u64>,
     #[command(flatten)]
     settings: super::SettingsArgs,
 }
@@ -133,6 +140,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     // The public service's API takes no engine settings: refused before anything is created.
     if choice == backends::BackendChoice::Remote {
+        if let Some(seed) = args.seed {
+            eprintln!(
+                "--seed {seed}: the public evolution service takes no seed; nothing was started\n  \
+                 run with --backend local or --backend <URL of a gepa-lab serve>, or drop --seed"
+            );
+            return Ok(ExitCode::from(exit::INVALID));
+        }
         let planned = plans.iter().flat_map(|(file, plan)| {
             plan.executions
                 .iter()
@@ -239,7 +253,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 fn prepare(
     args: &Args,
     file: &Path,
-    plan: Plan,
+    mut plan: Plan,
     choice: &BackendChoice,
 ) -> anyhow::Result<Result<(RunDir, RunManifest), u8>> {
     if let Some(unfinished) = unfinished_run(&args.out, &plan)?
@@ -273,8 +287,20 @@ fn prepare(
         eprintln!("not started");
         return Ok(Err(exit::INVALID));
     }
-    let (dir, manifest) = runner::create_run(&args.out, &plan, backends::describe(choice))?;
+    // gepa-lab's engine gets a seed for every run, so that any run can be repeated.
+    let seed = (*choice != BackendChoice::Remote).then(|| {
+        args.seed
+            .or(plan.file_seed())
+            .unwrap_or_else(|| rand::random::<u64>() & crate::evolution::wire::MAX_ENGINE_SEED)
+    });
+    if let Some(seed) = seed {
+        plan.seed_executions(seed);
+    }
+    let (dir, manifest) = runner::create_run(&args.out, &plan, backends::describe(choice), seed)?;
     eprintln!("run directory: {}", dir.path.display());
+    if let Some(seed) = seed {
+        eprintln!("seed: {seed} (the same file with --seed {seed} repeats this run's choices)");
+    }
     Ok(Ok((dir, manifest)))
 }
 

@@ -39,7 +39,14 @@ pub struct EngineSettings {
     /// `<curr_instructions>` and `<inputs_outputs_feedback>` (see `engine::ReflectionTemplate`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reflection_template: Option<String>,
+    /// Seeds the engine's random choices and the models' sampling, 0 to 2^63 - 1 (see
+    /// [`MAX_ENGINE_SEED`]); absent: a hash of the request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
 }
+
+/// The largest engine seed: 63 bits, so that stores with signed 64-bit integers keep it exactly.
+pub const MAX_ENGINE_SEED: u64 = i64::MAX as u64;
 
 impl EngineSettings {
     /// The keys set, as the experiment file names them.
@@ -62,6 +69,7 @@ impl EngineSettings {
             ("merge", self.merge.is_some()),
             ("parallel_calls", self.parallel_calls.is_some()),
             ("reflection_template", self.reflection_template.is_some()),
+            ("seed", self.seed.is_some()),
         ];
         set.into_iter()
             .filter(|(_, on)| *on)

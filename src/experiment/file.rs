@@ -92,6 +92,12 @@ pub struct EngineSection {
     /// embedded reflection model, which otherwise writes rules).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reflection_template: Option<PathBuf>,
+    /// The run's seed, 0 to 9223372036854775807 (2^63 - 1): each variant's engine seed and the
+    /// models' sampling seeds are derived from it, so that a run repeats. `run --seed` overrides
+    /// it; without either, each run draws one and records it in `run.json`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub seed: Option<i64>,
 }
 
 /// The seed prompt: exactly one of `seed` and `seed_file`.

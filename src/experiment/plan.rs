@@ -36,6 +36,23 @@ pub struct PlanSummary {
 }
 
 impl Plan {
+    /// The run's seed the file gives (`[engine] seed`), if it gives one.
+    pub fn file_seed(&self) -> Option<u64> {
+        self.executions
+            .iter()
+            .find_map(|execution| execution.start.engine.as_ref()?.seed)
+    }
+
+    /// Gives each execution the engine seed [`engine_seed`] derives from the run's seed and its
+    /// variant, in its start request (`gepaLabEngine.seed`): for gepa-lab's engine only, since
+    /// the public service takes no engine settings.
+    pub fn seed_executions(&mut self, run_seed: u64) {
+        for execution in &mut self.executions {
+            let seed = engine_seed(run_seed, execution.variant.as_deref().unwrap_or(""));
+            execution.start.engine.get_or_insert_default().seed = Some(seed);
+        }
+    }
+
     pub fn summary(&self) -> PlanSummary {
         PlanSummary {
             file: self.file.clone(),
@@ -158,4 +175,12 @@ impl DatasetPlan {
             ),
         }
     }
+}
+
+/// A variant's engine seed: 63 bits of a hash of the run's seed and the variant's name (empty
+/// without variants), so that variants of one run make different random choices and a run
+/// started again with the same seed makes the same ones.
+pub fn engine_seed(run_seed: u64, variant: &str) -> u64 {
+    crate::inference::sampling_seed(&[b"engine", &run_seed.to_le_bytes(), variant.as_bytes()])
+        & crate::evolution::wire::MAX_ENGINE_SEED
 }

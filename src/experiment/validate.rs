@@ -1041,6 +1041,7 @@ fn check_engine(
     let max_seconds = whole("max_seconds", engine.max_seconds, 1, 604_800);
     let stall_iterations = whole("stall_iterations", engine.stall_iterations, 1, 10_000);
     let parallel_calls = whole("parallel_calls", engine.parallel_calls, 1, 64);
+    let seed = whole("seed", engine.seed, 0, i64::MAX);
     let mut fraction = |key: &str, value: Option<f64>, max: f64| -> Option<f64> {
         let value = value?;
         if value.is_finite() && (0.0..=max).contains(&value) {
@@ -1114,6 +1115,7 @@ fn check_engine(
         merge: engine.merge,
         parallel_calls: parallel_calls.map(|n| n as usize),
         reflection_template,
+        seed,
     };
     Some((settings != EngineSettings::default()).then_some(settings))
 }

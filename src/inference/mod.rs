@@ -32,6 +32,7 @@ pub use sim::{Fault, SimConfig, SimConfigError, SimModel};
 pub use structured::{check_schema, validate_answer};
 pub use wire::{
     ChatMessage, ChatRequest, ChatResponse, Content, ContentPart, Model, Role, StreamChunk,
+    sampling_seed,
 };
 
 /// Chunks of a streaming answer, in order. It ends after the server's `data: [DONE]`; a stream

@@ -139,6 +139,28 @@ pub struct ChatRequest {
     pub timeout_secs: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response_format: Option<ResponseFormat>,
+    /// The sampling seed for gepa-lab's embedded model, so that an answer above temperature 0
+    /// is a function of the request and its seed (a run repeats). Never sent: the inference
+    /// API has no such field.
+    #[serde(skip)]
+    pub seed: Option<u64>,
+}
+
+/// A sampling seed for [`ChatRequest::seed`] that is a function of `parts` alone (the first 8
+/// bytes of their SHA-256, each part length-prefixed): the same request in the same run gets the
+/// same seed, whatever order the calls are made in and whether or not a resume answered some of
+/// them from a checkpoint.
+pub fn sampling_seed(parts: &[&[u8]]) -> u64 {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    for part in parts {
+        hash.update((part.len() as u64).to_le_bytes());
+        hash.update(part);
+    }
+    let digest = hash.finalize();
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    u64::from_le_bytes(first)
 }
 
 impl ChatRequest {
@@ -151,6 +173,7 @@ impl ChatRequest {
             stream: None,
             timeout_secs: None,
             response_format: None,
+            seed: None,
         }
     }
 
@@ -352,6 +375,15 @@ mod tests {
         assert_eq!(request.temperature(), 0.7);
         assert_eq!(request.timeout_secs(), 120);
         assert_eq!(request.timeout(), std::time::Duration::from_secs(120));
+        let seeded = ChatRequest {
+            seed: Some(7),
+            ..request.clone()
+        };
+        assert_eq!(
+            serde_json::to_value(&seeded).unwrap(),
+            sent,
+            "a seed is never sent"
+        );
         let forever = ChatRequest {
             timeout_secs: Some(u64::MAX),
             ..request.clone()

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use crate::engine::{Evaluation, ExampleView, Reflection, Task, TaskError};
 use crate::evolution::wire::DatasetItem;
-use crate::inference::{ChatMessage, ChatRequest, ChatResponse, Inference};
+use crate::inference::{ChatMessage, ChatRequest, ChatResponse, Inference, sampling_seed};
 use crate::prompt::Template;
 use crate::score::{Scorer, ScorerSpec};
 
@@ -135,6 +135,9 @@ pub struct InferenceTask {
     columns: Vec<String>,
     items: Vec<DatasetItem>,
     scorer: Scorer,
+    /// The engine's seed: each call's sampling seed is derived from it and the request's text
+    /// ([`sampling_seed`]), so a model that samples repeats its answers in a run of the same seed.
+    seed: u64,
 }
 
 impl InferenceTask {
@@ -158,7 +161,18 @@ impl InferenceTask {
             columns,
             items,
             scorer,
+            seed: 0,
         })
+    }
+
+    /// Derives every call's sampling seed from `seed` (the engine's).
+    pub fn with_seed(self, seed: u64) -> Self {
+        Self { seed, ..self }
+    }
+
+    /// The sampling seed of a call whose message is `text`, by `role` (task or reflection).
+    fn seed_for(&self, role: &str, text: &str) -> u64 {
+        sampling_seed(&[&self.seed.to_le_bytes(), role.as_bytes(), text.as_bytes()])
     }
 
     fn unscored(reason: String) -> Evaluation {
@@ -189,10 +203,12 @@ impl Task for InferenceTask {
             Ok(text) => text,
             Err(err) => return Ok(Self::unscored(err.to_string())),
         };
+        let seed = self.seed_for("task", &text);
         let mut request = ChatRequest::new(
             self.settings.task_model.clone(),
             vec![ChatMessage::user(text)],
         );
+        request.seed = Some(seed);
         request.temperature = self.settings.temperature;
         request.max_tokens = self.settings.max_tokens;
         let answer = self
@@ -218,6 +234,7 @@ impl Task for InferenceTask {
             self.settings.reflection_model.clone(),
             vec![ChatMessage::user(request)],
         );
+        chat.seed = Some(self.seed_for("reflection", request));
         chat.temperature = self.settings.reflection_temperature;
         chat.max_tokens = self.settings.reflection_max_tokens;
         let answer = self

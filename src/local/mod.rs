@@ -17,8 +17,10 @@
 //! for calls the journal does not hold (those in flight at the interruption), and ends with the
 //! history an uninterrupted run would have.
 //!
-//! The engine's seed is a hash of the request (customId included): the same request makes the
-//! same random choices.
+//! The engine's seed is `gepaLabEngine.seed` when the request gives one (a gepa-lab run always
+//! does: it derives one per variant from the run's seed), else a hash of the request (customId
+//! included): the same request makes the same random choices. The models' sampling seeds are
+//! derived from it and each call's text, so that with the same seed a run repeats.
 //!
 //! Strategy `RPM` runs reflective mutation only; `SAM` adds the engine's merge of two lineages
 //! (our reading of "system-aware merge", which the service does not define).
@@ -47,8 +49,8 @@ use crate::engine::{
 use crate::evolution::PAGE_LIMIT;
 use crate::evolution::rules::validate_start;
 use crate::evolution::wire::{
-    BatchJobs, EngineSettings, Execution, HistoryRecord, OnError, PromptState, StartExecution,
-    Status,
+    BatchJobs, EngineSettings, Execution, HistoryRecord, MAX_ENGINE_SEED, OnError, PromptState,
+    StartExecution, Status,
 };
 use crate::evolution::{Evolution, EvolutionError, ITERATIONS_LIMIT, ServiceProfile};
 use crate::inference::{Inference, is_local_model};
@@ -260,6 +262,13 @@ impl LocalEvolution {
             .map_err(|violations| EvolutionError::Invalid(violations.to_string()))?;
         if let Some(engine) = &request.engine {
             reflection_template(engine).map_err(EvolutionError::Invalid)?;
+            if let Some(seed) = engine.seed
+                && seed > MAX_ENGINE_SEED
+            {
+                return Err(EvolutionError::Invalid(format!(
+                    "invalid parameter gepaLabEngine.seed: must be from 0 to {MAX_ENGINE_SEED}; got {seed}"
+                )));
+            }
         }
         if let Some(model) = request
             .engine
@@ -280,7 +289,11 @@ impl LocalEvolution {
             }
         }
         let evolution_id = uuid::Uuid::new_v4().to_string();
-        let seed = seed_of(request);
+        let seed = request
+            .engine
+            .as_ref()
+            .and_then(|engine| engine.seed)
+            .unwrap_or_else(|| seed_of(request));
         let mut request = request.clone();
         if request.custom_id.is_none() {
             request.custom_id = Some(format!("local-{}", &evolution_id[..8]));
@@ -713,7 +726,7 @@ impl Inner {
             store: Arc::clone(store),
             evolution_id: evolution_id.to_owned(),
         });
-        let task = JournaledTask::new(inference, recorded, sink);
+        let task = JournaledTask::new(inference.with_seed(execution.seed), recorded, sink);
         let mut config = EngineConfig::new(minibatch, pareto, request.budget);
         config.seed = execution.seed;
         config.parallel_calls = self.settings.parallel_calls.max(1);

@@ -126,6 +126,7 @@ pub fn create_run(
     root: &std::path::Path,
     plan: &Plan,
     backend: Backend,
+    seed: Option<u64>,
 ) -> Result<(RunDir, RunManifest), RunError> {
     let now = Utc::now();
     let run_id = format!(
@@ -142,6 +143,7 @@ pub fn create_run(
         backend,
         simulated: false,
         finished_at: None,
+        seed,
         plan: plan.summary(),
         executions: plan
             .executions
@@ -925,7 +927,7 @@ mod tests {
     async fn a_run_goes_from_start_to_scored_replay() {
         let root = tempfile::tempdir().unwrap();
         let evolution = Arc::new(Scripted::default());
-        let (dir, manifest) = create_run(root.path(), &plan(), Backend::Local).unwrap();
+        let (dir, manifest) = create_run(root.path(), &plan(), Backend::Local, None).unwrap();
         let outcome = execute(
             dir,
             manifest,
@@ -981,7 +983,7 @@ mod tests {
     async fn a_resumed_run_neither_restarts_nor_reasks() {
         let root = tempfile::tempdir().unwrap();
         let evolution = Arc::new(Scripted::default());
-        let (dir, manifest) = create_run(root.path(), &plan(), Backend::Local).unwrap();
+        let (dir, manifest) = create_run(root.path(), &plan(), Backend::Local, None).unwrap();
         let first = execute(
             dir,
             manifest,
@@ -1021,7 +1023,7 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let mut plan = plan();
         plan.executions[0].start.custom_id = Some("will-fail".into());
-        let (dir, mut manifest) = create_run(root.path(), &plan, Backend::Local).unwrap();
+        let (dir, mut manifest) = create_run(root.path(), &plan, Backend::Local, None).unwrap();
         manifest.executions[0].custom_id = "will-fail".into();
         let outcome = execute(
             dir,
@@ -1048,7 +1050,7 @@ mod tests {
         // lookup ran before the service had stored it, and the execution was started twice.
         let root = tempfile::tempdir().unwrap();
         let plan = plan();
-        let (dir, mut manifest) = create_run(root.path(), &plan, Backend::Local).unwrap();
+        let (dir, mut manifest) = create_run(root.path(), &plan, Backend::Local, None).unwrap();
         let custom_id = manifest.executions[0].custom_id.clone();
         manifest.executions[0].state = ExecutionState::StartSent {
             error: None,

@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 
 use super::{Event, Observer, RunError, Runner};
 use crate::experiment::{ExecutionPlan, ReplayPlan};
-use crate::inference::{ChatMessage, ChatRequest, Inference, InferenceError};
+use crate::inference::{ChatMessage, ChatRequest, Inference, InferenceError, sampling_seed};
 use crate::prompt::Template;
 use crate::score::{Score, Scorer, ScorerSpec, judge};
 use crate::store::{CachedAnswer, HistoryRow, ReplayRow, RunDir, Version, rank_by_score};
@@ -349,8 +349,11 @@ pub(super) fn queue_cell(
         });
     let (key, error) = match rendered {
         Ok(prompt) => {
-            let request = request(prompt);
+            let mut request = request(prompt);
             let key = sample_key(&request, at.sample);
+            // The answer above temperature 0 is then a function of its cache key, as the cache
+            // already treats it: asked again, the embedded model answers the same.
+            request.seed = Some(sampling_seed(&[b"replay", key.as_bytes()]));
             if !cache.contains_key(&key) {
                 let waiting = Waiting {
                     variant: at.variant.to_owned(),

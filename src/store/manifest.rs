@@ -187,6 +187,10 @@ pub struct RunManifest {
     /// a run without it can be resumed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<DateTime<Utc>>,
+    /// The run's seed (`run --seed`, `[engine] seed`, or drawn): each execution's engine seed,
+    /// in its start request, is derived from it. None for the public service, which takes none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
     pub plan: PlanSummary,
     pub executions: Vec<ExecutionRecord>,
 }
@@ -356,6 +360,7 @@ mod v1 {
             backend: old.backend,
             simulated: old.simulated,
             finished_at: old.finished_at,
+            seed: None,
             plan: summary,
             executions,
         })

@@ -782,6 +782,118 @@ fn each_run_has_customids_of_its_own() {
     assert!(starts.keys().all(|id| id.len() <= 50), "{starts:?}");
 }
 
+/// What a run chose and answered, without what differs between any two runs (ids, times,
+/// latencies): each variant's history, every iteration's record, and every replay answer.
+/// Sorted, since two variants' records reach the run directory in whatever order their
+/// executions run.
+fn choices(dir: &RunDir) -> (Vec<String>, Vec<String>, Vec<String>) {
+    let mut history: Vec<String> = dir
+        .read_csv::<HistoryRow>("history.csv")
+        .unwrap()
+        .iter()
+        .map(|h| {
+            format!(
+                "{} g{} {} {:?}: {}",
+                h.variant, h.generation, h.score, h.budget_used, h.prompt
+            )
+        })
+        .collect();
+    let mut iterations: Vec<String> = std::fs::read_to_string(dir.file("iterations.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let mut record: serde_json::Value = serde_json::from_str(line).unwrap();
+            record.as_object_mut().unwrap().remove("evolution_id");
+            record.to_string()
+        })
+        .collect();
+    history.sort();
+    iterations.sort();
+    let mut replay: Vec<String> = dir
+        .read_csv::<ReplayRow>("replay.csv")
+        .unwrap()
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {} {} {}: {} {}",
+                r.variant, r.version, r.row, r.sample, r.score, r.output
+            )
+        })
+        .collect();
+    replay.sort();
+    (history, iterations, replay)
+}
+
+#[test]
+fn the_same_seed_repeats_a_run_and_run_json_records_the_seed() {
+    // The case from the field: two uninterrupted runs of one file against the stand-in differed
+    // (budget used 50 against 41, 2 generations against 3), each with an engine seed of its own.
+    let serve = Serve::start(&["sim:seed=4"], &[&format!("{KEY}:60000")]);
+    let run = |extra: &[&str]| {
+        let out = tempfile::tempdir().unwrap();
+        let mut args = vec!["--new"];
+        args.extend_from_slice(extra);
+        let file = experiment();
+        args.push(file.to_str().unwrap());
+        let output = run_command(&serve, out.path(), &args)
+            .output()
+            .expect("run");
+        assert_succeeded(&output);
+        let dir = run_dir(out.path());
+        let manifest = dir.read_manifest().unwrap();
+        (
+            out,
+            dir,
+            manifest,
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    // A run without --seed draws one, records it and says it.
+    let (_a, drawn, manifest, stderr) = run(&[]);
+    let seed = manifest.seed.expect("run.json records the seed");
+    assert!(stderr.contains(&format!("seed: {seed} (")), "{stderr}");
+    let engine_seeds: Vec<u64> = manifest
+        .executions
+        .iter()
+        .map(|e| {
+            e.plan
+                .start
+                .engine
+                .as_ref()
+                .and_then(|engine| engine.seed)
+                .unwrap()
+        })
+        .collect();
+    assert_ne!(
+        engine_seeds[0], engine_seeds[1],
+        "each variant its own seed"
+    );
+    // The same seed again: the same choices, proposals and answers.
+    let (_b, again, manifest, _) = run(&["--seed", &seed.to_string()]);
+    assert_eq!(manifest.seed, Some(seed));
+    let first = choices(&drawn);
+    assert!(!first.1.is_empty(), "the run made iterations");
+    assert_eq!(choices(&again), first);
+    // Another seed makes other choices (so the equality above is not for want of randomness).
+    let (_c, seven, _, _) = run(&["--seed", "7"]);
+    let (_d, eight, _, _) = run(&["--seed", "8"]);
+    assert_ne!(choices(&seven).1, choices(&eight).1);
+}
+
+#[test]
+fn a_seed_out_of_range_or_for_the_public_service_is_refused_before_anything_starts() {
+    for value in ["-1", "9223372036854775808", "x"] {
+        let seed = format!("--seed={value}");
+        let output = crate::common::gepa_lab(&["run", &seed, "--backend", "local"]);
+        assert_eq!(output.status.code(), Some(2), "{value}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("must be a whole number from 0 to 9223372036854775807"),
+            "{stderr}"
+        );
+    }
+}
+
 #[test]
 fn a_stalled_poll_does_not_hold_the_run_past_its_timeout() {
     // The case from the field: a poll that never answered took a `--timeout 30` run to 306 s.

@@ -456,6 +456,8 @@ impl EmbeddedModel {
             messages,
             max_tokens: request.max_tokens(),
             temperature: request.temperature() as f32,
+            // A request without a seed samples afresh.
+            seed: request.seed.unwrap_or_else(rand::random),
             grammar,
             time_limit: request.timeout(),
             reply,

@@ -76,6 +76,8 @@ pub(super) struct Job {
     pub messages: Vec<(String, String)>,
     pub max_tokens: u32,
     pub temperature: f32,
+    /// The sampler's seed above temperature 0.
+    pub seed: u64,
     /// A GBNF grammar (root rule `root`) the answer must follow.
     pub grammar: Option<String>,
     /// How long the worker may spend on this job once it gives it a slot. Time spent waiting in
@@ -501,7 +503,7 @@ impl<'m> Session<'m> {
             }
             if let Err(prepared) = self.start(prepared) {
                 // It waits for room, or for a running request to evaluate its prefix.
-                self.waiting = Some(prepared);
+                self.waiting = Some(*prepared);
                 return;
             }
         }
@@ -533,7 +535,7 @@ impl<'m> Session<'m> {
     /// longer matching prefix from another slot if one has it. Gives it back when it should wait:
     /// the cache has no room for it while other requests run, or a running request is about to
     /// evaluate the prefix it could copy.
-    fn start(&mut self, prepared: Prepared) -> Result<(), Prepared> {
+    fn start(&mut self, prepared: Prepared) -> Result<(), Box<Prepared>> {
         let tokens = &prepared.tokens;
         let common = |slot: &Slot| shared_prefix(&slot.cached, tokens);
         // The free slot that holds a useful part of this prompt; else an empty one; else the
@@ -558,7 +560,7 @@ impl<'m> Session<'m> {
             })
             .map(|(index, _)| index)
         else {
-            return Err(prepared);
+            return Err(Box::new(prepared));
         };
         // At least one token is evaluated, for the logits of the first answer token.
         let most = tokens.len() - 1;
@@ -588,12 +590,12 @@ impl<'m> Session<'m> {
             .max()
             .unwrap_or(0);
         if self.reuse_prefix && upcoming >= keep + SHARED_PREFIX_MIN {
-            return Err(prepared);
+            return Err(Box::new(prepared));
         }
 
         let claim = tokens.len() - keep + prepared.limit;
         if !self.make_room(chosen, keep, donor.map(|(_, from)| from), claim) {
-            return Err(prepared);
+            return Err(Box::new(prepared));
         }
 
         let mut keep = keep;
@@ -646,7 +648,7 @@ impl<'m> Session<'m> {
         let slot = &mut self.slots[chosen];
         slot.last_used = self.clock;
         slot.work = Some(Work {
-            chain: sampler(job.temperature),
+            chain: sampler(job.temperature, job.seed),
             grammar,
             deadline: Deadline::new(job.time_limit),
             admitted: self.clock,
@@ -962,8 +964,6 @@ fn add(
         .map_err(|e| EmbeddedError::Generation(e.to_string()))
 }
 
-/// Greedy at temperature 0; otherwise llama.cpp's default chain (top-k 40, top-p 0.95,
-/// min-p 0.05) at the requested temperature, seeded afresh for each request.
 /// The time limit of the job in hand, counted from when the worker took it up.
 struct Deadline {
     started: Instant,
@@ -988,7 +988,10 @@ impl Deadline {
     }
 }
 
-fn sampler(temperature: f32) -> LlamaSampler {
+/// Greedy at temperature 0; otherwise llama.cpp's default chain (top-k 40, top-p 0.95,
+/// min-p 0.05) at the requested temperature, seeded with `seed`. llama.cpp takes a 32-bit seed:
+/// the two halves of `seed` are folded into it.
+fn sampler(temperature: f32, seed: u64) -> LlamaSampler {
     if temperature <= 0.0 {
         return LlamaSampler::greedy();
     }
@@ -997,7 +1000,7 @@ fn sampler(temperature: f32) -> LlamaSampler {
         LlamaSampler::top_p(0.95, 1),
         LlamaSampler::min_p(0.05, 1),
         LlamaSampler::temp(temperature),
-        LlamaSampler::dist(rand::random()),
+        LlamaSampler::dist((seed ^ (seed >> 32)) as u32),
     ])
 }
 
