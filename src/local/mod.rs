@@ -561,13 +561,9 @@ fn apply_engine_settings(
 /// while variants and replicates with their own customIds differ. 63 bits, so that stores with
 /// signed 64-bit integers (SQLite) keep it exactly.
 fn seed_of(request: &StartExecution) -> u64 {
-    use sha2::{Digest, Sha256};
     // A request always serialises; an empty text would only make the seed a constant.
     let text = serde_json::to_vec(request).unwrap_or_default();
-    let digest = Sha256::digest(&text);
-    let mut first = [0u8; 8];
-    first.copy_from_slice(&digest[..8]);
-    u64::from_le_bytes(first) & (i64::MAX as u64)
+    crate::inference::sampling_seed(&[&text]) & MAX_ENGINE_SEED
 }
 
 fn now() -> String {
