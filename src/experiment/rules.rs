@@ -78,6 +78,7 @@ rules! {
     ReplayScorer => "replay-scorer", "`replay.scorer` is a known scorer whose pattern or schema file is valid";
     ReplayJudge => "replay-judge", "the judge scorer has a [replay.judge] table";
     EngineRange => "engine-range", "each number of [engine] is within its range (see the README's [engine] table)";
+    EngineSeedShared => "engine-seed-shared", "every variant has the same `engine.seed`: it is the run's seed, and each variant's own seed is derived from it";
     EngineOnError => "engine-on-error", "`engine.on_error` is fail or score_zero";
     EngineReflectionModel => "engine-reflection-model", "`engine.reflection_model` is a non-empty model id";
     EngineReflectionTemplate => "engine-reflection-template", "`engine.reflection_template` is a readable file containing <curr_instructions> and <inputs_outputs_feedback>";

@@ -5,13 +5,14 @@ use serde_json::{Map, Value, json};
 use super::file::ExperimentFile;
 
 /// Tables a variant may override, each with every key optional.
-const OVERRIDABLE: [&str; 6] = [
+const OVERRIDABLE: [&str; 7] = [
     "description",
     "prompt",
     "dataset",
     "evolution",
     "evaluator",
     "replay",
+    "engine",
 ];
 
 /// The schema `gepa-lab schema` prints and the loader checks keys against.
@@ -130,6 +131,10 @@ mod tests {
         assert!(replay.table("judge").unwrap().knows("rubric"));
         let variant = root.array_items("variants").unwrap();
         assert!(variant.knows("name") && variant.knows("evolution") && !variant.knows("variants"));
+        let engine = variant
+            .table("engine")
+            .expect("a variant may override [engine]");
+        assert!(engine.knows("merge") && engine.knows("seed") && !engine.knows("sed"));
         assert!(variant.table("evolution").unwrap().knows("budget"));
         let variant_dataset = resolve(
             &schema,

@@ -98,6 +98,7 @@ pub fn validate_file(path: &Path, settings: &Settings) -> Validation {
         .map(|resolved| checker.experiment(resolved))
         .collect();
     checker.variant_names();
+    checker.engine_seeds_agree();
     let content_hash = checker.content_hash();
     let executions = checker.finish_drafts(drafts, &content_hash);
     let mut diagnostics = dedupe(checker.diagnostics);
@@ -566,6 +567,54 @@ impl<'a> Checker<'a> {
             } else {
                 seen.insert(name, 1);
             }
+        }
+    }
+
+    /// `engine.seed` is the run's seed (see [`super::plan::engine_seed`]): a variant that set
+    /// another would have it ignored, so every variant must resolve to the first one's.
+    fn engine_seeds_agree(&mut self) {
+        let seed_of = |resolved: &Resolved| {
+            resolved
+                .experiment
+                .as_ref()
+                .and_then(|experiment| experiment.engine.as_ref()?.seed)
+        };
+        let Some(first) = self.loaded.resolved.first() else {
+            return;
+        };
+        let shared = seed_of(first);
+        for resolved in &self.loaded.resolved[1..] {
+            if resolved.experiment.is_none() {
+                continue; // unreadable, already reported
+            }
+            let seed = seed_of(resolved);
+            if seed == shared {
+                continue;
+            }
+            let show = |seed: Option<i64>| seed.map_or("no seed".to_owned(), |s| s.to_string());
+            let span = resolved
+                .spans
+                .find("engine.seed")
+                .filter(|_| seed.is_some())
+                .or_else(|| resolved.variant_span.clone());
+            self.diagnostics.push(
+                Diagnostic::error(
+                    Rule::EngineSeedShared,
+                    format!(
+                        "variant \"{}\" has engine.seed {}, but the run's seed is {} (the first \
+                         variant's): a run has one seed, and each variant's is derived from it",
+                        resolved.variant.as_deref().unwrap_or(""),
+                        show(seed),
+                        show(shared)
+                    ),
+                )
+                .at(self.loaded.location(span))
+                .seen(show(seed))
+                .help(
+                    "set `seed` once, in [engine] outside the variants, or give it on the \
+                     command line with `run --seed N`",
+                ),
+            );
         }
     }
 

@@ -105,3 +105,66 @@ fn schema_lists_every_table() {
         assert!(schema["properties"].get(table).is_some(), "{table} missing");
     }
 }
+
+#[test]
+fn a_variant_overrides_engine_settings_and_keeps_the_run_seed() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data = crate::common::root().join("tests/fixtures/data/tiny.csv");
+    let file = dir.path().join("engine-variants.toml");
+    std::fs::write(
+        &file,
+        format!(
+            r#"name = "engine-variants"
+
+[prompt]
+seed = "Is this review positive or negative?\nReview: {{review}}"
+
+[dataset]
+file = "{}"
+inputs = ["review"]
+expected = "label"
+minibatch = 2
+pareto = 4
+holdout = "rest"
+
+[evolution]
+strategy = "RPM"
+model = "gpt-4o-mini"
+budget = 40
+
+[evaluator]
+model = "gpt-4o-mini"
+metric = "exact_match"
+
+[engine]
+seed = 7
+reflection_minibatch = 2
+
+[[variants]]
+name = "plain"
+
+[[variants]]
+name = "merged"
+[variants.engine]
+merge = true
+seed = 7
+"#,
+            data.display()
+        ),
+    )
+    .unwrap();
+    let plan = plan(file.to_str().unwrap());
+    let engines: Vec<&serde_json::Value> = plan["executions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|execution| &execution["start"]["gepaLabEngine"])
+        .collect();
+    assert_eq!(engines.len(), 2);
+    // The variant's own key is applied and the base's kept.
+    assert_eq!(engines[0].get("merge"), None, "{engines:?}");
+    assert_eq!(engines[1]["merge"], true, "{engines:?}");
+    for engine in engines {
+        assert_eq!(engine["reflectionMinibatch"], 2, "{engine}");
+    }
+}
