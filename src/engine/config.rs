@@ -34,6 +34,12 @@ pub struct EngineConfig {
     pub score_threshold: Option<f64>,
     /// How the reflection model proposes a child.
     pub proposer: Proposer,
+    /// With [`Proposer::Rules`] and a classification of at least three labels, the first
+    /// iteration writes a glossary of the labels (see [`Engine::describe_labels`]) instead of
+    /// a rule, and it is judged on the Pareto set.
+    ///
+    /// [`Engine::describe_labels`]: super::run
+    pub label_glossary: bool,
     /// The request [`Proposer::Rewrite`] sends, when the user has one of their own; `None`
     /// sends the built-in one. [`Proposer::Rules`] does not use it.
     pub reflection_template: Option<ReflectionTemplate>,
@@ -72,6 +78,7 @@ impl EngineConfig {
             stall_iterations: None,
             score_threshold: None,
             proposer: Proposer::Rewrite,
+            label_glossary: false,
             reflection_template: None,
             merge: None,
             on_task_error: OnTaskError::Fail,

@@ -39,7 +39,7 @@ pub use config::{
 pub use error::{EngineError, TaskError};
 pub use records::{
     Best, CallKind, CandidateRecord, EngineEvent, Failure, IterationRecord, MergeRecord,
-    MutationRecord, Outcome, Progress, ProposalFailure, Run, StopReason,
+    MutationKind, MutationRecord, Outcome, Progress, ProposalFailure, Run, StopReason,
 };
 pub use reflection::{MissingPlaceholders, ReflectionTemplate};
 pub use run::run;

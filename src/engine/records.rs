@@ -84,9 +84,10 @@ impl IterationRecord {
         }
     }
 
-    /// `mutation` or `merge`.
+    /// `mutation`, `glossary` or `merge`.
     pub fn kind(&self) -> &'static str {
         match self {
+            Self::Mutation(record) if record.written_from == MutationKind::Glossary => "glossary",
             Self::Mutation(_) => "mutation",
             Self::Merge(_) => "merge",
         }
@@ -110,22 +111,24 @@ impl IterationRecord {
             {
                 let (parent, child) = record.unshown_sums();
                 format!(
-                    "rejected: the child scored {:.2} against the parent's {:.2} on {} minibatch rows, \
+                    "rejected: the child scored {:.2} against the parent's {:.2} on {} {}, \
                      but {:.2} against {:.2} on the {} rows its proposal was not written from (it \
                      must not score lower there)",
                     sum(&record.child_scores),
                     sum(&record.parent_scores),
                     record.minibatch.len(),
+                    record.rows_judged(),
                     child,
                     parent,
                     record.unshown_rows()
                 )
             }
             Self::Mutation(record) if record.outcome == Outcome::Rejected => format!(
-                "rejected: the child scored {:.2} against the parent's {:.2} on {} minibatch rows (it must score higher)",
+                "rejected: the child scored {:.2} against the parent's {:.2} on {} {} (it must score higher)",
                 sum(&record.child_scores),
                 sum(&record.parent_scores),
-                record.minibatch.len()
+                record.minibatch.len(),
+                record.rows_judged()
             ),
             Self::Merge(record) if record.outcome == Outcome::Rejected => format!(
                 "rejected: the merge scored {:.2} against the better parent's {:.2} on {} Pareto rows (it must match it)",
@@ -150,14 +153,38 @@ impl IterationRecord {
     }
 }
 
+/// What a mutation's child was written from, and so which rows judge it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MutationKind {
+    /// The reflection model saw a minibatch of feedback rows (a rewrite or a rule); the child is
+    /// judged on that minibatch.
+    #[default]
+    Reflection,
+    /// A glossary of the labels, written from the feedback rows; the child is judged on the
+    /// Pareto set (see `EngineConfig::label_glossary`).
+    Glossary,
+}
+
+impl MutationKind {
+    fn is_reflection(&self) -> bool {
+        *self == Self::Reflection
+    }
+}
+
 /// A reflective mutation: the parent ran on a minibatch of feedback examples, the reflection
-/// model proposed a child, and the child ran on the same minibatch.
+/// model proposed a child, and the child ran on the same minibatch. (A glossary runs both on the
+/// Pareto set instead.)
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MutationRecord {
     pub iteration: usize,
     /// Generation of the parent.
     pub parent: usize,
-    /// Feedback examples (dataset indexes) both prompts ran on.
+    /// What the child was written from. Records written before glossaries read as reflections.
+    #[serde(default, skip_serializing_if = "MutationKind::is_reflection")]
+    pub written_from: MutationKind,
+    /// The examples (dataset indexes) both prompts ran on: feedback examples, or the Pareto set
+    /// for a glossary.
     pub minibatch: Vec<usize>,
     /// The minibatch examples the proposal was written to fix: all of them for a rewrite, the
     /// failures a rule was written from for the rules proposer. (The rows the rules proposer
@@ -181,6 +208,14 @@ pub struct MutationRecord {
 }
 
 impl MutationRecord {
+    /// What the rows the child was judged on are, in words.
+    fn rows_judged(&self) -> &'static str {
+        match self.written_from {
+            MutationKind::Reflection => "minibatch rows",
+            MutationKind::Glossary => "Pareto rows",
+        }
+    }
+
     /// The one acceptance rule of a mutation: the child scores higher than its parent on the
     /// minibatch (as in the paper: a tie is not progress), and no lower on the minibatch rows the
     /// reflection model was not shown. A rule that fixes the rows it was written from by breaking

@@ -18,7 +18,7 @@ use super::pool::Pool;
 use super::quotes::InputPairs;
 use super::records::{
     Best, CallKind, CandidateRecord, EngineEvent, Failure, IterationRecord, MergeRecord,
-    MutationRecord, Outcome, Progress, ProposalFailure, Run, StopReason, sum,
+    MutationKind, MutationRecord, Outcome, Progress, ProposalFailure, Run, StopReason, sum,
 };
 use super::reflection::{self, Revision, Shown};
 use super::sampler::EpochSampler;
@@ -347,6 +347,18 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             self.iteration += 1;
             return self.merge(pool, triplet).await.map(IterationRecord::Merge);
         }
+        // One reflection per label, then the child on the Pareto set; a budget too small for
+        // that goes straight to rules.
+        if self.iteration == 0
+            && self.glossary_due()
+            && self.afford(self.labels.len() + pareto).is_ok()
+        {
+            self.iteration += 1;
+            return self
+                .describe_labels(pool)
+                .await
+                .map(IterationRecord::Mutation);
+        }
         let parent = pool.select_parent(&mut self.selection_rng);
         let mut minibatch = self.sampler.next_batch();
         let parent_prompt = self.candidate_prompts[parent].clone();
@@ -385,6 +397,7 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
         let mut record = MutationRecord {
             iteration: self.iteration,
             parent,
+            written_from: MutationKind::Reflection,
             parent_scores: scores(&parent_evaluations),
             shown: minibatch.clone(),
             minibatch,
@@ -468,6 +481,115 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
         } else {
             Outcome::Rejected
         };
+        Ok(record)
+    }
+
+    /// Whether the first iteration writes the label glossary: asked for, by the rules proposer,
+    /// of a classification with enough labels.
+    fn glossary_due(&self) -> bool {
+        self.config.label_glossary
+            && self.config.proposer == Proposer::Rules
+            && self.labels.len() >= reflection::MIN_GLOSSARY_LABELS
+    }
+
+    /// The label glossary: for each label with feedback rows, the reflection model lists the
+    /// subjects those rows are about ([`reflection::glossary_request`]); subjects that quote a
+    /// few inputs are dropped one by one; the seed with the glossary at its top is the child.
+    ///
+    /// The child is judged on the Pareto set, not on a minibatch: it changes how every label is
+    /// read, so a few rows say little about it, and the Pareto set is scored for the seed
+    /// already (its scores are cached). The record's `minibatch` is the Pareto set and `shown`
+    /// the feedback rows the glossary was written from; the acceptance rule is a mutation's.
+    async fn describe_labels(&mut self, pool: &mut Pool) -> Result<MutationRecord, Halt> {
+        let parent = 0;
+        let parent_prompt = self.candidate_prompts[parent].clone();
+        let pareto = self.pareto_examples.clone();
+        let parent_evaluations = self.evaluate(&parent_prompt, &pareto).await?;
+        let views: Vec<ExampleView> = (0..self.config.minibatch)
+            .map(|example| self.task.describe(example))
+            .collect();
+        let mut record = MutationRecord {
+            iteration: self.iteration,
+            parent,
+            written_from: MutationKind::Glossary,
+            parent_scores: scores(&parent_evaluations),
+            shown: Vec::new(),
+            minibatch: pareto,
+            child_prompt: None,
+            child_scores: Vec::new(),
+            outcome: Outcome::Rejected,
+            // Set when the iteration ends (`IterationRecord::finish`).
+            spent: Default::default(),
+            cost: Default::default(),
+            best: Default::default(),
+        };
+        let mut entries: Vec<(String, Vec<String>)> = Vec::new();
+        let mut answers = Vec::new();
+        for label in self.labels.clone() {
+            let rows: Vec<usize> = (0..views.len())
+                .filter(|&example| views[example].expected.trim() == label)
+                .take(reflection::MAX_GLOSSARY_EXAMPLES)
+                .collect();
+            if rows.is_empty() {
+                continue;
+            }
+            let examples: Vec<&ExampleView> = rows.iter().map(|&row| &views[row]).collect();
+            let request = reflection::glossary_request(&self.labels, &label, &examples);
+            record.shown.extend(&rows);
+            let answer = match self.reflect(&request).await? {
+                Ok(answer) => answer,
+                Err(reason) => {
+                    record.outcome = Outcome::Failed { reason };
+                    return Ok(record);
+                }
+            };
+            // Each subject is checked in its place, next to the words before it: "car, battery"
+            // pairs "car battery" as much as "car battery" does.
+            let mut entry = (label, Vec::new());
+            for subject in reflection::parse_subjects(&answer, &self.labels) {
+                entry.1.push(subject);
+                let mut trial = entries.clone();
+                trial.push(entry.clone());
+                let text = reflection::add_glossary(parent_prompt.text(), &trial);
+                if self.input_pairs.quoted(&text).is_some() {
+                    entry.1.pop();
+                }
+            }
+            if !entry.1.is_empty() {
+                entries.push(entry);
+            }
+            answers.push(answer);
+        }
+        record.shown.sort_unstable();
+        // A glossary of one label singles it out, which a small model answers to everything.
+        if entries.len() < reflection::MIN_GLOSSARY_LABELS {
+            record.outcome = Outcome::Failed {
+                reason: ProposalFailure::NoRules {
+                    answer: answers.join("\n"),
+                },
+            };
+            return Ok(record);
+        }
+        let text = reflection::add_glossary(parent_prompt.text(), &entries);
+        let child = match self.vet(text) {
+            Ok(child) => child,
+            Err(rejection) => {
+                record.child_prompt = rejection.prompt;
+                record.outcome = Outcome::Failed {
+                    reason: rejection.reason,
+                };
+                return Ok(record);
+            }
+        };
+        record.child_prompt = Some(child.text().to_string());
+        record.child_scores = scores(&self.evaluate(&child, &record.minibatch).await?);
+        if record.improves() {
+            let generation = self.add_candidate(pool, child, vec![parent]).await?;
+            if let Some(merges) = self.merges.as_mut() {
+                merges.mutation_accepted();
+            }
+            record.outcome = Outcome::Accepted { generation };
+        }
         Ok(record)
     }
 
@@ -561,21 +683,32 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
                 })
             }
         };
-        let text = match parsed {
-            Ok(text) => text,
-            Err(reason) => return rejection(None, reason),
+        match parsed {
+            Ok(text) => Ok(self.vet(text)),
+            Err(reason) => rejection(None, reason),
+        }
+    }
+
+    /// The checks every child passes before it runs: it renders with the seed's placeholders,
+    /// quotes no input, and is not a prompt of the pool already.
+    fn vet(&mut self, text: String) -> Result<PromptId, Rejection> {
+        let rejection = |text, reason| {
+            Err(Rejection {
+                prompt: Some(text),
+                reason,
+            })
         };
         if let Err(reason) = self.placeholders.check(&text) {
-            return rejection(Some(text), reason);
+            return rejection(text, reason);
         }
         if let Some((pair, inputs)) = self.input_pairs.quoted(&text) {
-            return rejection(Some(text), ProposalFailure::QuotesInputs { pair, inputs });
+            return rejection(text, ProposalFailure::QuotesInputs { pair, inputs });
         }
         let child = self.cache.intern(&text);
         if let Some(generation) = self.candidate_prompts.iter().position(|p| *p == child) {
-            return rejection(Some(text), ProposalFailure::Duplicate { generation });
+            return rejection(text, ProposalFailure::Duplicate { generation });
         }
-        Ok(Ok(child))
+        Ok(child)
     }
 
     /// The rules that quote no input (see [`InputPairs`]), so that one quoting rule of an answer

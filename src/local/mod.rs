@@ -730,6 +730,8 @@ impl Inner {
         // proposal, not the whole evolution; a run of failures still stops it, with the reason.
         config.on_task_error = OnTaskError::ScoreZero;
         config.proposer = self.settings.proposer;
+        // The rules proposer is the small reflection model's; so is the glossary.
+        config.label_glossary = config.proposer == Proposer::Rules;
         config.reflection_minibatch = self.settings.reflection_minibatch;
         if request.strategy == "SAM" {
             config.merge = Some(MergeConfig::default());
@@ -754,6 +756,7 @@ impl Inner {
                     IterationRecord::Mutation(m) => tracing::debug!(
                         evolution_id = %id,
                         iteration = m.iteration,
+                        kind = record.kind(),
                         parent = m.parent,
                         minibatch = ?m.minibatch,
                         shown = ?m.shown,

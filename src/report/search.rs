@@ -489,6 +489,7 @@ pub(super) mod tests {
         IterationRecord::Mutation(MutationRecord {
             iteration,
             parent,
+            written_from: Default::default(),
             minibatch: vec![3, 7],
             shown: vec![3, 7],
             parent_scores: vec![0.0, 1.0],

@@ -380,6 +380,7 @@ mod tests {
         IterationRecord::Mutation(MutationRecord {
             iteration,
             parent: 0,
+            written_from: Default::default(),
             minibatch: vec![0],
             shown: vec![0],
             parent_scores: vec![0.0],

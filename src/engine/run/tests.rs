@@ -773,3 +773,120 @@ async fn a_quoting_rule_does_not_cost_the_clean_rule_beside_it() {
     assert!(!child.contains("question 4"), "{child}");
     assert!(!record.child_scores.is_empty(), "the child was run");
 }
+
+/// A glossary answer for the label a request asks about: one subject made of the label (kept),
+/// the label's bare name and a sentence (dropped), and "question" (kept) then "4", which next to
+/// it quotes one input, "question 4" (dropped).
+fn glossary_answer(request: &str) -> Result<String, TaskError> {
+    let label = request
+        .split("of the kind ")
+        .nth(1)
+        .and_then(|rest| rest.split(':').next())
+        .unwrap_or_default();
+    Ok(format!(
+        "- {label}: {label} matters, {label}, question, 4, this is a whole sentence here, \
+         topics, topics"
+    ))
+}
+
+#[tokio::test]
+async fn the_first_iteration_of_a_classification_writes_a_label_glossary_judged_on_the_pareto_set()
+{
+    let requests = std::sync::Arc::new(Mutex::new(Vec::<String>::new()));
+    let seen = std::sync::Arc::clone(&requests);
+    let task = StandIn::new(&ROWS).reflecting(move |request| {
+        seen.lock().unwrap().push(request.to_owned());
+        glossary_answer(request)
+    });
+    let mut config = config(40);
+    config.proposer = Proposer::Rules;
+    config.label_glossary = true;
+    config.stall_iterations = Some(1);
+    let run = run_quietly(&task, &config).await.expect("run");
+    let IterationRecord::Mutation(record) = &run.iterations()[0] else {
+        panic!("merge is off");
+    };
+    // Judged on the Pareto set, written from the feedback rows.
+    assert_eq!(record.minibatch, (6..12).collect::<Vec<_>>());
+    assert_eq!(record.shown, (0..6).collect::<Vec<_>>());
+    assert_eq!(record.parent_scores, vec![0.0; 6]);
+    assert_eq!(record.child_scores, vec![1.0; 6]);
+    assert_eq!(record.outcome, Outcome::Accepted { generation: 1 });
+    assert_eq!(record.written_from, MutationKind::Glossary);
+    assert_eq!(run.iterations()[0].kind(), "glossary");
+    assert_eq!(
+        run.candidates()[1].prompt,
+        "What each answer is about:\n- alpha: alpha matters, question, topics\n- bravo: bravo \
+         matters, question, topics\n- charlie: charlie matters, question, topics\n\nAnswer \
+         {question}."
+    );
+    // One reflection per label; the seed's Pareto scores were known, so only the child ran.
+    assert_eq!(record.cost.reflection_calls, 3);
+    assert_eq!(record.cost.task_calls, 6);
+    let requests = requests.lock().unwrap();
+    let first = &requests[0];
+    assert!(
+        first.starts_with("An assistant sorts inputs into these kinds: alpha, bravo, charlie."),
+        "{first}"
+    );
+    // Only the feedback rows of the label asked about.
+    assert!(
+        first.contains("of the kind alpha:\n- question 0\n- question 3\n"),
+        "{first}"
+    );
+    assert!(!first.contains("question 1"), "{first}");
+}
+
+#[tokio::test]
+async fn without_the_setting_or_with_two_labels_the_first_iteration_writes_a_rule() {
+    let rules = |request: &str| {
+        let correct = request
+            .split("Correct answer: ")
+            .nth(1)
+            .and_then(|rest| rest.lines().next())
+            .unwrap_or_default();
+        Ok(format!(
+            "- When the question looks like this, answer {correct}."
+        ))
+    };
+    let first_minibatch = |run: &Run| match &run.iterations()[0] {
+        IterationRecord::Mutation(record) => record.minibatch.clone(),
+        IterationRecord::Merge(_) => panic!("merge is off"),
+    };
+    let mut config = config(40);
+    config.proposer = Proposer::Rules;
+    let run = run_quietly(&StandIn::new(&ROWS).reflecting(rules), &config)
+        .await
+        .expect("run");
+    assert!(first_minibatch(&run).iter().all(|&row| row < 6));
+    config.label_glossary = true;
+    let two = ["alpha", "bravo", "alpha", "bravo", "alpha", "bravo"].repeat(2);
+    let run = run_quietly(&StandIn::new(&two).reflecting(rules), &config)
+        .await
+        .expect("run");
+    assert!(first_minibatch(&run).iter().all(|&row| row < 6));
+}
+
+#[tokio::test]
+async fn a_glossary_no_better_on_the_pareto_set_is_rejected_and_says_where_it_was_judged() {
+    // Plain Pareto rows, which any keyword confuses: the glossary names the labels, so the
+    // child loses every row the seed had right.
+    let rows = [
+        "alpha", "bravo", "charlie", "alpha", "bravo", "charlie", "", "", "", "", "", "",
+    ];
+    let task = StandIn::new(&rows).reflecting(glossary_answer);
+    let mut config = config(40);
+    config.proposer = Proposer::Rules;
+    config.label_glossary = true;
+    config.stall_iterations = Some(1);
+    let run = run_quietly(&task, &config).await.expect("run");
+    let record = &run.iterations()[0];
+    assert_eq!(record.kind(), "glossary");
+    assert_eq!(record.outcome(), &Outcome::Rejected);
+    assert_eq!(
+        record.explain(),
+        "rejected: the child scored 0.00 against the parent's 6.00 on 6 Pareto rows (it must \
+         score higher)"
+    );
+    assert_eq!(run.candidates().len(), 1);
+}
