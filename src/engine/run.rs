@@ -460,7 +460,20 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
                 )
             }
         };
-        let child = match self.propose(&request, reading).await? {
+        let child = self.propose(&request, reading).await?;
+        self.settle(pool, record, child).await
+    }
+
+    /// The end of every mutation: a refused child is recorded with its reason; a child is run
+    /// on the record's rows and kept when it improves on its parent there
+    /// ([`MutationRecord::improves`]).
+    async fn settle(
+        &mut self,
+        pool: &mut Pool,
+        mut record: MutationRecord,
+        child: Result<PromptId, Rejection>,
+    ) -> Result<MutationRecord, Halt> {
+        let child = match child {
             Ok(child) => child,
             Err(rejection) => {
                 record.child_prompt = rejection.prompt;
@@ -473,7 +486,7 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
         record.child_prompt = Some(child.text().to_string());
         record.child_scores = scores(&self.evaluate(&child, &record.minibatch).await?);
         record.outcome = if record.improves() {
-            let generation = self.add_candidate(pool, child, vec![parent]).await?;
+            let generation = self.add_candidate(pool, child, vec![record.parent]).await?;
             if let Some(merges) = self.merges.as_mut() {
                 merges.mutation_accepted();
             }
@@ -570,27 +583,8 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             };
             return Ok(record);
         }
-        let text = reflection::add_glossary(parent_prompt.text(), &entries);
-        let child = match self.vet(text) {
-            Ok(child) => child,
-            Err(rejection) => {
-                record.child_prompt = rejection.prompt;
-                record.outcome = Outcome::Failed {
-                    reason: rejection.reason,
-                };
-                return Ok(record);
-            }
-        };
-        record.child_prompt = Some(child.text().to_string());
-        record.child_scores = scores(&self.evaluate(&child, &record.minibatch).await?);
-        if record.improves() {
-            let generation = self.add_candidate(pool, child, vec![parent]).await?;
-            if let Some(merges) = self.merges.as_mut() {
-                merges.mutation_accepted();
-            }
-            record.outcome = Outcome::Accepted { generation };
-        }
-        Ok(record)
+        let child = self.vet(reflection::add_glossary(parent_prompt.text(), &entries));
+        self.settle(pool, record, child).await
     }
 
     async fn merge(&mut self, pool: &mut Pool, triplet: Triplet) -> Result<MergeRecord, Halt> {
