@@ -538,7 +538,9 @@ async fn a_tiny_gepa_run_on_real_rows_stays_within_its_budget() {
         strategy: "RPM".into(),
         model: "gpt-4o-mini".into(),
         dataset_columns: vec!["review".into()],
-        budget: 6,
+        // The seed on 2 Pareto rows, then one iteration at its worst case: the parent and the
+        // child on the 1 minibatch row, one reflection, the child on the Pareto rows.
+        budget: 7,
         minibatch_size: 1,
         pareto_size: 2,
         evaluator: r#"{"model":"gpt-4o-mini","metric":"accuracy"}"#.into(),
@@ -546,7 +548,9 @@ async fn a_tiny_gepa_run_on_real_rows_stays_within_its_budget() {
             .iter()
             .map(|(review, label)| DatasetItem {
                 input: [("review".to_owned(), review.clone())].into(),
-                expected_output: label.clone(),
+                // An answer the model never gives in 4 tokens, so the parent is not perfect on
+                // its minibatch row and the iteration reaches a reflection.
+                expected_output: format!("the label is {label}"),
             })
             .collect(),
         prompt: "Is this review positive or negative? Answer with one word.\nReview: {review}"
@@ -583,8 +587,21 @@ async fn a_tiny_gepa_run_on_real_rows_stays_within_its_budget() {
     );
     let calls = counted.calls.load(std::sync::atomic::Ordering::SeqCst);
     assert!(
-        (2..=6).contains(&calls),
-        "the seed's 2 Pareto rows at least, the budget of 6 at most: {calls}"
+        (4..=7).contains(&calls),
+        "the seed's 2 Pareto rows, the parent's minibatch row and a reflection at least, the \
+         budget of 7 at most: {calls}"
+    );
+    assert_eq!(execution.budget_used, Some(calls as f64), "{execution:?}");
+    let iterations = evolution
+        .iterations(&id, 0)
+        .await
+        .expect("iterations")
+        .expect("the built-in engine records its iterations");
+    assert_eq!(iterations.len(), 1, "{iterations:?}");
+    assert!(
+        iterations[0].cost().reflection_calls == 1,
+        "the iteration reached a reflection: {:?}",
+        iterations[0]
     );
 }
 
