@@ -317,6 +317,10 @@ pub enum ProposalFailure {
     WrongAnswerInRules { answer: String },
     /// Every rule of the answer is already in the parent.
     NoNewRule,
+    /// A label glossary kept subjects for fewer labels than
+    /// `reflection::MIN_GLOSSARY_LABELS` (the answers had no list, or every subject was
+    /// dropped); `answers` are the reflection model's answers, one per label asked about.
+    ThinGlossary { labels: usize, answers: String },
     /// The child dropped `{variable}` placeholders the seed uses, so it could not be rendered
     /// with an example's inputs.
     MissingPlaceholders { missing: Vec<String> },
@@ -365,6 +369,7 @@ impl ProposalFailure {
             Self::NoRules { .. } => "no_rules",
             Self::WrongAnswerInRules { .. } => "wrong_answer_in_rules",
             Self::NoNewRule => "no_new_rule",
+            Self::ThinGlossary { .. } => "thin_glossary",
             Self::MissingPlaceholders { .. } => "missing_placeholders",
             Self::UnknownPlaceholders { .. } => "unknown_placeholders",
             Self::Duplicate { .. } => "duplicate",
@@ -394,6 +399,11 @@ impl fmt::Display for ProposalFailure {
                 write!(f, "every rule names an answer that is not the correct one")
             }
             Self::NoNewRule => write!(f, "every rule is already in the parent"),
+            Self::ThinGlossary { labels, .. } => write!(
+                f,
+                "the glossary kept subjects for {labels} label(s); it needs {}",
+                super::reflection::MIN_GLOSSARY_LABELS
+            ),
             Self::MissingPlaceholders { missing } => {
                 write!(f, "the child dropped {}", list(missing))
             }
@@ -561,6 +571,10 @@ mod tests {
             ProposalFailure::NoRules { answer: "a".into() },
             ProposalFailure::WrongAnswerInRules { answer: "a".into() },
             ProposalFailure::NoNewRule,
+            ProposalFailure::ThinGlossary {
+                labels: 1,
+                answers: "a".into(),
+            },
             ProposalFailure::MissingPlaceholders {
                 missing: vec!["q".into()],
             },

@@ -577,8 +577,9 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
         // A glossary of one label singles it out, which a small model answers to everything.
         if entries.len() < reflection::MIN_GLOSSARY_LABELS {
             record.outcome = Outcome::Failed {
-                reason: ProposalFailure::NoRules {
-                    answer: answers.join("\n"),
+                reason: ProposalFailure::ThinGlossary {
+                    labels: entries.len(),
+                    answers: answers.join("\n"),
                 },
             };
             return Ok(record);

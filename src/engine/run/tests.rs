@@ -890,3 +890,35 @@ async fn a_glossary_no_better_on_the_pareto_set_is_rejected_and_says_where_it_wa
     );
     assert_eq!(run.candidates().len(), 1);
 }
+
+#[tokio::test]
+async fn a_glossary_with_subjects_for_too_few_labels_is_no_proposal() {
+    // Only alpha's answer holds a list; the others are prose.
+    let task = StandIn::new(&ROWS).reflecting(|request| {
+        Ok(if request.contains("of the kind alpha:") {
+            "- alpha: alpha matters, topics".to_owned()
+        } else {
+            "I am not sure.".to_owned()
+        })
+    });
+    let mut config = config(40);
+    config.proposer = Proposer::Rules;
+    config.label_glossary = true;
+    config.stall_iterations = Some(1);
+    let run = run_quietly(&task, &config).await.expect("run");
+    let record = &run.iterations()[0];
+    assert_eq!(record.kind(), "glossary");
+    let Outcome::Failed {
+        reason: reason @ ProposalFailure::ThinGlossary { labels: 1, .. },
+    } = record.outcome()
+    else {
+        panic!("{:?}", record.outcome());
+    };
+    assert_eq!(
+        reason.to_string(),
+        "the glossary kept subjects for 1 label(s); it needs 3"
+    );
+    // Nothing ran but the three reflections.
+    assert_eq!(record.cost().task_calls, 0);
+    assert_eq!(record.cost().reflection_calls, 3);
+}
