@@ -15,8 +15,24 @@
 //! public SMS sample) quotes four messages and pairs none of their words. So a span in quotation
 //! marks that the seed does not have, whose words stand in that order in 1 to [`RARE_INPUTS`]
 //! inputs, is a quote too.
+//!
+//! The rows the engine sees are a sample: a pair in none of them can be in a few of the others.
+//! The pairs the measure found in the benchmark's evolved prompts (rounds 4 to 7) were in none
+//! of the 80 rows the engine saw and in 1 to 3 of the 240 in the file; four of the five were a
+//! stop word beside a word of the inputs ("about a", "set a", "to set", "looking for"; the
+//! fifth was "information about"). Such a pair is ordinary English around a word the inputs
+//! use, and so the likeliest to stand in a few inputs the engine has not seen. So a stop word
+//! beside a word of the inputs (not of the seed) is a [`Quote::Phrase`] unless the pair is in
+//! more than [`RARE_INPUTS`] of the rows seen.
+//! Measured on the five public datasets, with init's seeds, 23 rules written in the form the 1.5B
+//! model uses ("When the input asks to set a reminder or an alarm, answer utility.") and 50
+//! random samples of 80 of the 240 rows each: of the rule-samples the measure flags on the whole
+//! file, the pairs alone let 51% through, pairs and phrases 5%; phrases also refuse 26% of the
+//! rule-samples the measure does not flag.
 
 use std::collections::{HashMap, HashSet};
+
+use super::records::ProposalFailure;
 
 /// A pair found in at most this many inputs is tied to those inputs, not to the task.
 pub(crate) const RARE_INPUTS: usize = 3;
@@ -34,6 +50,8 @@ pub(crate) struct InputPairs {
     common: HashSet<String>,
     /// Each input's words, for quoted spans.
     inputs: Vec<Vec<String>>,
+    /// The number of inputs each word occurs in.
+    inputs_with_word: HashMap<String, usize>,
     /// The quoted spans of the seed, as words: the seed's own quotes are not the child's.
     seed_spans: HashSet<Vec<String>>,
 }
@@ -43,11 +61,15 @@ impl InputPairs {
     /// space) against the words of `seed`.
     pub(crate) fn new<'a>(seed: &str, inputs: impl IntoIterator<Item = &'a str>) -> Self {
         let mut inputs_with: HashMap<(String, String), usize> = HashMap::new();
+        let mut inputs_with_word: HashMap<String, usize> = HashMap::new();
         let mut input_words = Vec::new();
         for input in inputs {
             let words = words(input);
             for pair in pairs(&words) {
                 *inputs_with.entry(pair).or_default() += 1;
+            }
+            for word in words.iter().collect::<HashSet<_>>() {
+                *inputs_with_word.entry(word.clone()).or_default() += 1;
             }
             input_words.push(words);
         }
@@ -59,40 +81,114 @@ impl InputPairs {
             inputs_with,
             common,
             inputs: input_words,
+            inputs_with_word,
             seed_spans: quoted_spans(seed).into_iter().collect(),
         }
     }
 
-    /// The first word pair of `prompt` that quotes a few inputs, as "word word", with the
-    /// number of inputs it occurs in.
-    ///
-    /// Failing that, the first span in quotation marks that the seed lacks and whose words
-    /// stand in that order in a few inputs.
-    pub(crate) fn quoted(&self, prompt: &str) -> Option<(String, usize)> {
+    /// The first word pair of `prompt` that quotes a few inputs, then the first stop word
+    /// beside a word of the inputs ([`Quote::Phrase`]), then the first span in quotation marks
+    /// that the seed lacks and whose words stand in that order in a few inputs.
+    pub(crate) fn quoted(&self, prompt: &str) -> Option<Quote> {
         let words = words(prompt);
-        let pair = words.windows(2).find_map(|pair| {
-            let [first, second] = pair else { return None };
-            if self.common.contains(first) && self.common.contains(second) {
-                return None;
-            }
-            let count = *self.inputs_with.get(&(first.clone(), second.clone()))?;
-            (count <= RARE_INPUTS).then(|| (format!("{first} {second}"), count))
+        let new_pairs = || {
+            words.windows(2).filter_map(|pair| match pair {
+                [first, second]
+                    if !(self.common.contains(first) && self.common.contains(second)) =>
+                {
+                    Some((first, second))
+                }
+                _ => None,
+            })
+        };
+        let count = |first: &String, second: &String| {
+            self.inputs_with
+                .get(&(first.clone(), second.clone()))
+                .copied()
+                .unwrap_or(0)
+        };
+        let pair = new_pairs().find_map(|(first, second)| {
+            let inputs = count(first, second);
+            (1..=RARE_INPUTS).contains(&inputs).then(|| Quote::Pair {
+                pair: format!("{first} {second}"),
+                inputs,
+            })
         });
-        pair.or_else(|| {
+        let phrase = || {
+            new_pairs().find_map(|(first, second)| {
+                let stop = |word: &String| STOP_WORDS.split_whitespace().any(|stop| stop == word);
+                let word = match (stop(first), stop(second)) {
+                    (true, false) => second,
+                    (false, true) => first,
+                    _ => return None,
+                };
+                let word_inputs = self.inputs_with_word.get(word).copied().unwrap_or(0);
+                let inputs = count(first, second);
+                (word_inputs > 0 && !self.common.contains(word) && inputs <= RARE_INPUTS).then(
+                    || Quote::Phrase {
+                        pair: format!("{first} {second}"),
+                        word: word.clone(),
+                        word_inputs,
+                        inputs,
+                    },
+                )
+            })
+        };
+        let span = || {
             quoted_spans(prompt)
                 .into_iter()
                 .filter(|span| !self.seed_spans.contains(span))
                 .find_map(|span| {
-                    let count = self
+                    let inputs = self
                         .inputs
                         .iter()
                         .filter(|input| input.windows(span.len()).any(|run| run == span))
                         .count();
-                    (1..=RARE_INPUTS)
-                        .contains(&count)
-                        .then(|| (span.join(" "), count))
+                    (1..=RARE_INPUTS).contains(&inputs).then(|| Quote::Span {
+                        span: span.join(" "),
+                        inputs,
+                    })
                 })
-        })
+        };
+        pair.or_else(phrase).or_else(span)
+    }
+}
+
+/// What ties a prompt to a few of the inputs the engine sees.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Quote {
+    /// Two adjacent words found together in 1 to [`RARE_INPUTS`] inputs.
+    Pair { pair: String, inputs: usize },
+    /// A stop word beside a word found in `word_inputs` inputs, the pair in `inputs` of them
+    /// (at most [`RARE_INPUTS`]): the way a few inputs the engine has not seen may put it.
+    Phrase {
+        pair: String,
+        word: String,
+        word_inputs: usize,
+        inputs: usize,
+    },
+    /// A span in quotation marks whose words stand in that order in 1 to [`RARE_INPUTS`] inputs.
+    Span { span: String, inputs: usize },
+}
+
+impl From<Quote> for ProposalFailure {
+    fn from(quote: Quote) -> Self {
+        match quote {
+            Quote::Pair { pair, inputs } | Quote::Span { span: pair, inputs } => {
+                Self::QuotesInputs { pair, inputs }
+            }
+            Quote::Phrase {
+                pair,
+                word,
+                word_inputs,
+                inputs,
+            } => Self::QuotesPhrase {
+                pair,
+                word,
+                word_inputs,
+                inputs,
+            },
+        }
     }
 }
 
@@ -146,12 +242,26 @@ mod tests {
         InputPairs::new(SEED, inputs)
     }
 
+    fn pair(pair: &str, inputs: usize) -> Quote {
+        Quote::Pair {
+            pair: pair.into(),
+            inputs,
+        }
+    }
+
+    fn span(span: &str, inputs: usize) -> Quote {
+        Quote::Span {
+            span: span.into(),
+            inputs,
+        }
+    }
+
     #[test]
     fn a_rule_quoting_one_input_is_caught_with_its_count() {
         let child = format!(
             "{SEED}\nRules:\n- When the input includes the words \"camden market\", answer sadness."
         );
-        assert_eq!(rows().quoted(&child), Some(("camden market".into(), 1)));
+        assert_eq!(rows().quoted(&child), Some(pair("camden market", 1)));
     }
 
     #[test]
@@ -159,7 +269,7 @@ mod tests {
         let rules = [
             "- When the writer describes a loss or a disappointment, answer sadness.",
             // In four inputs: common, not a quote.
-            "- When the writer says they are so happy today, answer joy.",
+            "- Answer joy: so happy today.",
             // Seed and stop words only: "the answer" occurs in no input, "the job" would.
             "- Give only the answer.",
         ];
@@ -171,7 +281,7 @@ mod tests {
         let inputs = InputPairs::new("give the answer", ["give the answer now"]);
         assert_eq!(inputs.quoted("Always give the answer."), None);
         // A pair with one word outside the seed does.
-        assert_eq!(inputs.quoted("Answer now."), Some(("answer now".into(), 1)));
+        assert_eq!(inputs.quoted("Answer now."), Some(pair("answer now", 1)));
     }
 
     #[test]
@@ -179,10 +289,10 @@ mod tests {
         let child =
             format!("{SEED}\nRules:\n- When the text contains \"Hey\", \"camden\", answer joy.");
         // "hey" is in no input; "camden" is in one.
-        assert_eq!(rows().quoted(&child), Some(("camden".into(), 1)));
+        assert_eq!(rows().quoted(&child), Some(span("camden", 1)));
         // Curly quotes too; a quote of a common phrase (four inputs) is not tied to a few.
         let curly = format!("{SEED}\n- When it says \u{201c}picnic\u{201d}, answer sadness.");
-        assert_eq!(rows().quoted(&curly), Some(("picnic".into(), 1)));
+        assert_eq!(rows().quoted(&curly), Some(span("picnic", 1)));
         let common = format!("{SEED}\n- When it says \"so happy\", answer joy.");
         assert_eq!(rows().quoted(&common), None);
         // The seed's own quotes are not the child's.
@@ -190,8 +300,55 @@ mod tests {
         assert_eq!(inputs.quoted("Reply with \"name\" and {text}."), None);
         assert_eq!(
             inputs.quoted("Reply with \"name\" and {text}. Skip \"Ana\"."),
-            Some(("ana".into(), 1))
+            Some(span("ana", 1))
         );
+    }
+
+    #[test]
+    fn a_stop_word_beside_a_word_of_the_inputs_is_a_phrase_of_them() {
+        // The inputs use "set" and "reminder", never "set a": a rule that says "set a" may
+        // still quote the rows the engine has not seen (CLINC-150, round 7).
+        let inputs = InputPairs::new(
+            SEED,
+            [
+                "set reminder for noon",
+                "reminder then set alarm",
+                "please set timer",
+                "so happy today",
+                "so happy today",
+                "so happy today",
+                "so happy today",
+            ],
+        );
+        let rule = format!("{SEED}\nRules:\n- When asked to set a reminder, answer joy.");
+        assert_eq!(
+            inputs.quoted(&rule),
+            Some(Quote::Phrase {
+                pair: "to set".into(),
+                word: "set".into(),
+                word_inputs: 3,
+                inputs: 0,
+            })
+        );
+        let failure = ProposalFailure::from(inputs.quoted(&rule).unwrap());
+        assert_eq!(failure.label(), "quotes_phrase");
+        assert!(
+            failure
+                .to_string()
+                .contains("\"to set\", a stop word beside \"set\" (a word of 3 of")
+        );
+        // Not a phrase: a stop word beside a word no input has, or beside a word of the seed;
+        // two words that are not stop words; a pair in more than RARE_INPUTS inputs.
+        for rule in [
+            "- When the writer plans a trip, answer joy.",
+            "- Answer with the joy label.",
+            "- When asked to remember deadlines, answer joy.",
+            "- When reminders say happy things, answer joy.",
+        ] {
+            assert_eq!(inputs.quoted(&format!("{SEED}\n{rule}")), None, "{rule}");
+        }
+        let common = InputPairs::new(SEED, ["is so happy"; 4]);
+        assert_eq!(common.quoted("When it is so happy, answer joy."), None);
     }
 
     #[test]

@@ -332,6 +332,16 @@ pub enum ProposalFailure {
     /// a pair of adjacent words, or a span in quotation marks (see `engine::quotes`). A rule
     /// tied to those rows, not to the task. `pair` keeps its name from when only pairs counted.
     QuotesInputs { pair: String, inputs: usize },
+    /// The child puts a stop word beside `word`, a word of `word_inputs` of the inputs the
+    /// engine sees, and the pair is in at most three of them (`inputs`; see `engine::quotes`):
+    /// ordinary English around a word of the inputs, the likeliest to stand in a few rows the
+    /// engine has not seen.
+    QuotesPhrase {
+        pair: String,
+        word: String,
+        word_inputs: usize,
+        inputs: usize,
+    },
     /// The reflection call failed (only with [`OnTaskError::ScoreZero`](super::OnTaskError)).
     ReflectionError { error: TaskError },
 }
@@ -374,6 +384,7 @@ impl ProposalFailure {
             Self::UnknownPlaceholders { .. } => "unknown_placeholders",
             Self::Duplicate { .. } => "duplicate",
             Self::QuotesInputs { .. } => "quotes_inputs",
+            Self::QuotesPhrase { .. } => "quotes_phrase",
             Self::ReflectionError { .. } => "reflection_error",
         }
     }
@@ -414,6 +425,17 @@ impl fmt::Display for ProposalFailure {
             Self::QuotesInputs { pair, inputs } => write!(
                 f,
                 "the child quotes \"{pair}\", found in only {inputs} of the feedback and Pareto inputs"
+            ),
+            Self::QuotesPhrase {
+                pair,
+                word,
+                word_inputs,
+                inputs,
+            } => write!(
+                f,
+                "the child adds \"{pair}\", a stop word beside \"{word}\" (a word of {word_inputs} \
+                 of the feedback and Pareto inputs), a pair in only {inputs} of them: a phrase \
+                 likely in a few inputs the engine has not seen"
             ),
             Self::ReflectionError { error } => write!(f, "the reflection call failed: {error}"),
         }

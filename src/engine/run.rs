@@ -696,8 +696,8 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
         if let Err(reason) = self.placeholders.check(&text) {
             return rejection(text, reason);
         }
-        if let Some((pair, inputs)) = self.input_pairs.quoted(&text) {
-            return rejection(text, ProposalFailure::QuotesInputs { pair, inputs });
+        if let Some(quote) = self.input_pairs.quoted(&text) {
+            return rejection(text, quote.into());
         }
         let child = self.cache.intern(&text);
         if let Some(generation) = self.candidate_prompts.iter().position(|p| *p == child) {
