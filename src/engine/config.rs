@@ -40,6 +40,11 @@ pub struct EngineConfig {
     ///
     /// [`Engine::describe_labels`]: super::run
     pub label_glossary: bool,
+    /// With [`Proposer::Rules`] and a classification whose prompt gives the input before the
+    /// instruction, the iteration after the glossary (the first when there is none) offers the
+    /// best candidate with its instruction first and its input last (`reflection::input_last`),
+    /// without a reflection, judged on the Pareto set.
+    pub input_last: bool,
     /// The request [`Proposer::Rewrite`] sends, when the user has one of their own; `None`
     /// sends the built-in one. [`Proposer::Rules`] does not use it.
     pub reflection_template: Option<ReflectionTemplate>,
@@ -79,6 +84,7 @@ impl EngineConfig {
             score_threshold: None,
             proposer: Proposer::Rewrite,
             label_glossary: false,
+            input_last: false,
             reflection_template: None,
             merge: None,
             on_task_error: OnTaskError::Fail,

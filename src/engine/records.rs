@@ -84,11 +84,14 @@ impl IterationRecord {
         }
     }
 
-    /// `mutation`, `glossary` or `merge`.
+    /// `mutation`, `glossary`, `layout` or `merge`.
     pub fn kind(&self) -> &'static str {
         match self {
-            Self::Mutation(record) if record.written_from == MutationKind::Glossary => "glossary",
-            Self::Mutation(_) => "mutation",
+            Self::Mutation(record) => match record.written_from {
+                MutationKind::Reflection => "mutation",
+                MutationKind::Glossary => "glossary",
+                MutationKind::Layout => "layout",
+            },
             Self::Merge(_) => "merge",
         }
     }
@@ -164,6 +167,9 @@ pub enum MutationKind {
     /// A glossary of the labels, written from the feedback rows; the child is judged on the
     /// Pareto set (see `EngineConfig::label_glossary`).
     Glossary,
+    /// The best candidate with its instruction moved above the input, written without a
+    /// reflection; the child is judged on the Pareto set (see `EngineConfig::input_last`).
+    Layout,
 }
 
 impl MutationKind {
@@ -212,7 +218,7 @@ impl MutationRecord {
     fn rows_judged(&self) -> &'static str {
         match self.written_from {
             MutationKind::Reflection => "minibatch rows",
-            MutationKind::Glossary => "Pareto rows",
+            MutationKind::Glossary | MutationKind::Layout => "Pareto rows",
         }
     }
 

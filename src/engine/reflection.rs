@@ -467,6 +467,37 @@ pub(crate) fn add_glossary(prompt: &str, entries: &[(String, Vec<String>)]) -> S
     text
 }
 
+/// The line [`input_last`] ends a prompt with.
+const LABEL_ONLY: &str = "Answer with the label only.";
+
+/// `prompt` with the instruction first and the input last: its lines after the last input line
+/// (the task and the answers allowed) move up to just before the first input line, and the
+/// prompt ends with "Answer with the label only.". `None` when no instruction follows the input.
+///
+/// `init` writes the input first (`Query: {query}` and then the task), as a person often does.
+/// Measured with `compare --prompts` on all 240 rows of the public SNIPS intents sample with the
+/// 1.5B task model: 0.800 with init's seed, 0.900 with this layout (+0.100, 95% CI +0.046 to
+/// +0.158, McNemar p < 0.001). By hand on other datasets it lost (CLINC-150 with the 1.5B, SMS
+/// with the 0.5B), so the engine offers it as a child judged on the Pareto set, never imposes it.
+pub(crate) fn input_last(prompt: &str) -> Option<String> {
+    let lines: Vec<&str> = prompt.trim_end().lines().collect();
+    let first_input = lines.iter().position(|line| has_placeholder(line))?;
+    let last_input = lines.iter().rposition(|line| has_placeholder(line))?;
+    let instruction: Vec<&str> = lines[last_input + 1..]
+        .iter()
+        .filter(|line| !line.trim().is_empty())
+        .copied()
+        .collect();
+    if instruction.is_empty() || instruction == [LABEL_ONLY] {
+        return None;
+    }
+    let mut out: Vec<&str> = lines[..first_input].to_vec();
+    out.extend(instruction);
+    out.extend(&lines[first_input..=last_input]);
+    out.push(LABEL_ONLY);
+    Some(out.join("\n"))
+}
+
 /// The heading of the list of rules that [`add_rules`] keeps in a prompt.
 const RULES_HEADING: &str = "Rules:";
 
@@ -1236,6 +1267,43 @@ mod tests {
             add_glossary("Query: {query}\nAnswer.", &entries),
             "What each answer is about:\n- home: lists, lights\n- work: pay\n\nQuery: {query}\nAnswer."
         );
+    }
+
+    #[test]
+    fn input_last_moves_the_instruction_above_the_input() {
+        let seed = "Query: {query}\nAnswer with exactly one of: a, b. Give only the answer.";
+        assert_eq!(
+            input_last(seed).unwrap(),
+            "Answer with exactly one of: a, b. Give only the answer.\nQuery: {query}\n\
+             Answer with the label only."
+        );
+        // What stands above the input (a glossary) stays there; rules at the end move up with
+        // the instruction, and new rules then go between the instruction and the input.
+        let grown = "What each answer is about:\n- a: x\n\nQuery: {query}\nAnswer a or b.\n\n\
+                     Rules:\n- Be brief.";
+        let moved = input_last(grown).unwrap();
+        assert_eq!(
+            moved,
+            "What each answer is about:\n- a: x\n\nAnswer a or b.\nRules:\n- Be brief.\n\
+             Query: {query}\nAnswer with the label only."
+        );
+        assert_eq!(
+            add_rules(&moved, &["Be kind.".into()]).unwrap(),
+            "What each answer is about:\n- a: x\n\nAnswer a or b.\nRules:\n- Be brief.\n\
+             - Be kind.\nQuery: {query}\nAnswer with the label only."
+        );
+        // Several input lines move together; nothing after the input, nothing to move.
+        assert_eq!(
+            input_last("Title: {title}\nBody: {body}\nAnswer.").unwrap(),
+            "Answer.\nTitle: {title}\nBody: {body}\nAnswer with the label only."
+        );
+        assert_eq!(input_last("Classify.\nText: {text}"), None);
+        assert_eq!(
+            input_last(&input_last(seed).unwrap()),
+            None,
+            "once is enough"
+        );
+        assert_eq!(input_last("No input here."), None);
     }
 
     #[test]

@@ -124,6 +124,8 @@ struct Engine<'a, T, O> {
     iterations: Vec<IterationRecord>,
     // The current iteration; 0 while the seed is scored.
     iteration: usize,
+    // Whether the layout child (`reflection::input_last`) has been offered.
+    layout_offered: bool,
     since_accepted: usize,
     // Calls that failed (after their retries) since the last one that succeeded.
     failures_in_a_row: usize,
@@ -230,6 +232,7 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             best: None,
             iterations: Vec::new(),
             iteration: 0,
+            layout_offered: false,
             since_accepted: 0,
             failures_in_a_row: 0,
         }
@@ -358,6 +361,18 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
                 .describe_labels(pool)
                 .await
                 .map(IterationRecord::Mutation);
+        }
+        // Then, once, the best prompt with its instruction first; no reflection, the child on the
+        // Pareto set.
+        if !self.layout_offered && self.layout_due() && self.afford(pareto).is_ok() {
+            self.layout_offered = true;
+            if let Some(text) = reflection::input_last(self.candidate_prompts[pool.best()].text()) {
+                self.iteration += 1;
+                return self
+                    .move_input_last(pool, text)
+                    .await
+                    .map(IterationRecord::Mutation);
+            }
         }
         let parent = pool.select_parent(&mut self.selection_rng);
         let mut minibatch = self.sampler.next_batch();
@@ -503,6 +518,41 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
         self.config.label_glossary
             && self.config.proposer == Proposer::Rules
             && self.labels.len() >= reflection::MIN_GLOSSARY_LABELS
+    }
+
+    /// Whether the layout child is offered: asked for, by the rules proposer, of a
+    /// classification.
+    fn layout_due(&self) -> bool {
+        self.config.input_last && self.config.proposer == Proposer::Rules && !self.labels.is_empty()
+    }
+
+    /// The layout child: the best candidate's `text` with its instruction moved above its input
+    /// ([`reflection::input_last`]). Like the glossary it changes how every row is read, so it
+    /// is judged on the Pareto set, where the parent's scores are known: the iteration costs one
+    /// answer per Pareto row and no reflection.
+    async fn move_input_last(
+        &mut self,
+        pool: &mut Pool,
+        text: String,
+    ) -> Result<MutationRecord, Halt> {
+        let parent = pool.best();
+        let record = MutationRecord {
+            iteration: self.iteration,
+            parent,
+            written_from: MutationKind::Layout,
+            parent_scores: pool.get(parent).pareto_scores.clone(),
+            shown: Vec::new(),
+            minibatch: self.pareto_examples.clone(),
+            child_prompt: None,
+            child_scores: Vec::new(),
+            outcome: Outcome::Rejected,
+            // Set when the iteration ends (`IterationRecord::finish`).
+            spent: Default::default(),
+            cost: Default::default(),
+            best: Default::default(),
+        };
+        let child = self.vet(text);
+        self.settle(pool, record, child).await
     }
 
     /// The label glossary: for each label with feedback rows, the reflection model lists the

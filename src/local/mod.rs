@@ -730,8 +730,9 @@ impl Inner {
         // proposal, not the whole evolution; a run of failures still stops it, with the reason.
         config.on_task_error = OnTaskError::ScoreZero;
         config.proposer = self.settings.proposer;
-        // The rules proposer is the small reflection model's; so is the glossary.
+        // The rules proposer is the small reflection model's; so are the glossary and the layout.
         config.label_glossary = config.proposer == Proposer::Rules;
+        config.input_last = config.proposer == Proposer::Rules;
         config.reflection_minibatch = self.settings.reflection_minibatch;
         if request.strategy == "SAM" {
             config.merge = Some(MergeConfig::default());

@@ -922,3 +922,59 @@ async fn a_glossary_with_subjects_for_too_few_labels_is_no_proposal() {
     assert_eq!(record.cost().task_calls, 0);
     assert_eq!(record.cost().reflection_calls, 3);
 }
+
+#[tokio::test]
+async fn a_classification_prompt_with_its_input_first_is_offered_once_with_its_instruction_first() {
+    // "label" is a keyword that the layout's closing line mentions: the rows that need it win.
+    let rows = ["label", "bravo", "charlie"].repeat(4);
+    let rule = |request: &str| {
+        let correct = request
+            .split("Correct answer: ")
+            .nth(1)
+            .and_then(|rest| rest.lines().next())
+            .unwrap_or_default();
+        Ok(format!("- When it looks like this, answer {correct}."))
+    };
+    let task = StandIn::new(&rows).reflecting(rule);
+    let mut config = config(40);
+    config.proposer = Proposer::Rules;
+    config.input_last = true;
+    config.stall_iterations = Some(1);
+    let seed = "Question: {question}\nAnswer bravo.";
+    let offered = run(&task, seed, &config, |_| {}).await.expect("run");
+    let IterationRecord::Mutation(record) = &offered.iterations()[0] else {
+        panic!("merge is off");
+    };
+    assert_eq!(offered.iterations()[0].kind(), "layout");
+    // Judged on the Pareto set, written from no row.
+    assert_eq!(record.minibatch, (6..12).collect::<Vec<_>>());
+    assert!(record.shown.is_empty());
+    assert_eq!(record.parent_scores, [0.0, 1.0, 0.0].repeat(2));
+    assert_eq!(record.child_scores, [1.0, 1.0, 0.0].repeat(2));
+    assert_eq!(record.outcome, Outcome::Accepted { generation: 1 });
+    assert_eq!(
+        offered.candidates()[1].prompt,
+        "Answer bravo.\nQuestion: {question}\nAnswer with the label only."
+    );
+    // No reflection; the parent's Pareto scores were known, so only the child ran.
+    assert_eq!(record.cost.reflection_calls, 0);
+    assert_eq!(record.cost.task_calls, 6);
+    // Offered once: the iterations after it are rules.
+    let layouts = offered.iterations().iter().filter(|r| r.kind() == "layout");
+    assert_eq!(layouts.count(), 1);
+    assert!(offered.iterations().len() > 1, "{:?}", offered.iterations());
+
+    // Not offered without the setting, nor when the input already comes last.
+    let first_kind = |run: &Run| run.iterations()[0].kind();
+    let mut off = config.clone();
+    off.input_last = false;
+    let run_off = run(&StandIn::new(&rows).reflecting(rule), seed, &off, |_| {})
+        .await
+        .expect("run");
+    assert_eq!(first_kind(&run_off), "mutation");
+    let last = "Answer bravo.\nQuestion: {question}";
+    let run_last = run(&StandIn::new(&rows).reflecting(rule), last, &config, |_| {})
+        .await
+        .expect("run");
+    assert_eq!(first_kind(&run_last), "mutation");
+}
