@@ -192,8 +192,9 @@ impl From<Quote> for ProposalFailure {
     }
 }
 
-/// The words of every span of `text` between quotation marks (`"..."`, or curly `“...”`),
-/// spans without a word left out.
+/// The words of every span of `text` between quotation marks (`"..."`, curly `“...”`, or single
+/// `'...'`: the 1.5B model wrote "words like 'lyric', 'simpson', 'bar', or 'night'" from
+/// clickbait headlines), spans without a word left out.
 fn quoted_spans(text: &str) -> Vec<Vec<String>> {
     let straight = text.split('"').skip(1).step_by(2);
     let curly = text
@@ -202,9 +203,35 @@ fn quoted_spans(text: &str) -> Vec<Vec<String>> {
         .filter_map(|rest| rest.split_once('\u{201d}').map(|(span, _)| span));
     straight
         .chain(curly)
+        .chain(single_quoted(text))
         .map(words)
         .filter(|span| !span.is_empty())
         .collect()
+}
+
+/// The spans of `text` in single quotes: a quote that no letter or digit comes before and one
+/// comes after opens a span, and the next quote with a letter or digit before it and none after
+/// closes it. An apostrophe inside a word ("don't") does neither.
+fn single_quoted(text: &str) -> Vec<&str> {
+    let joins = |c: Option<char>| c.is_some_and(char::is_alphanumeric);
+    let mut spans = Vec::new();
+    let mut open = None;
+    for (at, c) in text.char_indices() {
+        if c != '\'' {
+            continue;
+        }
+        let before = joins(text[..at].chars().next_back());
+        let after = joins(text[at + 1..].chars().next());
+        match open {
+            None if !before && after => open = Some(at + 1),
+            Some(start) if before && !after => {
+                spans.push(&text[start..at]);
+                open = None;
+            }
+            _ => {}
+        }
+    }
+    spans
 }
 
 /// The lowercase words of `text`: runs of ASCII letters, digits, `@`, `#` and `'`.
@@ -295,6 +322,13 @@ mod tests {
         assert_eq!(rows().quoted(&curly), Some(span("picnic", 1)));
         let common = format!("{SEED}\n- When it says \"so happy\", answer joy.");
         assert_eq!(rows().quoted(&common), None);
+        // Single quotes too, but not an apostrophe inside a word.
+        let single = format!("{SEED}\n- When it has words like 'picnic', 'job', answer joy.");
+        assert_eq!(rows().quoted(&single), Some(span("picnic", 1)));
+        assert_eq!(
+            single_quoted("don't say 'so happy' or 'x y', it's 'fine'."),
+            ["so happy", "x y", "fine"]
+        );
         // The seed's own quotes are not the child's.
         let inputs = InputPairs::new("Reply with \"name\" and {text}.", ["my name is Ana"]);
         assert_eq!(inputs.quoted("Reply with \"name\" and {text}."), None);
