@@ -52,6 +52,8 @@ pub(crate) struct InputPairs {
     inputs: Vec<Vec<String>>,
     /// The number of inputs each word occurs in.
     inputs_with_word: HashMap<String, usize>,
+    /// The lines the engine writes itself ([`Self::with_own_wording`]).
+    own_lines: Vec<String>,
     /// The quoted spans of the seed, as words: the seed's own quotes are not the child's.
     seed_spans: HashSet<Vec<String>>,
 }
@@ -82,8 +84,31 @@ impl InputPairs {
             common,
             inputs: input_words,
             inputs_with_word,
+            own_lines: Vec::new(),
             seed_spans: quoted_spans(seed).into_iter().collect(),
         }
+    }
+
+    /// The adjacent pairs of `words` that are not two seed or stop words.
+    fn new_pairs<'w>(
+        &'w self,
+        words: &'w [String],
+    ) -> impl Iterator<Item = (&'w String, &'w String)> + 'w {
+        words.windows(2).filter_map(move |pair| match pair {
+            [first, second] if !(self.common.contains(first) && self.common.contains(second)) => {
+                Some((first, second))
+            }
+            _ => None,
+        })
+    }
+
+    /// The same, knowing the lines the engine itself puts into prompts (a glossary's heading):
+    /// such a line is the engine's wording, not a phrase of the inputs, so its pairs are never
+    /// a [`Quote::Phrase`]. (A pair of it that the rows seen hold 1 to [`RARE_INPUTS`] times is
+    /// still a [`Quote::Pair`]: the measure counts it like any other.)
+    pub(crate) fn with_own_wording(mut self, lines: &[&str]) -> Self {
+        self.own_lines = lines.iter().map(|line| line.trim().to_owned()).collect();
+        self
     }
 
     /// The first word pair of `prompt` that quotes a few inputs, then the first stop word
@@ -91,23 +116,19 @@ impl InputPairs {
     /// that the seed lacks and whose words stand in that order in a few inputs.
     pub(crate) fn quoted(&self, prompt: &str) -> Option<Quote> {
         let words = words(prompt);
-        let new_pairs = || {
-            words.windows(2).filter_map(|pair| match pair {
-                [first, second]
-                    if !(self.common.contains(first) && self.common.contains(second)) =>
-                {
-                    Some((first, second))
-                }
-                _ => None,
-            })
-        };
+        // The phrase check reads the prompt without the engine's own lines.
+        let written: Vec<&str> = prompt
+            .lines()
+            .filter(|line| !self.own_lines.iter().any(|own| own == line.trim()))
+            .collect();
+        let written = self::words(&written.join("\n"));
         let count = |first: &String, second: &String| {
             self.inputs_with
                 .get(&(first.clone(), second.clone()))
                 .copied()
                 .unwrap_or(0)
         };
-        let pair = new_pairs().find_map(|(first, second)| {
+        let pair = self.new_pairs(&words).find_map(|(first, second)| {
             let inputs = count(first, second);
             (1..=RARE_INPUTS).contains(&inputs).then(|| Quote::Pair {
                 pair: format!("{first} {second}"),
@@ -115,7 +136,7 @@ impl InputPairs {
             })
         });
         let phrase = || {
-            new_pairs().find_map(|(first, second)| {
+            self.new_pairs(&written).find_map(|(first, second)| {
                 let stop = |word: &String| STOP_WORDS.split_whitespace().any(|stop| stop == word);
                 let word = match (stop(first), stop(second)) {
                     (true, false) => second,
@@ -124,14 +145,13 @@ impl InputPairs {
                 };
                 let word_inputs = self.inputs_with_word.get(word).copied().unwrap_or(0);
                 let inputs = count(first, second);
-                (word_inputs > 0 && !self.common.contains(word) && inputs <= RARE_INPUTS).then(
-                    || Quote::Phrase {
-                        pair: format!("{first} {second}"),
-                        word: word.clone(),
-                        word_inputs,
-                        inputs,
-                    },
-                )
+                let rare = inputs <= RARE_INPUTS;
+                (word_inputs > 0 && !self.common.contains(word) && rare).then(|| Quote::Phrase {
+                    pair: format!("{first} {second}"),
+                    word: word.clone(),
+                    word_inputs,
+                    inputs,
+                })
             })
         };
         let span = || {
@@ -383,6 +403,21 @@ mod tests {
         }
         let common = InputPairs::new(SEED, ["is so happy"; 4]);
         assert_eq!(common.quoted("When it is so happy, answer joy."), None);
+        // The engine's own wording is not a phrase of the inputs: in round 8 "is about" of the
+        // glossary's heading refused every subject of a CLINC glossary.
+        let about = InputPairs::new(SEED, ["tell me about taxes"]);
+        let glossary = format!("What each answer is about:\n- joy: taxes\n\n{SEED}");
+        assert!(matches!(
+            about.quoted(&glossary),
+            Some(Quote::Phrase { .. })
+        ));
+        let about = about.with_own_wording(&["What each answer is about:"]);
+        assert_eq!(about.quoted(&glossary), None);
+        assert!(
+            about
+                .quoted("- When it is about money, answer joy.")
+                .is_some()
+        );
     }
 
     #[test]

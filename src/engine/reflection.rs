@@ -501,6 +501,10 @@ pub(crate) fn input_last(prompt: &str) -> Option<String> {
 /// The heading of the list of rules that [`add_rules`] keeps in a prompt.
 const RULES_HEADING: &str = "Rules:";
 
+/// The lines the engine itself writes into prompts, as opposed to what the reflection model
+/// writes: they quote no input (see `InputPairs::with_own_wording`).
+pub(crate) const OWN_WORDING: [&str; 3] = [GLOSSARY_HEADING, LABEL_ONLY, RULES_HEADING];
+
 /// The rules in a reflection answer: its "- ", "* ", "1. " or bare "When " lines, stripped of
 /// the marker and of the form's brackets, without duplicates; a line that runs several "- When"
 /// rules together is split. (An answer cut off by its token limit reaches the engine without its

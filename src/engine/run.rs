@@ -226,7 +226,8 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             merge_rng: random_stream(config.seed, MERGE_STREAM),
             merges: config.merge.as_ref().map(MergeScheduler::new),
             labels: label_set(expected),
-            input_pairs: InputPairs::new(seed_prompt, texts.iter().map(String::as_str)),
+            input_pairs: InputPairs::new(seed_prompt, texts.iter().map(String::as_str))
+                .with_own_wording(&reflection::OWN_WORDING),
             pareto_examples: (config.minibatch..examples).collect(),
             candidate_prompts: Vec::new(),
             best: None,
