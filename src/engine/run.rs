@@ -537,11 +537,25 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
         text: String,
     ) -> Result<MutationRecord, Halt> {
         let parent = pool.best();
-        let record = MutationRecord {
+        let parent_scores = pool.get(parent).pareto_scores.clone();
+        let record = self.pareto_record(parent, MutationKind::Layout, parent_scores);
+        let child = self.vet(text);
+        self.settle(pool, record, child).await
+    }
+
+    /// The record of a child judged on the Pareto set (a glossary, a layout), before it is
+    /// proposed: `parent_scores` are the parent's there.
+    fn pareto_record(
+        &self,
+        parent: usize,
+        written_from: MutationKind,
+        parent_scores: Vec<f64>,
+    ) -> MutationRecord {
+        MutationRecord {
             iteration: self.iteration,
             parent,
-            written_from: MutationKind::Layout,
-            parent_scores: pool.get(parent).pareto_scores.clone(),
+            written_from,
+            parent_scores,
             shown: Vec::new(),
             minibatch: self.pareto_examples.clone(),
             child_prompt: None,
@@ -551,9 +565,7 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             spent: Default::default(),
             cost: Default::default(),
             best: Default::default(),
-        };
-        let child = self.vet(text);
-        self.settle(pool, record, child).await
+        }
     }
 
     /// The label glossary: for each label with feedback rows, the reflection model lists the
@@ -572,21 +584,8 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
         let views: Vec<ExampleView> = (0..self.config.minibatch)
             .map(|example| self.task.describe(example))
             .collect();
-        let mut record = MutationRecord {
-            iteration: self.iteration,
-            parent,
-            written_from: MutationKind::Glossary,
-            parent_scores: scores(&parent_evaluations),
-            shown: Vec::new(),
-            minibatch: pareto,
-            child_prompt: None,
-            child_scores: Vec::new(),
-            outcome: Outcome::Rejected,
-            // Set when the iteration ends (`IterationRecord::finish`).
-            spent: Default::default(),
-            cost: Default::default(),
-            best: Default::default(),
-        };
+        let mut record =
+            self.pareto_record(parent, MutationKind::Glossary, scores(&parent_evaluations));
         let mut entries: Vec<(String, Vec<String>)> = Vec::new();
         let mut answers = Vec::new();
         for label in self.labels.clone() {
