@@ -789,6 +789,15 @@ fn glossary_answer(request: &str) -> Result<String, TaskError> {
     ))
 }
 
+/// The rules proposer with the glossary on, stopping after one iteration without a child.
+fn glossary_config() -> EngineConfig {
+    let mut config = config(40);
+    config.proposer = Proposer::Rules;
+    config.label_glossary = true;
+    config.stall_iterations = Some(1);
+    config
+}
+
 #[tokio::test]
 async fn the_first_iteration_of_a_classification_writes_a_label_glossary_judged_on_the_pareto_set()
 {
@@ -798,10 +807,7 @@ async fn the_first_iteration_of_a_classification_writes_a_label_glossary_judged_
         seen.lock().unwrap().push(request.to_owned());
         glossary_answer(request)
     });
-    let mut config = config(40);
-    config.proposer = Proposer::Rules;
-    config.label_glossary = true;
-    config.stall_iterations = Some(1);
+    let config = glossary_config();
     let run = run_quietly(&task, &config).await.expect("run");
     let IterationRecord::Mutation(record) = &run.iterations()[0] else {
         panic!("merge is off");
@@ -875,10 +881,7 @@ async fn a_glossary_no_better_on_the_pareto_set_is_rejected_and_says_where_it_wa
         "alpha", "bravo", "charlie", "alpha", "bravo", "charlie", "", "", "", "", "", "",
     ];
     let task = StandIn::new(&rows).reflecting(glossary_answer);
-    let mut config = config(40);
-    config.proposer = Proposer::Rules;
-    config.label_glossary = true;
-    config.stall_iterations = Some(1);
+    let config = glossary_config();
     let run = run_quietly(&task, &config).await.expect("run");
     let record = &run.iterations()[0];
     assert_eq!(record.kind(), "glossary");
@@ -901,10 +904,7 @@ async fn a_glossary_with_subjects_for_too_few_labels_is_no_proposal() {
             "I am not sure.".to_owned()
         })
     });
-    let mut config = config(40);
-    config.proposer = Proposer::Rules;
-    config.label_glossary = true;
-    config.stall_iterations = Some(1);
+    let config = glossary_config();
     let run = run_quietly(&task, &config).await.expect("run");
     let record = &run.iterations()[0];
     assert_eq!(record.kind(), "glossary");
