@@ -52,6 +52,8 @@ pub(crate) struct InputPairs {
     inputs: Vec<Vec<String>>,
     /// The number of inputs each word occurs in.
     inputs_with_word: HashMap<String, usize>,
+    /// [`STOP_WORDS`], for the phrase check.
+    stop_words: HashSet<String>,
     /// The lines the engine writes itself ([`Self::with_own_wording`]).
     own_lines: Vec<String>,
     /// The quoted spans of the seed, as words: the seed's own quotes are not the child's.
@@ -84,6 +86,7 @@ impl InputPairs {
             common,
             inputs: input_words,
             inputs_with_word,
+            stop_words: STOP_WORDS.split_whitespace().map(str::to_owned).collect(),
             own_lines: Vec::new(),
             seed_spans: quoted_spans(seed).into_iter().collect(),
         }
@@ -137,7 +140,7 @@ impl InputPairs {
         });
         let phrase = || {
             self.new_pairs(&written).find_map(|(first, second)| {
-                let stop = |word: &String| STOP_WORDS.split_whitespace().any(|stop| stop == word);
+                let stop = |word: &String| self.stop_words.contains(word);
                 let word = match (stop(first), stop(second)) {
                     (true, false) => second,
                     (false, true) => first,
