@@ -18,6 +18,7 @@ use thiserror::Error;
 
 pub use events::{Event, Observer, Silent};
 
+use crate::dataset::Row;
 use crate::evolution::wire::Status;
 use crate::evolution::{Evolution, EvolutionError, PAGE_LIMIT, fetch_history, find_by_custom_id};
 use crate::experiment::Plan;
@@ -211,11 +212,22 @@ pub async fn execute(
         executions: run.manifest.executions.len(),
         resumed,
     })?;
-    run.check_datasets()?;
+    let holdouts = load_holdouts(&run.manifest.executions)?;
     run.start_all().await?;
     run.poll_all(options).await?;
     let (history, history_failures) = run.fetch_histories().await?;
-    let replay = replay::replay(&mut run, &history).await?;
+    let replayed = replay::replay(
+        &run.answering(),
+        &run.manifest.executions,
+        &holdouts,
+        &history,
+    )
+    .await?;
+    if replayed.simulated {
+        run.manifest.simulated = true;
+    }
+    run.dir.write_csv(REPLAY_FILE, &replayed.rows)?;
+    let replay = replayed.rows;
     let failed = run
         .manifest
         .executions
@@ -237,6 +249,40 @@ pub async fn execute(
         history_failures,
         replay,
     })
+}
+
+/// The holdout rows of each execution (`None` for one without a replay), read once, from files
+/// whose bytes are the ones the run started with: a resumed run must replay the same rows.
+fn load_holdouts(executions: &[ExecutionRecord]) -> Result<Vec<Option<Vec<Row>>>, RunError> {
+    let mut holdouts = Vec::with_capacity(executions.len());
+    for execution in executions {
+        let dataset = &execution.plan.dataset;
+        let changed = |found: String| RunError::DatasetChanged {
+            file: dataset.file.display().to_string(),
+            expected: dataset.sha256.clone(),
+            found,
+        };
+        let header = crate::dataset::read_header(&dataset.file)?;
+        let columns = header
+            .columns(&dataset.inputs, &dataset.expected)
+            .map_err(|missing| {
+                let names: Vec<&String> = missing.iter().map(|m| &m.name).collect();
+                changed(format!("a header without the planned columns {names:?}"))
+            })?;
+        let scan = crate::dataset::scan(&dataset.file, &columns, 0)?;
+        if scan.sha256 != dataset.sha256 {
+            return Err(changed(scan.sha256));
+        }
+        holdouts.push(match execution.plan.replay {
+            Some(_) => Some(crate::dataset::read_rows(
+                &dataset.file,
+                &columns,
+                &dataset.split()?.holdout,
+            )?),
+            None => None,
+        });
+    }
+    Ok(holdouts)
 }
 
 pub fn backend_label(backend: &Backend) -> String {
@@ -279,30 +325,6 @@ impl Runner<'_> {
 
     fn variant(&self, index: usize) -> String {
         self.manifest.executions[index].variant().to_owned()
-    }
-
-    /// A resumed run must see the rows it started with.
-    fn check_datasets(&self) -> Result<(), RunError> {
-        for execution in &self.manifest.executions {
-            let dataset = &execution.plan.dataset;
-            let header = crate::dataset::read_header(&dataset.file)?;
-            let Ok(columns) = header.columns(&dataset.inputs, &dataset.expected) else {
-                return Err(RunError::DatasetChanged {
-                    file: dataset.file.display().to_string(),
-                    expected: dataset.sha256.clone(),
-                    found: "a header without the planned columns".to_owned(),
-                });
-            };
-            let scan = crate::dataset::scan(&dataset.file, &columns, 0)?;
-            if scan.sha256 != dataset.sha256 {
-                return Err(RunError::DatasetChanged {
-                    file: dataset.file.display().to_string(),
-                    expected: dataset.sha256.clone(),
-                    found: scan.sha256,
-                });
-            }
-        }
-        Ok(())
     }
 
     /// Starts every execution that has no evolutionId yet. An execution whose start request was
@@ -734,11 +756,6 @@ impl Runner<'_> {
                 return Ok(());
             }
         }
-    }
-
-    fn write_replay(&self, rows: &[ReplayRow]) -> Result<(), RunError> {
-        self.dir.write_csv(REPLAY_FILE, rows)?;
-        Ok(())
     }
 }
 

@@ -11,12 +11,15 @@ use std::time::Instant;
 use futures::StreamExt;
 use sha2::{Digest, Sha256};
 
-use super::{Event, Observer, RunError, Runner};
-use crate::experiment::{ExecutionPlan, ReplayPlan};
+use super::{Event, Observer, RunError};
+use crate::dataset::Row;
+use crate::experiment::ReplayPlan;
 use crate::inference::{ChatMessage, ChatRequest, Inference, InferenceError, sampling_seed};
 use crate::prompt::Template;
 use crate::score::{Score, Scorer, ScorerSpec, judge};
-use crate::store::{CachedAnswer, HistoryRow, ReplayRow, RunDir, Version, rank_by_score};
+use crate::store::{
+    CachedAnswer, ExecutionRecord, HistoryRow, ReplayRow, RunDir, Version, rank_by_score,
+};
 
 /// A prompt to replay.
 #[derive(Debug, Clone)]
@@ -441,20 +444,32 @@ pub(super) fn replay_row(
     }
 }
 
+/// What a replay produced: the rows of `replay.csv`, and whether any answer came from the
+/// deterministic stand-in model (the run is then marked simulated).
+pub(super) struct Replayed {
+    pub rows: Vec<ReplayRow>,
+    pub simulated: bool,
+}
+
+/// Replays the versions of each execution's history on its holdout rows (`holdouts`, by
+/// execution, `None` where the execution has no replay), answering what the cache lacks and
+/// scoring every cell. Only the cache and the event log are written to.
 pub(super) async fn replay(
-    run: &mut Runner<'_>,
+    answering: &Answering<'_>,
+    executions: &[ExecutionRecord],
+    holdouts: &[Option<Vec<Row>>],
     history: &[HistoryRow],
-) -> Result<Vec<ReplayRow>, RunError> {
-    let mut cache = run.dir.read_cache()?;
+) -> Result<Replayed, RunError> {
+    let mut cache = answering.cache.read_cache()?;
     let mut errors: HashMap<String, String> = HashMap::new();
     let mut cells: Vec<Cell> = Vec::new();
     let mut queue = Queue::default();
     // Scorers by variant; a variant graded by the judge has none.
     let mut scorers: HashMap<String, Scorer> = HashMap::new();
     let mut concurrency = 1;
-    for record in &run.manifest.executions {
+    for (record, holdout) in executions.iter().zip(holdouts) {
         let execution = &record.plan;
-        let Some(replay) = &execution.replay else {
+        let (Some(replay), Some(rows)) = (&execution.replay, holdout) else {
             continue;
         };
         concurrency = concurrency.max(replay.concurrency);
@@ -464,7 +479,6 @@ pub(super) async fn replay(
             .filter(|row| row.variant == variant)
             .collect();
         let versions = versions(&execution.start.prompt, &own_history, replay.top);
-        let rows = holdout_rows(execution)?;
         if !matches!(replay.scorer, ScorerSpec::Judge) {
             // Schema paths in a plan are already resolved against the experiment file.
             let scorer = Scorer::new(&replay.scorer, std::path::Path::new("."))?;
@@ -474,7 +488,7 @@ pub(super) async fn replay(
             for version in &versions {
                 let template = Template::parse(&version.prompt);
                 let label = version.version.to_string();
-                for row in &rows {
+                for row in rows {
                     for sample in 1..=replay.repeat {
                         let at = CellAt {
                             variant: &variant,
@@ -495,21 +509,22 @@ pub(super) async fn replay(
             }
         }
     }
-    run.emit(Event::ReplayPlanned {
+    answering.emit(Event::ReplayPlanned {
         requests: queue.requests(),
         waiting: queue.cells(),
         cached: cells.len() - queue.cells(),
     })?;
-    answer_all(
-        &run.answering(),
-        queue,
-        concurrency,
+    answer_all(answering, queue, concurrency, &mut cache, &mut errors).await?;
+
+    let judged = judge_answers(
+        answering,
+        executions,
+        &cells,
         &mut cache,
+        concurrency,
         &mut errors,
     )
     .await?;
-
-    let judged = judge_answers(run, &cells, &mut cache, concurrency, &mut errors).await?;
     let rows: Vec<ReplayRow> = cells
         .iter()
         .map(|cell| {
@@ -541,27 +556,24 @@ pub(super) async fn replay(
             replay_row(cell, answer, score, &errors)
         })
         .collect();
-    if cache.values().any(|answer| answer.simulated) && !run.manifest.simulated {
-        run.manifest.simulated = true;
-        run.save()?;
-    }
-    run.write_replay(&rows)?;
-    Ok(rows)
+    Ok(Replayed {
+        rows,
+        simulated: cache.values().any(|answer| answer.simulated),
+    })
 }
 
 /// Grades answers with the judge model of executions whose scorer is `judge`. Judge requests go
 /// through the same cache as replay requests. A grade is `Err` with the reason when the judge
 /// call failed or its answer holds no grade.
 async fn judge_answers(
-    run: &Runner<'_>,
+    answering: &Answering<'_>,
+    executions: &[ExecutionRecord],
     cells: &[Cell],
     cache: &mut HashMap<String, CachedAnswer>,
     concurrency: usize,
     errors: &mut HashMap<String, String>,
 ) -> Result<Grades, RunError> {
-    let judges: HashMap<String, judge::JudgePlan> = run
-        .manifest
-        .executions
+    let judges: HashMap<String, judge::JudgePlan> = executions
         .iter()
         .filter_map(|record| {
             let replay = record.plan.replay.as_ref()?;
@@ -572,7 +584,7 @@ async fn judge_answers(
             Some((record.variant().to_owned(), judge))
         })
         .collect();
-    grade(&run.answering(), &judges, cells, cache, concurrency, errors).await
+    grade(answering, &judges, cells, cache, concurrency, errors).await
 }
 
 /// Grades by (variant, answer key): the judge's score, or why there is none.
@@ -626,26 +638,6 @@ pub(super) async fn grade(
             ((variant, answer_key), grade)
         })
         .collect())
-}
-
-fn holdout_rows(execution: &ExecutionPlan) -> Result<Vec<crate::dataset::Row>, RunError> {
-    let dataset = &execution.dataset;
-    let header = crate::dataset::read_header(&dataset.file)?;
-    let columns = header
-        .columns(&dataset.inputs, &dataset.expected)
-        .map_err(|missing| RunError::DatasetChanged {
-            file: dataset.file.display().to_string(),
-            expected: dataset.sha256.clone(),
-            found: format!(
-                "missing columns {:?}",
-                missing.iter().map(|m| &m.name).collect::<Vec<_>>()
-            ),
-        })?;
-    Ok(crate::dataset::read_rows(
-        &dataset.file,
-        &columns,
-        &dataset.split()?.holdout,
-    )?)
 }
 
 #[cfg(test)]
