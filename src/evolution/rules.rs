@@ -15,12 +15,10 @@ use std::fmt;
 use serde_json::Value;
 
 use super::ServiceProfile;
-use super::wire::StartExecution;
+use super::wire::{StartExecution, Strategy};
 
 /// The contract's limit on `customId`.
 pub const CUSTOM_ID_MAX_CHARS: usize = 50;
-/// The contract's strategies.
-pub const STRATEGIES: [&str; 2] = ["RPM", "SAM"];
 /// Items listed per rule before the rest are counted, so a bad 10,000-row dataset gives a
 /// readable answer.
 const MAX_ITEMS_SHOWN: usize = 5;
@@ -93,7 +91,7 @@ pub fn validate_start(
     profile: &ServiceProfile,
 ) -> Result<(), Violations> {
     let mut found = Vec::new();
-    if !STRATEGIES.contains(&request.strategy.as_str()) {
+    if Strategy::parse(&request.strategy).is_none() {
         found.push(RuleViolation::new(
             "strategy",
             "strategy",

@@ -89,6 +89,34 @@ pub enum OnError {
     ScoreZero,
 }
 
+/// The contract's two strategies. The request carries the name as text (a service must answer
+/// any text it receives with a 400 naming the rule), so this is what every rule about a
+/// strategy reads it as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strategy {
+    /// Reflective prompt mutation.
+    Rpm,
+    /// Adds merges of two lineages (our reading of "system-aware merge").
+    Sam,
+}
+
+impl Strategy {
+    pub const ALL: [Strategy; 2] = [Strategy::Rpm, Strategy::Sam];
+
+    /// The name as the contract writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Strategy::Rpm => "RPM",
+            Strategy::Sam => "SAM",
+        }
+    }
+
+    /// The strategy `name` is, exactly as the contract writes it (the service is case-sensitive).
+    pub fn parse(name: &str) -> Option<Strategy> {
+        Strategy::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+}
+
 /// Body of `POST /gepa/start_execution`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

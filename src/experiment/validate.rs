@@ -13,7 +13,9 @@ use super::source::{Loaded, Resolved, load};
 use crate::dataset::{self, HoldoutSize, Split};
 use crate::engine::{self, ReflectionTemplate};
 use crate::evolution::ServiceProfile;
-use crate::evolution::wire::{DatasetItem, EngineSettings, Evaluator, OnError, StartExecution};
+use crate::evolution::wire::{
+    DatasetItem, EngineSettings, Evaluator, OnError, StartExecution, Strategy,
+};
 use crate::prompt::Template;
 use crate::score::judge::JudgePlan;
 use crate::score::{SCORER_NAMES, ScorerSpec};
@@ -906,9 +908,9 @@ fn check_evolution(
     experiment: &Experiment,
 ) -> Option<(String, String, u64)> {
     let section = &experiment.evolution;
-    let strategy = match section.strategy.as_str() {
-        "RPM" => Some(section.strategy.clone()),
-        "SAM" => {
+    let strategy = match Strategy::parse(&section.strategy) {
+        Some(Strategy::Rpm) => Some(section.strategy.clone()),
+        Some(Strategy::Sam) => {
             scope.report(
                 "evolution.strategy",
                 Diagnostic::warning(
@@ -919,14 +921,16 @@ fn check_evolution(
             );
             Some(section.strategy.clone())
         }
-        other => {
+        None => {
+            let other = &section.strategy;
             scope.report(
                 "evolution.strategy",
                 Diagnostic::error(Rule::Strategy, "evolution.strategy must be RPM or SAM")
                     .seen(format!("{other:?}"))
                     .help_if(
-                        ["RPM", "SAM"]
+                        Strategy::ALL
                             .iter()
+                            .map(|known| known.as_str())
                             .find(|known| known.eq_ignore_ascii_case(other))
                             .map(|known| format!("write it in capitals: \"{known}\"")),
                     ),

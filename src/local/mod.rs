@@ -50,7 +50,7 @@ use crate::evolution::PAGE_LIMIT;
 use crate::evolution::rules::validate_start;
 use crate::evolution::wire::{
     BatchJobs, EngineSettings, Execution, HistoryRecord, MAX_ENGINE_SEED, OnError, PromptState,
-    StartExecution, Status,
+    StartExecution, Status, Strategy,
 };
 use crate::evolution::{Evolution, EvolutionError, ITERATIONS_LIMIT, ServiceProfile};
 use crate::inference::{Inference, is_local_model};
@@ -734,7 +734,7 @@ impl Inner {
         config.label_glossary = config.proposer == Proposer::Rules;
         config.input_last = config.proposer == Proposer::Rules;
         config.reflection_minibatch = self.settings.reflection_minibatch;
-        if request.strategy == "SAM" {
+        if Strategy::parse(&request.strategy) == Some(Strategy::Sam) {
             config.merge = Some(MergeConfig::default());
         }
         if let Err(err) = apply_engine_settings(&mut config, &engine_settings) {
