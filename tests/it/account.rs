@@ -53,15 +53,12 @@ impl User {
     }
 
     fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_gepa-lab"));
+        let mut command = crate::common::command();
         command
             .args(args)
             .env("GEPA_LAB_INFERENCE_URL", &self.url)
             .env("GEPA_LAB_CONFIG", &self.config)
             .env("GEPA_LAB_WALLET_KEY", WALLET_KEY)
-            .env_remove("GEPA_LAB_INFERENCE_KEY")
-            .env_remove("GEPA_LAB_INFERENCE_RPM")
-            .env_remove("GEPA_LAB_LOGIN_WORD")
             .env_remove("XDG_CONFIG_HOME");
         command
     }
@@ -1110,13 +1107,8 @@ fn stored_keys_serve_executions_and_run_without_environment_keys() {
         &[&format!("{API_KEY}:100000")],
     );
     let user = User::new(&serve.url);
-    let command = |args: &[&str]| {
-        let mut command = user.command(args);
-        command
-            .env_remove("GEPA_LAB_EVOLUTION_KEY")
-            .env_remove("GEPA_LAB_EVOLUTION_URL");
-        command
-    };
+    // No evolution key or URL in the environment: `common::command` leaves out the test's own.
+    let command = |args: &[&str]| user.command(args);
     let store = |service: &str, stdin: &str| {
         let mut child = command(&["auth", "key", service, "--url", &serve.url])
             .stdin(Stdio::piped())

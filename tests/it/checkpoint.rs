@@ -261,12 +261,11 @@ fn a_local_run_killed_at_ten_moments_resumes_and_pays_only_for_calls_in_flight()
     let upstream = upstream(&runtime, "model=local,seed=1,latency_ms=10");
     let experiment = root().join("tests/fixtures/run_experiments/local_kill.toml");
     let gepa_lab = |args: &[&std::ffi::OsStr]| {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_gepa-lab"));
+        let mut command = crate::common::command();
         command
             .args(args)
             .env("GEPA_LAB_LOCAL_UPSTREAM", &upstream.url)
             .env("GEPA_LAB_REFLECTION_MODEL", "local")
-            .env_remove("GEPA_LAB_UPSTREAM_KEY")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());

@@ -1,16 +1,15 @@
 //! The `models` and `chat` subcommands against `serve`.
-use std::process::{Command, Output};
+use std::process::Output;
 
 use crate::common::Serve;
 
 const KEY: &str = "dkn_live_cli_key";
 
 fn gepa_lab(serve: &Serve, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_gepa-lab"))
+    crate::common::command()
         .args(args)
         .env("GEPA_LAB_INFERENCE_URL", &serve.url)
         .env("GEPA_LAB_INFERENCE_KEY", KEY)
-        .env_remove("GEPA_LAB_INFERENCE_RPM")
         .output()
         .expect("run gepa-lab")
 }
@@ -127,12 +126,11 @@ fn chat_checks_structured_answers_against_the_schema() {
         &runtime,
         serde_json::json!({"id": "x", "model": "m", "choices": [{"message": {"content": "{\"verdict\": \"maybe\"}"}}]}),
     );
-    let bad = Command::new(env!("CARGO_BIN_EXE_gepa-lab"))
+    let bad = crate::common::command()
         .args([
             "chat", "--model", "m", "--schema", schema, "--url", &lax, "Is it?",
         ])
         .env("GEPA_LAB_INFERENCE_KEY", KEY)
-        .env_remove("GEPA_LAB_INFERENCE_RPM")
         .output()
         .unwrap();
     assert_eq!(bad.status.code(), Some(1), "{}", text(&bad.stderr));
@@ -146,7 +144,7 @@ fn chat_checks_structured_answers_against_the_schema() {
 #[test]
 fn a_wrong_key_fails_without_showing_the_key() {
     let serve = Serve::start(&["sim:model=m"], &[KEY]);
-    let out = Command::new(env!("CARGO_BIN_EXE_gepa-lab"))
+    let out = crate::common::command()
         .args(["chat", "--model", "m", "hello"])
         .env("GEPA_LAB_INFERENCE_URL", &serve.url)
         .env("GEPA_LAB_INFERENCE_KEY", "dkn_live_not_this_one")

@@ -61,16 +61,11 @@ impl Serve {
             .append(true)
             .open(dir.path().join("serve.log"))
             .expect("log file");
-        let mut command = Command::new(env!("CARGO_BIN_EXE_gepa-lab"));
+        let mut command = command();
         command
             .args(["serve", "--bind", "127.0.0.1:0", "--db"])
             .arg(&db)
             .args(extra)
-            .env_remove("GEPA_LAB_SERVE_KEYS")
-            .env_remove("GEPA_LAB_UPSTREAM_KEY")
-            .env_remove("GEPA_LAB_LOGIN_WORD")
-            .env_remove("GEPA_LAB_SERVE_PAY_TO")
-            .env_remove("GEPA_LAB_MODEL_WORD")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(log);
@@ -220,13 +215,38 @@ pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The variables of this machine that a test's `gepa-lab` keeps: where the models are and how
+/// to run them. Every other `GEPA_LAB_*` variable points at a user's account, keys, services or
+/// settings, which a test must not inherit; a test sets the ones it needs.
+const MACHINE_VARIABLES: [&str; 5] = [
+    "GEPA_LAB_MODELS",
+    "GEPA_LAB_PIP",
+    "GEPA_LAB_THREADS",
+    "GEPA_LAB_SLOTS",
+    "GEPA_LAB_CONTEXT_TOKENS",
+];
+
+/// `gepa-lab`, to be run from the repository root, without the `GEPA_LAB_*` variables of the
+/// environment the tests run in (but those of [`MACHINE_VARIABLES`]). Every test that starts the
+/// binary starts it from here.
+pub fn command() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_gepa-lab"));
+    command.current_dir(root());
+    for (name, _) in std::env::vars_os() {
+        if let Some(name) = name.to_str()
+            && name.starts_with("GEPA_LAB_")
+            && !MACHINE_VARIABLES.contains(&name)
+        {
+            command.env_remove(name);
+        }
+    }
+    command
+}
+
 /// Runs `gepa-lab ARGS` from the repository root.
 pub fn gepa_lab(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_gepa-lab"))
+    command()
         .args(args)
-        .current_dir(root())
-        .env_remove("GEPA_LAB_MODEL_WORD")
-        .env_remove("GEPA_LAB_CREDITS_PER_CALL")
         .output()
         .expect("the gepa-lab binary runs")
 }

@@ -43,13 +43,12 @@ fn write_review_and_hint_prompts(dir: &Path) {
 }
 
 fn compare(dir: &Path, url: &str, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_gepa-lab"))
+    crate::common::command()
         .arg("compare")
         .args(args)
         .args(["--url", url])
         .current_dir(dir)
         .env("GEPA_LAB_INFERENCE_KEY", KEY)
-        .env_remove("GEPA_LAB_INFERENCE_RPM")
         .output()
         .expect("the gepa-lab binary runs")
 }
@@ -603,7 +602,7 @@ fn a_refused_key_says_which_key_was_sent_and_how_to_set_one() {
     let dir = temp.path();
     write(dir, "a.txt", "{review}");
     write(dir, "b.txt", "{review}!");
-    let output = Command::new(env!("CARGO_BIN_EXE_gepa-lab"))
+    let output = crate::common::command()
         .args([
             "compare",
             "--yes",
@@ -626,8 +625,6 @@ fn a_refused_key_says_which_key_was_sent_and_how_to_set_one() {
         .current_dir(dir)
         .env("GEPA_LAB_INFERENCE_KEY", "not-a-key-of-this-server")
         .env("GEPA_LAB_CONFIG", dir.join("no-config.toml"))
-        .env_remove("GEPA_LAB_INFERENCE_RPM")
-        .env_remove("GEPA_LAB_EVOLUTION_KEY")
         .output()
         .unwrap();
     let stderr = text(&output.stderr);
@@ -657,13 +654,12 @@ fn progress_is_printed_plainly_in_a_log_and_ctrl_c_keeps_what_was_answered() {
     write(dir, "b.txt", "{review}\nOne of: positive, negative.");
     let mut args = ARGS.to_vec();
     args.extend(["--limit", "10", "--rpm", "120", "--concurrency", "1"]);
-    let child = Command::new(env!("CARGO_BIN_EXE_gepa-lab"))
+    let child = crate::common::command()
         .arg("compare")
         .args(&args)
         .args(["--url", &serve.url])
         .current_dir(dir)
         .env("GEPA_LAB_INFERENCE_KEY", KEY)
-        .env_remove("GEPA_LAB_INFERENCE_RPM")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()

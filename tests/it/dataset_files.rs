@@ -144,11 +144,9 @@ fn own_peak_rss_kib() -> i64 {
 )]
 fn gepa_lab_with_peak(args: &[&str]) -> (String, bool, i64) {
     use std::io::Read;
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gepa-lab"))
+    let mut child = crate::common::command()
         .args(args)
         .current_dir(crate::common::root())
-        .env_remove("GEPA_LAB_MODEL_WORD")
-        .env_remove("GEPA_LAB_CREDITS_PER_CALL")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -207,7 +205,7 @@ fn a_million_row_file_validates_in_bounded_memory() {
 
 /// `gepa-lab ARGS` with a time limit: the test fails instead of hanging when a command blocks.
 fn within(limit: std::time::Duration, args: &[&str]) -> std::process::Output {
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gepa-lab"))
+    let mut child = crate::common::command()
         .args(args)
         .current_dir(root())
         .stdin(std::process::Stdio::null())

@@ -2,7 +2,6 @@
 //! poll and history pages, every 400 rule, keys, unknown ids, batch jobs, a restart in the middle
 //! of an execution, and the `executions` and `batch` commands.
 use std::collections::BTreeMap;
-use std::process::Command;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -546,11 +545,10 @@ async fn the_executions_and_batch_commands_read_serve() {
     let id = client.start(&sentiment(30, 2, 3)).await.unwrap();
     finished(&client, &id).await;
     let run = |args: &[&str]| {
-        let output = Command::new(env!("CARGO_BIN_EXE_gepa-lab"))
+        let output = crate::common::command()
             .args(args)
             .args(["--url", &serve.url])
             .env("GEPA_LAB_EVOLUTION_KEY", KEY)
-            .env_remove("GEPA_LAB_EVOLUTION_URL")
             .output()
             .expect("the binary runs");
         let err = String::from_utf8_lossy(&output.stderr).into_owned();
@@ -629,10 +627,9 @@ async fn serve_caps_budgets_and_cancels_an_execution_for_good() {
     })
     .await;
     let cancel = |id: &str| {
-        let output = Command::new(env!("CARGO_BIN_EXE_gepa-lab"))
+        let output = crate::common::command()
             .args(["executions", "cancel", id, "--url", &serve.url])
             .env("GEPA_LAB_EVOLUTION_KEY", KEY)
-            .env_remove("GEPA_LAB_EVOLUTION_URL")
             .output()
             .expect("the binary runs");
         let err = String::from_utf8_lossy(&output.stderr).into_owned();
@@ -696,7 +693,7 @@ fn history_all_pages_says_and_exits_6_when_a_repeated_page_stops_it() {
         .unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     runtime.spawn(async move { axum::serve(listener, app).await });
-    let output = Command::new(env!("CARGO_BIN_EXE_gepa-lab"))
+    let output = crate::common::command()
         .args([
             "executions",
             "history",

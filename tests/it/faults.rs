@@ -5,7 +5,7 @@
 //! executions that never finish. Each case must end in bounded time, with what was gathered
 //! kept and the fault named.
 use std::collections::HashSet;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -532,7 +532,7 @@ fn an_execution_that_never_finishes_ends_the_run_at_its_timeout_with_its_state_k
     });
     let out = tempfile::tempdir().unwrap();
     let output = within(Duration::from_secs(60), || {
-        Command::new(env!("CARGO_BIN_EXE_gepa-lab"))
+        crate::common::command()
             .current_dir(root())
             .env("GEPA_LAB_EVOLUTION_KEY", "k")
             .env("GEPA_LAB_INFERENCE_KEY", "k")
@@ -595,7 +595,7 @@ fn a_replay_during_an_outage_stops_sending_and_a_resume_asks_again() {
     });
     let out = tempfile::tempdir().unwrap();
     let run = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_gepa-lab"))
+        crate::common::command()
             .current_dir(root())
             .env("GEPA_LAB_EVOLUTION_KEY", "k")
             .env("GEPA_LAB_INFERENCE_KEY", "k")
@@ -675,11 +675,10 @@ fn a_retry_after_of_1e20_ends_a_comparison_in_seconds_with_the_answers_missing()
     let data = root().join("tests/fixtures/data/tiny.csv");
     std::fs::write(dir.path().join("a.txt"), "Label {review}.").unwrap();
     std::fs::write(dir.path().join("b.txt"), "Classify {review}.").unwrap();
-    let mut compare = Command::new(env!("CARGO_BIN_EXE_gepa-lab"));
+    let mut compare = crate::common::command();
     compare
         .current_dir(dir.path())
         .env("GEPA_LAB_INFERENCE_KEY", "k")
-        .env_remove("GEPA_LAB_INFERENCE_RPM")
         .args([
             "compare",
             "--yes",

@@ -9,7 +9,7 @@
 //! `PROPTEST_CASES=N` more cases (each target has its own default below). A failure is shrunk
 //! to a small list of mutations before it is reported.
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
@@ -188,10 +188,9 @@ fn runner(cases: u32) -> TestRunner {
 
 /// Runs `gepa-lab ARGS` in `dir`, killing it past [`LIMIT`].
 fn gepa_lab_in(dir: &Path, args: &[&str]) -> Result<Output, TestCaseError> {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_gepa-lab"))
+    let mut child = crate::common::command()
         .args(args)
         .current_dir(dir)
-        .env_remove("GEPA_LAB_MODEL_WORD")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -435,10 +435,9 @@ fn a_retry_after_past_any_clock_ends_the_request_with_its_status_not_a_panic() {
         let url = format!("http://{}", listener.local_addr().unwrap());
         runtime.spawn(async move { axum::serve(listener, app).await });
         let started = Instant::now();
-        let output = std::process::Command::new(env!("CARGO_BIN_EXE_gepa-lab"))
+        let output = crate::common::command()
             .args(["chat", "--model", "m", "--url", &url, "hello"])
             .env("GEPA_LAB_INFERENCE_KEY", KEY)
-            .env_remove("GEPA_LAB_INFERENCE_RPM")
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);
@@ -691,7 +690,7 @@ fn serve_completes_what_an_upstream_leaves_out_and_refuses_an_answer_without_cho
 fn an_answer_cut_at_its_token_limit_is_said_to_be_cut() {
     let serve = Serve::start(&["sim:model=m"], &[KEY]);
     for stream in [false, true] {
-        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_gepa-lab"));
+        let mut command = crate::common::command();
         command
             .args([
                 "chat",
@@ -702,8 +701,7 @@ fn an_answer_cut_at_its_token_limit_is_said_to_be_cut() {
                 "--url",
                 &serve.url,
             ])
-            .env("GEPA_LAB_INFERENCE_KEY", KEY)
-            .env_remove("GEPA_LAB_INFERENCE_RPM");
+            .env("GEPA_LAB_INFERENCE_KEY", KEY);
         if stream {
             command.arg("--stream");
         }
@@ -724,7 +722,7 @@ fn an_answer_cut_at_its_token_limit_is_said_to_be_cut() {
 fn keys_from_the_flag_and_the_environment_are_both_accepted() {
     use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gepa-lab"))
+    let mut child = crate::common::command()
         .args([
             "serve",
             "--bind",

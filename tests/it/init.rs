@@ -1,7 +1,7 @@
 //! `gepa-lab init --dataset CSV`: a first experiment that validates as written, for the
 //! project's datasets and for a file with an id column and free-text answers; and its refusals.
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use crate::common::root;
 
@@ -12,10 +12,9 @@ fn gepa_lab(cwd: &Path, args: &[&str]) -> Output {
         ["init", rest @ ..] => ["init", "--no-probe"].iter().chain(rest).copied().collect(),
         _ => args.to_vec(),
     };
-    Command::new(env!("CARGO_BIN_EXE_gepa-lab"))
+    crate::common::command()
         .args(args)
         .current_dir(cwd)
-        .env_remove("GEPA_LAB_MODEL_WORD")
         .output()
         .expect("the gepa-lab binary runs")
 }

@@ -7,7 +7,7 @@
 //! Everything goes through the binary, never the library in this process: a render here would
 //! raise this process's peak memory, which the memory test of `dataset_files` sees in its child.
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use crate::common::{root, stdout};
 
@@ -26,7 +26,7 @@ fn fixture_copy() -> (tempfile::TempDir, PathBuf) {
 
 /// Runs the binary from `cwd`, which for the report tests is a folder with no dataset in it.
 fn gepa_lab_in(cwd: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_gepa-lab"))
+    crate::common::command()
         .args(args)
         .current_dir(cwd)
         .output()

@@ -55,12 +55,11 @@ fn run_edited(serve: &Serve, replacements: &[(&str, &str)]) -> (tempfile::TempDi
 
 /// `gepa-lab run --backend URL --yes` with fast polling, writing under `out`.
 fn run_command(serve: &Serve, out: &Path, extra: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_gepa-lab"));
+    let mut command = crate::common::command();
     command
         .current_dir(root())
         .env("GEPA_LAB_EVOLUTION_KEY", KEY)
         .env("GEPA_LAB_INFERENCE_KEY", KEY)
-        .env_remove("GEPA_LAB_INFERENCE_RPM")
         .args([
             "run",
             "--backend",
@@ -456,7 +455,7 @@ fn a_missing_prompt_object_and_a_repeated_history_page_are_tolerated() {
             .to_string(),
     );
     std::fs::write(&file, text).unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_gepa-lab"))
+    let output = crate::common::command()
         .current_dir(root())
         .env("GEPA_LAB_EVOLUTION_KEY", KEY)
         .env("GEPA_LAB_INFERENCE_KEY", KEY)
@@ -736,12 +735,10 @@ fn resume_without_backend_goes_on_on_the_recorded_backend_and_keeps_its_states()
         .expect("run");
     assert_succeeded(&output);
     let dir = run_dir(out.path());
-    let output = Command::new(env!("CARGO_BIN_EXE_gepa-lab"))
+    let output = crate::common::command()
         .current_dir(root())
-        .env_remove("GEPA_LAB_EVOLUTION_KEY")
         .env("GEPA_LAB_INFERENCE_KEY", KEY)
         .env("GEPA_LAB_CONFIG", out.path().join("no-config.toml"))
-        .env_remove("GEPA_LAB_INFERENCE_RPM")
         .args(["run", "--resume", dir.path.to_str().unwrap(), "--yes"])
         .stdin(Stdio::null())
         .output()
@@ -920,7 +917,7 @@ fn a_stalled_poll_does_not_hold_the_run_past_its_timeout() {
 
     let out = tempfile::tempdir().unwrap();
     let started = std::time::Instant::now();
-    let output = Command::new(env!("CARGO_BIN_EXE_gepa-lab"))
+    let output = crate::common::command()
         .current_dir(root())
         .env("GEPA_LAB_EVOLUTION_KEY", KEY)
         .env("GEPA_LAB_INFERENCE_KEY", KEY)
@@ -1114,7 +1111,7 @@ fn a_run_started_with_relative_paths_resumes_from_any_folder() {
 fn an_unusable_backend_url_is_a_usage_error_that_creates_nothing() {
     let out = tempfile::tempdir().unwrap();
     for url in ["http://[::1", "http://"] {
-        let output = Command::new(env!("CARGO_BIN_EXE_gepa-lab"))
+        let output = crate::common::command()
             .current_dir(root())
             .args(["run", "--yes", "--backend", url, "--out"])
             .arg(out.path())
@@ -1153,7 +1150,7 @@ fn engine_settings_reach_serve_and_are_refused_for_the_public_service() {
     assert!(history.iter().all(|row| row.generation == 0), "{history:?}");
 
     let elsewhere = tempfile::tempdir().unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_gepa-lab"))
+    let output = crate::common::command()
         .current_dir(root())
         .args(["run", "--backend", "remote", "--yes", "--out"])
         .arg(elsewhere.path())
