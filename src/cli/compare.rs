@@ -365,11 +365,7 @@ fn compare_prompts(
     progress.finish();
 
     let failed = answered.rows.iter().filter(|r| !r.error.is_empty()).count();
-    if answered
-        .rows
-        .iter()
-        .any(|r| super::keys::is_unauthorized(&r.error))
-    {
+    if answered.key_refused {
         eprintln!(
             "tip: {}",
             super::keys::unauthorized_hint(Some(&args.inference.base_url))

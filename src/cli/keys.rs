@@ -77,8 +77,3 @@ pub fn unauthorized_hint(inference_url: Option<&str>) -> String {
         crate::env::EVOLUTION_KEY,
     )
 }
-
-/// Whether an error text (a replay row's, an execution's) is a refused key.
-pub fn is_unauthorized(error: &str) -> bool {
-    error.contains("401 Unauthorized")
-}

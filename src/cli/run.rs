@@ -440,19 +440,7 @@ fn finish(
         .iter()
         .filter(|row| !row.error.is_empty())
         .count();
-    let refused_key = outcome
-        .replay
-        .iter()
-        .map(|row| row.error.as_str())
-        .chain(
-            outcome
-                .manifest
-                .executions
-                .iter()
-                .filter_map(|e| e.state.problem()),
-        )
-        .any(super::keys::is_unauthorized);
-    if refused_key {
+    if outcome.key_refused {
         let url = match &outcome.manifest.backend {
             crate::store::Backend::Remote { inference_url, .. } => Some(inference_url.as_str()),
             crate::store::Backend::Url { url } => Some(url.as_str()),

@@ -120,6 +120,8 @@ pub struct Outcome {
     /// Executions whose history could not be fetched this time (what was stored is kept).
     pub history_failures: usize,
     pub replay: Vec<ReplayRow>,
+    /// A start or a replay request failed because the service refused the key (401 or 403).
+    pub key_refused: bool,
 }
 
 /// A new run directory for `plan`, with its first manifest written.
@@ -204,6 +206,7 @@ pub async fn execute(
         backends,
         observer,
         iterations_seen,
+        key_refused: false,
     };
     run.emit(Event::RunStarted {
         run_id: run.manifest.run_id.clone(),
@@ -227,6 +230,7 @@ pub async fn execute(
         run.manifest.simulated = true;
     }
     run.dir.write_csv(REPLAY_FILE, &replayed.rows)?;
+    let key_refused = run.key_refused || replayed.key_refused;
     let replay = replayed.rows;
     let failed = run
         .manifest
@@ -248,6 +252,7 @@ pub async fn execute(
         history,
         history_failures,
         replay,
+        key_refused,
     })
 }
 
@@ -301,6 +306,8 @@ struct Runner<'a> {
     observer: &'a dyn Observer,
     /// Per evolutionId, the last iteration `iterations.jsonl` holds.
     iterations_seen: std::collections::HashMap<String, usize>,
+    /// A start failed because the service refused the key.
+    key_refused: bool,
 }
 
 impl Runner<'_> {
@@ -416,6 +423,11 @@ impl Runner<'_> {
                     })?;
                 }
                 Err(err) => {
+                    if let EvolutionError::Api(api) = &err
+                        && api.refuses_key()
+                    {
+                        self.key_refused = true;
+                    }
                     // A refusal (4xx) means nothing started; anything else stays `start sent`
                     // so that a resume looks the customId up first.
                     record.state = if refused(&err) {

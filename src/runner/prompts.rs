@@ -122,6 +122,8 @@ pub struct Answered {
     pub rows: Vec<ReplayRow>,
     /// Some answer came from the test stand-in model.
     pub simulated: bool,
+    /// Some request failed because the service refused the key (401 or 403).
+    pub key_refused: bool,
 }
 
 /// Checks the prompts, the columns they use, the scorer and every row of the dataset, and reads
@@ -294,7 +296,7 @@ pub async fn answer(
         queue,
         mut cache,
     } = planned;
-    let mut errors: HashMap<String, String> = HashMap::new();
+    let mut errors = replay::Failures::default();
     answering.emit(Event::ReplayPlanned {
         requests: queue.requests(),
         waiting: queue.cells(),
@@ -342,5 +344,9 @@ pub async fn answer(
         .filter_map(|cell| cache.get(&cell.key))
         .any(|answer| answer.simulated);
     folders.output.write_csv(REPLAY_FILE, &rows)?;
-    Ok(Answered { rows, simulated })
+    Ok(Answered {
+        rows,
+        simulated,
+        key_refused: errors.key_refused,
+    })
 }

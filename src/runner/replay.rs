@@ -188,6 +188,33 @@ impl std::fmt::Display for Sent {
     }
 }
 
+/// Why each request that has no answer failed, by cache key, and whether any failed because the
+/// service refused the key (401 or 403: told by the status, not by the message).
+#[derive(Debug, Default)]
+pub(super) struct Failures {
+    reasons: HashMap<String, String>,
+    pub key_refused: bool,
+}
+
+impl Failures {
+    fn record(&mut self, key: &str, reason: String) {
+        self.reasons.insert(key.to_owned(), reason);
+    }
+
+    fn failed(&mut self, key: &str, err: &Sent) {
+        if let Sent::Failed(InferenceError::Api(api)) = err
+            && api.refuses_key()
+        {
+            self.key_refused = true;
+        }
+        self.record(key, err.to_string());
+    }
+
+    pub(super) fn get(&self, key: &str) -> Option<&String> {
+        self.reasons.get(key)
+    }
+}
+
 /// Answers every request not in the cache, at most `concurrency` at a time; a model's requests
 /// stop once [`OUTAGE_AFTER`] of them failed in a row.
 pub(super) async fn answer_all(
@@ -195,7 +222,7 @@ pub(super) async fn answer_all(
     queue: Queue,
     concurrency: usize,
     cache: &mut HashMap<String, CachedAnswer>,
-    errors: &mut HashMap<String, String>,
+    errors: &mut Failures,
 ) -> Result<(), RunError> {
     let inference = answering.inference.clone();
     // By model, once OUTAGE_AFTER of its requests failed in a row: why, for the ones not sent.
@@ -274,7 +301,7 @@ pub(super) async fn answer_all(
                         .max_tokens
                         .map_or_else(|| "(none)".to_owned(), |t| t.to_string())
                 );
-                errors.insert(key.clone(), error.clone());
+                errors.record(&key, error.clone());
                 Some(error)
             }
             Ok(response) => {
@@ -295,7 +322,7 @@ pub(super) async fn answer_all(
                 None
             }
             Err(err) => {
-                errors.insert(key.clone(), err.to_string());
+                errors.failed(&key, &err);
                 Some(err.to_string())
             }
         };
@@ -401,7 +428,7 @@ pub(super) fn unscored(
     cell: &Cell,
     answer: Option<&CachedAnswer>,
     reason: &str,
-    errors: &HashMap<String, String>,
+    errors: &Failures,
 ) -> ReplayRow {
     let mut row = replay_row(cell, answer, no_answer(), errors);
     row.feedback = "not graded".to_owned();
@@ -414,7 +441,7 @@ pub(super) fn replay_row(
     cell: &Cell,
     answer: Option<&CachedAnswer>,
     score: Score,
-    errors: &HashMap<String, String>,
+    errors: &Failures,
 ) -> ReplayRow {
     let error = cell
         .error
@@ -444,11 +471,14 @@ pub(super) fn replay_row(
     }
 }
 
-/// What a replay produced: the rows of `replay.csv`, and whether any answer came from the
-/// deterministic stand-in model (the run is then marked simulated).
+/// What a replay produced: the rows of `replay.csv`, whether any answer came from the
+/// deterministic stand-in model (the run is then marked simulated), and whether the key was
+/// refused.
 pub(super) struct Replayed {
     pub rows: Vec<ReplayRow>,
     pub simulated: bool,
+    /// Some request failed because the service refused the key.
+    pub key_refused: bool,
 }
 
 /// Replays the versions of each execution's history on its holdout rows (`holdouts`, by
@@ -461,7 +491,7 @@ pub(super) async fn replay(
     history: &[HistoryRow],
 ) -> Result<Replayed, RunError> {
     let mut cache = answering.cache.read_cache()?;
-    let mut errors: HashMap<String, String> = HashMap::new();
+    let mut errors = Failures::default();
     let mut cells: Vec<Cell> = Vec::new();
     let mut queue = Queue::default();
     // Scorers by variant; a variant graded by the judge has none.
@@ -559,6 +589,7 @@ pub(super) async fn replay(
     Ok(Replayed {
         rows,
         simulated: cache.values().any(|answer| answer.simulated),
+        key_refused: errors.key_refused,
     })
 }
 
@@ -571,7 +602,7 @@ async fn judge_answers(
     cells: &[Cell],
     cache: &mut HashMap<String, CachedAnswer>,
     concurrency: usize,
-    errors: &mut HashMap<String, String>,
+    errors: &mut Failures,
 ) -> Result<Grades, RunError> {
     let judges: HashMap<String, judge::JudgePlan> = executions
         .iter()
@@ -599,7 +630,7 @@ pub(super) async fn grade(
     cells: &[Cell],
     cache: &mut HashMap<String, CachedAnswer>,
     concurrency: usize,
-    errors: &mut HashMap<String, String>,
+    errors: &mut Failures,
 ) -> Result<Grades, RunError> {
     if judges.is_empty() {
         return Ok(HashMap::new());

@@ -266,6 +266,29 @@ fn a_two_variant_experiment_runs_to_a_complete_run_directory() {
     assert!(starts.values().all(|&count| count == 1), "{starts:?}");
 }
 
+/// A key the service refuses (401) is told apart by its status, for a start as for a replay
+/// request, and the terminal says which keys were sent and where.
+#[test]
+fn a_refused_key_is_named_whether_the_start_or_the_replay_met_it() {
+    let serve = Serve::start(&["sim:seed=4"], &[&format!("{KEY}:6000")]);
+    for refused in ["GEPA_LAB_EVOLUTION_KEY", "GEPA_LAB_INFERENCE_KEY"] {
+        let out = tempfile::tempdir().unwrap();
+        let output = run_command(&serve, out.path(), &[experiment().to_str().unwrap()])
+            .env(refused, "not-a-key-serve-knows")
+            .output()
+            .expect("run");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{refused}: {stderr}");
+        assert!(
+            stderr.contains(
+                "tip: the service refused the API key (401 Unauthorized or 403 Forbidden)"
+            ),
+            "{refused}: {stderr}"
+        );
+        assert!(!stderr.contains("not-a-key-serve-knows"), "{stderr}");
+    }
+}
+
 /// Kill during a phase, resume, and check that nothing was started or answered twice.
 fn kill_and_resume(marker: &str) {
     let serve = Serve::start(&["sim:seed=4,latency_ms=20"], &[&format!("{KEY}:6000")]);
