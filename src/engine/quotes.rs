@@ -119,12 +119,6 @@ impl InputPairs {
     /// that the seed lacks and whose words stand in that order in a few inputs.
     pub(crate) fn quoted(&self, prompt: &str) -> Option<Quote> {
         let words = words(prompt);
-        // The phrase check reads the prompt without the engine's own lines.
-        let written: Vec<&str> = prompt
-            .lines()
-            .filter(|line| !self.own_lines.iter().any(|own| own == line.trim()))
-            .collect();
-        let written = self::words(&written.join("\n"));
         let count = |first: &String, second: &String| {
             self.inputs_with
                 .get(&(first.clone(), second.clone()))
@@ -139,6 +133,13 @@ impl InputPairs {
             })
         });
         let phrase = || {
+            // The phrase check reads the prompt without the engine's own lines, worked out only
+            // when no pair was found.
+            let written: Vec<&str> = prompt
+                .lines()
+                .filter(|line| !self.own_lines.iter().any(|own| own == line.trim()))
+                .collect();
+            let written = self::words(&written.join("\n"));
             self.new_pairs(&written).find_map(|(first, second)| {
                 let stop = |word: &String| self.stop_words.contains(word);
                 let word = match (stop(first), stop(second)) {
