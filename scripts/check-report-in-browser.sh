@@ -8,6 +8,8 @@
 #
 # The run directory is copied to a temporary folder and rendered there with `gepa-lab report`, so
 # the fixture is never modified. Output: target/report-check/report.png (OUT=... to change).
+# BIN=path/to/gepa-lab renders with that binary; without it `cargo run` builds the dev profile
+# first, which from a clean target/ takes many minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-target/report-check}
@@ -21,7 +23,11 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cp -r "${1:-tests/fixtures/run}" "$work/run"
-cargo run --quiet -- report "$work/run" >/dev/null
+if [ -n "${BIN:-}" ]; then
+    "$BIN" report "$work/run" >/dev/null
+else
+    cargo run --quiet -- report "$work/run" >/dev/null
+fi
 page="$work/run/index.html"
 
 # Flags: no sandbox (root in a container), no GPU, and nothing that talks to the network.
