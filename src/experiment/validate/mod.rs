@@ -1433,3 +1433,6 @@ fn resolve_path(base: &Path, relative: &Path) -> PathBuf {
 fn is_embedded_model(model: &str) -> bool {
     model == "local" || model.starts_with("local:")
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,301 @@
+//! Each numeric and textual rule of the format at its edge: the last value it accepts and the
+//! first it refuses, on a small edit of `tests/fixtures/valid.toml`. (Every rule's refusal, at
+//! its line, is also checked end to end by the fixtures of `tests/fixtures/invalid`.)
+use std::path::{Path, PathBuf};
+
+use super::*;
+use crate::experiment::Severity;
+
+/// The fixture every case edits, with a budget of 40 so that it warns of nothing: a 20-row
+/// dataset, minibatch 2, pareto 4, so a holdout of the rest is 14 rows.
+fn base() -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let text = std::fs::read_to_string(root.join("valid.toml")).expect("the valid fixture");
+    let data = root.join("data/tiny.csv");
+    text.replace(
+        "file = \"data/tiny.csv\"",
+        &format!("file = {:?}", data.display().to_string()),
+    )
+    .replace("budget = 30", "budget = 40")
+}
+
+/// The base with each key's line (`key =`, or all the lines of its multi-line string) replaced
+/// by the edit's lines; an edit whose key is a table (`[engine]`) is appended.
+fn edited(edits: &[(&str, &str)]) -> String {
+    let mut text = base();
+    for (key, lines) in edits {
+        if key.starts_with('[') {
+            text = format!("{text}\n{key}\n{lines}\n");
+            continue;
+        }
+        let prefix = format!("{key} =");
+        let at = text
+            .lines()
+            .position(|line| line.starts_with(&prefix))
+            .unwrap_or_else(|| panic!("the base has no line starting with {prefix:?}"));
+        let mut out: Vec<&str> = text.lines().collect();
+        // A multi-line string ends at the next line holding the closing quotes.
+        let end = if out[at].matches("\"\"\"").count() == 1 {
+            (at + 1..out.len())
+                .find(|&i| out[i].contains("\"\"\""))
+                .expect("a closed multi-line string")
+        } else {
+            at
+        };
+        out.splice(at..=end, [*lines]);
+        text = out.join("\n");
+    }
+    text
+}
+
+/// Validates `text` as a file in a fresh folder.
+fn validate(text: &str) -> Validation {
+    let folder = tempfile::tempdir().unwrap();
+    let file: PathBuf = folder.path().join("experiment.toml");
+    std::fs::write(&file, text).unwrap();
+    validate_file(&file, &Settings::default())
+}
+
+/// The rules `edits` break, errors and warnings alike, each once, in rule order.
+fn rules(edits: &[(&str, &str)]) -> Vec<Rule> {
+    let mut rules: Vec<Rule> = validate(&edited(edits))
+        .diagnostics
+        .iter()
+        .map(|d| d.rule)
+        .collect();
+    rules.sort_by_key(|rule| Rule::ALL.iter().position(|r| r == rule));
+    rules.dedup();
+    rules
+}
+
+/// Edits of the base: a key (or a table to append) and the lines that replace it.
+type Edits<'a> = &'a [(&'a str, &'a str)];
+
+/// Each case: the edits, then the rules they must break (none: the value is accepted).
+fn assert_cases(cases: &[(Edits<'_>, &[Rule])]) {
+    for (edits, expected) in cases {
+        assert_eq!(rules(edits), *expected, "edits {edits:?}");
+    }
+}
+
+#[test]
+fn the_base_is_valid_and_warns_of_nothing() {
+    let validation = validate(&base());
+    assert!(
+        validation.diagnostics.is_empty(),
+        "{:?}",
+        validation.diagnostics
+    );
+    let plan = validation.plan.expect("a plan");
+    assert_eq!(plan.executions.len(), 1);
+    assert_eq!(plan.executions[0].dataset.holdout_rows, 14);
+}
+
+#[test]
+fn a_name_is_1_to_40_lowercase_letters_digits_underscores_or_hyphens() {
+    let forty = format!("name = \"{}\"", "a".repeat(40));
+    let forty_one = format!("name = \"{}\"", "a".repeat(41));
+    assert_cases(&[
+        (&[("name", "name = \"a\"")], &[]),
+        (&[("name", "name = \"a_b-9\"")], &[]),
+        (&[("name", &forty)], &[]),
+        (&[("name", &forty_one)], &[Rule::NameFormat]),
+        (&[("name", "name = \"\"")], &[Rule::NameFormat]),
+        (&[("name", "name = \"Fixture\"")], &[Rule::NameFormat]),
+        (&[("name", "name = \"a b\"")], &[Rule::NameFormat]),
+        (&[("name", "name = \"é\"")], &[Rule::NameFormat]),
+    ]);
+}
+
+#[test]
+fn a_custom_id_has_at_most_50_characters() {
+    let with = |id: String| format!("budget = 40\ncustom_id = \"{id}\"");
+    let fifty = with("c".repeat(50));
+    let fifty_one = with("c".repeat(51));
+    assert_cases(&[
+        (&[("budget", &fifty)], &[]),
+        (&[("budget", &fifty_one)], &[Rule::CustomIdLength]),
+    ]);
+}
+
+#[test]
+fn minibatch_and_pareto_are_at_least_1_and_fit_in_the_rows() {
+    assert_cases(&[
+        (&[("minibatch", "minibatch = 1")], &[]),
+        (&[("minibatch", "minibatch = 0")], &[Rule::MinibatchMin]),
+        (&[("minibatch", "minibatch = -3")], &[Rule::MinibatchMin]),
+        (&[("pareto", "pareto = 1")], &[]),
+        (&[("pareto", "pareto = 0")], &[Rule::ParetoMin]),
+        // 20 rows: 2 + 17 leaves 1 for the holdout; 2 + 18 leaves none, 2 + 19 is one too many.
+        (
+            &[("pareto", "pareto = 17"), ("budget", "budget = 200")],
+            &[],
+        ),
+        (&[("pareto", "pareto = 17")], &[Rule::BudgetReflections]),
+        (
+            &[("pareto", "pareto = 18"), ("budget", "budget = 200")],
+            &[Rule::HoldoutEmpty],
+        ),
+        (&[("pareto", "pareto = 19")], &[Rule::DatasetRows]),
+    ]);
+}
+
+#[test]
+fn a_holdout_is_rest_none_or_a_count_that_fits() {
+    assert_cases(&[
+        (&[("holdout", "holdout = 14")], &[]),
+        (&[("holdout", "holdout = 1")], &[]),
+        (&[("holdout", "holdout = 15")], &[Rule::HoldoutSize]),
+        (&[("holdout", "holdout = -1")], &[Rule::HoldoutValue]),
+        (&[("holdout", "holdout = \"all\"")], &[Rule::HoldoutValue]),
+        // With [replay], no holdout row is nothing to replay on.
+        (&[("holdout", "holdout = 0")], &[Rule::HoldoutEmpty]),
+        (&[("holdout", "holdout = \"none\"")], &[Rule::HoldoutEmpty]),
+    ]);
+}
+
+#[test]
+fn a_budget_is_at_least_1_and_below_10_is_a_warning() {
+    let rules_at = |budget: u32| rules(&[("budget", &format!("budget = {budget}"))]);
+    assert!(rules_at(0).contains(&Rule::BudgetMin));
+    assert!(!rules_at(1).contains(&Rule::BudgetMin));
+    assert!(rules_at(9).contains(&Rule::BudgetLow));
+    assert!(!rules_at(10).contains(&Rule::BudgetLow));
+    let errors = |budget: u32| {
+        validate(&edited(&[("budget", &format!("budget = {budget}"))]))
+            .diagnostics
+            .iter()
+            .filter(|d| d.severity == Severity::Error)
+            .count()
+    };
+    assert_eq!(errors(0), 1);
+    assert_eq!(errors(1), 0, "a low budget is a warning, not an error");
+}
+
+/// The budget-reflections warning tells the budget that silences it, and that budget does.
+#[test]
+fn the_budget_the_reflections_warning_asks_for_is_enough() {
+    let mut warned = 0;
+    for budget in 1..=60 {
+        let validation = validate(&edited(&[("budget", &format!("budget = {budget}"))]));
+        let Some(warning) = validation
+            .diagnostics
+            .iter()
+            .find(|d| d.rule == Rule::BudgetReflections)
+        else {
+            continue;
+        };
+        warned += 1;
+        let help = warning.help.as_deref().expect("a help line");
+        let needed: u32 = help
+            .strip_prefix("raise the budget to ")
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no budget in {help:?}"));
+        assert!(needed > budget, "budget {budget}: {help}");
+        assert!(
+            !rules(&[("budget", &format!("budget = {needed}"))]).contains(&Rule::BudgetReflections),
+            "budget {budget} asks for {needed}, which still warns"
+        );
+    }
+    assert!(warned > 0, "no budget from 1 to 60 warned");
+}
+
+#[test]
+fn a_threshold_is_from_0_to_1() {
+    let threshold = |value: &str| format!("metric = \"exact_match\"\nthreshold = {value}");
+    let at = |value: &str| rules(&[("metric", &threshold(value))]);
+    assert_eq!(at("0.0"), []);
+    assert_eq!(at("1.0"), []);
+    assert_eq!(at("1.01"), [Rule::EvaluatorThreshold]);
+    assert_eq!(at("-0.01"), [Rule::EvaluatorThreshold]);
+    assert_eq!(at("nan"), [Rule::EvaluatorThreshold]);
+}
+
+#[test]
+fn the_replay_numbers_have_their_ranges() {
+    let replay = |line: &str| format!("scorer = \"exact_match\"\n{line}");
+    let at = |line: &str| rules(&[("scorer", &replay(line))]);
+    assert_eq!(at("repeat = 1"), []);
+    assert_eq!(at("repeat = 100\ntemperature = 0.7"), []);
+    assert_eq!(at("repeat = 101\ntemperature = 0.7"), [Rule::ReplayRepeat]);
+    assert_eq!(at("repeat = 0"), [Rule::ReplayRepeat]);
+    assert_eq!(at("repeat = 2"), [Rule::ReplayRepeatGreedy]);
+    assert_eq!(at("temperature = 0.0"), []);
+    assert_eq!(at("temperature = -0.1"), [Rule::ReplayTemperature]);
+    assert_eq!(at("concurrency = 1"), []);
+    assert_eq!(at("concurrency = 0"), [Rule::ReplayConcurrency]);
+    assert_eq!(at("max_tokens = 1"), []);
+    assert_eq!(at("max_tokens = 0"), [Rule::ReplayMaxTokens]);
+    assert_eq!(rules(&[("top", "top = 1")]), []);
+    assert_eq!(rules(&[("top", "top = 0")]), [Rule::ReplayTop]);
+    assert_eq!(
+        rules(&[("models", "models = [\"local\", \"local\"]")]),
+        [Rule::ReplayModels]
+    );
+    assert_eq!(rules(&[("models", "models = []")]), [Rule::ReplayModels]);
+}
+
+#[test]
+fn every_engine_number_is_checked_at_both_ends_of_its_range() {
+    let cases: &[(&str, &str, &str, &str, &str)] = &[
+        // key, lowest accepted, highest accepted, below, above
+        ("reflection_minibatch", "1", "64", "0", "65"),
+        ("reflection_max_tokens", "1", "32768", "0", "32769"),
+        ("max_seconds", "1", "604800", "0", "604801"),
+        ("stall_iterations", "1", "10000", "0", "10001"),
+        ("parallel_calls", "1", "64", "0", "65"),
+        ("reflection_temperature", "0.0", "2.0", "-0.5", "2.5"),
+        ("score_threshold", "0.0", "1.0", "-0.1", "1.1"),
+    ];
+    for (key, low, high, below, above) in cases {
+        let at = |value: &str| rules(&[("[engine]", &format!("{key} = {value}"))]);
+        assert_eq!(at(low), [], "{key} = {low}");
+        assert_eq!(at(high), [], "{key} = {high}");
+        assert_eq!(at(below), [Rule::EngineRange], "{key} = {below}");
+        assert_eq!(at(above), [Rule::EngineRange], "{key} = {above}");
+    }
+    let engine = |line: &str| rules(&[("[engine]", line)]);
+    assert_eq!(engine("seed = 0"), []);
+    assert_eq!(engine("seed = -1"), [Rule::EngineRange]);
+    assert_eq!(engine("on_error = \"score_zero\""), []);
+    assert_eq!(engine("on_error = \"skip\""), [Rule::EngineOnError]);
+    assert_eq!(engine("reflection_model = \"local\""), []);
+    assert_eq!(
+        engine("reflection_model = \" \""),
+        [Rule::EngineReflectionModel]
+    );
+}
+
+#[test]
+fn the_strategy_is_rpm_or_sam_and_sam_is_a_warning() {
+    assert_eq!(
+        rules(&[("strategy", "strategy = \"SAM\"")]),
+        [Rule::StrategySam]
+    );
+    assert_eq!(
+        rules(&[("strategy", "strategy = \"GEPA\"")]),
+        [Rule::Strategy]
+    );
+}
+
+#[test]
+fn the_seed_prompt_has_one_source_and_names_only_input_columns() {
+    assert_cases(&[
+        (&[("seed", "seed = \"{review} {{literal}}\"")], &[]),
+        (&[("seed", "seed = \"\"")], &[Rule::PromptEmpty]),
+        (&[("seed", "seed = \"{review\"")], &[Rule::PromptSyntax]),
+        (
+            &[("seed", "seed = \"{rating}\"")],
+            &[Rule::PromptVariable, Rule::PromptUnusedInput],
+        ),
+        (
+            &[("seed", "seed = \"{review} {rating}\"")],
+            &[Rule::PromptVariable],
+        ),
+        (
+            &[("seed", "seed = \"no column at all\"")],
+            &[Rule::PromptUnusedInput],
+        ),
+    ]);
+}
