@@ -440,6 +440,35 @@ async fn the_same_request_makes_the_same_run_and_another_custom_id_another() {
         history(&local, &first).await,
         history(&local, &second).await
     );
+    // The stand-in model answers the same prompts alike, so another run shows in what the
+    // engine's seed draws: the order of each iteration's minibatch rows.
+    let minibatches = |records: Vec<IterationRecord>| -> Vec<Vec<usize>> {
+        records
+            .into_iter()
+            .filter_map(|record| match record {
+                IterationRecord::Mutation(mutation) => Some(mutation.minibatch),
+                IterationRecord::Merge(_) => None,
+            })
+            .collect()
+    };
+    let drawn = |id: String| {
+        let local = &local;
+        async move {
+            let records = local.iterations(&id, 0).await.unwrap().expect("recorded");
+            minibatches(records)
+        }
+    };
+    let (first_draws, second_draws, third_draws) = (
+        drawn(first.clone()).await,
+        drawn(second.clone()).await,
+        drawn(third.clone()).await,
+    );
+    assert!(first_draws.len() > 1, "{first_draws:?}");
+    assert_eq!(first_draws, second_draws);
+    assert_ne!(
+        first_draws, third_draws,
+        "another custom id draws another run"
+    );
     assert_ne!(seed_of(&request), {
         request.custom_id = Some("replicate-1".into());
         seed_of(&request)

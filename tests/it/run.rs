@@ -296,6 +296,12 @@ fn kill_and_resume(marker: &str) {
     kill_when(&serve, out.path(), marker);
     let dir = run_dir(out.path());
     assert!(events(&dir).contains(marker), "killed after {marker}");
+    // A kill that came after the run's end would leave nothing for the resume to do.
+    assert!(
+        !events(&dir).contains("\"event\":\"run_finished\""),
+        "the kill landed before the run finished"
+    );
+    assert_eq!(dir.read_manifest().unwrap().finished_at, None);
     // What a kill between writing a temporary file and renaming it leaves.
     std::fs::write(dir.file(".gepa-lab-tmpK1ll3d"), "half of run.json").unwrap();
     let output = run_command(
