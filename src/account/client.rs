@@ -1,7 +1,6 @@
 //! `AccountClient`: wallet registration, credits, the two-step x402 top-up and channels, over
 //! `http::HttpClient`.
 use std::collections::HashSet;
-use std::num::NonZeroU32;
 
 use chrono::{DateTime, Utc};
 use reqwest::StatusCode;
@@ -16,7 +15,7 @@ use super::wire::{
     PAYMENT_RESPONSE_HEADER, PaymentRequirements, PostMessage, SettlementResponse, TOPUP_PATH,
     TopupRequest, TopupResult, WalletLogin,
 };
-use crate::http::{ApiError, Auth, Call, ClientConfig, HttpClient, RetryPolicy, Secret};
+use crate::http::{ATTEMPT_TIMEOUT, ApiError, Auth, Call, HttpClient, RetryPolicy, ServiceConfig};
 use crate::wallet::{PaymentPayload, PrivateKey, TransferWithAuthorization, random_nonce};
 
 /// The text a wallet signs to log in: `<word>-login-<timestamp>`. The word is configuration
@@ -29,25 +28,9 @@ pub fn login_message(login_word: &str, timestamp: i64) -> String {
 /// 50 × 200 messages.
 const MAX_CATCH_UP_PAGES: usize = 50;
 
-#[derive(Debug, Clone)]
-pub struct AccountConfig {
-    pub base_url: String,
-    /// The API key; only wallet registration works without one.
-    pub key: Option<Secret>,
-    pub rpm: Option<NonZeroU32>,
-    pub retry: RetryPolicy,
-}
-
-impl AccountConfig {
-    pub fn new(base_url: impl Into<String>, key: Option<Secret>) -> Self {
-        AccountConfig {
-            base_url: base_url.into(),
-            key,
-            rpm: None,
-            retry: RetryPolicy::default(),
-        }
-    }
-}
+/// The inference service's account routes. The key is sent as `Authorization: Bearer`; only
+/// wallet registration works without one.
+pub type AccountConfig = ServiceConfig;
 
 /// What a paid top-up returned.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,13 +53,11 @@ pub struct AccountClient {
 
 impl AccountClient {
     pub fn new(config: AccountConfig) -> Result<Self, AccountError> {
-        let auth = match config.key {
+        let auth = match config.key.clone() {
             Some(key) => Auth::Bearer(key),
             None => Auth::None,
         };
-        let mut client = ClientConfig::new(config.base_url, auth);
-        client.rpm = config.rpm;
-        client.retry = config.retry;
+        let client = config.client(config.base_url.clone(), auth, ATTEMPT_TIMEOUT);
         let mut once = client.clone();
         once.retry = RetryPolicy {
             max_attempts: 1,

@@ -112,7 +112,7 @@ fn wallet(args: WalletLogin) -> anyhow::Result<ExitCode> {
 fn key(args: StoreKey) -> anyhow::Result<ExitCode> {
     let base_url = match (&args.base_url, args.service) {
         (Some(url), _) => url.clone(),
-        (None, Service::Evolution) => crate::evolution::EvolutionConfig::from_env().base_url,
+        (None, Service::Evolution) => crate::evolution::config_from_env().base_url,
         (None, Service::Inference) => super::backends::inference_url(),
     };
     let path = config_path()?;

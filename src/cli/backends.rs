@@ -59,7 +59,7 @@ fn public_keys() -> anyhow::Result<(Credential, Credential)> {
     Ok((
         keys::for_service(
             keys::from_env(EVOLUTION_KEY),
-            &EvolutionConfig::from_env().base_url,
+            &crate::evolution::config_from_env().base_url,
         )?,
         keys::for_service(keys::from_env(INFERENCE_KEY), &inference_url())?,
     ))
@@ -123,7 +123,7 @@ pub fn describe(choice: &BackendChoice) -> Backend {
         BackendChoice::Local => Backend::Local,
         BackendChoice::Url(url) => Backend::Url { url: url.clone() },
         BackendChoice::Remote => Backend::Remote {
-            evolution_url: EvolutionConfig::from_env().base_url,
+            evolution_url: crate::evolution::config_from_env().base_url,
             inference_url: inference_url(),
         },
     }
@@ -271,8 +271,10 @@ pub fn build(
                 inference.key.is_some(),
                 "no key for the inference API: set {INFERENCE_KEY}, or run `gepa-lab auth wallet` or `gepa-lab auth key inference`"
             );
-            let evolution_config =
-                EvolutionConfig::new(EvolutionConfig::from_env().base_url, Some(evolution_key));
+            let evolution_config = EvolutionConfig::new(
+                crate::evolution::config_from_env().base_url,
+                Some(evolution_key),
+            );
             let remote = http_inference(&inference_url(), inference, rpm)?;
             Ok(Backends {
                 evolution: Arc::new(HttpEvolution::new(evolution_config)?),

@@ -43,7 +43,7 @@ pub fn from_env(name: &str) -> Option<Secret> {
 /// used, when known (else the one of the environment).
 pub fn unauthorized_hint(inference_url: Option<&str>) -> String {
     let inference_url = inference_url.map_or_else(super::backends::inference_url, str::to_owned);
-    let evolution_url = crate::evolution::EvolutionConfig::from_env().base_url;
+    let evolution_url = crate::evolution::config_from_env().base_url;
     let config = config_path().ok();
     let stored = |url: &str| {
         config

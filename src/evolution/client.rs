@@ -20,42 +20,26 @@ use super::wire::{
 };
 use super::{Evolution, EvolutionError, ITERATIONS_LIMIT};
 use crate::engine::IterationRecord;
-use crate::http::{ApiError, Auth, Call, ClientConfig, HttpClient, RetryPolicy, Secret, Stats};
+use crate::http::{ApiError, Auth, Call, HttpClient, RetryPolicy, Secret, ServiceConfig, Stats};
 
 /// The public prompt-evolution service.
 pub const DEFAULT_EVOLUTION_URL: &str = "https://mainnet.dkn.dria.co";
 /// Where the service's routes start, below its address.
 const API_PREFIX: &str = "/api/v0";
 
-#[derive(Debug, Clone)]
-pub struct EvolutionConfig {
-    /// The service address, without `/api/v0`.
-    pub base_url: String,
-    /// Sent as `x-api-key`.
-    pub key: Option<Secret>,
-    /// For reads; starts are sent once (see the module comment).
-    pub retry: RetryPolicy,
-    /// Time-out of one attempt.
-    pub timeout: Duration,
-}
+/// The prompt-evolution service, at `{base_url}/api/v0`. The key is sent as `x-api-key`;
+/// the retries are for reads (starts are sent once, see the module comment).
+pub type EvolutionConfig = ServiceConfig;
 
-impl EvolutionConfig {
-    pub fn new(base_url: impl Into<String>, key: Option<Secret>) -> Self {
-        Self {
-            base_url: base_url.into(),
-            key,
-            retry: RetryPolicy::default(),
-            timeout: Duration::from_secs(60),
-        }
-    }
+/// Time-out of one attempt unless the configuration sets its own.
+const EVOLUTION_TIMEOUT: Duration = Duration::from_secs(60);
 
-    /// `GEPA_LAB_EVOLUTION_URL` (default [`DEFAULT_EVOLUTION_URL`]) and `GEPA_LAB_EVOLUTION_KEY`.
-    pub fn from_env() -> Self {
-        let url = crate::env::var(crate::env::EVOLUTION_URL)
-            .unwrap_or_else(|| DEFAULT_EVOLUTION_URL.to_owned());
-        let key = crate::env::var(crate::env::EVOLUTION_KEY).map(Secret::new);
-        Self::new(url, key)
-    }
+/// `GEPA_LAB_EVOLUTION_URL` (default [`DEFAULT_EVOLUTION_URL`]) and `GEPA_LAB_EVOLUTION_KEY`.
+pub fn config_from_env() -> EvolutionConfig {
+    let url = crate::env::var(crate::env::EVOLUTION_URL)
+        .unwrap_or_else(|| DEFAULT_EVOLUTION_URL.to_owned());
+    let key = crate::env::var(crate::env::EVOLUTION_KEY).map(Secret::new);
+    EvolutionConfig::new(url, key)
 }
 
 #[derive(Debug, Clone)]
@@ -69,7 +53,7 @@ pub struct HttpEvolution {
 
 impl HttpEvolution {
     pub fn new(config: EvolutionConfig) -> Result<Self, EvolutionError> {
-        let auth = match config.key {
+        let auth = match config.key.clone() {
             Some(key) => Auth::Header {
                 name: HeaderName::from_static("x-api-key"),
                 value: key,
@@ -77,9 +61,7 @@ impl HttpEvolution {
             None => Auth::None,
         };
         let base_url = format!("{}{API_PREFIX}", config.base_url.trim_end_matches('/'));
-        let mut reads = ClientConfig::new(base_url, auth);
-        reads.retry = config.retry;
-        reads.timeout = config.timeout;
+        let reads = config.client(base_url, auth, EVOLUTION_TIMEOUT);
         let mut starts = reads.clone();
         starts.retry = RetryPolicy {
             max_attempts: 1,

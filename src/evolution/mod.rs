@@ -10,7 +10,7 @@ pub mod wire;
 
 use async_trait::async_trait;
 
-pub use client::{DEFAULT_EVOLUTION_URL, EvolutionConfig, HttpEvolution};
+pub use client::{DEFAULT_EVOLUTION_URL, EvolutionConfig, HttpEvolution, config_from_env};
 pub use history::{History, MAX_GENERATIONS, PAGE_LIMIT, fetch_history, find_by_custom_id};
 use wire::{BatchJobs, Execution, HistoryRecord, StartExecution};
 

@@ -68,6 +68,48 @@ pub enum Auth {
     },
 }
 
+/// Time-out of one attempt, response body included, unless an API or a call sets its own.
+pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(130);
+
+/// What a caller says of one service, the same for every API: where it is, the key, the pacing
+/// and the retries. Each API's client makes the [`ClientConfig`]s it needs from it (its auth
+/// header, its own time-out, a start or a payment sent once).
+#[derive(Debug, Clone)]
+pub struct ServiceConfig {
+    pub base_url: String,
+    /// The key; how it is sent (a bearer token, a header of its own) is the API's.
+    pub key: Option<Secret>,
+    /// The key's `rpmLimit`: requests are spaced so that the server never has to answer 429.
+    pub rpm: Option<NonZeroU32>,
+    pub retry: RetryPolicy,
+    /// Time-out of one attempt; `None`: the API client's own.
+    pub timeout: Option<Duration>,
+}
+
+impl ServiceConfig {
+    pub fn new(base_url: impl Into<String>, key: Option<Secret>) -> Self {
+        Self {
+            base_url: base_url.into(),
+            key,
+            rpm: None,
+            retry: RetryPolicy::default(),
+            timeout: None,
+        }
+    }
+
+    /// The client configuration for `base_url` with `auth`, this service's pacing and retries,
+    /// and its time-out or else `default_timeout`.
+    pub fn client(&self, base_url: String, auth: Auth, default_timeout: Duration) -> ClientConfig {
+        ClientConfig {
+            base_url,
+            auth,
+            rpm: self.rpm,
+            retry: self.retry.clone(),
+            timeout: self.timeout.unwrap_or(default_timeout),
+        }
+    }
+}
+
 /// Everything that shapes one `HttpClient`.
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
@@ -88,7 +130,7 @@ impl ClientConfig {
             auth,
             rpm: None,
             retry: RetryPolicy::default(),
-            timeout: Duration::from_secs(130),
+            timeout: ATTEMPT_TIMEOUT,
         }
     }
 }

@@ -1,5 +1,4 @@
 //! `HttpInference`: the inference API, or any OpenAI-compatible server, over `http::HttpClient`.
-use std::num::NonZeroU32;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -9,7 +8,7 @@ use futures::StreamExt;
 use super::structured::validate_answer;
 use super::wire::{ChatRequest, ChatResponse, Model, ModelList, StreamChunk};
 use super::{ChunkStream, Inference, InferenceError, check_request};
-use crate::http::{ApiError, Auth, Call, ClientConfig, HttpClient, RetryPolicy, Secret, Stats};
+use crate::http::{ATTEMPT_TIMEOUT, ApiError, Auth, Call, HttpClient, ServiceConfig, Stats};
 
 /// The public inference service.
 pub const DEFAULT_BASE_URL: &str = "https://inference.dria.co";
@@ -18,30 +17,9 @@ pub const DEFAULT_BASE_URL: &str = "https://inference.dria.co";
 /// its status and body) arrives before ours fires.
 const TIMEOUT_GRACE: Duration = Duration::from_secs(10);
 
-#[derive(Debug, Clone)]
-pub struct InferenceConfig {
-    pub base_url: String,
-    /// Sent as `Authorization: Bearer`; local servers (Ollama, llama.cpp) need none.
-    pub key: Option<Secret>,
-    /// The key's `rpmLimit`: requests are spaced so that the server never has to answer 429.
-    pub rpm: Option<NonZeroU32>,
-    pub retry: RetryPolicy,
-}
-
-impl InferenceConfig {
-    pub fn new(base_url: impl Into<String>, key: Option<Secret>) -> Self {
-        InferenceConfig {
-            base_url: base_url.into(),
-            key,
-            rpm: None,
-            // 503 means "no node serves this model": the fallback list, not waiting, helps.
-            retry: RetryPolicy {
-                retry_unavailable: false,
-                ..RetryPolicy::default()
-            },
-        }
-    }
-}
+/// The inference service, or any OpenAI-compatible server. The key is sent as
+/// `Authorization: Bearer`; local servers (Ollama, llama.cpp) need none.
+pub type InferenceConfig = ServiceConfig;
 
 #[derive(Debug, Clone)]
 pub struct HttpInference {
@@ -50,13 +28,13 @@ pub struct HttpInference {
 
 impl HttpInference {
     pub fn new(config: InferenceConfig) -> Result<Self, InferenceError> {
-        let auth = match config.key {
+        let auth = match config.key.clone() {
             Some(key) => Auth::Bearer(key),
             None => Auth::None,
         };
-        let mut client = ClientConfig::new(config.base_url, auth);
-        client.rpm = config.rpm;
-        client.retry = config.retry;
+        let mut client = config.client(config.base_url.clone(), auth, ATTEMPT_TIMEOUT);
+        // 503 means "no node serves this model": the fallback list, not waiting, helps.
+        client.retry.retry_unavailable = false;
         Ok(HttpInference {
             http: HttpClient::new(client)?,
         })
