@@ -44,21 +44,9 @@ async fn chat_completions(
     Extension(caller): Extension<Caller>,
     body: Bytes,
 ) -> Response {
-    let mut deserializer = serde_json::Deserializer::from_slice(&body);
-    let request: ChatRequest = match serde_path_to_error::deserialize(&mut deserializer) {
+    let request: ChatRequest = match super::body::parse_json(&body) {
         Ok(request) => request,
-        Err(err) => {
-            let path = err.path().to_string();
-            let inner = err.into_inner();
-            let message = if !inner.is_data() {
-                format!("invalid parameters: the body is not JSON: {inner}")
-            } else if path == "." {
-                format!("invalid parameters: {inner}")
-            } else {
-                format!("invalid parameter {path}: {inner}")
-            };
-            return text(StatusCode::BAD_REQUEST, message);
-        }
+        Err(message) => return text(StatusCode::BAD_REQUEST, message),
     };
     if let Err(err) = check_request(&request) {
         return error_response(&err);

@@ -29,6 +29,7 @@ use crate::local::LocalEvolution;
 mod account_db;
 pub mod account_routes;
 pub mod auth;
+mod body;
 pub mod db;
 mod evolution_backend;
 mod evolution_routes;

@@ -168,19 +168,7 @@ fn internal(action: &str, err: &dyn std::fmt::Display) -> Rejection {
 
 /// The body as `T`, or a 400 naming the parameter that does not fit.
 fn parse_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, Rejection> {
-    let mut deserializer = serde_json::Deserializer::from_slice(body);
-    serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
-        let path = err.path().to_string();
-        let inner = err.into_inner();
-        let message = if !inner.is_data() {
-            format!("invalid parameters: the body is not JSON: {inner}")
-        } else if path == "." {
-            format!("invalid parameters: {inner}")
-        } else {
-            format!("invalid parameter {path}: {inner}")
-        };
-        bad_request(message)
-    })
+    super::body::parse_json(body).map_err(bad_request)
 }
 
 fn bad_request(message: impl Into<String>) -> Rejection {
