@@ -321,40 +321,29 @@ fn check_record(
         ));
         return;
     }
-    let field = |index: usize| std::str::from_utf8(&record[index]);
+    // Each field is UTF-8; an empty one is a problem of the severity its column gives it.
+    let mut check =
+        |name: &String, index: usize, empty: Severity, kind: fn(String) -> RowProblemKind| {
+            match std::str::from_utf8(&record[index]) {
+                Err(_) => found.push((
+                    Severity::Error,
+                    RowProblemKind::Encoding {
+                        column: name.clone(),
+                    },
+                )),
+                Ok(value) if value.trim().is_empty() => found.push((empty, kind(name.clone()))),
+                Ok(_) => {}
+            }
+        };
     for (name, index) in &columns.inputs {
-        match field(*index) {
-            Err(_) => found.push((
-                Severity::Error,
-                RowProblemKind::Encoding {
-                    column: name.clone(),
-                },
-            )),
-            Ok(value) if value.trim().is_empty() => found.push((
-                Severity::Warning,
-                RowProblemKind::EmptyInput {
-                    column: name.clone(),
-                },
-            )),
-            Ok(_) => {}
-        }
+        check(name, *index, Severity::Warning, |column| {
+            RowProblemKind::EmptyInput { column }
+        });
     }
     let (name, index) = &columns.expected;
-    match field(*index) {
-        Err(_) => found.push((
-            Severity::Error,
-            RowProblemKind::Encoding {
-                column: name.clone(),
-            },
-        )),
-        Ok(value) if value.trim().is_empty() => found.push((
-            Severity::Error,
-            RowProblemKind::EmptyExpected {
-                column: name.clone(),
-            },
-        )),
-        Ok(_) => {}
-    }
+    check(name, *index, Severity::Error, |column| {
+        RowProblemKind::EmptyExpected { column }
+    });
 }
 
 /// Reads the rows at `indices` (0-based data-row positions, any order) in one streaming pass and
