@@ -489,18 +489,18 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
         mut record: MutationRecord,
         child: Result<PromptId, Rejection>,
     ) -> Result<MutationRecord, Halt> {
-        let child = match child {
-            Ok(child) => child,
-            Err(rejection) => {
-                record.child_prompt = rejection.prompt;
-                record.outcome = Outcome::Failed {
-                    reason: rejection.reason,
-                };
-                return Ok(record);
-            }
+        let Some(child) = self
+            .run_child(
+                child,
+                &record.minibatch,
+                &mut record.child_prompt,
+                &mut record.child_scores,
+                &mut record.outcome,
+            )
+            .await?
+        else {
+            return Ok(record);
         };
-        record.child_prompt = Some(child.text().to_string());
-        record.child_scores = scores(&self.evaluate(&child, &record.minibatch).await?);
         record.outcome = if record.improves() {
             let generation = self.add_candidate(pool, child, vec![record.parent]).await?;
             if let Some(merges) = self.merges.as_mut() {
@@ -678,18 +678,19 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             self.pareto_examples.len(),
             self.placeholders.required(),
         );
-        let child = match self.propose(&request, Reading::Instruction).await? {
-            Ok(child) => child,
-            Err(rejection) => {
-                record.child_prompt = rejection.prompt;
-                record.outcome = Outcome::Failed {
-                    reason: rejection.reason,
-                };
-                return Ok(record);
-            }
+        let child = self.propose(&request, Reading::Instruction).await?;
+        let Some(child) = self
+            .run_child(
+                child,
+                &record.subsample,
+                &mut record.child_prompt,
+                &mut record.child_scores,
+                &mut record.outcome,
+            )
+            .await?
+        else {
+            return Ok(record);
         };
-        record.child_prompt = Some(child.text().to_string());
-        record.child_scores = scores(&self.evaluate(&child, &record.subsample).await?);
         // The reference's rule for merges: at least as good as the better parent on the
         // subsample (not strictly better, unlike a mutation).
         let bar = sum(&record.parent_scores[0]).max(sum(&record.parent_scores[1]));
@@ -705,6 +706,33 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             Outcome::Rejected
         };
         Ok(record)
+    }
+
+    /// A proposed child, run on `rows` of the iteration (a mutation's minibatch, a merge's
+    /// subsample): its text and scores go into the record's fields and the child is returned.
+    /// A refused proposal returns `None`, with the refused text (if any) and the reason recorded.
+    async fn run_child(
+        &mut self,
+        child: Result<PromptId, Rejection>,
+        rows: &[usize],
+        child_prompt: &mut Option<String>,
+        child_scores: &mut Vec<f64>,
+        outcome: &mut Outcome,
+    ) -> Result<Option<PromptId>, Halt> {
+        match child {
+            Ok(child) => {
+                *child_prompt = Some(child.text().to_string());
+                *child_scores = scores(&self.evaluate(&child, rows).await?);
+                Ok(Some(child))
+            }
+            Err(rejection) => {
+                *child_prompt = rejection.prompt;
+                *outcome = Outcome::Failed {
+                    reason: rejection.reason,
+                };
+                Ok(None)
+            }
+        }
     }
 
     /// Asks the reflection model and checks that its answer is a new, renderable prompt.
