@@ -6,12 +6,12 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
-use crate::store::{Backend, ITERATIONS_FILE, ReplayRow};
+use crate::store::{Backend, ExecutionRecord, ITERATIONS_FILE, ReplayRow, RunManifest};
 
 use super::baseline::{AnswerCounts, Baseline, Classification};
 use super::diff::{DiffStats, Segment, word_diff};
 use super::format::{self, p_phrase};
-use super::load::{Execution, IterationLog, RunData};
+use super::load::{Execution, IterationLog, PromptVersion, RunData};
 use super::samples::{self, Agreement, RowAnswers};
 use super::search::{self, SearchView};
 use super::stats::{self, Adjustment, PairedComparison, Verdict};
@@ -267,9 +267,8 @@ pub fn build(
     history_totals: &[HistoryTotals],
 ) -> ReportContext {
     let manifest = &run.manifest;
-    let plan = &manifest.plan;
     let answers = index_answers(&run.replay);
-    let totals: HashMap<(&str, &str, &str), &VersionTotals> = version_totals
+    let totals: Totals<'_> = version_totals
         .iter()
         .map(|t| {
             (
@@ -283,158 +282,16 @@ pub fn build(
         .map(|t| (t.variant.as_str(), t))
         .collect();
 
-    let mut executions = Vec::new();
-    let mut comparisons = Vec::new();
-    let mut versions = Vec::new();
-    let mut row_tables = Vec::new();
-    let mut searches = Vec::new();
-    for execution in &run.executions {
-        let record = &manifest.executions[execution.index];
-        let spec = &record.plan;
-        let history = history.get(execution.variant.as_str());
-        let best = execution.best.map(|i| &execution.versions[i]);
-        let classification = spec.replay.as_ref().and_then(|replay| {
-            Classification::of(
-                &replay.scorer,
-                scored_rows(&answers, execution),
-                spec.dataset.holdout_rows,
-            )
-        });
-        searches.push(search::view(
-            execution,
-            &run.iterations,
-            best.map(|b| b.label.as_str()),
-            &spec.dataset.pareto_rows,
-        ));
-        executions.push(ExecutionView {
-            label: execution.label.clone(),
-            custom_id: record.custom_id.clone(),
-            evolution_id: record.state.evolution_id().map(str::to_owned),
-            status: Some(record.state.status_text()),
-            error: record.state.problem().map(str::to_owned),
-            strategy: spec.start.strategy.clone(),
-            model: spec.start.model.clone(),
-            budget: spec.start.budget,
-            // What the service said the execution spent, else what its last generation had.
-            budget_used: record
-                .budget_used
-                .or_else(|| history.and_then(|h| h.budget_used)),
-            minibatch: spec.start.minibatch_size,
-            pareto: spec.start.pareto_size,
-            holdout_rows: spec.dataset.holdout_rows,
-            evaluator: spec.start.evaluator.clone(),
-            dataset_file: spec.dataset.file.display().to_string(),
-            dataset_sha256: spec.dataset.sha256.clone(),
-            inputs: spec.dataset.inputs.clone(),
-            expected_column: spec.dataset.expected.clone(),
-            replay: spec.replay.as_ref().map(|r| ReplayView {
-                models: r.models.clone(),
-                top: r.top,
-                scorer: r.scorer.to_string(),
-                temperature: r.temperature,
-                max_tokens: r.max_tokens,
-            }),
-            generations: history.map_or(0, |h| h.generations),
-            best_validation_score: history.map(|h| h.best_score),
-            best_version: best.map(|v| v.label.clone()),
-            baseline: classification.as_ref().map(|c| c.baseline().clone()),
-        });
+    let Views {
+        executions,
+        mut comparisons,
+        versions,
+        row_tables,
+        searches,
+    } = views(run, &answers, &totals, &history);
 
-        for version in &execution.versions {
-            let (diff, diff_stats) = if version.is_seed() {
-                (Vec::new(), DiffStats::default())
-            } else {
-                word_diff(&execution.seed, &version.prompt)
-            };
-            let scores = execution
-                .models
-                .iter()
-                .filter_map(|model| {
-                    let t = totals.get(&(
-                        execution.variant.as_str(),
-                        version.label.as_str(),
-                        model.as_str(),
-                    ))?;
-                    let rows = answers.get(&(
-                        execution.variant.as_str(),
-                        version.label.as_str(),
-                        model.as_str(),
-                    ));
-                    let scores: Vec<f64> = rows
-                        .map(|rows| rows.values().filter_map(RowAnswers::score).collect())
-                        .unwrap_or_default();
-                    let interval = stats::mean_interval(&scores);
-                    Some(VersionScore {
-                        model: model.clone(),
-                        rows: t.rows,
-                        samples: t.samples,
-                        answered: t.answered,
-                        errors: t.errors,
-                        answered_rows: u32::try_from(scores.len()).unwrap_or(u32::MAX),
-                        mean: t.mean_score,
-                        ci_low: interval.map(|i| i.low),
-                        ci_high: interval.map(|i| i.high),
-                        ci_method: interval.map(|_| {
-                            if stats::is_binary(&scores) {
-                                "wilson".into()
-                            } else {
-                                "bootstrap".into()
-                            }
-                        }),
-                        mean_latency_ms: t.mean_latency_ms,
-                        mean_waited_ms: t.mean_waited_ms,
-                        mean_prompt_tokens: t.mean_prompt_tokens,
-                        mean_completion_tokens: t.mean_completion_tokens,
-                        fallbacks: t.fallbacks,
-                        agreement: rows.and_then(|rows| Agreement::of(rows.values())),
-                        answers: classification
-                            .as_ref()
-                            .zip(rows)
-                            .map(|(classification, rows)| classification.answers(rows)),
-                    })
-                })
-                .collect();
-            versions.push(VersionView {
-                id: format!("{}-{}", execution.label, version.label),
-                execution: execution.label.clone(),
-                label: version.label.clone(),
-                generation: version.generation(),
-                is_seed: version.is_seed(),
-                is_best: best.is_some_and(|b| b.label == version.label),
-                replayed: version.replayed,
-                prompt: version.prompt.clone(),
-                validation_score: version.validation_score,
-                diff,
-                diff_stats,
-                scores,
-            });
-        }
-
-        for model in &execution.models {
-            if let Some(best) = best
-                && !best.is_seed()
-                && execution.versions[0].replayed
-            {
-                let (a, b) = paired_scores(&answers, execution, "seed", &best.label, model);
-                let comparison = stats::compare_paired(&a, &b);
-                let mut view = ComparisonView::new(
-                    &execution.label,
-                    model,
-                    "seed",
-                    &best.label,
-                    &comparison,
-                    "holdout",
-                );
-                view.cautions_a = cautions(&versions, &execution.label, "seed", model);
-                view.cautions_b = cautions(&versions, &execution.label, &best.label, model);
-                comparisons.push(view);
-            }
-            row_tables.push(row_table(&answers, execution, model));
-        }
-    }
-
-    let mut notes_early = Vec::new();
-    let mut variant_comparisons = variant_comparisons(run, &answers, &mut notes_early);
+    let mut notes = Vec::new();
+    let mut variant_comparisons = variant_comparisons(run, &answers, &mut notes);
     let headline = headline(run, &comparisons);
     // The headline was chosen before the holdout was read and stays a single test; every other
     // comparison on this page is one family.
@@ -453,14 +310,301 @@ pub fn build(
         headline.as_ref(),
         comparisons.iter().chain(&variant_comparisons),
     ) {
-        notes_early.push(note);
+        notes.push(note);
     }
+    notes.extend(run_notes(run, version_totals, &comparisons));
     let best = recommend(run, &versions);
     let seed_is_best = run
         .best()
         .is_some_and(|(e, v)| run.executions[e].versions[v].is_seed());
-    let mut notes = notes_early;
-    if manifest.simulated {
+
+    ReportContext {
+        format_version: FORMAT_VERSION,
+        simulated: manifest.simulated,
+        experiment: experiment_view(manifest),
+        executions,
+        best,
+        seed_is_best,
+        headline,
+        comparisons,
+        variant_comparisons,
+        versions,
+        row_tables,
+        searches,
+        method: method(),
+        notes,
+    }
+}
+
+/// What the page shows of each execution, in run order.
+struct Views {
+    executions: Vec<ExecutionView>,
+    /// Each execution's seed against its best version, per model.
+    comparisons: Vec<ComparisonView>,
+    versions: Vec<VersionView>,
+    row_tables: Vec<RowTable>,
+    searches: Vec<SearchView>,
+}
+
+fn views(
+    run: &RunData,
+    answers: &Answers<'_>,
+    totals: &Totals<'_>,
+    history: &HashMap<&str, &HistoryTotals>,
+) -> Views {
+    let mut executions = Vec::new();
+    let mut comparisons = Vec::new();
+    let mut versions = Vec::new();
+    let mut row_tables = Vec::new();
+    let mut searches = Vec::new();
+    for execution in &run.executions {
+        let record = &run.manifest.executions[execution.index];
+        let history = history.get(execution.variant.as_str()).copied();
+        let best = execution.best.map(|i| &execution.versions[i]);
+        let classification = record.plan.replay.as_ref().and_then(|replay| {
+            Classification::of(
+                &replay.scorer,
+                scored_rows(answers, execution),
+                record.plan.dataset.holdout_rows,
+            )
+        });
+        searches.push(search::view(
+            execution,
+            &run.iterations,
+            best.map(|b| b.label.as_str()),
+            &record.plan.dataset.pareto_rows,
+        ));
+        executions.push(execution_view(
+            record,
+            execution,
+            history,
+            best,
+            classification.as_ref(),
+        ));
+        for version in &execution.versions {
+            versions.push(version_view(
+                execution,
+                version,
+                best,
+                totals,
+                answers,
+                classification.as_ref(),
+            ));
+        }
+        for model in &execution.models {
+            if let Some(best) = best
+                && !best.is_seed()
+                && execution.versions[0].replayed
+            {
+                comparisons.push(seed_against_best(
+                    answers,
+                    execution,
+                    &best.label,
+                    model,
+                    &versions,
+                ));
+            }
+            row_tables.push(row_table(answers, execution, model));
+        }
+    }
+
+    Views {
+        executions,
+        comparisons,
+        versions,
+        row_tables,
+        searches,
+    }
+}
+
+/// Polars totals by (variant, version, model).
+type Totals<'a> = HashMap<(&'a str, &'a str, &'a str), &'a VersionTotals>;
+
+/// The run's name, file, id, dates and backend.
+fn experiment_view(manifest: &RunManifest) -> ExperimentView {
+    let plan = &manifest.plan;
+    ExperimentView {
+        name: plan.name.clone(),
+        description: plan.description.clone(),
+        file: plan.file.display().to_string(),
+        content_hash: plan.content_hash.clone(),
+        run_id: manifest.run_id.clone(),
+        created_at: manifest
+            .created_at
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        updated_at: manifest
+            .updated_at
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        backend: backend_text(&manifest.backend, manifest.simulated),
+    }
+}
+
+/// One execution's settings, state and best version.
+fn execution_view(
+    record: &ExecutionRecord,
+    execution: &Execution,
+    history: Option<&HistoryTotals>,
+    best: Option<&PromptVersion>,
+    classification: Option<&Classification>,
+) -> ExecutionView {
+    let spec = &record.plan;
+    ExecutionView {
+        label: execution.label.clone(),
+        custom_id: record.custom_id.clone(),
+        evolution_id: record.state.evolution_id().map(str::to_owned),
+        status: Some(record.state.status_text()),
+        error: record.state.problem().map(str::to_owned),
+        strategy: spec.start.strategy.clone(),
+        model: spec.start.model.clone(),
+        budget: spec.start.budget,
+        // What the service said the execution spent, else what its last generation had.
+        budget_used: record
+            .budget_used
+            .or_else(|| history.and_then(|h| h.budget_used)),
+        minibatch: spec.start.minibatch_size,
+        pareto: spec.start.pareto_size,
+        holdout_rows: spec.dataset.holdout_rows,
+        evaluator: spec.start.evaluator.clone(),
+        dataset_file: spec.dataset.file.display().to_string(),
+        dataset_sha256: spec.dataset.sha256.clone(),
+        inputs: spec.dataset.inputs.clone(),
+        expected_column: spec.dataset.expected.clone(),
+        replay: spec.replay.as_ref().map(|r| ReplayView {
+            models: r.models.clone(),
+            top: r.top,
+            scorer: r.scorer.to_string(),
+            temperature: r.temperature,
+            max_tokens: r.max_tokens,
+        }),
+        generations: history.map_or(0, |h| h.generations),
+        best_validation_score: history.map(|h| h.best_score),
+        best_version: best.map(|v| v.label.clone()),
+        baseline: classification.map(|c| c.baseline().clone()),
+    }
+}
+
+/// One prompt version of an execution: its text, diff against the seed, and scores per model.
+fn version_view(
+    execution: &Execution,
+    version: &PromptVersion,
+    best: Option<&PromptVersion>,
+    totals: &Totals<'_>,
+    answers: &Answers<'_>,
+    classification: Option<&Classification>,
+) -> VersionView {
+    let (diff, diff_stats) = if version.is_seed() {
+        (Vec::new(), DiffStats::default())
+    } else {
+        word_diff(&execution.seed, &version.prompt)
+    };
+    let scores = execution
+        .models
+        .iter()
+        .filter_map(|model| {
+            let key = (
+                execution.variant.as_str(),
+                version.label.as_str(),
+                model.as_str(),
+            );
+            let totals = totals.get(&key)?;
+            Some(version_score(
+                model,
+                totals,
+                answers.get(&key),
+                classification,
+            ))
+        })
+        .collect();
+    VersionView {
+        id: format!("{}-{}", execution.label, version.label),
+        execution: execution.label.clone(),
+        label: version.label.clone(),
+        generation: version.generation(),
+        is_seed: version.is_seed(),
+        is_best: best.is_some_and(|b| b.label == version.label),
+        replayed: version.replayed,
+        prompt: version.prompt.clone(),
+        validation_score: version.validation_score,
+        diff,
+        diff_stats,
+        scores,
+    }
+}
+
+/// A version's score on one model: the polars totals, the interval of its row scores, how its
+/// repeated answers agree, and its answers per label in a classification.
+fn version_score(
+    model: &str,
+    totals: &VersionTotals,
+    rows: Option<&BTreeMap<usize, RowAnswers<'_>>>,
+    classification: Option<&Classification>,
+) -> VersionScore {
+    let scores: Vec<f64> = rows
+        .map(|rows| rows.values().filter_map(RowAnswers::score).collect())
+        .unwrap_or_default();
+    let interval = stats::mean_interval(&scores);
+    VersionScore {
+        model: model.to_owned(),
+        rows: totals.rows,
+        samples: totals.samples,
+        answered: totals.answered,
+        errors: totals.errors,
+        answered_rows: u32::try_from(scores.len()).unwrap_or(u32::MAX),
+        mean: totals.mean_score,
+        ci_low: interval.map(|i| i.low),
+        ci_high: interval.map(|i| i.high),
+        ci_method: interval.map(|_| {
+            if stats::is_binary(&scores) {
+                "wilson".into()
+            } else {
+                "bootstrap".into()
+            }
+        }),
+        mean_latency_ms: totals.mean_latency_ms,
+        mean_waited_ms: totals.mean_waited_ms,
+        mean_prompt_tokens: totals.mean_prompt_tokens,
+        mean_completion_tokens: totals.mean_completion_tokens,
+        fallbacks: totals.fallbacks,
+        agreement: rows.and_then(|rows| Agreement::of(rows.values())),
+        answers: classification
+            .zip(rows)
+            .map(|(classification, rows)| classification.answers(rows)),
+    }
+}
+
+/// The headline test of an execution on one model: its seed against its best version on the
+/// holdout rows both answered, with the cautions of either.
+fn seed_against_best(
+    answers: &Answers<'_>,
+    execution: &Execution,
+    best: &str,
+    model: &str,
+    versions: &[VersionView],
+) -> ComparisonView {
+    let (a, b) = paired_scores(answers, execution, "seed", best, model);
+    let comparison = stats::compare_paired(&a, &b);
+    let mut view = ComparisonView::new(
+        &execution.label,
+        model,
+        "seed",
+        best,
+        &comparison,
+        "holdout",
+    );
+    view.cautions_a = cautions(versions, &execution.label, "seed", model);
+    view.cautions_b = cautions(versions, &execution.label, best, model);
+    view
+}
+
+/// The notes below the headline about the whole run: a simulated run, failed answers, cautions,
+/// fallbacks, unreadable iteration records, and executions with nothing to compare.
+fn run_notes(
+    run: &RunData,
+    version_totals: &[VersionTotals],
+    comparisons: &[ComparisonView],
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    if run.manifest.simulated {
         notes.push(
             "Every answer in this run came from the deterministic test stand-in model, not from a \
              real model: the scores say nothing about how these prompts perform."
@@ -531,36 +675,7 @@ pub fn build(
             ));
         }
     }
-
-    ReportContext {
-        format_version: FORMAT_VERSION,
-        simulated: manifest.simulated,
-        experiment: ExperimentView {
-            name: plan.name.clone(),
-            description: plan.description.clone(),
-            file: plan.file.display().to_string(),
-            content_hash: plan.content_hash.clone(),
-            run_id: manifest.run_id.clone(),
-            created_at: manifest
-                .created_at
-                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-            updated_at: manifest
-                .updated_at
-                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-            backend: backend_text(&manifest.backend, manifest.simulated),
-        },
-        executions,
-        best,
-        seed_is_best,
-        headline,
-        comparisons,
-        variant_comparisons,
-        versions,
-        row_tables,
-        searches,
-        method: method(),
-        notes,
-    }
+    notes
 }
 
 /// Answers by (variant, version, model), then by row (each row's repeated samples together).

@@ -61,6 +61,8 @@ pub use tables::{HistoryTotals, VersionTotals};
 pub const HTML_FILE: &str = "index.html";
 pub const SUMMARY_FILE: &str = "summary.md";
 pub const CHARTS_DIR: &str = "charts";
+/// What `compare --prompts` writes beside its page: the comparison as JSON.
+pub const COMPARE_FILE: &str = "compare.json";
 
 #[derive(Debug, Error)]
 pub enum ReportError {
@@ -211,6 +213,19 @@ pub fn write(report: &Report, run_dir: &Path) -> Result<Vec<PathBuf>, ReportErro
     // The page last: its presence means the rest is there too.
     put(run_dir.join(HTML_FILE), report.html.as_bytes())?;
     Ok(written)
+}
+
+/// Writes a comparison's files into `dir`, each atomically: `compare.json`, `summary.md`, and
+/// the page (`index.html`) last.
+pub fn write_compare(dir: &Path, comparison: &CompareReport) -> Result<(), ReportError> {
+    let json = serde_json::to_vec_pretty(comparison).map_err(|err| ReportError::Template {
+        name: COMPARE_FILE.into(),
+        message: err.to_string(),
+    })?;
+    write_atomic(&dir.join(COMPARE_FILE), &json)?;
+    write_atomic(&dir.join(SUMMARY_FILE), comparison.markdown().as_bytes())?;
+    write_atomic(&dir.join(HTML_FILE), render_compare(comparison)?.as_bytes())?;
+    Ok(())
 }
 
 /// The terminal summary of a rendered report.
