@@ -7,11 +7,10 @@
 //!   Tables go to a folder named after the comparison; answers to a cache shared by every
 //!   comparison under the same --out, so a command run again (after an interruption, or with
 //!   one prompt changed) asks only what was never answered.
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use sha2::{Digest, Sha256};
 
 use super::exit;
 use super::inference_args::InferenceArgs;
@@ -19,7 +18,7 @@ use super::progress::Progress;
 use crate::inference::is_local_model;
 use crate::prompt::PromptFile;
 use crate::report::{self, CompareReport, PromptSetting};
-use crate::runner::prompts::{self, Folders, Prepared, PromptsJob};
+use crate::runner::prompts::{self, Folders, Planned, PromptsJob};
 use crate::score::ScorerSpec;
 use crate::score::judge::JudgePlan;
 use crate::store::{RunDir, write_atomic};
@@ -230,6 +229,107 @@ fn compare_prompts(
     files: &[PathBuf],
     args: &PromptArgs,
 ) -> anyhow::Result<Result<(CompareReport, usize), ExitCode>> {
+    let job = match prompts_job(files, args)? {
+        Ok(job) => job,
+        Err(code) => return Ok(Err(code)),
+    };
+    let prepared = match prompts::prepare(&job) {
+        Ok(prepared) => prepared,
+        Err(err) => {
+            // Every refusal here is about the user's files or flags; nothing was sent.
+            eprintln!("error: {err}");
+            return Ok(Err(ExitCode::from(exit::INVALID)));
+        }
+    };
+    for warning in &prepared.warnings {
+        eprintln!("warning: {warning}");
+    }
+
+    let root = RunDir::folder(&args.out.join("compare"))?;
+    let planned = prompts::plan(&job, &prepared, &root)?;
+    if !confirmed(&job, &planned, args)? {
+        eprintln!("nothing was sent");
+        return Ok(Err(ExitCode::from(exit::INVALID)));
+    }
+    let dir = RunDir::folder(&root.path.join(prompts::folder_name(&job, &prepared)))?;
+    let mut models = vec![job.model.clone()];
+    models.extend(job.judge.as_ref().map(|judge| judge.model.clone()));
+    let inference = args.inference.backend(&models)?;
+    let progress = Progress::new();
+    let answering = prompts::answer(
+        &job,
+        &prepared.grading,
+        planned,
+        inference,
+        Folders {
+            cache: &root,
+            output: &dir,
+        },
+        &progress,
+    );
+    let Some(answered) = super::until_interrupted(&super::runtime()?, answering) else {
+        progress.finish();
+        eprintln!(
+            "\ninterrupted: every answer received so far is kept in {}. Run the same command \
+             again to go on: only the requests never answered are sent.",
+            root.file(crate::store::CACHE_FILE).display()
+        );
+        return Ok(Err(ExitCode::from(exit::INTERRUPTED)));
+    };
+    let answered = answered.context("answering the prompts")?;
+    progress.finish();
+
+    let failed = warn_of_failures(&answered, args, &dir);
+    let comparison = report::compare_prompts(
+        PromptSetting {
+            dataset_file: job.dataset.display().to_string(),
+            dataset_sha256: prepared.sha256.clone(),
+            model: job.model.clone(),
+            settings: prompts::settings(&job, &prepared, &answered, &dir.path),
+            simulated: answered.simulated,
+        },
+        &job.prompts,
+        &answered.rows,
+    );
+    report::write_compare(&dir.path, &comparison)?;
+    eprintln!("page: {}", dir.file(report::HTML_FILE).display());
+    if let Some(path) = &args.junit {
+        let xml = report::junit(
+            &job.prompts,
+            &answered.rows,
+            args.pass_score,
+            &comparison.comparisons,
+        );
+        write_atomic(path, xml.as_bytes())
+            .with_context(|| format!("writing --junit {}", path.display()))?;
+    }
+    Ok(Ok((comparison, failed)))
+}
+
+/// Says on stderr how many answers failed (returned) and, when the key was refused, what to do.
+fn warn_of_failures(answered: &prompts::Answered, args: &PromptArgs, dir: &RunDir) -> usize {
+    let failed = answered.rows.iter().filter(|r| !r.error.is_empty()).count();
+    if answered.key_refused {
+        eprintln!(
+            "tip: {}",
+            super::keys::unauthorized_hint(Some(&args.inference.base_url))
+        );
+    }
+    if failed > 0 {
+        eprintln!(
+            "warning: {failed} of {} answers failed and are left out of the comparison; the error column of {} says why",
+            answered.rows.len(),
+            dir.file(crate::store::REPLAY_FILE).display()
+        );
+    }
+    failed
+}
+
+/// The job the flags and files describe, or the exit status of a refusal (said on stderr).
+fn prompts_job(
+    files: &[PathBuf],
+    args: &PromptArgs,
+) -> anyhow::Result<Result<PromptsJob, ExitCode>> {
     let Some(dataset) = &args.dataset else {
         anyhow::bail!("--prompts needs --dataset");
     };
@@ -296,20 +396,12 @@ fn compare_prompts(
             job.repeat
         );
     }
-    let prepared = match prompts::prepare(&job) {
-        Ok(prepared) => prepared,
-        Err(err) => {
-            // Every refusal here is about the user's files or flags; nothing was sent.
-            eprintln!("error: {err}");
-            return Ok(Err(ExitCode::from(exit::INVALID)));
-        }
-    };
-    for warning in &prepared.warnings {
-        eprintln!("warning: {warning}");
-    }
+    Ok(Ok(job))
+}
 
-    let root = RunDir::folder(&args.out.join("compare"))?;
-    let planned = prompts::plan(&job, &prepared, &root)?;
+/// Whether the user agrees to what a comparison will send to a paid service (asked only when
+/// it sends anything there, and not with --yes).
+fn confirmed(job: &PromptsJob, planned: &Planned, args: &PromptArgs) -> anyhow::Result<bool> {
     // A remote judge is paid too: at most one grading request per answer (cached ones are free).
     let remote_judge = job
         .judge
@@ -322,209 +414,16 @@ fn compare_prompts(
                 judge.model
             )
         });
-    if (!is_local_model(&job.model) && planned.to_send() > 0 || remote_judge.is_some())
-        && !args.yes
-        && !super::confirm(&format!(
-            "this comparison sends {} request(s) to {} at {} ({} answer(s) already cached){}",
-            planned.to_send(),
-            job.model,
-            args.inference.base_url,
-            planned.cached(),
-            remote_judge.unwrap_or_default()
-        ))?
-    {
-        eprintln!("nothing was sent");
-        return Ok(Err(ExitCode::from(exit::INVALID)));
+    let paid = !is_local_model(&job.model) && planned.to_send() > 0 || remote_judge.is_some();
+    if !paid || args.yes {
+        return Ok(true);
     }
-    let dir = RunDir::folder(&root.path.join(folder_name(&job, &prepared)))?;
-    let mut models = vec![job.model.clone()];
-    models.extend(job.judge.as_ref().map(|judge| judge.model.clone()));
-    let inference = args.inference.backend(&models)?;
-    let progress = Progress::new();
-    let answering = prompts::answer(
-        &job,
-        &prepared.grading,
-        planned,
-        inference,
-        Folders {
-            cache: &root,
-            output: &dir,
-        },
-        &progress,
-    );
-    let Some(answered) = super::until_interrupted(&super::runtime()?, answering) else {
-        progress.finish();
-        eprintln!(
-            "\ninterrupted: every answer received so far is kept in {}. Run the same command \
-             again to go on: only the requests never answered are sent.",
-            root.file(crate::store::CACHE_FILE).display()
-        );
-        return Ok(Err(ExitCode::from(exit::INTERRUPTED)));
-    };
-    let answered = answered.context("answering the prompts")?;
-    progress.finish();
-
-    let failed = answered.rows.iter().filter(|r| !r.error.is_empty()).count();
-    if answered.key_refused {
-        eprintln!(
-            "tip: {}",
-            super::keys::unauthorized_hint(Some(&args.inference.base_url))
-        );
-    }
-    if failed > 0 {
-        eprintln!(
-            "warning: {failed} of {} answers failed and are left out of the comparison; the error column of {} says why",
-            answered.rows.len(),
-            dir.file(crate::store::REPLAY_FILE).display()
-        );
-    }
-    let mut settings = vec![format!(
-        "model {} · scorer {} · temperature {} · max tokens {}",
+    super::confirm(&format!(
+        "this comparison sends {} request(s) to {} at {} ({} answer(s) already cached){}",
+        planned.to_send(),
         job.model,
-        job.scorer,
-        job.temperature,
-        job.max_tokens
-            .map_or_else(|| "default".to_owned(), |t| t.to_string())
-    )];
-    if job.repeat > 1 {
-        settings.push(format!(
-            "{} answers per row: a row's score is the mean of its answers, and intervals and \
-             tests count rows, not answers",
-            job.repeat
-        ));
-    }
-    // Counted per prompt: one prompt's lost answer is not another's.
-    let asked = prepared.rows.len() * job.repeat as usize;
-    let per_prompt: Vec<(String, usize)> = job
-        .prompts
-        .iter()
-        .map(|prompt| {
-            let count = answered
-                .rows
-                .iter()
-                .filter(|row| row.version == prompt.file && row.error.is_empty())
-                .count();
-            (prompt.file.clone(), count)
-        })
-        .collect();
-    let unit = if job.repeat > 1 {
-        "answers"
-    } else {
-        "data rows"
-    };
-    if per_prompt.iter().all(|(_, count)| *count == asked) {
-        settings.push(format!(
-            "{} of {} data rows answered by each prompt{}; answers and tables in {}",
-            prepared.rows.len(),
-            prepared.file_rows,
-            if job.repeat > 1 {
-                format!(", {} times each", job.repeat)
-            } else {
-                String::new()
-            },
-            dir.path.display()
-        ));
-    } else {
-        let each: Vec<String> = per_prompt
-            .iter()
-            .map(|(file, count)| format!("{file} {count} ({} missing)", asked - count))
-            .collect();
-        settings.push(format!(
-            "{asked} {unit} asked ({} of {} data rows); answered: {}; answers and tables in {}",
-            prepared.rows.len(),
-            prepared.file_rows,
-            each.join(", "),
-            dir.path.display()
-        ));
-    }
-    let comparison = report::compare_prompts(
-        PromptSetting {
-            dataset_file: dataset.display().to_string(),
-            dataset_sha256: prepared.sha256.clone(),
-            model: job.model.clone(),
-            settings,
-            simulated: answered.simulated,
-        },
-        &job.prompts,
-        &answered.rows,
-    );
-    write_atomic(
-        &dir.file("compare.json"),
-        &serde_json::to_vec_pretty(&comparison)?,
-    )?;
-    write_atomic(
-        &dir.file(report::SUMMARY_FILE),
-        comparison.markdown().as_bytes(),
-    )?;
-    write_atomic(
-        &dir.file(report::HTML_FILE),
-        report::render_compare(&comparison)?.as_bytes(),
-    )?;
-    eprintln!("page: {}", dir.file(report::HTML_FILE).display());
-    if let Some(path) = &args.junit {
-        let xml = report::junit(
-            &job.prompts,
-            &answered.rows,
-            args.pass_score,
-            &comparison.comparisons,
-        );
-        write_atomic(path, xml.as_bytes())
-            .with_context(|| format!("writing --junit {}", path.display()))?;
-    }
-    Ok(Ok((comparison, failed)))
-}
-
-/// `<first>-vs-<second>-<hash>`: the same prompts, dataset and settings always land in the same
-/// folder, whose cache then answers what was asked before.
-fn folder_name(job: &PromptsJob, prepared: &Prepared) -> String {
-    let mut hash = Sha256::new();
-    for prompt in &job.prompts {
-        hash.update(prompt.text.as_bytes());
-        hash.update([0]);
-    }
-    let settings = format!(
-        "{}\0{}\0{}\0{:?}\0{}\0{:?}\0{}",
-        prepared.sha256,
-        job.expected,
-        job.model,
-        job.scorer,
-        job.temperature,
-        job.max_tokens,
-        prepared.rows.len()
-    );
-    hash.update(settings.as_bytes());
-    if let Some(judge) = &job.judge {
-        hash.update(format!("\0{}\0{}", judge.model, judge.rubric).as_bytes());
-    }
-    // Folders of comparisons made before repeats existed keep their names.
-    if job.repeat > 1 {
-        hash.update(format!("\0repeat {}", job.repeat).as_bytes());
-    }
-    let stem = |prompt: &PromptFile| {
-        let name = Path::new(&prompt.file)
-            .file_stem()
-            .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
-        let clean: String = name
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .take(24)
-            .collect();
-        if clean.is_empty() {
-            "prompt".to_owned()
-        } else {
-            clean
-        }
-    };
-    format!(
-        "{}-vs-{}-{}",
-        stem(&job.prompts[0]),
-        stem(&job.prompts[1]),
-        &format!("{:x}", hash.finalize())[..8]
-    )
+        args.inference.base_url,
+        planned.cached(),
+        remote_judge.unwrap_or_default()
+    ))
 }

@@ -9,6 +9,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use sha2::{Digest, Sha256};
 use thiserror::Error;
 
 use super::replay::{self, Answering, Cell, CellAt, Queue, queue_cell, replay_row};
@@ -349,4 +350,128 @@ pub async fn answer(
         simulated,
         key_refused: errors.key_refused,
     })
+}
+/// The lines that say how the prompts were answered, for the comparison's page: model, scorer
+/// and sampling, repeats, and how many rows each prompt answered (with what is missing).
+pub fn settings(
+    job: &PromptsJob,
+    prepared: &Prepared,
+    answered: &Answered,
+    output: &Path,
+) -> Vec<String> {
+    let mut settings = vec![format!(
+        "model {} · scorer {} · temperature {} · max tokens {}",
+        job.model,
+        job.scorer,
+        job.temperature,
+        job.max_tokens
+            .map_or_else(|| "default".to_owned(), |t| t.to_string())
+    )];
+    if job.repeat > 1 {
+        settings.push(format!(
+            "{} answers per row: a row's score is the mean of its answers, and intervals and \
+             tests count rows, not answers",
+            job.repeat
+        ));
+    }
+    // Counted per prompt: one prompt's lost answer is not another's.
+    let asked = prepared.rows.len() * job.repeat as usize;
+    let per_prompt: Vec<(String, usize)> = job
+        .prompts
+        .iter()
+        .map(|prompt| {
+            let count = answered
+                .rows
+                .iter()
+                .filter(|row| row.version == prompt.file && row.error.is_empty())
+                .count();
+            (prompt.file.clone(), count)
+        })
+        .collect();
+    let unit = if job.repeat > 1 {
+        "answers"
+    } else {
+        "data rows"
+    };
+    if per_prompt.iter().all(|(_, count)| *count == asked) {
+        settings.push(format!(
+            "{} of {} data rows answered by each prompt{}; answers and tables in {}",
+            prepared.rows.len(),
+            prepared.file_rows,
+            if job.repeat > 1 {
+                format!(", {} times each", job.repeat)
+            } else {
+                String::new()
+            },
+            output.display()
+        ));
+    } else {
+        let each: Vec<String> = per_prompt
+            .iter()
+            .map(|(file, count)| format!("{file} {count} ({} missing)", asked - count))
+            .collect();
+        settings.push(format!(
+            "{asked} {unit} asked ({} of {} data rows); answered: {}; answers and tables in {}",
+            prepared.rows.len(),
+            prepared.file_rows,
+            each.join(", "),
+            output.display()
+        ));
+    }
+    settings
+}
+
+/// `<first>-vs-<second>-<hash>`: the same prompts, dataset and settings always land in the same
+/// folder, whose cache then answers what was asked before.
+pub fn folder_name(job: &PromptsJob, prepared: &Prepared) -> String {
+    let mut hash = Sha256::new();
+    for prompt in &job.prompts {
+        hash.update(prompt.text.as_bytes());
+        hash.update([0]);
+    }
+    let settings = format!(
+        "{}\0{}\0{}\0{:?}\0{}\0{:?}\0{}",
+        prepared.sha256,
+        job.expected,
+        job.model,
+        job.scorer,
+        job.temperature,
+        job.max_tokens,
+        prepared.rows.len()
+    );
+    hash.update(settings.as_bytes());
+    if let Some(judge) = &job.judge {
+        hash.update(format!("\0{}\0{}", judge.model, judge.rubric).as_bytes());
+    }
+    // Folders of comparisons made before repeats existed keep their names.
+    if job.repeat > 1 {
+        hash.update(format!("\0repeat {}", job.repeat).as_bytes());
+    }
+    let stem = |prompt: &PromptFile| {
+        let name = Path::new(&prompt.file)
+            .file_stem()
+            .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
+        let clean: String = name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .take(24)
+            .collect();
+        if clean.is_empty() {
+            "prompt".to_owned()
+        } else {
+            clean
+        }
+    };
+    format!(
+        "{}-vs-{}-{}",
+        stem(&job.prompts[0]),
+        stem(&job.prompts[1]),
+        &format!("{:x}", hash.finalize())[..8]
+    )
 }
