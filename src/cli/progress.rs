@@ -110,18 +110,78 @@ fn label(variant: &str) -> String {
     }
 }
 
+impl Progress {
+    /// An execution's new state: its bar's message, and a line on a plain terminal when it
+    /// changed.
+    fn execution_message(&self, variant: &str, message: String) {
+        let bar = self.execution_bar(variant);
+        if !self.interactive && bar.message() != message {
+            eprintln!("{}: {message}", label(variant));
+        }
+        bar.set_message(message);
+    }
+
+    fn execution_finished(&self, variant: &str, status: &str, error: Option<&str>) {
+        let bar = self.execution_bar(variant);
+        let text = match error {
+            Some(error) => format!("{status}: {error}"),
+            None => status.to_owned(),
+        };
+        bar.finish_with_message(text.clone());
+        if !self.interactive {
+            eprintln!("{}: {text}", label(variant));
+        }
+    }
+
+    /// The replay's line, and its progress bar over the answers it waits for.
+    fn replay_planned(&self, requests: usize, waiting: usize, cached: usize) {
+        self.line(format!(
+            "replay: {requests} request(s) to send, {cached} answer(s) already cached"
+        ));
+        let bar = self.multi.add(ProgressBar::new(waiting as u64));
+        bar.set_style(
+            ProgressStyle::with_template(
+                "  answers {bar:30} {pos}/{len} {per_sec} · about {eta} left {msg}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        *self
+            .replay
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(bar);
+    }
+
+    /// One more answer (or failed request) of the replay.
+    fn answered(&self, error: Option<&str>) {
+        if let Some(bar) = self
+            .replay
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .as_ref()
+        {
+            bar.inc(1);
+            if let Some(error) = error {
+                bar.set_message(format!("last error: {error}"));
+            }
+            if !self.interactive {
+                self.plain_progress(bar);
+            }
+        }
+    }
+}
+
+/// `1 call`, `3 calls`.
+fn count(n: u64, one: &str, many: &str) -> String {
+    if n == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{n} {many}")
+    }
+}
+
 impl Observer for Progress {
     fn event(&self, event: &Event) {
         match event {
-            Event::RunStarted {
-                run_id,
-                backend,
-                executions,
-                resumed,
-            } => self.line(format!(
-                "{} run {run_id} on {backend}: {executions} execution(s)",
-                if *resumed { "resuming" } else { "starting" }
-            )),
             Event::Started {
                 variant,
                 evolution_id,
@@ -134,9 +194,6 @@ impl Observer for Progress {
             } => {
                 self.execution_bar(variant)
                     .set_message(format!("started {evolution_id}"));
-            }
-            Event::StartFailed { variant, error, .. } => {
-                self.line(format!("{}: could not start: {error}", label(variant)));
             }
             Event::Poll {
                 variant,
@@ -156,128 +213,115 @@ impl Observer for Progress {
                 if let Some(budget) = budget {
                     message.push_str(&format!("  budget {budget}"));
                 }
-                let bar = self.execution_bar(variant);
-                if !self.interactive && bar.message() != message {
-                    eprintln!("{}: {message}", label(variant));
-                }
-                bar.set_message(message);
+                self.execution_message(variant, message);
             }
             Event::Finished {
                 variant,
                 status,
                 error,
                 ..
-            } => {
-                let bar = self.execution_bar(variant);
-                let text = match error {
-                    Some(error) => format!("{status}: {error}"),
-                    None => status.clone(),
-                };
-                bar.finish_with_message(text.clone());
-                if !self.interactive {
-                    eprintln!("{}: {text}", label(variant));
-                }
-            }
-            Event::Iteration {
-                variant,
-                iteration,
-                kind,
-                parents,
-                explanation,
-                calls,
-                best_generation,
-                best_score,
-                ..
-            } => {
-                let from = parents
-                    .iter()
-                    .map(|g| format!("g{g}"))
-                    .collect::<Vec<_>>()
-                    .join(" + ");
-                let calls = match calls {
-                    1 => "1 call".to_owned(),
-                    n => format!("{n} calls"),
-                };
-                self.line(format!(
-                    "{}: iteration {iteration} ({kind} of {from}, {calls}): {explanation}; best so far g{best_generation} {best_score:.3}",
-                    label(variant)
-                ))
-            }
-            Event::TimedOut { variant, .. } => {
-                self.line(format!("{}: still running at the time-out", label(variant)))
-            }
-            Event::History {
-                variant,
-                generations,
-                repeated_page,
-                truncated,
-                ..
-            } => self.line(format!(
-                "{}: {generations} generation(s) of history{}",
-                label(variant),
-                if *truncated {
-                    " (the service sent far more generations than the budget allows; the rest \
-                     was not read)"
-                } else if *repeated_page {
-                    " (a page brought no generation not already read; paging stopped there)"
-                } else {
-                    ""
-                }
-            )),
-            Event::HistoryFailed { variant, error, .. } => {
-                self.line(format!("{}: history unavailable: {error}", label(variant)))
-            }
+            } => self.execution_finished(variant, status, error.as_deref()),
             Event::ReplayPlanned {
                 requests,
                 waiting,
                 cached,
-            } => {
-                self.line(format!(
-                    "replay: {requests} request(s) to send, {cached} answer(s) already cached"
-                ));
-                let bar = self.multi.add(ProgressBar::new(*waiting as u64));
-                bar.set_style(
-                    ProgressStyle::with_template(
-                        "  answers {bar:30} {pos}/{len} {per_sec} · about {eta} left {msg}",
-                    )
-                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
-                );
-                *self
-                    .replay
-                    .lock()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(bar);
-            }
-            Event::ReplayStopped {
-                model,
-                failed,
-                last_error,
-            } => self.line(format!(
-                "replay: {failed} requests to {model} failed in a row (the last: {last_error}); \
-                 the rest on {model} are not sent, and `run --resume` (or the same `compare`) \
-                 asks for them"
-            )),
-            Event::Answer { error, .. } => {
-                if let Some(bar) = self
-                    .replay
-                    .lock()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner())
-                    .as_ref()
-                {
-                    bar.inc(1);
-                    if let Some(error) = error {
-                        bar.set_message(format!("last error: {error}"));
-                    }
-                    if !self.interactive {
-                        self.plain_progress(bar);
-                    }
-                }
-            }
+            } => self.replay_planned(*requests, *waiting, *cached),
+            Event::Answer { error, .. } => self.answered(error.as_deref()),
             Event::RunFinished { .. } => self.finish(),
-            Event::Unknown { variant, note, .. } => {
-                self.line(format!("{}: {note}", label(variant)));
-            }
             // Tried again at the next poll.
             Event::StartSending { .. } | Event::PollFailed { .. } => {}
+            // Every other event is a line of its own.
+            _ => {
+                if let Some(line) = line_of(event) {
+                    self.line(line);
+                }
+            }
         }
     }
+}
+
+/// The line an event prints on its own (the rest move progress bars), or `None`.
+fn line_of(event: &Event) -> Option<String> {
+    Some(match event {
+        Event::RunStarted {
+            run_id,
+            backend,
+            executions,
+            resumed,
+        } => format!(
+            "{} run {run_id} on {backend}: {executions} execution(s)",
+            if *resumed { "resuming" } else { "starting" }
+        ),
+        Event::StartFailed { variant, error, .. } => {
+            format!("{}: could not start: {error}", label(variant))
+        }
+        Event::Iteration {
+            variant,
+            iteration,
+            kind,
+            parents,
+            explanation,
+            calls,
+            best_generation,
+            best_score,
+            ..
+        } => {
+            let from = parents
+                .iter()
+                .map(|g| format!("g{g}"))
+                .collect::<Vec<_>>()
+                .join(" + ");
+            format!(
+                "{}: iteration {iteration} ({kind} of {from}, {}): {explanation}; best so far g{best_generation} {best_score:.3}",
+                label(variant),
+                count(*calls, "call", "calls")
+            )
+        }
+        Event::TimedOut { variant, .. } => {
+            format!("{}: still running at the time-out", label(variant))
+        }
+        Event::History {
+            variant,
+            generations,
+            repeated_page,
+            truncated,
+            ..
+        } => format!(
+            "{}: {generations} generation(s) of history{}",
+            label(variant),
+            if *truncated {
+                " (the service sent far more generations than the budget allows; the rest \
+                     was not read)"
+            } else if *repeated_page {
+                " (a page brought no generation not already read; paging stopped there)"
+            } else {
+                ""
+            }
+        ),
+        Event::HistoryFailed { variant, error, .. } => {
+            format!("{}: history unavailable: {error}", label(variant))
+        }
+        Event::ReplayStopped {
+            model,
+            failed,
+            last_error,
+        } => format!(
+            "replay: {failed} requests to {model} failed in a row (the last: {last_error}); \
+                 the rest on {model} are not sent, and `run --resume` (or the same `compare`) \
+                 asks for them"
+        ),
+        Event::Unknown { variant, note, .. } => {
+            format!("{}: {note}", label(variant))
+        }
+        // These move progress bars instead (`Progress::event`).
+        Event::Started { .. }
+        | Event::StartRecovered { .. }
+        | Event::Poll { .. }
+        | Event::Finished { .. }
+        | Event::ReplayPlanned { .. }
+        | Event::Answer { .. }
+        | Event::RunFinished { .. }
+        | Event::StartSending { .. }
+        | Event::PollFailed { .. } => return None,
+    })
 }
