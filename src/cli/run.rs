@@ -80,46 +80,13 @@ pub struct Args {
 const EXECUTION_FAILED: u8 = 5;
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    // Every file is checked before anything else is said or done: a missing or broken file is
-    // the first thing a user needs to hear about.
-    let mut plans = Vec::new();
-    // Each new run gets customIds of its own: a later run's lookup by customId (after a lost
-    // start answer) must never find an earlier run's execution and adopt it.
-    let mut settings = args.settings.settings();
-    settings.run_suffix = Some(format!(
-        "{:06x}",
-        rand::Rng::random::<u32>(&mut rand::rng()) & 0x00ff_ffff
-    ));
-    for file in &args.files {
-        let validation = validate_file(file, &settings);
-        for diagnostic in &validation.diagnostics {
-            eprintln!("{diagnostic}\n");
-        }
-        let Some(plan) = validation.plan else {
-            eprintln!("{}: invalid; nothing was started", file.display());
-            return Ok(ExitCode::from(exit::INVALID));
-        };
-        plans.push((file, plan));
-    }
+    let plans = match validate_all(&args.files, &args.settings) {
+        Ok(plans) => plans,
+        Err(code) => return Ok(code),
+    };
     // A resumed run goes on where it started, unless told otherwise: executions of one backend
     // are unknown to another, which must never mark them failed.
-    let resumed = match &args.resume {
-        Some(path) => {
-            let dir = RunDir::open(path)?;
-            let manifest = dir.read_manifest()?;
-            let leftovers = dir.remove_leftovers()?;
-            if !leftovers.is_empty() {
-                eprintln!(
-                    "removed {} temporary file(s) that a write cut short left in {}: {}",
-                    leftovers.len(),
-                    dir.path.display(),
-                    leftovers.join(", ")
-                );
-            }
-            Some((dir, manifest))
-        }
-        None => None,
-    };
+    let resumed = args.resume.as_deref().map(open_resumed).transpose()?;
     let recorded = resumed
         .as_ref()
         .map(|(_, manifest)| backends::recorded(&manifest.backend));
@@ -139,36 +106,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         eprintln!("{note}");
     }
     // The public service's API takes no engine settings: refused before anything is created.
-    if choice == backends::BackendChoice::Remote {
-        if let Some(seed) = args.seed {
-            eprintln!(
-                "--seed {seed}: the public evolution service takes no seed; nothing was started\n  \
-                 run with --backend local or --backend <URL of a gepa-lab serve>, or drop --seed"
-            );
-            return Ok(ExitCode::from(exit::INVALID));
-        }
-        let planned = plans.iter().flat_map(|(file, plan)| {
-            plan.executions
-                .iter()
-                .map(move |execution| (file.display().to_string(), execution))
-        });
-        let resumed_executions = resumed.iter().flat_map(|(dir, manifest)| {
-            manifest
-                .executions
-                .iter()
-                .map(move |execution| (dir.path.display().to_string(), &execution.plan))
-        });
-        for (file, execution) in planned.chain(resumed_executions) {
-            if let Some(engine) = &execution.start.engine {
-                eprintln!(
-                    "{file}: [engine] sets {} but the public evolution service takes no engine \
-                     settings; nothing was started\n  run with --backend local or --backend \
-                     <URL of a gepa-lab serve>, or remove [engine]",
-                    engine.keys_set().join(", ")
-                );
-                return Ok(ExitCode::from(exit::INVALID));
-            }
-        }
+    if choice == backends::BackendChoice::Remote
+        && let Some(refusal) = public_service_refusal(args.seed, &plans, resumed.as_ref())
+    {
+        eprintln!("{refusal}");
+        return Ok(ExitCode::from(exit::INVALID));
     }
     let mut options = backends::options(&choice);
     if let Some(interval) = args.poll_interval {
@@ -194,58 +136,159 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     };
     for (dir, manifest) in jobs {
-        let replay_models: Vec<String> = manifest
-            .executions
-            .iter()
-            .filter_map(|e| e.plan.replay.as_ref())
-            .flat_map(|r| r.models.clone())
-            .collect();
-        let replay_scorer = manifest
-            .executions
-            .iter()
-            .find_map(|e| e.plan.replay.as_ref())
-            .map(|r| &r.scorer);
-        let engine_models: Vec<String> = manifest
-            .executions
-            .iter()
-            .filter_map(|e| e.plan.start.engine.as_ref()?.reflection_model.clone())
-            .collect();
-        // The local engine continues its unfinished executions as soon as it is built.
-        let _runtime = runtime.enter();
-        let backends = backends::build(
-            &choice,
-            &replay_models,
-            replay_scorer,
-            args.rpm,
-            &engine_models,
-            &dir.file(crate::store::ENGINE_FILE),
-        )?;
-        let progress = Progress::new();
-        let path = dir.path.clone();
-        let local = matches!(manifest.backend, crate::store::Backend::Local);
-        let job = runner::execute(dir, manifest, &backends, &options, &progress);
-        let Some(outcome) = super::until_interrupted(&runtime, job) else {
-            progress.finish();
-            eprintln!(
-                "\ninterrupted: everything received so far is kept in {} (states in run.json, \
-                 answers in cache.jsonl). Continue with:\n  gepa-lab run --resume {}{}",
-                path.display(),
-                path.display(),
-                if local {
-                    "\nAn evolution of the local engine that was still running continues from \
-                     its checkpoint (engine.jsonl): only the calls in flight now are made again."
-                } else {
-                    ""
-                }
-            );
-            return Ok(ExitCode::from(exit::INTERRUPTED));
-        };
-        let outcome = outcome.context("running the experiment")?;
-        let options = crate::report::RenderOptions { png: args.png };
-        let code = finish(&outcome, args.fail_under, args.allow_missing, options)?;
-        worst = worst.max(code);
+        match run_one(&args, &choice, &options, &runtime, dir, manifest)? {
+            Ok(code) => worst = worst.max(code),
+            Err(code) => return Ok(code),
+        }
     }
     Ok(ExitCode::from(worst))
+}
+
+/// Validates every file before anything else is said or done: a missing or broken file is the
+/// first thing a user needs to hear about. Each new run gets customIds of its own: a later run's
+/// lookup by customId (after a lost start answer) must never find an earlier run's execution and
+/// adopt it.
+fn validate_all<'a>(
+    files: &'a [PathBuf],
+    settings: &super::SettingsArgs,
+) -> Result<Vec<(&'a PathBuf, Plan)>, ExitCode> {
+    let mut plans = Vec::new();
+    let mut settings = settings.settings();
+    settings.run_suffix = Some(format!(
+        "{:06x}",
+        rand::Rng::random::<u32>(&mut rand::rng()) & 0x00ff_ffff
+    ));
+    for file in files {
+        let validation = validate_file(file, &settings);
+        for diagnostic in &validation.diagnostics {
+            eprintln!("{diagnostic}\n");
+        }
+        let Some(plan) = validation.plan else {
+            eprintln!("{}: invalid; nothing was started", file.display());
+            return Err(ExitCode::from(exit::INVALID));
+        };
+        plans.push((file, plan));
+    }
+    Ok(plans)
+}
+
+/// The run directory to resume, with what a write cut short left in it removed (and said).
+fn open_resumed(path: &Path) -> anyhow::Result<(RunDir, RunManifest)> {
+    let dir = RunDir::open(path)?;
+    let manifest = dir.read_manifest()?;
+    let leftovers = dir.remove_leftovers()?;
+    if !leftovers.is_empty() {
+        eprintln!(
+            "removed {} temporary file(s) that a write cut short left in {}: {}",
+            leftovers.len(),
+            dir.path.display(),
+            leftovers.join(", ")
+        );
+    }
+    Ok((dir, manifest))
+}
+
+/// Why the public evolution service cannot run these plans (it takes no seed and no engine
+/// settings), or `None`.
+fn public_service_refusal(
+    seed: Option<u64>,
+    plans: &[(&PathBuf, Plan)],
+    resumed: Option<&(RunDir, RunManifest)>,
+) -> Option<String> {
+    if let Some(seed) = seed {
+        return Some(format!(
+            "--seed {seed}: the public evolution service takes no seed; nothing was started\n  \
+             run with --backend local or --backend <URL of a gepa-lab serve>, or drop --seed"
+        ));
+    }
+    let planned = plans.iter().flat_map(|(file, plan)| {
+        plan.executions
+            .iter()
+            .map(move |execution| (file.display().to_string(), execution))
+    });
+    let resumed_executions = resumed.into_iter().flat_map(|(dir, manifest)| {
+        manifest
+            .executions
+            .iter()
+            .map(move |execution| (dir.path.display().to_string(), &execution.plan))
+    });
+    planned
+        .chain(resumed_executions)
+        .find_map(|(file, execution)| {
+            let engine = execution.start.engine.as_ref()?;
+            Some(format!(
+                "{file}: [engine] sets {} but the public evolution service takes no engine \
+                 settings; nothing was started\n  run with --backend local or --backend \
+                 <URL of a gepa-lab serve>, or remove [engine]",
+                engine.keys_set().join(", ")
+            ))
+        })
+}
+
+/// Runs (or resumes) one run directory to its end and reports it: the exit status it earns, or
+/// `Err` with the status of an interruption.
+fn run_one(
+    args: &Args,
+    choice: &BackendChoice,
+    options: &runner::RunOptions,
+    runtime: &tokio::runtime::Runtime,
+    dir: RunDir,
+    manifest: RunManifest,
+) -> anyhow::Result<Result<u8, ExitCode>> {
+    let replay_models: Vec<String> = manifest
+        .executions
+        .iter()
+        .filter_map(|e| e.plan.replay.as_ref())
+        .flat_map(|r| r.models.clone())
+        .collect();
+    let replay_scorer = manifest
+        .executions
+        .iter()
+        .find_map(|e| e.plan.replay.as_ref())
+        .map(|r| &r.scorer);
+    let engine_models: Vec<String> = manifest
+        .executions
+        .iter()
+        .filter_map(|e| e.plan.start.engine.as_ref()?.reflection_model.clone())
+        .collect();
+    // The local engine continues its unfinished executions as soon as it is built.
+    let _runtime = runtime.enter();
+    let backends = backends::build(
+        choice,
+        &replay_models,
+        replay_scorer,
+        args.rpm,
+        &engine_models,
+        &dir.file(crate::store::ENGINE_FILE),
+    )?;
+    let progress = Progress::new();
+    let path = dir.path.clone();
+    let local = matches!(manifest.backend, crate::store::Backend::Local);
+    let job = runner::execute(dir, manifest, &backends, options, &progress);
+    let Some(outcome) = super::until_interrupted(runtime, job) else {
+        progress.finish();
+        eprintln!(
+            "\ninterrupted: everything received so far is kept in {} (states in run.json, \
+             answers in cache.jsonl). Continue with:\n  gepa-lab run --resume {}{}",
+            path.display(),
+            path.display(),
+            if local {
+                "\nAn evolution of the local engine that was still running continues from \
+                 its checkpoint (engine.jsonl): only the calls in flight now are made again."
+            } else {
+                ""
+            }
+        );
+        return Ok(Err(ExitCode::from(exit::INTERRUPTED)));
+    };
+    let outcome = outcome.context("running the experiment")?;
+    let options = crate::report::RenderOptions { png: args.png };
+    Ok(Ok(finish(
+        &outcome,
+        args.fail_under,
+        args.allow_missing,
+        options,
+    )?))
 }
 
 /// Validates one file, applies the cost guard, and creates its run directory. `Err(code)` means
