@@ -2,7 +2,6 @@
 //! validates as written. The expected column and the inputs are guessed from the header, the
 //! seed prompt uses every input, the splits and the budget fit the file's rows, and the file is
 //! checked with `validate` before `init` says it is done.
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -10,23 +9,13 @@ use anyhow::Context;
 
 use super::exit;
 use crate::dataset;
-use crate::engine::{DEFAULT_REFLECTION_MINIBATCH, reflections_assured};
+use crate::experiment::starter::{ModelLine, name_of, read_shape, starter_text};
 use crate::experiment::{Plan, validate_file};
 use crate::inference::embedded::{CATALOG, DEFAULT_MODEL, LOCAL, models_dir};
 use crate::prompt::Template;
 use crate::runner::probe::{self, ModelProbe, Probe};
 use crate::score::Scorer;
 
-/// Header names taken for the expected column, in this order, when `--expected` is not given.
-const EXPECTED_NAMES: [&str; 10] = [
-    "expected", "label", "answer", "output", "target", "gold", "class", "category", "queue", "y",
-];
-/// At most this many distinct expected values make a classification: the seed lists them.
-const MAX_LABELS: usize = 12;
-/// Reflections the generated budget pays for at least (see `budget-reflections`).
-const REFLECTIONS: u64 = 6;
-/// The shuffle seed the generated file sets.
-const SHUFFLE_SEED: u64 = 7;
 /// Rows the model probe asks each installed model: the first of the feedback and Pareto rows.
 const PROBE_ROWS: usize = 20;
 
@@ -53,25 +42,6 @@ pub struct Args {
     settings: super::SettingsArgs,
 }
 
-/// What `init` learned of the dataset.
-struct Shape {
-    header: Vec<String>,
-    inputs: Vec<String>,
-    expected: String,
-    rows: usize,
-    /// The distinct expected values, when there are at most [`MAX_LABELS`].
-    labels: Option<BTreeSet<String>>,
-    /// Every expected value is a JSON object.
-    json_objects: bool,
-    /// The keys of those objects, in the order first seen, and whether any value is null.
-    json_keys: Vec<String>,
-    json_nulls: bool,
-    longest_expected: usize,
-}
-
-/// At most this many JSON keys are named in the seed; more, and it asks for "the same fields".
-const MAX_JSON_KEYS: usize = 12;
-
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let shape = match read_shape(&args.dataset, args.expected.as_deref()) {
         Ok(shape) => shape,
@@ -94,8 +64,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::from(exit::INVALID));
     }
-    let default_model = ModelLine::default();
-    let text = match experiment(&shape, &args.dataset, &out, &default_model) {
+    let default_model = ModelLine {
+        model: LOCAL.to_owned(),
+        comment: String::new(),
+    };
+    let text = match starter_text(&shape, &args.dataset, &out, &default_model) {
         Ok(text) => text,
         Err(message) => {
             eprintln!("error: {}: {message}", args.dataset.display());
@@ -115,7 +88,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         && let Some(model) = probe_models(plan)?
         && model != default_model
     {
-        let text = experiment(&shape, &args.dataset, &out, &model)
+        let text = starter_text(&shape, &args.dataset, &out, &model)
             .map_err(|message| anyhow::anyhow!("{}: {message}", args.dataset.display()))?;
         crate::store::write_atomic(&out, text.as_bytes())?;
         validation = validate_file(&out, &args.settings.settings());
@@ -142,144 +115,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         out.display()
     );
     Ok(ExitCode::from(exit::OK))
-}
-
-/// Reads the header and every row once: the columns, the row count and the expected values.
-fn read_shape(dataset: &Path, expected: Option<&str>) -> Result<Shape, String> {
-    let mut reader =
-        csv::Reader::from_reader(crate::input::open_stream(dataset).map_err(|e| e.to_string())?);
-    let header: Vec<String> = reader
-        .headers()
-        .map_err(|e| format!("reading the header: {e}"))?
-        .iter()
-        .map(|h| h.trim().to_owned())
-        .collect();
-    if header.len() < 2 {
-        return Err(format!(
-            "the header has {} column(s) ({}); an experiment needs at least one input column and \
-             the expected column",
-            header.len(),
-            header.join(", ")
-        ));
-    }
-    let expected = match expected {
-        Some(name) => {
-            if !header.iter().any(|h| h == name) {
-                return Err(format!(
-                    "--expected {name:?} is not a column (columns: {})",
-                    header.join(", ")
-                ));
-            }
-            name.to_owned()
-        }
-        None => EXPECTED_NAMES
-            .iter()
-            .find_map(|want| header.iter().find(|h| h.eq_ignore_ascii_case(want)))
-            .unwrap_or_else(|| &header[header.len() - 1])
-            .clone(),
-    };
-    let at = header
-        .iter()
-        .position(|h| *h == expected)
-        .unwrap_or_default();
-    let is_id = |name: &str| {
-        let lower = name.to_ascii_lowercase();
-        lower == "id" || lower.ends_with("_id")
-    };
-    let mut inputs: Vec<String> = header
-        .iter()
-        .filter(|h| **h != expected && !is_id(h) && !h.is_empty())
-        .cloned()
-        .collect();
-    if inputs.is_empty() {
-        inputs = header.iter().filter(|h| **h != expected).cloned().collect();
-    }
-    let mut rows = 0;
-    let mut labels = BTreeSet::new();
-    let mut longest_expected = 0;
-    let mut json_objects = true;
-    let mut json_keys: Vec<String> = Vec::new();
-    let mut json_nulls = false;
-    for (index, record) in reader.records().enumerate() {
-        let record = record.map_err(|e| format!("row {}: {e}", index + 1))?;
-        rows += 1;
-        let value = record.get(at).unwrap_or_default().trim();
-        longest_expected = longest_expected.max(value.len());
-        match serde_json::from_str::<serde_json::Value>(value) {
-            Ok(serde_json::Value::Object(object)) if json_objects => {
-                for (key, value) in &object {
-                    json_nulls |= value.is_null();
-                    if !json_keys.contains(key) && json_keys.len() <= MAX_JSON_KEYS {
-                        json_keys.push(key.clone());
-                    }
-                }
-            }
-            _ => json_objects = false,
-        }
-        if labels.len() <= MAX_LABELS {
-            labels.insert(value.to_owned());
-        }
-    }
-    Ok(Shape {
-        header,
-        inputs,
-        expected,
-        rows,
-        labels: (labels.len() <= MAX_LABELS).then_some(labels),
-        json_objects: json_objects && rows > 0,
-        json_keys,
-        json_nulls,
-        longest_expected,
-    })
-}
-
-/// The experiment's name: the dataset's stem in the characters a name may use.
-fn name_of(stem: &str) -> String {
-    let name: String = stem
-        .to_ascii_lowercase()
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '-'
-            }
-        })
-        .take(30)
-        .collect();
-    if name.is_empty() {
-        "experiment".into()
-    } else {
-        name
-    }
-}
-
-/// The splits for `rows` rows: (minibatch, pareto), a sixth each up to 40, leaving at least a
-/// third for the holdout. Ten feedback and twenty Pareto rows of a 240-row file let rules fitted
-/// to a few rows pass: a child was accepted on the minibatch and picked as best on 20 Pareto
-/// rows by noise, and lost its lead on the holdout.
-fn splits(rows: usize) -> Result<(usize, usize), String> {
-    if rows < 6 {
-        return Err(format!(
-            "{rows} data rows; an experiment needs at least 6 (minibatch, Pareto and holdout rows)"
-        ));
-    }
-    let part = (rows / 6).clamp(2, 40);
-    Ok((part, part))
-}
-
-/// The replay model the file names, with the probe's findings as a comment.
-#[derive(Debug, Clone, PartialEq, Default)]
-struct ModelLine {
-    /// `None` for the default model, `local`.
-    model: Option<String>,
-    comment: String,
-}
-
-impl ModelLine {
-    fn id(&self) -> &str {
-        self.model.as_deref().unwrap_or(LOCAL)
-    }
 }
 
 /// Asks every installed catalog model the seed on the first [`PROBE_ROWS`] feedback and Pareto
@@ -365,7 +200,7 @@ fn probe_models(plan: &Plan) -> anyhow::Result<Option<ModelLine>> {
         comment.push_str(&format!("#   {}\n", probe_line(result)));
     }
     Ok(Some(ModelLine {
-        model: (chosen.model != LOCAL).then(|| chosen.model.clone()),
+        model: chosen.model.clone(),
         comment,
     }))
 }
@@ -401,258 +236,9 @@ fn probe_line(probe: &ModelProbe) -> String {
     line
 }
 
-/// The smallest budget of at least 25, in steps of 5, that pays for [`REFLECTIONS`].
-fn budget(minibatch: usize, pareto: usize) -> u64 {
-    let mut budget = 25;
-    while reflections_assured(
-        minibatch as u64,
-        pareto as u64,
-        budget,
-        DEFAULT_REFLECTION_MINIBATCH as u64,
-    ) < REFLECTIONS
-    {
-        budget += 5;
-    }
-    budget
-}
-
-/// A TOML basic string literal.
-fn quoted(text: &str) -> String {
-    let mut out = String::from("\"");
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            c if c.is_control() => out.push_str(&format!("\\u{:04X}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
-/// The experiment file's text.
-fn experiment(
-    shape: &Shape,
-    dataset: &Path,
-    out: &Path,
-    model: &ModelLine,
-) -> Result<String, String> {
-    let (minibatch, pareto) = splits(shape.rows)?;
-    let budget = budget(minibatch, pareto);
-    // The dataset as the experiment file names it: as given when absolute, else relative to the
-    // experiment file's own folder (paths in the file resolve against it).
-    let dataset_path = if dataset.is_absolute() {
-        dataset.to_owned()
-    } else {
-        relative_to(dataset, out.parent().unwrap_or(Path::new("")))
-    };
-    let stem = out
-        .file_stem()
-        .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
-    let name = name_of(&stem);
-    let mut seed = String::new();
-    for input in &shape.inputs {
-        // A placeholder names its column; `{` and `}` in a column name cannot be written.
-        if input.contains(['{', '}']) {
-            return Err(format!(
-                "column {input:?} has a brace in its name, which a prompt placeholder cannot name"
-            ));
-        }
-        seed.push_str(&format!("{}: {{{input}}}\n", title(input)));
-    }
-    let (task, scorer, max_tokens) = match &shape.labels {
-        // A person writing the first prompt names the fields they want: without them the small
-        // model invented its own ("forecast", "start_date") for every row of the public SNIPS
-        // weather sample and scored 0.02.
-        _ if shape.json_objects => (
-            json_task(&shape.json_keys, shape.json_nulls),
-            "json_match",
-            (shape.longest_expected * 2).max(64),
-        ),
-        Some(labels) => {
-            let list: Vec<&str> = labels.iter().map(String::as_str).collect();
-            (
-                format!(
-                    "Answer with exactly one of: {}. Give only the answer.",
-                    list.join(", ")
-                ),
-                "exact_match_ci",
-                shape.longest_expected + 16,
-            )
-        }
-        None => (
-            format!(
-                "Give the {}. Give only the answer.",
-                title(&shape.expected).to_lowercase()
-            ),
-            "f1",
-            (shape.longest_expected + 16).max(64),
-        ),
-    };
-    seed.push_str(&task);
-    let inputs: Vec<String> = shape.inputs.iter().map(|i| quoted(i)).collect();
-    let unused: Vec<&String> = shape
-        .header
-        .iter()
-        .filter(|h| **h != shape.expected && !shape.inputs.contains(h))
-        .collect();
-    let unused_note = if unused.is_empty() {
-        String::new()
-    } else {
-        let names: Vec<&str> = unused.iter().map(|s| s.as_str()).collect();
-        format!(
-            "# Left out of the inputs (they look like ids): {}.\n",
-            names.join(", ")
-        )
-    };
-    let labels_note = match &shape.labels {
-        _ if shape.json_objects => {
-            "# The expected column holds JSON objects: answers are scored by the share of the\n\
-             # expected fields they match (json_match).\n"
-                .to_owned()
-        }
-        Some(labels) => format!(
-            "# The expected column has {} distinct values, so this is a classification: the seed\n\
-             # lists them and answers are scored by exact match, ignoring case.\n",
-            labels.len()
-        ),
-        None => "# The expected column is free text: answers are scored by token overlap (f1).\n"
-            .to_owned(),
-    };
-    Ok(format!(
-        r#"# Written by `gepa-lab init --dataset {dataset}`: a first experiment on this dataset.
-# It validates as it is; read the comments, change what you know better, then:
-#   gepa-lab validate {file}
-#   gepa-lab run {file}              # offline: the built-in engine and the embedded model
-# The format: `gepa-lab schema`, and the README's "The experiment file".
-name = {name}
-description = {description}
-
-[prompt]
-# The prompt to improve. Each {{column}} is filled from a dataset row.
-{labels_note}seed = """{seed}"""
-
-[dataset]
-file = {dataset_path}
-{unused_note}inputs = [{inputs}]
-expected = {expected}
-# {rows} data rows: the first {minibatch} (after shuffling) show the engine its mistakes, the next
-# {pareto} judge each new prompt, and the rest are held out to compare the prompts at the end.
-minibatch = {minibatch}
-pareto = {pareto}
-holdout = "rest"
-shuffle_seed = {shuffle_seed}
-
-[evolution]
-strategy = "RPM"
-model = "{word}-4o-mini"
-# Inference calls the evolution may spend: this one pays for at least {reflections} proposals.
-budget = {budget}
-
-[evaluator]
-model = "{word}-4o-mini"
-metric = "exact_match"
-
-[replay]
-# The seed and the best evolved prompt, answered on the holdout rows by each model. The engine
-# evolves the prompt on the first.
-{model_comment}models = [{model}]
-top = 1
-scorer = "{scorer}"
-temperature = 0.0
-max_tokens = {max_tokens}
-concurrency = 16
-"#,
-        dataset = dataset.display(),
-        file = out.display(),
-        name = quoted(&name),
-        description = quoted(&format!(
-            "{} from {}",
-            title(&shape.expected),
-            shape.inputs.join(", ")
-        )),
-        seed = seed.replace('\\', "\\\\").replace("\"\"\"", "\"\"\\\""),
-        dataset_path = quoted(&dataset_path.to_string_lossy()),
-        inputs = inputs.join(", "),
-        expected = quoted(&shape.expected),
-        rows = shape.rows,
-        word = crate::evolution::ServiceProfile::from_env().model_word,
-        reflections = REFLECTIONS,
-        shuffle_seed = SHUFFLE_SEED,
-        model_comment = model.comment,
-        model = quoted(model.id()),
-    ))
-}
-
-/// The seed's request for a JSON answer: its keys named when there are few, and null asked for
-/// when the dataset uses it.
-fn json_task(keys: &[String], nulls: bool) -> String {
-    let mut task = if keys.is_empty() || keys.len() > MAX_JSON_KEYS {
-        "Answer with a JSON object only, with the same fields every time.".to_owned()
-    } else {
-        let keys: Vec<String> = keys.iter().map(|key| format!("\"{key}\"")).collect();
-        format!(
-            "Answer with a JSON object only, with the keys {}.",
-            keys.join(", ")
-        )
-    };
-    if nulls {
-        task.push_str(" Use null for a value the input does not give.");
-    }
-    task
-}
-
-/// `Review text` for `review_text`.
-fn title(column: &str) -> String {
-    let spaced = column.replace(['_', '-'], " ");
-    let mut chars = spaced.chars();
-    match chars.next() {
-        Some(first) => first.to_uppercase().chain(chars).collect(),
-        None => spaced,
-    }
-}
-
-/// `path` as seen from `base`, both taken as given (relative to the current folder, or absolute).
-fn relative_to(path: &Path, base: &Path) -> PathBuf {
-    let absolute = |p: &Path| {
-        if p.is_absolute() {
-            p.to_owned()
-        } else {
-            std::env::current_dir().unwrap_or_default().join(p)
-        }
-    };
-    let (path, base) = (absolute(path), absolute(base));
-    let path: Vec<_> = path.components().collect();
-    let base: Vec<_> = base.components().collect();
-    let common = path.iter().zip(&base).take_while(|(a, b)| a == b).count();
-    let mut out = PathBuf::new();
-    for _ in common..base.len() {
-        out.push("..");
-    }
-    for part in &path[common..] {
-        out.push(part);
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn splits_fit_the_rows_and_the_budget_pays_for_the_reflections() {
-        assert!(splits(5).is_err());
-        for rows in [6, 20, 40, 109, 5000] {
-            let (minibatch, pareto) = splits(rows).unwrap();
-            assert!(minibatch + pareto < rows, "{rows}: a holdout is left");
-            let budget = budget(minibatch, pareto);
-            assert!(budget >= 25 && budget.is_multiple_of(5));
-            assert!(reflections_assured(minibatch as u64, pareto as u64, budget, 3) >= REFLECTIONS);
-        }
-    }
 
     #[test]
     fn a_probe_line_stays_one_line_whatever_the_answer() {
@@ -673,35 +259,5 @@ mod tests {
         // The whole comment parses as TOML comments.
         let text = format!("# {line}\nkey = 1\n");
         assert!(toml::from_str::<toml::Table>(&text).is_ok(), "{text}");
-    }
-
-    #[test]
-    fn a_json_seed_names_the_keys_it_saw_and_null_when_the_data_uses_it() {
-        let keys: Vec<String> = ["city", "time"].map(String::from).to_vec();
-        assert_eq!(
-            json_task(&keys, true),
-            "Answer with a JSON object only, with the keys \"city\", \"time\". Use null for a \
-             value the input does not give."
-        );
-        assert_eq!(
-            json_task(&keys, false),
-            "Answer with a JSON object only, with the keys \"city\", \"time\"."
-        );
-        let many: Vec<String> = (0..=MAX_JSON_KEYS).map(|k| format!("k{k}")).collect();
-        assert_eq!(
-            json_task(&many, false),
-            "Answer with a JSON object only, with the same fields every time."
-        );
-    }
-
-    #[test]
-    fn names_titles_and_paths() {
-        assert_eq!(name_of("My Tickets (2024)"), "my-tickets--2024-");
-        assert_eq!(title("review_text"), "Review text");
-        assert_eq!(
-            relative_to(Path::new("/a/data/x.csv"), Path::new("/a/exp")),
-            PathBuf::from("../data/x.csv")
-        );
-        assert_eq!(quoted("a \"b\"\n\\"), "\"a \\\"b\\\"\\n\\\\\"");
     }
 }

@@ -9,6 +9,7 @@ mod plan;
 mod rules;
 mod schema;
 mod source;
+pub mod starter;
 mod validate;
 
 pub use diagnostic::{Diagnostic, Location, Severity};
