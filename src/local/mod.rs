@@ -696,20 +696,10 @@ impl Inner {
             tracing::warn!(%evolution_id, "{note}");
         }
         let engine_settings = request.engine.clone().unwrap_or_default();
-        let mut models = self.settings.models.clone();
-        if let Some(model) = &engine_settings.reflection_model {
-            models.reflection_model.clone_from(model);
-        }
-        if let Some(temperature) = engine_settings.reflection_temperature {
-            models.reflection_temperature = Some(temperature);
-        }
-        if let Some(tokens) = engine_settings.reflection_max_tokens {
-            models.reflection_max_tokens = Some(tokens);
-        }
         let inference = match InferenceTask::new(
             Arc::clone(&self.task_model),
             Arc::clone(&self.reflection_model),
-            models,
+            self.models(&engine_settings),
             request.dataset_columns.clone(),
             request.dataset.clone(),
             &scorer,
@@ -723,8 +713,56 @@ impl Inner {
             evolution_id: evolution_id.to_owned(),
         });
         let task = JournaledTask::new(inference.with_seed(execution.seed), recorded, sink);
+        let config = match self.engine_config(request, execution.seed, minibatch, pareto) {
+            Ok(config) => config,
+            Err(err) => return failed(err),
+        };
+        // The engine reports synchronously; candidates are recorded (and stored) beside it.
+        let (candidates, received) = tokio::sync::mpsc::unbounded_channel::<Recorded>();
+        let observer = forward_events(evolution_id.to_owned(), candidates);
+        let engine = engine::run(&task, &request.prompt, &config, observer);
+        let record = self.record_all(evolution_id, received);
+        let (result, ()) = tokio::join!(engine, record);
+        let replay = task.replay();
+        if replay.replayed > 0 {
+            tracing::info!(
+                %evolution_id, replayed = replay.replayed, made = replay.made,
+                "execution continued from its checkpoint"
+            );
+        }
+
+        match result {
+            Ok(run) => finished_state(evolution_id, &run),
+            Err(err) => failed(err.to_string()),
+        }
+    }
+
+    /// The task and reflection models, with what the request's `[engine]` settings override.
+    fn models(&self, engine_settings: &EngineSettings) -> ModelSettings {
+        let mut models = self.settings.models.clone();
+        if let Some(model) = &engine_settings.reflection_model {
+            models.reflection_model.clone_from(model);
+        }
+        if let Some(temperature) = engine_settings.reflection_temperature {
+            models.reflection_temperature = Some(temperature);
+        }
+        if let Some(tokens) = engine_settings.reflection_max_tokens {
+            models.reflection_max_tokens = Some(tokens);
+        }
+        models
+    }
+
+    /// The engine's configuration for a request: the shape and budget it asks for, this
+    /// engine's settings, then the request's own `[engine]` settings (or why they do not fit).
+    fn engine_config(
+        &self,
+        request: &StartExecution,
+        seed: u64,
+        minibatch: usize,
+        pareto: usize,
+    ) -> Result<EngineConfig, String> {
         let mut config = EngineConfig::new(minibatch, pareto, request.budget);
-        config.seed = execution.seed;
+        config.seed = seed;
         config.parallel_calls = self.settings.parallel_calls.max(1);
         // A slow or failed answer (a busy machine, a flaky service) costs one zero score or one
         // proposal, not the whole evolution; a run of failures still stops it, with the reason.
@@ -737,110 +775,32 @@ impl Inner {
         if Strategy::parse(&request.strategy) == Some(Strategy::Sam) {
             config.merge = Some(MergeConfig::default());
         }
-        if let Err(err) = apply_engine_settings(&mut config, &engine_settings) {
-            return failed(err);
-        }
+        apply_engine_settings(&mut config, &request.engine.clone().unwrap_or_default())?;
+        Ok(config)
+    }
 
-        // The engine reports synchronously; candidates are recorded (and stored) beside it.
-        let (candidates, mut received) = tokio::sync::mpsc::unbounded_channel::<Recorded>();
-        let id = evolution_id.to_owned();
-        let observer = move |event: &EngineEvent| match event {
-            EngineEvent::Candidate(candidate) => {
-                let _ = candidates.send(Recorded::Candidate(candidate.clone()));
-            }
-            EngineEvent::Progress(progress) => {
-                let _ = candidates.send(Recorded::Spent(progress.spent.total()));
-            }
-            EngineEvent::Iteration(record) => {
-                // What the README promises `RUST_LOG=gepa_lab=debug` prints.
-                match record {
-                    IterationRecord::Mutation(m) => tracing::debug!(
-                        evolution_id = %id,
-                        iteration = m.iteration,
-                        kind = record.kind(),
-                        parent = m.parent,
-                        minibatch = ?m.minibatch,
-                        shown = ?m.shown,
-                        parent_scores = ?m.parent_scores,
-                        child_scores = ?m.child_scores,
-                        child_prompt = ?m.child_prompt,
-                        outcome = %record.explain(),
-                        "engine mutation"
-                    ),
-                    IterationRecord::Merge(m) => tracing::debug!(
-                        evolution_id = %id,
-                        iteration = m.iteration,
-                        parents = ?m.parents,
-                        ancestor = m.ancestor,
-                        subsample = ?m.subsample,
-                        parent_scores = ?m.parent_scores,
-                        child_scores = ?m.child_scores,
-                        child_prompt = ?m.child_prompt,
-                        outcome = %record.explain(),
-                        "engine merge"
-                    ),
+    /// Records what the engine reports, in order, until it stops: candidates and iterations
+    /// stored, the calls spent kept in memory (stored with the next candidate or the end).
+    async fn record_all(
+        &self,
+        evolution_id: &str,
+        mut received: tokio::sync::mpsc::UnboundedReceiver<Recorded>,
+    ) {
+        while let Some(recorded) = received.recv().await {
+            match recorded {
+                Recorded::Candidate(candidate) => {
+                    self.record_candidate(evolution_id, candidate).await;
                 }
-                let _ = candidates.send(Recorded::Iteration(record.clone()));
-            }
-            _ => {}
-        };
-        let engine = engine::run(&task, &request.prompt, &config, observer);
-        let record = async {
-            while let Some(recorded) = received.recv().await {
-                match recorded {
-                    Recorded::Candidate(candidate) => {
-                        self.record_candidate(evolution_id, candidate).await;
-                    }
-                    Recorded::Iteration(record) => {
-                        self.record_iteration(evolution_id, record).await;
-                    }
-                    // Kept in memory; stored with the next candidate or the end.
-                    Recorded::Spent(spent) => {
-                        if let Some(execution) = self.registry().get_mut(evolution_id) {
-                            execution.state.budget_used = Some(spent);
-                        }
+                Recorded::Iteration(record) => {
+                    self.record_iteration(evolution_id, record).await;
+                }
+                // Kept in memory; stored with the next candidate or the end.
+                Recorded::Spent(spent) => {
+                    if let Some(execution) = self.registry().get_mut(evolution_id) {
+                        execution.state.budget_used = Some(spent);
                     }
                 }
             }
-        };
-        let (result, ()) = tokio::join!(engine, record);
-        let replay = task.replay();
-        if replay.replayed > 0 {
-            tracing::info!(
-                %evolution_id, replayed = replay.replayed, made = replay.made,
-                "execution continued from its checkpoint"
-            );
-        }
-
-        let run = match result {
-            Ok(run) => run,
-            Err(err) => return failed(err.to_string()),
-        };
-        let best = run.best();
-        let prompt = Some(PromptState {
-            current_prompt: Some(best.prompt.clone()),
-            current_prompt_score: Some(best.score),
-            current_generation: Some(best.generation as f64),
-        });
-        tracing::info!(
-            %evolution_id, stop = ?run.stop(), task_calls = run.spent().task_calls,
-            reflection_calls = run.spent().reflection_calls, budget = run.budget(),
-            "engine finished"
-        );
-        let budget_used = Some(run.spent().total());
-        match run.failure() {
-            None => ExecutionState {
-                status: Status::Completed,
-                prompt,
-                error: None,
-                budget_used,
-            },
-            Some(failure) => ExecutionState {
-                status: Status::Failed,
-                prompt,
-                error: Some(format!("the engine stopped: {failure}")),
-                budget_used,
-            },
         }
     }
 
@@ -924,6 +884,85 @@ impl Inner {
                 false
             }
         }
+    }
+}
+
+/// The engine's observer: each candidate, iteration and progress report sent on to be recorded
+/// (the engine reports synchronously), each iteration also logged at debug level.
+fn forward_events(
+    id: String,
+    candidates: tokio::sync::mpsc::UnboundedSender<Recorded>,
+) -> impl FnMut(&EngineEvent) + Send {
+    move |event: &EngineEvent| match event {
+        EngineEvent::Candidate(candidate) => {
+            let _ = candidates.send(Recorded::Candidate(candidate.clone()));
+        }
+        EngineEvent::Progress(progress) => {
+            let _ = candidates.send(Recorded::Spent(progress.spent.total()));
+        }
+        EngineEvent::Iteration(record) => {
+            // What the README promises `RUST_LOG=gepa_lab=debug` prints.
+            match record {
+                IterationRecord::Mutation(m) => tracing::debug!(
+                    evolution_id = %id,
+                    iteration = m.iteration,
+                    kind = record.kind(),
+                    parent = m.parent,
+                    minibatch = ?m.minibatch,
+                    shown = ?m.shown,
+                    parent_scores = ?m.parent_scores,
+                    child_scores = ?m.child_scores,
+                    child_prompt = ?m.child_prompt,
+                    outcome = %record.explain(),
+                    "engine mutation"
+                ),
+                IterationRecord::Merge(m) => tracing::debug!(
+                    evolution_id = %id,
+                    iteration = m.iteration,
+                    parents = ?m.parents,
+                    ancestor = m.ancestor,
+                    subsample = ?m.subsample,
+                    parent_scores = ?m.parent_scores,
+                    child_scores = ?m.child_scores,
+                    child_prompt = ?m.child_prompt,
+                    outcome = %record.explain(),
+                    "engine merge"
+                ),
+            }
+            let _ = candidates.send(Recorded::Iteration(record.clone()));
+        }
+        _ => {}
+    }
+}
+
+/// The state of an execution whose engine ran to its end: completed, or failed with the reason
+/// it stopped; either way with its best prompt and the calls spent.
+fn finished_state(evolution_id: &str, run: &engine::Run) -> ExecutionState {
+    let best = run.best();
+    let prompt = Some(PromptState {
+        current_prompt: Some(best.prompt.clone()),
+        current_prompt_score: Some(best.score),
+        current_generation: Some(best.generation as f64),
+    });
+    tracing::info!(
+        %evolution_id, stop = ?run.stop(), task_calls = run.spent().task_calls,
+        reflection_calls = run.spent().reflection_calls, budget = run.budget(),
+        "engine finished"
+    );
+    let budget_used = Some(run.spent().total());
+    match run.failure() {
+        None => ExecutionState {
+            status: Status::Completed,
+            prompt,
+            error: None,
+            budget_used,
+        },
+        Some(failure) => ExecutionState {
+            status: Status::Failed,
+            prompt,
+            error: Some(format!("the engine stopped: {failure}")),
+            budget_used,
+        },
     }
 }
 
