@@ -6,10 +6,11 @@
 //! `iterations.jsonl` is the exception: it only explains how the search went, so a file that
 //! cannot be read leaves the rest of the report standing and is reported as a note instead
 //! ([`IterationLog::Unreadable`]).
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 
 use crate::engine::IterationRecord;
+use crate::experiment::ExecutionPlan;
 use crate::store::{
     HISTORY_FILE, HistoryRow, ITERATIONS_FILE, IterationRow, REPLAY_FILE, ReplayRow, RunDir,
     RunManifest, Version, best_by_score,
@@ -166,37 +167,74 @@ fn assign_iterations(
     total - kept
 }
 
+/// The plan's executions with the versions `history` and `replay` hold, each record checked
+/// against the plan and the other file.
 fn check(
     run: &RunDir,
     manifest: &RunManifest,
     history: &[HistoryRow],
     replay: &[ReplayRow],
 ) -> Result<Vec<Execution>, ReportError> {
-    let history_path = run.file(HISTORY_FILE);
-    let replay_path = run.file(REPLAY_FILE);
-    let by_variant: BTreeMap<String, usize> = manifest
+    let variants = Variants::of(manifest);
+    let mut generations = check_history(&run.file(HISTORY_FILE), &variants, history)?;
+    let replayed = check_replay(&run.file(REPLAY_FILE), &variants, &generations, replay)?;
+    Ok(manifest
         .executions
         .iter()
         .enumerate()
-        .map(|(index, e)| (e.variant().to_owned(), index))
-        .collect();
-    let known = || {
-        by_variant
-            .keys()
-            .map(|v| format!("{v:?}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let mut generations: Vec<BTreeMap<u32, HistoryRow>> = vec![BTreeMap::new(); by_variant.len()];
+        .map(|(index, record)| {
+            execution(
+                index,
+                &record.plan,
+                std::mem::take(&mut generations[index]),
+                &replayed[index],
+            )
+        })
+        .collect())
+}
+
+/// The plan's executions by variant name (empty for an experiment without variants).
+struct Variants(BTreeMap<String, usize>);
+
+impl Variants {
+    fn of(manifest: &RunManifest) -> Self {
+        Self(
+            manifest
+                .executions
+                .iter()
+                .enumerate()
+                .map(|(index, e)| (e.variant().to_owned(), index))
+                .collect(),
+        )
+    }
+
+    /// The execution of `variant`, or why a record naming it is refused.
+    fn index(&self, variant: &str) -> Result<usize, String> {
+        self.0.get(variant).copied().ok_or_else(|| {
+            let known: Vec<String> = self.0.keys().map(|v| format!("{v:?}")).collect();
+            format!(
+                "variant {variant:?} is not in the plan (known: {})",
+                known.join(", ")
+            )
+        })
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+/// Each execution's generations, by number; a record of an unknown variant, with a score that
+/// is not a number, or repeating a generation is refused.
+fn check_history(
+    path: &Path,
+    variants: &Variants,
+    history: &[HistoryRow],
+) -> Result<Vec<BTreeMap<u32, HistoryRow>>, ReportError> {
+    let mut generations: Vec<BTreeMap<u32, HistoryRow>> = vec![BTreeMap::new(); variants.len()];
     for (index, row) in history.iter().enumerate() {
-        let record = |message: String| ReportError::record(&history_path, index, message);
-        let Some(&execution) = by_variant.get(&row.variant) else {
-            return Err(record(format!(
-                "variant {:?} is not in the plan (known: {})",
-                row.variant,
-                known()
-            )));
-        };
+        let record = |message: String| ReportError::record(path, index, message);
+        let execution = variants.index(&row.variant).map_err(record)?;
         if !row.score.is_finite() {
             return Err(record(format!("score {} is not a number", row.score)));
         }
@@ -210,19 +248,30 @@ fn check(
             )));
         }
     }
+    Ok(generations)
+}
 
-    let mut replayed: Vec<BTreeMap<Option<u32>, ()>> = vec![BTreeMap::new(); by_variant.len()];
-    let mut models: Vec<Vec<String>> = vec![Vec::new(); by_variant.len()];
+/// What one execution's replay holds: the versions replayed (`None` the seed, else a
+/// generation) and the models asked, in the order first seen.
+#[derive(Default)]
+struct Replayed {
+    versions: BTreeSet<Option<u32>>,
+    models: Vec<String>,
+}
+
+/// Each execution's replayed versions and models; a record of an unknown variant or version, a
+/// score out of range, a row or sample numbered 0, or a cell answered twice is refused.
+fn check_replay(
+    path: &Path,
+    variants: &Variants,
+    generations: &[BTreeMap<u32, HistoryRow>],
+    replay: &[ReplayRow],
+) -> Result<Vec<Replayed>, ReportError> {
+    let mut replayed: Vec<Replayed> = (0..variants.len()).map(|_| Replayed::default()).collect();
     let mut seen = HashSet::new();
     for (index, row) in replay.iter().enumerate() {
-        let record = |message: String| ReportError::record(&replay_path, index, message);
-        let Some(&execution) = by_variant.get(&row.variant) else {
-            return Err(record(format!(
-                "variant {:?} is not in the plan (known: {})",
-                row.variant,
-                known()
-            )));
-        };
+        let record = |message: String| ReportError::record(path, index, message);
+        let execution = variants.index(&row.variant).map_err(record)?;
         let generation = row.version.parse::<Version>().map_err(record)?.generation();
         if let Some(generation) = generation
             && !generations[execution].contains_key(&generation)
@@ -250,84 +299,88 @@ fn check(
                 row.row, row.sample, row.version, row.model
             )));
         }
-        replayed[execution].insert(generation, ());
-        if !models[execution].contains(&row.model) {
-            models[execution].push(row.model.clone());
+        let replayed = &mut replayed[execution];
+        replayed.versions.insert(generation);
+        if !replayed.models.contains(&row.model) {
+            replayed.models.push(row.model.clone());
         }
     }
+    Ok(replayed)
+}
 
-    Ok(manifest
-        .executions
+/// One execution of the plan: its seed and the replayed generations as versions, the best of
+/// them by the ranking rule, and its models (the plan's order, then any other, sorted).
+fn execution(
+    index: usize,
+    spec: &ExecutionPlan,
+    history: BTreeMap<u32, HistoryRow>,
+    replayed: &Replayed,
+) -> Execution {
+    let variant = spec.variant.clone().unwrap_or_default();
+    let seed = spec.start.prompt.clone();
+    // Generation 0 is the seed when its prompt is the seed's: then its score is the
+    // seed's evolution score.
+    let seed_score = history
+        .get(&0)
+        .filter(|g| g.prompt == seed)
+        .map(|g| g.score);
+    let mut versions = vec![PromptVersion {
+        version: Version::Seed,
+        label: Version::Seed.to_string(),
+        prompt: seed.clone(),
+        validation_score: seed_score,
+        replayed: replayed.versions.contains(&None),
+    }];
+    versions.extend(
+        replayed
+            .versions
+            .iter()
+            .flatten()
+            .filter_map(|g| history.get(g))
+            .map(|row| PromptVersion {
+                version: Version::Generation(row.generation),
+                label: Version::Generation(row.generation).to_string(),
+                prompt: row.prompt.clone(),
+                validation_score: Some(row.score),
+                replayed: true,
+            }),
+    );
+    // The best version is chosen by the ranking rule on the evolution's own scores,
+    // before the holdout is looked at. The seed competes when its score is known: an
+    // evolved prompt that did not score above it is no improvement, whatever its
+    // holdout score says by chance.
+    let best = if versions.len() > 1 {
+        best_by_score(0..versions.len(), |&i| versions[i].validation_score)
+    } else {
+        None
+    };
+    let planned: Vec<String> = spec
+        .replay
+        .as_ref()
+        .map(|r| r.models.clone())
+        .unwrap_or_default();
+    let mut ordered: Vec<String> = planned
         .iter()
-        .map(|record| &record.plan)
-        .enumerate()
-        .map(|(index, spec)| {
-            let variant = spec.variant.clone().unwrap_or_default();
-            let history = std::mem::take(&mut generations[index]);
-            let seed = spec.start.prompt.clone();
-            // Generation 0 is the seed when its prompt is the seed's: then its score is the
-            // seed's evolution score.
-            let seed_score = history
-                .get(&0)
-                .filter(|g| g.prompt == seed)
-                .map(|g| g.score);
-            let mut versions = vec![PromptVersion {
-                version: Version::Seed,
-                label: Version::Seed.to_string(),
-                prompt: seed.clone(),
-                validation_score: seed_score,
-                replayed: replayed[index].contains_key(&None),
-            }];
-            versions.extend(
-                replayed[index]
-                    .keys()
-                    .flatten()
-                    .filter_map(|g| history.get(g))
-                    .map(|row| PromptVersion {
-                        version: Version::Generation(row.generation),
-                        label: Version::Generation(row.generation).to_string(),
-                        prompt: row.prompt.clone(),
-                        validation_score: Some(row.score),
-                        replayed: true,
-                    }),
-            );
-            // The best version is chosen by the ranking rule on the evolution's own scores,
-            // before the holdout is looked at. The seed competes when its score is known: an
-            // evolved prompt that did not score above it is no improvement, whatever its
-            // holdout score says by chance.
-            let best = if versions.len() > 1 {
-                best_by_score(0..versions.len(), |&i| versions[i].validation_score)
-            } else {
-                None
-            };
-            let planned: Vec<String> = spec
-                .replay
-                .as_ref()
-                .map(|r| r.models.clone())
-                .unwrap_or_default();
-            let mut ordered: Vec<String> = planned
-                .iter()
-                .filter(|m| models[index].contains(m))
-                .cloned()
-                .collect();
-            let mut others: Vec<String> = models[index]
-                .iter()
-                .filter(|m| !planned.contains(m))
-                .cloned()
-                .collect();
-            others.sort();
-            ordered.extend(others);
-            Execution {
-                index,
-                label: spec.variant.clone().unwrap_or_else(|| "experiment".into()),
-                variant,
-                seed,
-                generations: history.into_values().collect(),
-                versions,
-                models: ordered,
-                best,
-                iterations: Vec::new(),
-            }
-        })
-        .collect())
+        .filter(|m| replayed.models.contains(m))
+        .cloned()
+        .collect();
+    let mut others: Vec<String> = replayed
+        .models
+        .iter()
+        .filter(|m| !planned.contains(m))
+        .cloned()
+        .collect();
+    others.sort();
+    ordered.extend(others);
+    Execution {
+        index,
+        label: spec.variant.clone().unwrap_or_else(|| "experiment".into()),
+        variant,
+        seed,
+        generations: history.into_values().collect(),
+        versions,
+        models: ordered,
+        best,
+        iterations: Vec::new(),
+    }
 }
