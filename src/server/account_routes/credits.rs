@@ -90,21 +90,7 @@ async fn pay(
 ) -> Result<Response, Rejection> {
     let settings = &state.account;
     let request: TopupRequest = parse_body(body)?;
-    let amount: UsdcAmount = request
-        .amount
-        .parse()
-        .map_err(|err| bad_request(format!("invalid parameter amount: {err}")))?;
-    if amount.is_zero() {
-        return Err(bad_request("invalid parameter amount: must be above 0"));
-    }
-    let credits = amount
-        .whole_credits()
-        .and_then(|c| i64::try_from(c).ok())
-        .ok_or_else(|| {
-            bad_request(format!(
-                "invalid parameter amount: {amount} USDC is not a whole number of credits (1 credit = 0.01 USDC)"
-            ))
-        })?;
+    let (amount, credits) = amount_and_credits(&request)?;
     let Some(pay_to) = settings.pay_to else {
         return Err(Rejection::new(
             StatusCode::NOT_IMPLEMENTED,
@@ -124,53 +110,8 @@ async fn pay(
         // Not a failure: step 1 of the flow is answered with what to pay.
         return Ok(response);
     };
-    let header = header
-        .to_str()
-        .map_err(|_| bad_request("invalid X-PAYMENT: not ASCII"))?;
-    let payload = PaymentPayload::from_header(header)
-        .map_err(|err| bad_request(format!("invalid X-PAYMENT: {err}")))?;
-    let authorization = payload.authorization;
-    if payload.network != settings.network {
-        return Err(bad_request(format!(
-            "invalid X-PAYMENT: network {} is not this server's network {}",
-            payload.network, settings.network
-        )));
-    }
-    let domain = Eip712Domain {
-        name: usdc_name(settings.network).to_string(),
-        version: USDC_VERSION.to_string(),
-        chain_id: settings.network.chain_id(),
-        verifying_contract: settings.network.usdc(),
-    };
-    let payer = payload
-        .verify(&domain)
-        .map_err(|err| bad_request(format!("invalid X-PAYMENT signature: {err}")))?;
-    if authorization.to != pay_to {
-        return Err(bad_request(format!(
-            "invalid X-PAYMENT: it pays {}, not this server's receiver {pay_to}",
-            authorization.to
-        )));
-    }
-    if authorization.value != amount.atomic() {
-        return Err(bad_request(format!(
-            "invalid X-PAYMENT: value {} is not maxAmountRequired {} for amount {amount}",
-            authorization.value,
-            amount.atomic()
-        )));
-    }
-    let now = u64::try_from(now_unix()).unwrap_or_default();
-    if now < authorization.valid_after {
-        return Err(bad_request(format!(
-            "invalid X-PAYMENT: not valid yet: validAfter {} is after server time {now}",
-            authorization.valid_after
-        )));
-    }
-    if now > authorization.valid_before {
-        return Err(bad_request(format!(
-            "invalid X-PAYMENT: expired: validBefore {} is before server time {now}",
-            authorization.valid_before
-        )));
-    }
+    let (payload, payer) = verify_payment(settings, pay_to, amount, header)?;
+    let authorization = &payload.authorization;
     let account = caller_account(state, caller).await?;
     // A local settlement id: deterministic in the signed payment, so one payment has one id.
     let tx_hash = format!("0x{}", hex::encode(keccak256(payload.to_json())));
@@ -214,6 +155,85 @@ async fn pay(
             .insert(PAYMENT_RESPONSE_HEADER, value);
     }
     Ok(response)
+}
+
+/// The amount a top-up asks for, above 0 and a whole number of credits (1 credit = 0.01 USDC),
+/// and those credits.
+fn amount_and_credits(request: &TopupRequest) -> Result<(UsdcAmount, i64), Rejection> {
+    let amount: UsdcAmount = request
+        .amount
+        .parse()
+        .map_err(|err| bad_request(format!("invalid parameter amount: {err}")))?;
+    if amount.is_zero() {
+        return Err(bad_request("invalid parameter amount: must be above 0"));
+    }
+    let credits = amount
+        .whole_credits()
+        .and_then(|c| i64::try_from(c).ok())
+        .ok_or_else(|| {
+            bad_request(format!(
+                "invalid parameter amount: {amount} USDC is not a whole number of credits (1 credit = 0.01 USDC)"
+            ))
+        })?;
+    Ok((amount, credits))
+}
+
+/// The X-PAYMENT header's payment and its payer, checked: signed by the payer for this
+/// server's network and USDC contract, paying `pay_to` exactly `amount`, and valid now.
+fn verify_payment(
+    settings: &AccountSettings,
+    pay_to: Address,
+    amount: UsdcAmount,
+    header: &HeaderValue,
+) -> Result<(PaymentPayload, Address), Rejection> {
+    let header = header
+        .to_str()
+        .map_err(|_| bad_request("invalid X-PAYMENT: not ASCII"))?;
+    let payload = PaymentPayload::from_header(header)
+        .map_err(|err| bad_request(format!("invalid X-PAYMENT: {err}")))?;
+    let authorization = &payload.authorization;
+    if payload.network != settings.network {
+        return Err(bad_request(format!(
+            "invalid X-PAYMENT: network {} is not this server's network {}",
+            payload.network, settings.network
+        )));
+    }
+    let domain = Eip712Domain {
+        name: usdc_name(settings.network).to_string(),
+        version: USDC_VERSION.to_string(),
+        chain_id: settings.network.chain_id(),
+        verifying_contract: settings.network.usdc(),
+    };
+    let payer = payload
+        .verify(&domain)
+        .map_err(|err| bad_request(format!("invalid X-PAYMENT signature: {err}")))?;
+    if authorization.to != pay_to {
+        return Err(bad_request(format!(
+            "invalid X-PAYMENT: it pays {}, not this server's receiver {pay_to}",
+            authorization.to
+        )));
+    }
+    if authorization.value != amount.atomic() {
+        return Err(bad_request(format!(
+            "invalid X-PAYMENT: value {} is not maxAmountRequired {} for amount {amount}",
+            authorization.value,
+            amount.atomic()
+        )));
+    }
+    let now = u64::try_from(now_unix()).unwrap_or_default();
+    if now < authorization.valid_after {
+        return Err(bad_request(format!(
+            "invalid X-PAYMENT: not valid yet: validAfter {} is after server time {now}",
+            authorization.valid_after
+        )));
+    }
+    if now > authorization.valid_before {
+        return Err(bad_request(format!(
+            "invalid X-PAYMENT: expired: validBefore {} is before server time {now}",
+            authorization.valid_before
+        )));
+    }
+    Ok((payload, payer))
 }
 
 #[cfg(test)]
