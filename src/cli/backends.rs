@@ -184,6 +184,37 @@ pub fn build(
     engine_models: &[String],
     engine_file: &Path,
 ) -> anyhow::Result<Backends> {
+    let (local_ids, reflection) = models_to_load(choice, replay_models, engine_models)?;
+    let (evolution, inference) = match choice {
+        BackendChoice::Local => local_backends(
+            replay_models,
+            replay_scorer,
+            rpm,
+            &local_ids,
+            reflection,
+            engine_file,
+        )?,
+        BackendChoice::Remote => public_backends(&local_ids, rpm)?,
+        BackendChoice::Url(url) => served_backends(url, &local_ids, rpm)?,
+    };
+    Ok(Backends {
+        evolution,
+        inference,
+        description: describe(choice),
+    })
+}
+
+/// The two halves of a backend.
+type Halves = (Arc<dyn crate::evolution::Evolution>, Arc<dyn Inference>);
+
+/// The embedded models to load (the replay's; for a local run also the task, reflection and
+/// `[engine]` models), and the reflection model's id (empty unless local). A local run refuses
+/// a model it cannot run offline.
+fn models_to_load(
+    choice: &BackendChoice,
+    replay_models: &[String],
+    engine_models: &[String],
+) -> anyhow::Result<(Vec<String>, String)> {
     let mut local_ids: Vec<String> = replay_models
         .iter()
         .filter(|m| is_local_model(m))
@@ -213,91 +244,101 @@ pub fn build(
         }
         local_ids.extend([local_task_model(replay_models), reflection.clone()]);
     }
-    match choice {
-        BackendChoice::Local => {
-            let router = match crate::env::var(crate::env::LOCAL_UPSTREAM) {
-                // Every model id is asked of that server; no embedded model is loaded.
-                Some(url) => {
-                    let credential = Credential {
-                        key: keys::from_env(crate::env::UPSTREAM_KEY),
-                        rpm: None,
-                    };
-                    eprintln!(
-                        "the local engine's models are answered by {url} ({})",
-                        crate::env::LOCAL_UPSTREAM
-                    );
-                    http_inference(&url, credential, rpm)
-                        .with_context(|| format!("{}={url}", crate::env::LOCAL_UPSTREAM))?
-                }
-                None => inference_backend(&local_ids, None)?,
+    Ok((local_ids, reflection))
+}
+
+/// The built-in engine and the embedded models (or the server `GEPA_LAB_LOCAL_UPSTREAM` names),
+/// continuing the unfinished evolutions `engine_file` holds.
+fn local_backends(
+    replay_models: &[String],
+    replay_scorer: Option<&ScorerSpec>,
+    rpm: Option<NonZeroU32>,
+    local_ids: &[String],
+    reflection: String,
+    engine_file: &Path,
+) -> anyhow::Result<Halves> {
+    let router = match crate::env::var(crate::env::LOCAL_UPSTREAM) {
+        // Every model id is asked of that server; no embedded model is loaded.
+        Some(url) => {
+            let credential = Credential {
+                key: keys::from_env(crate::env::UPSTREAM_KEY),
+                rpm: None,
             };
-            let mut models = ModelSettings::new(local_task_model(replay_models));
-            models.reflection_model = reflection;
-            let mut settings = LocalSettings::new(models);
-            settings.scorer = replay_scorer
-                .filter(|scorer| !matches!(scorer, ScorerSpec::Judge))
-                .cloned();
-            let kept = FileExecutions::load(engine_file)?;
-            let store = FileExecutions::open(engine_file)
-                .with_context(|| format!("opening {}", engine_file.display()))?;
-            let evolution = LocalEvolution::new(
-                router.clone(),
-                router.clone(),
-                settings,
-                Some(Arc::new(store)),
+            eprintln!(
+                "the local engine's models are answered by {url} ({})",
+                crate::env::LOCAL_UPSTREAM
             );
-            let restored = evolution.restore(kept);
-            if !restored.continued.is_empty() {
-                eprintln!(
-                    "continuing {} evolution(s) of the local engine from their checkpoint in {}",
-                    restored.continued.len(),
-                    engine_file.display()
-                );
-            }
-            Ok(Backends {
-                evolution: Arc::new(evolution),
-                inference: router,
-                description: describe(choice),
-            })
+            http_inference(&url, credential, rpm)
+                .with_context(|| format!("{}={url}", crate::env::LOCAL_UPSTREAM))?
         }
-        BackendChoice::Remote => {
-            let (evolution, inference) = public_keys()?;
-            let Some(evolution_key) = evolution.key else {
-                anyhow::bail!(
-                    "no key for the evolution API: set {EVOLUTION_KEY}, or store one with `gepa-lab auth key evolution`"
-                );
-            };
-            anyhow::ensure!(
-                inference.key.is_some(),
-                "no key for the inference API: set {INFERENCE_KEY}, or run `gepa-lab auth wallet` or `gepa-lab auth key inference`"
-            );
-            let evolution_config = EvolutionConfig::new(
-                crate::evolution::config_from_env().base_url,
-                Some(evolution_key),
-            );
-            let remote = http_inference(&inference_url(), inference, rpm)?;
-            Ok(Backends {
-                evolution: Arc::new(HttpEvolution::new(evolution_config)?),
-                inference: inference_backend(&local_ids, Some(remote))?,
-                description: describe(choice),
-            })
-        }
-        BackendChoice::Url(url) => {
-            // One server speaks both APIs; its keys work for both halves.
-            let given = keys::from_env(INFERENCE_KEY).or_else(|| keys::from_env(EVOLUTION_KEY));
-            let inference = keys::for_service(given, url)?;
-            let evolution_key = keys::from_env(EVOLUTION_KEY).or_else(|| inference.key.clone());
-            let remote = http_inference(url, inference, rpm)?;
-            Ok(Backends {
-                evolution: Arc::new(HttpEvolution::new(EvolutionConfig::new(
-                    url.clone(),
-                    evolution_key,
-                ))?),
-                inference: inference_backend(&local_ids, Some(remote))?,
-                description: describe(choice),
-            })
-        }
+        None => inference_backend(local_ids, None)?,
+    };
+    let mut models = ModelSettings::new(local_task_model(replay_models));
+    models.reflection_model = reflection;
+    let mut settings = LocalSettings::new(models);
+    settings.scorer = replay_scorer
+        .filter(|scorer| !matches!(scorer, ScorerSpec::Judge))
+        .cloned();
+    let kept = FileExecutions::load(engine_file)?;
+    let store = FileExecutions::open(engine_file)
+        .with_context(|| format!("opening {}", engine_file.display()))?;
+    let evolution = LocalEvolution::new(
+        router.clone(),
+        router.clone(),
+        settings,
+        Some(Arc::new(store)),
+    );
+    let restored = evolution.restore(kept);
+    if !restored.continued.is_empty() {
+        eprintln!(
+            "continuing {} evolution(s) of the local engine from their checkpoint in {}",
+            restored.continued.len(),
+            engine_file.display()
+        );
     }
+    Ok((Arc::new(evolution), router))
+}
+
+/// The public services, with the keys from the environment or the config file.
+fn public_backends(local_ids: &[String], rpm: Option<NonZeroU32>) -> anyhow::Result<Halves> {
+    let (evolution, inference) = public_keys()?;
+    let Some(evolution_key) = evolution.key else {
+        anyhow::bail!(
+            "no key for the evolution API: set {EVOLUTION_KEY}, or store one with `gepa-lab auth key evolution`"
+        );
+    };
+    anyhow::ensure!(
+        inference.key.is_some(),
+        "no key for the inference API: set {INFERENCE_KEY}, or run `gepa-lab auth wallet` or `gepa-lab auth key inference`"
+    );
+    let evolution_config = EvolutionConfig::new(
+        crate::evolution::config_from_env().base_url,
+        Some(evolution_key),
+    );
+    let remote = http_inference(&inference_url(), inference, rpm)?;
+    Ok((
+        Arc::new(HttpEvolution::new(evolution_config)?),
+        inference_backend(local_ids, Some(remote))?,
+    ))
+}
+
+/// A `gepa-lab serve` at `url`, which speaks both APIs; its keys work for both halves.
+fn served_backends(
+    url: &str,
+    local_ids: &[String],
+    rpm: Option<NonZeroU32>,
+) -> anyhow::Result<Halves> {
+    let given = keys::from_env(INFERENCE_KEY).or_else(|| keys::from_env(EVOLUTION_KEY));
+    let inference = keys::for_service(given, url)?;
+    let evolution_key = keys::from_env(EVOLUTION_KEY).or_else(|| inference.key.clone());
+    let remote = http_inference(url, inference, rpm)?;
+    Ok((
+        Arc::new(HttpEvolution::new(EvolutionConfig::new(
+            url.to_owned(),
+            evolution_key,
+        ))?),
+        inference_backend(local_ids, Some(remote))?,
+    ))
 }
 
 /// The one way an inference backend is put together: the embedded models named among
