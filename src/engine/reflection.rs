@@ -290,32 +290,46 @@ pub(crate) fn rules_request(
     let Some(first) = failures.first() else {
         return text;
     };
-    if let Some(contrast) = contrasts.first() {
-        let _ = writeln!(
-            text,
-            "\nFor contrast, the assistant rightly answered {} to {}; the rule must not change \
-             {}:",
-            one_line(&contrast.view.expected),
-            if contrasts.len() > 1 {
-                "these inputs"
-            } else {
-                "this input"
-            },
-            if contrasts.len() > 1 {
-                "their answers"
-            } else {
-                "its answer"
-            },
-        );
-        for (number, contrast) in contrasts.iter().enumerate() {
-            if contrasts.len() > 1 {
-                let _ = writeln!(text, "\nInput {}:", (b'A' + number as u8) as char);
-            }
-            for (name, value) in &contrast.view.inputs {
-                let _ = writeln!(text, "{name}: {}", value.trim());
-            }
+    write_contrasts(&mut text, contrasts);
+    write_rule_ask(&mut text, several, labels, first);
+    text
+}
+
+/// The rows the parent answered right, which the new rule must leave as they are.
+fn write_contrasts(text: &mut String, contrasts: &[&Shown]) {
+    let Some(contrast) = contrasts.first() else {
+        return;
+    };
+    let _ = writeln!(
+        text,
+        "\nFor contrast, the assistant rightly answered {} to {}; the rule must not change \
+         {}:",
+        one_line(&contrast.view.expected),
+        if contrasts.len() > 1 {
+            "these inputs"
+        } else {
+            "this input"
+        },
+        if contrasts.len() > 1 {
+            "their answers"
+        } else {
+            "its answer"
+        },
+    );
+    for (number, contrast) in contrasts.iter().enumerate() {
+        if contrasts.len() > 1 {
+            let _ = writeln!(text, "\nInput {}:", (b'A' + number as u8) as char);
+        }
+        for (name, value) in &contrast.view.inputs {
+            let _ = writeln!(text, "{name}: {}", value.trim());
         }
     }
+}
+
+/// What the reflection model is asked for: one general rule, in the form the engine reads, that
+/// names the correct answer of a classification (or, without labels, says what to do instead,
+/// with the feedback on the wrong answer).
+fn write_rule_ask(text: &mut String, several: bool, labels: &[String], first: &Shown) {
     text.push_str(if several {
         "\nWrite one rule to add to the instruction, so that the assistant answers these inputs \
          and similar inputs correctly. "
@@ -351,7 +365,6 @@ pub(crate) fn rules_request(
             one_line(&first.view.expected)
         );
     }
-    text
 }
 
 /// A label glossary needs at least this many labels: with two, the labels' names and the task
