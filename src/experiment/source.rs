@@ -158,27 +158,7 @@ const MAX_SYNTAX_ERRORS: usize = 10;
 fn resolve(source: &SourceFile, diagnostics: &mut Vec<Diagnostic>) -> Vec<Resolved> {
     let (root, errors) = DeTable::parse_recoverable(&source.text);
     if !errors.is_empty() {
-        // Later syntax errors mostly follow from the first ones, and a damaged file can have
-        // thousands (3,750 on one line of 30,000 quotes, each once a copy of the line).
-        let total = errors.len();
-        for (shown, error) in errors.into_iter().enumerate() {
-            let location = error
-                .span()
-                .map_or_else(|| source.location(0), |span| source.location(span.start));
-            let message = if shown < MAX_SYNTAX_ERRORS {
-                format!("not valid TOML: {}", error.message().trim())
-            } else {
-                format!(
-                    "not valid TOML: {} more syntax errors from here on are not shown; fix the \
-                     first {MAX_SYNTAX_ERRORS}, which often cause the rest",
-                    total - shown
-                )
-            };
-            diagnostics.push(Diagnostic::error(Rule::TomlSyntax, message).at(Some(location)));
-            if shown == MAX_SYNTAX_ERRORS {
-                break;
-            }
-        }
+        report_syntax_errors(source, errors, diagnostics);
         return Vec::new();
     }
     let schema = json_schema();
@@ -231,27 +211,7 @@ fn resolve(source: &SourceFile, diagnostics: &mut Vec<Diagnostic>) -> Vec<Resolv
             let mut merged = base.clone();
             merge(&mut merged, table);
             let name = table.get("name");
-            let label = match name.map(|name| (name, name.get_ref().as_str())) {
-                Some((_, Some(name))) => name.to_owned(),
-                Some((name, None)) => {
-                    diagnostics.push(
-                        Diagnostic::error(Rule::Type, "a variant's `name` must be a string")
-                            .at(Some(source.location(name.span().start))),
-                    );
-                    format!("#{}", index + 1)
-                }
-                None => {
-                    diagnostics.push(
-                        Diagnostic::error(
-                            Rule::Required,
-                            format!("variant #{} has no `name`", index + 1),
-                        )
-                        .at(Some(location))
-                        .help("give every [[variants]] table a unique `name = \"...\"`"),
-                    );
-                    format!("#{}", index + 1)
-                }
-            };
+            let label = variant_label(source, name, index, location, diagnostics);
             let mut resolved = resolve_one(
                 source,
                 Spanned::new(base_span.clone(), merged),
@@ -262,6 +222,67 @@ fn resolve(source: &SourceFile, diagnostics: &mut Vec<Diagnostic>) -> Vec<Resolv
             resolved
         })
         .collect()
+}
+
+/// The file's TOML syntax errors, the first [`MAX_SYNTAX_ERRORS`] of them and then one line for
+/// the rest.
+fn report_syntax_errors(
+    source: &SourceFile,
+    errors: Vec<toml::de::Error>,
+    diagnostics: &mut Vec<Diagnostic>,
+) {
+    // Later syntax errors mostly follow from the first ones, and a damaged file can have
+    // thousands (3,750 on one line of 30,000 quotes, each once a copy of the line).
+    let total = errors.len();
+    for (shown, error) in errors.into_iter().enumerate() {
+        let location = error
+            .span()
+            .map_or_else(|| source.location(0), |span| source.location(span.start));
+        let message = if shown < MAX_SYNTAX_ERRORS {
+            format!("not valid TOML: {}", error.message().trim())
+        } else {
+            format!(
+                "not valid TOML: {} more syntax errors from here on are not shown; fix the \
+                 first {MAX_SYNTAX_ERRORS}, which often cause the rest",
+                total - shown
+            )
+        };
+        diagnostics.push(Diagnostic::error(Rule::TomlSyntax, message).at(Some(location)));
+        if shown == MAX_SYNTAX_ERRORS {
+            break;
+        }
+    }
+}
+
+/// A variant's label: its `name`, else `#<position>` with the problem reported.
+fn variant_label(
+    source: &SourceFile,
+    name: Option<&Spanned<DeValue<'_>>>,
+    index: usize,
+    location: Location,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> String {
+    match name.map(|name| (name, name.get_ref().as_str())) {
+        Some((_, Some(name))) => name.to_owned(),
+        Some((name, None)) => {
+            diagnostics.push(
+                Diagnostic::error(Rule::Type, "a variant's `name` must be a string")
+                    .at(Some(source.location(name.span().start))),
+            );
+            format!("#{}", index + 1)
+        }
+        None => {
+            diagnostics.push(
+                Diagnostic::error(
+                    Rule::Required,
+                    format!("variant #{} has no `name`", index + 1),
+                )
+                .at(Some(location))
+                .help("give every [[variants]] table a unique `name = \"...\"`"),
+            );
+            format!("#{}", index + 1)
+        }
+    }
 }
 
 /// Lays a variant's keys over the base: tables merge key by key, anything else replaces.
