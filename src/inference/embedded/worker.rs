@@ -538,28 +538,7 @@ impl<'m> Session<'m> {
     fn start(&mut self, prepared: Prepared) -> Result<(), Box<Prepared>> {
         let tokens = &prepared.tokens;
         let common = |slot: &Slot| shared_prefix(&slot.cached, tokens);
-        // The free slot that holds a useful part of this prompt; else an empty one; else the
-        // least recently used, whose cache is the least likely to be asked for again.
-        let Some(chosen) = self
-            .slots
-            .iter()
-            .enumerate()
-            .filter(|(_, slot)| slot.work.is_none())
-            .max_by_key(|(_, slot)| {
-                let shared = common(slot);
-                let useful = if shared >= SHARED_PREFIX_MIN {
-                    shared
-                } else {
-                    0
-                };
-                (
-                    useful,
-                    slot.cached.is_empty(),
-                    std::cmp::Reverse(slot.last_used),
-                )
-            })
-            .map(|(index, _)| index)
-        else {
+        let Some(chosen) = self.choose_slot(tokens) else {
             return Err(Box::new(prepared));
         };
         // At least one token is evaluated, for the logits of the first answer token.
@@ -598,6 +577,46 @@ impl<'m> Session<'m> {
             return Err(Box::new(prepared));
         }
 
+        let keep = self.reuse_cache(chosen, keep, donor, tokens);
+        self.begin(chosen, prepared, keep);
+        Ok(())
+    }
+
+    /// The free slot for a prompt: the one whose cache holds a useful part of it; else an empty
+    /// one; else the least recently used, whose cache is the least likely to be asked for again.
+    /// `None` when every slot is busy.
+    fn choose_slot(&self, tokens: &[LlamaToken]) -> Option<usize> {
+        let common = |slot: &Slot| shared_prefix(&slot.cached, tokens);
+        self.slots
+            .iter()
+            .enumerate()
+            .filter(|(_, slot)| slot.work.is_none())
+            .max_by_key(|(_, slot)| {
+                let shared = common(slot);
+                let useful = if shared >= SHARED_PREFIX_MIN {
+                    shared
+                } else {
+                    0
+                };
+                (
+                    useful,
+                    slot.cached.is_empty(),
+                    std::cmp::Reverse(slot.last_used),
+                )
+            })
+            .map(|(index, _)| index)
+    }
+
+    /// Makes slot `chosen`'s cache hold the first `keep` tokens of `tokens`: copied from the
+    /// donor slot when there is one, else its own cache cut to them. Returns how many it holds
+    /// (0 when the copy or the cut failed and the slot starts over).
+    fn reuse_cache(
+        &mut self,
+        chosen: usize,
+        keep: usize,
+        donor: Option<(usize, usize)>,
+        tokens: &[LlamaToken],
+    ) -> usize {
         let mut keep = keep;
         let seq = self.slots[chosen].seq;
         match donor {
@@ -633,13 +652,19 @@ impl<'m> Session<'m> {
             }
         }
 
+        keep
+    }
+
+    /// Starts `prepared`'s generation in slot `chosen`, whose cache holds its first `keep` tokens.
+    /// A grammar that does not compile fails the request instead.
+    fn begin(&mut self, chosen: usize, prepared: Prepared, keep: usize) {
         let Prepared { job, tokens, limit } = prepared;
         let grammar = match &job.grammar {
             Some(gbnf) => match LlamaSampler::grammar(self.model, gbnf, "root") {
                 Ok(grammar) => Some(grammar),
                 Err(e) => {
                     job.reply.finish(Err(EmbeddedError::Grammar(e.to_string())));
-                    return Ok(());
+                    return;
                 }
             },
             None => None,
@@ -663,7 +688,6 @@ impl<'m> Session<'m> {
             pending: Vec::new(),
             first_token: None,
         });
-        Ok(())
     }
 
     /// Whether the cache has room for a request in slot `chosen` that keeps `keep` cached tokens
