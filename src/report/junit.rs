@@ -49,35 +49,7 @@ pub fn junit(
                 out.push_str("/>\n");
                 continue;
             }
-            let expected = &answers.shown().expected;
-            let each: Vec<String> = answers
-                .samples()
-                .iter()
-                .map(|r| {
-                    let sample = if answers.asked() > 1 {
-                        format!(" {}", r.sample)
-                    } else {
-                        String::new()
-                    };
-                    if r.error.is_empty() {
-                        format!(
-                            "answer{sample}: {}\nfeedback{sample}: {}",
-                            r.output, r.feedback
-                        )
-                    } else {
-                        format!("error{sample}: {}", r.error)
-                    }
-                })
-                .collect();
-            let text = format!("{}\nexpected: {expected}", each.join("\n"));
-            let message = match answers.score() {
-                Some(score) if answers.asked() > 1 => format!(
-                    "mean score {score:.3} of {} answers is below {pass_score}",
-                    answers.asked()
-                ),
-                Some(score) => format!("score {score} is below {pass_score}"),
-                None => "no answer".to_owned(),
-            };
+            let (message, text) = failure(answers, pass_score);
             let _ = write!(
                 out,
                 ">\n      <failure message=\"{}\">{}</failure>\n    </testcase>\n",
@@ -87,42 +59,84 @@ pub fn junit(
         }
         out.push_str("  </testsuite>\n");
     }
-    if !comparisons.is_empty() {
-        let worse = comparisons
-            .iter()
-            .filter(|c| c.verdict == Verdict::Worse)
-            .count();
-        let _ = writeln!(
-            out,
-            "  <testsuite name=\"comparisons\" tests=\"{}\" failures=\"{worse}\" errors=\"0\">",
-            comparisons.len()
-        );
-        for c in comparisons {
-            let _ = write!(
-                out,
-                "    <testcase classname=\"comparisons\" name=\"{} against {}\"",
-                escape(&c.b),
-                escape(&c.a)
-            );
-            if c.verdict == Verdict::Worse {
-                let _ = writeln!(
-                    out,
-                    ">\n      <failure message=\"{}\">{}</failure>\n    </testcase>",
-                    escape(c.verdict.text()),
-                    escape(&c.sentence)
-                );
-            } else {
-                let _ = writeln!(
-                    out,
-                    ">\n      <system-out>{}</system-out>\n    </testcase>",
-                    escape(&c.sentence)
-                );
-            }
-        }
-        out.push_str("  </testsuite>\n");
-    }
+    comparison_suite(&mut out, comparisons);
     out.push_str("</testsuites>\n");
     out
+}
+
+/// The failure of a row's case: its message (the score against the pass score, or no answer)
+/// and text (each answer with its feedback, or its error, then the expected output).
+fn failure(answers: &RowAnswers<'_>, pass_score: f64) -> (String, String) {
+    let expected = &answers.shown().expected;
+    let each: Vec<String> = answers
+        .samples()
+        .iter()
+        .map(|r| {
+            let sample = if answers.asked() > 1 {
+                format!(" {}", r.sample)
+            } else {
+                String::new()
+            };
+            if r.error.is_empty() {
+                format!(
+                    "answer{sample}: {}\nfeedback{sample}: {}",
+                    r.output, r.feedback
+                )
+            } else {
+                format!("error{sample}: {}", r.error)
+            }
+        })
+        .collect();
+    let text = format!("{}\nexpected: {expected}", each.join("\n"));
+    let message = match answers.score() {
+        Some(score) if answers.asked() > 1 => format!(
+            "mean score {score:.3} of {} answers is below {pass_score}",
+            answers.asked()
+        ),
+        Some(score) => format!("score {score} is below {pass_score}"),
+        None => "no answer".to_owned(),
+    };
+    (message, text)
+}
+
+/// The suite of comparisons: one case per prompt against the first, failed when it is
+/// significantly worse. Nothing when there is no comparison.
+fn comparison_suite(out: &mut String, comparisons: &[ComparisonView]) {
+    if comparisons.is_empty() {
+        return;
+    }
+    let worse = comparisons
+        .iter()
+        .filter(|c| c.verdict == Verdict::Worse)
+        .count();
+    let _ = writeln!(
+        out,
+        "  <testsuite name=\"comparisons\" tests=\"{}\" failures=\"{worse}\" errors=\"0\">",
+        comparisons.len()
+    );
+    for c in comparisons {
+        let _ = write!(
+            out,
+            "    <testcase classname=\"comparisons\" name=\"{} against {}\"",
+            escape(&c.b),
+            escape(&c.a)
+        );
+        if c.verdict == Verdict::Worse {
+            let _ = writeln!(
+                out,
+                ">\n      <failure message=\"{}\">{}</failure>\n    </testcase>",
+                escape(c.verdict.text()),
+                escape(&c.sentence)
+            );
+        } else {
+            let _ = writeln!(
+                out,
+                ">\n      <system-out>{}</system-out>\n    </testcase>",
+                escape(&c.sentence)
+            );
+        }
+    }
+    out.push_str("  </testsuite>\n");
 }
 
 /// Text as XML character data or an attribute value. Characters XML 1.0 cannot hold at all

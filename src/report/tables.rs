@@ -88,68 +88,8 @@ pub fn history_frame(rows: &[HistoryRow]) -> PolarsResult<DataFrame> {
 
 /// Totals per (variant, version, model), sorted by those keys.
 pub fn version_totals(replay: &DataFrame) -> PolarsResult<Vec<VersionTotals>> {
-    let answered = col("error").eq(lit(""));
-    let when_answered = |name: &str| col(name).filter(answered.clone());
-    let keys = [col("variant"), col("version"), col("model")];
-    // The row is the unit of the score: first each row's mean over its answered samples, then
-    // the mean over rows (a row none of whose samples was answered has a null score, skipped).
-    let by_row = replay
-        .clone()
-        .lazy()
-        .group_by([col("variant"), col("version"), col("model"), col("row")])
-        .agg([
-            when_answered("score").mean().alias("row_score"),
-            len().cast(DataType::UInt32).alias("samples"),
-        ])
-        .group_by(keys.clone())
-        .agg([
-            len().cast(DataType::UInt32).alias("rows"),
-            col("samples").max().alias("samples"),
-            col("row_score").mean().alias("mean_score"),
-        ])
-        .sort(
-            ["variant", "version", "model"],
-            SortMultipleOptions::default(),
-        )
-        .collect()?;
-    let totals = replay
-        .clone()
-        .lazy()
-        .group_by(keys)
-        .agg([
-            len().cast(DataType::UInt32).alias("asked"),
-            answered
-                .clone()
-                .cast(DataType::UInt32)
-                .sum()
-                .alias("answered"),
-            when_answered("latency_ms")
-                .cast(DataType::Float64)
-                .mean()
-                .alias("mean_latency_ms"),
-            when_answered("latency_ms").max().alias("max_latency_ms"),
-            when_answered("waited_ms")
-                .cast(DataType::Float64)
-                .mean()
-                .alias("mean_waited_ms"),
-            when_answered("prompt_tokens")
-                .cast(DataType::Float64)
-                .mean()
-                .alias("mean_prompt_tokens"),
-            when_answered("completion_tokens")
-                .cast(DataType::Float64)
-                .mean()
-                .alias("mean_completion_tokens"),
-            (answered.clone().and(col("answered_by").neq(col("model"))))
-                .cast(DataType::UInt32)
-                .sum()
-                .alias("fallbacks"),
-        ])
-        .sort(
-            ["variant", "version", "model"],
-            SortMultipleOptions::default(),
-        )
-        .collect()?;
+    let by_row = row_scores(replay)?;
+    let totals = answer_totals(replay)?;
     let height = totals.height();
     // Both are grouped by the same keys and sorted by them: one line each per group.
     if by_row.height() != height {
@@ -211,6 +151,80 @@ pub fn version_totals(replay: &DataFrame) -> PolarsResult<Vec<VersionTotals>> {
             fallbacks: fallbacks[i],
         })
         .collect())
+}
+
+/// Per (variant, version, model): its rows, the most samples a row has, and the mean score over
+/// rows. The row is the unit of the score: first each row's mean over its answered samples, then
+/// the mean over rows (a row none of whose samples was answered has a null score, skipped).
+fn row_scores(replay: &DataFrame) -> PolarsResult<DataFrame> {
+    let answered = col("error").eq(lit(""));
+    let when_answered = |name: &str| col(name).filter(answered.clone());
+    let keys = [col("variant"), col("version"), col("model")];
+    replay
+        .clone()
+        .lazy()
+        .group_by([col("variant"), col("version"), col("model"), col("row")])
+        .agg([
+            when_answered("score").mean().alias("row_score"),
+            len().cast(DataType::UInt32).alias("samples"),
+        ])
+        .group_by(keys.clone())
+        .agg([
+            len().cast(DataType::UInt32).alias("rows"),
+            col("samples").max().alias("samples"),
+            col("row_score").mean().alias("mean_score"),
+        ])
+        .sort(
+            ["variant", "version", "model"],
+            SortMultipleOptions::default(),
+        )
+        .collect()
+}
+
+/// Per (variant, version, model): the answers asked and given, the means of latency, waiting
+/// and tokens over answered rows, the longest latency, and the answers from a fallback model.
+fn answer_totals(replay: &DataFrame) -> PolarsResult<DataFrame> {
+    let answered = col("error").eq(lit(""));
+    let when_answered = |name: &str| col(name).filter(answered.clone());
+    let keys = [col("variant"), col("version"), col("model")];
+    replay
+        .clone()
+        .lazy()
+        .group_by(keys)
+        .agg([
+            len().cast(DataType::UInt32).alias("asked"),
+            answered
+                .clone()
+                .cast(DataType::UInt32)
+                .sum()
+                .alias("answered"),
+            when_answered("latency_ms")
+                .cast(DataType::Float64)
+                .mean()
+                .alias("mean_latency_ms"),
+            when_answered("latency_ms").max().alias("max_latency_ms"),
+            when_answered("waited_ms")
+                .cast(DataType::Float64)
+                .mean()
+                .alias("mean_waited_ms"),
+            when_answered("prompt_tokens")
+                .cast(DataType::Float64)
+                .mean()
+                .alias("mean_prompt_tokens"),
+            when_answered("completion_tokens")
+                .cast(DataType::Float64)
+                .mean()
+                .alias("mean_completion_tokens"),
+            (answered.clone().and(col("answered_by").neq(col("model"))))
+                .cast(DataType::UInt32)
+                .sum()
+                .alias("fallbacks"),
+        ])
+        .sort(
+            ["variant", "version", "model"],
+            SortMultipleOptions::default(),
+        )
+        .collect()
 }
 
 /// Totals per variant of the history, sorted by variant.
