@@ -339,115 +339,134 @@ impl Runner<'_> {
     /// customId, so that it is never started twice.
     async fn start_all(&mut self) -> Result<(), RunError> {
         for index in 0..self.manifest.executions.len() {
-            let record = &self.manifest.executions[index];
-            let lookup = match &record.state {
-                ExecutionState::NotSent => None,
-                ExecutionState::StartSent { sent_at, .. } => Some(*sent_at),
+            match self.manifest.executions[index].state {
+                ExecutionState::NotSent => {}
+                // A start whose answer was lost may have started it: look it up first.
+                ExecutionState::StartSent { sent_at, .. } => {
+                    if self.recover_start(index, sent_at).await? {
+                        continue;
+                    }
+                }
                 _ => continue,
-            };
-            let custom_id = record.custom_id.clone();
-            let variant = self.variant(index);
-            if let Some(sent_at) = lookup {
-                match self.look_up(&custom_id, sent_at).await {
-                    Ok(Some(found)) if found.evolution_id.is_some() => {
-                        let evolution_id = found.evolution_id.unwrap_or_default();
-                        let record = &mut self.manifest.executions[index];
-                        record.state = ExecutionState::reported(
-                            evolution_id.clone(),
-                            found.status,
-                            found.error,
-                        );
-                        // What the start's answer would have recorded: the service's creation
-                        // time (else when the start went out), and for an execution that ended
-                        // meanwhile, what polling records at its end.
-                        record.started_at = found
-                            .created_at
-                            .as_deref()
-                            .and_then(|at| chrono::DateTime::parse_from_rfc3339(at).ok())
-                            .map(|at| at.with_timezone(&Utc))
-                            .or(sent_at)
-                            .or_else(|| Some(Utc::now()));
-                        if let Some(used) = budget_used(found.budget_used) {
-                            record.budget_used = Some(used);
-                        }
-                        if record.state.is_final() {
-                            record.finished_at = Some(Utc::now());
-                        }
-                        self.save()?;
-                        self.emit(Event::StartRecovered {
-                            variant,
-                            custom_id,
-                            evolution_id,
-                        })?;
-                        continue;
-                    }
-                    Ok(_) => {}
-                    Err(err) => {
-                        // Without the lookup, resending could start the execution twice.
-                        self.emit(Event::StartFailed {
-                            variant,
-                            custom_id,
-                            error: format!(
-                                "cannot check whether the earlier start reached the service: {err}"
-                            ),
-                        })?;
-                        continue;
-                    }
-                }
             }
-            self.manifest.executions[index].state = ExecutionState::StartSent {
-                error: None,
-                sent_at: Some(Utc::now()),
-            };
-            self.save()?;
-            self.emit(Event::StartSending {
-                variant: variant.clone(),
-                custom_id: custom_id.clone(),
-            })?;
-            let request = &self.manifest.executions[index].plan.start;
-            let result = self.backends.evolution.start(request).await;
-            let record = &mut self.manifest.executions[index];
-            match result {
-                Ok(evolution_id) => {
-                    record.state = ExecutionState::Running {
-                        evolution_id: evolution_id.clone(),
-                        status: Status::Pending,
-                        note: None,
-                    };
-                    record.started_at = Some(Utc::now());
-                    self.save()?;
-                    self.emit(Event::Started {
-                        variant,
-                        custom_id,
-                        evolution_id,
-                    })?;
+            self.send_start(index).await?;
+        }
+        Ok(())
+    }
+
+    /// Looks up by its customId an execution whose start went out at `sent_at` without an
+    /// answer. Returns whether that settled it: the execution found (and recorded as the start's
+    /// answer would have), or the lookup failed (then resending could start it twice, so it is
+    /// not sent now). `false`: the service has no such execution, so the start is sent again.
+    async fn recover_start(
+        &mut self,
+        index: usize,
+        sent_at: Option<chrono::DateTime<Utc>>,
+    ) -> Result<bool, RunError> {
+        let custom_id = self.manifest.executions[index].custom_id.clone();
+        let variant = self.variant(index);
+        match self.look_up(&custom_id, sent_at).await {
+            Ok(Some(found)) if found.evolution_id.is_some() => {
+                let evolution_id = found.evolution_id.unwrap_or_default();
+                let record = &mut self.manifest.executions[index];
+                record.state =
+                    ExecutionState::reported(evolution_id.clone(), found.status, found.error);
+                // What the start's answer would have recorded: the service's creation
+                // time (else when the start went out), and for an execution that ended
+                // meanwhile, what polling records at its end.
+                record.started_at = found
+                    .created_at
+                    .as_deref()
+                    .and_then(|at| chrono::DateTime::parse_from_rfc3339(at).ok())
+                    .map(|at| at.with_timezone(&Utc))
+                    .or(sent_at)
+                    .or_else(|| Some(Utc::now()));
+                if let Some(used) = budget_used(found.budget_used) {
+                    record.budget_used = Some(used);
                 }
-                Err(err) => {
-                    if let EvolutionError::Api(api) = &err
-                        && api.refuses_key()
-                    {
-                        self.key_refused = true;
+                if record.state.is_final() {
+                    record.finished_at = Some(Utc::now());
+                }
+                self.save()?;
+                self.emit(Event::StartRecovered {
+                    variant,
+                    custom_id,
+                    evolution_id,
+                })?;
+                Ok(true)
+            }
+            Ok(_) => Ok(false),
+            Err(err) => {
+                // Without the lookup, resending could start the execution twice.
+                self.emit(Event::StartFailed {
+                    variant,
+                    custom_id,
+                    error: format!(
+                        "cannot check whether the earlier start reached the service: {err}"
+                    ),
+                })?;
+                Ok(true)
+            }
+        }
+    }
+
+    /// Sends the start of execution `index` and records its answer: running, refused for good
+    /// (a 4xx), or still `start sent` so that a resume looks it up first.
+    async fn send_start(&mut self, index: usize) -> Result<(), RunError> {
+        let custom_id = self.manifest.executions[index].custom_id.clone();
+        let variant = self.variant(index);
+        self.manifest.executions[index].state = ExecutionState::StartSent {
+            error: None,
+            sent_at: Some(Utc::now()),
+        };
+        self.save()?;
+        self.emit(Event::StartSending {
+            variant: variant.clone(),
+            custom_id: custom_id.clone(),
+        })?;
+        let request = &self.manifest.executions[index].plan.start;
+        let result = self.backends.evolution.start(request).await;
+        let record = &mut self.manifest.executions[index];
+        match result {
+            Ok(evolution_id) => {
+                record.state = ExecutionState::Running {
+                    evolution_id: evolution_id.clone(),
+                    status: Status::Pending,
+                    note: None,
+                };
+                record.started_at = Some(Utc::now());
+                self.save()?;
+                self.emit(Event::Started {
+                    variant,
+                    custom_id,
+                    evolution_id,
+                })?;
+            }
+            Err(err) => {
+                if let EvolutionError::Api(api) = &err
+                    && api.refuses_key()
+                {
+                    self.key_refused = true;
+                }
+                // A refusal (4xx) means nothing started; anything else stays `start sent`
+                // so that a resume looks the customId up first.
+                record.state = if refused(&err) {
+                    ExecutionState::Failed {
+                        evolution_id: None,
+                        reason: err.to_string(),
                     }
-                    // A refusal (4xx) means nothing started; anything else stays `start sent`
-                    // so that a resume looks the customId up first.
-                    record.state = if refused(&err) {
-                        ExecutionState::Failed {
-                            evolution_id: None,
-                            reason: err.to_string(),
-                        }
-                    } else {
-                        ExecutionState::StartSent {
-                            error: Some(err.to_string()),
-                            sent_at: Some(Utc::now()),
-                        }
-                    };
-                    self.save()?;
-                    self.emit(Event::StartFailed {
-                        variant,
-                        custom_id,
-                        error: err.to_string(),
-                    })?;
-                }
+                } else {
+                    ExecutionState::StartSent {
+                        error: Some(err.to_string()),
+                        sent_at: Some(Utc::now()),
+                    }
+                };
+                self.save()?;
+                self.emit(Event::StartFailed {
+                    variant,
+                    custom_id,
+                    error: err.to_string(),
+                })?;
             }
         }
         Ok(())
@@ -552,47 +571,7 @@ impl Runner<'_> {
             return Ok(Polled::Answered);
         };
         match self.backends.evolution.get(&evolution_id).await {
-            Ok(execution) => {
-                // Read before the poll is reported, so that every iteration is shown before
-                // the execution's end.
-                self.fetch_iterations(index, &evolution_id).await?;
-                let prompt = execution.prompt.as_ref();
-                self.emit(Event::Poll {
-                    variant: variant.clone(),
-                    evolution_id: evolution_id.clone(),
-                    status: execution.status.to_string(),
-                    generation: prompt.and_then(|p| p.current_generation),
-                    score: prompt.and_then(|p| p.current_prompt_score),
-                    budget: execution.budget,
-                })?;
-                let record = &mut self.manifest.executions[index];
-                let budget_used = budget_used(execution.budget_used);
-                let state = ExecutionState::reported(
-                    evolution_id.clone(),
-                    execution.status.clone(),
-                    execution.error.clone(),
-                );
-                let changed = record.state != state
-                    || (state.is_final() && record.budget_used != budget_used);
-                let finished = state.is_final();
-                record.state = state;
-                if budget_used.is_some() {
-                    record.budget_used = budget_used;
-                }
-                if finished {
-                    record.finished_at = Some(Utc::now());
-                    let error = record.state.problem().map(str::to_owned);
-                    self.emit(Event::Finished {
-                        variant,
-                        evolution_id,
-                        status: execution.status.to_string(),
-                        error,
-                    })?;
-                }
-                if changed {
-                    self.save()?;
-                }
-            }
+            Ok(execution) => self.record_poll(index, &evolution_id, &execution).await?,
             // Not a failure of the execution: a service that does not know it (another service,
             // or one that lost its records) cannot say how it went. Its state is kept, so a
             // resume on the service that started it still finds it.
@@ -631,6 +610,57 @@ impl Runner<'_> {
             })?,
         }
         Ok(Polled::Answered)
+    }
+
+    /// Records what a poll of execution `index` answered: the poll event, its state and spent
+    /// budget (saved when they changed), and its end when it ended.
+    async fn record_poll(
+        &mut self,
+        index: usize,
+        evolution_id: &str,
+        execution: &crate::evolution::wire::Execution,
+    ) -> Result<(), RunError> {
+        let variant = self.variant(index);
+        // Read before the poll is reported, so that every iteration is shown before
+        // the execution's end.
+        self.fetch_iterations(index, evolution_id).await?;
+        let prompt = execution.prompt.as_ref();
+        self.emit(Event::Poll {
+            variant: variant.clone(),
+            evolution_id: evolution_id.to_owned(),
+            status: execution.status.to_string(),
+            generation: prompt.and_then(|p| p.current_generation),
+            score: prompt.and_then(|p| p.current_prompt_score),
+            budget: execution.budget,
+        })?;
+        let record = &mut self.manifest.executions[index];
+        let budget_used = budget_used(execution.budget_used);
+        let state = ExecutionState::reported(
+            evolution_id.to_owned(),
+            execution.status.clone(),
+            execution.error.clone(),
+        );
+        let changed =
+            record.state != state || (state.is_final() && record.budget_used != budget_used);
+        let finished = state.is_final();
+        record.state = state;
+        if budget_used.is_some() {
+            record.budget_used = budget_used;
+        }
+        if finished {
+            record.finished_at = Some(Utc::now());
+            let error = record.state.problem().map(str::to_owned);
+            self.emit(Event::Finished {
+                variant,
+                evolution_id: evolution_id.to_owned(),
+                status: execution.status.to_string(),
+                error,
+            })?;
+        }
+        if changed {
+            self.save()?;
+        }
+        Ok(())
     }
 
     /// Every page of every started execution's history, written to `history.csv`.
