@@ -13,6 +13,7 @@ mod faults;
 mod fuzz;
 mod inference;
 mod init;
+mod layering;
 mod plan;
 mod report;
 mod run;
