@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use super::diagnostic::{Diagnostic, Location};
-use super::file::{EngineSection, Experiment, Holdout, ReplaySection};
+use super::file::{
+    DatasetSection, EngineSection, Experiment, Holdout, PromptSection, ReplaySection,
+};
 use super::plan::{DatasetPlan, Estimate, ExecutionPlan, Plan, ReplayPlan};
 use super::rules::Rule;
 use super::source::{Loaded, Resolved, load};
@@ -163,8 +165,36 @@ struct Scope<'c, 'a> {
 impl Scope<'_, '_> {
     /// The seed prompt's text, checked: one source, not empty, placeholders that name inputs.
     fn prompt(&mut self, experiment: &Experiment) -> Option<String> {
-        let section = &experiment.prompt;
-        let (text, path) = match (&section.seed, &section.seed_file) {
+        let (text, path) = self.seed_text(&experiment.prompt)?;
+        if text.trim().is_empty() {
+            self.report(
+                path,
+                Diagnostic::error(
+                    Rule::PromptEmpty,
+                    "the seed prompt is empty; it needs at least 1 character",
+                )
+                .seen(format!("{text:?}")),
+            );
+            return None;
+        }
+        let template = match Template::parse(&text) {
+            Ok(template) => template,
+            Err(err) => {
+                self.report(
+                    path,
+                    Diagnostic::error(Rule::PromptSyntax, format!("in the seed prompt: {err}")),
+                );
+                return None;
+            }
+        };
+        self.check_prompt_columns(&template, path, &experiment.dataset.inputs);
+        self.failed.then_some(()).map_or(Some(text), |()| None)
+    }
+
+    /// The seed prompt's text from exactly one of `seed` and `seed_file`, and the key it came
+    /// from (where its problems are reported).
+    fn seed_text(&mut self, section: &PromptSection) -> Option<(String, &'static str)> {
+        Some(match (&section.seed, &section.seed_file) {
             (Some(_), Some(_)) | (None, None) => {
                 let both = section.seed.is_some();
                 self.report(
@@ -202,29 +232,12 @@ impl Scope<'_, '_> {
                     }
                 }
             }
-        };
-        if text.trim().is_empty() {
-            self.report(
-                path,
-                Diagnostic::error(
-                    Rule::PromptEmpty,
-                    "the seed prompt is empty; it needs at least 1 character",
-                )
-                .seen(format!("{text:?}")),
-            );
-            return None;
-        }
-        let template = match Template::parse(&text) {
-            Ok(template) => template,
-            Err(err) => {
-                self.report(
-                    path,
-                    Diagnostic::error(Rule::PromptSyntax, format!("in the seed prompt: {err}")),
-                );
-                return None;
-            }
-        };
-        let inputs = &experiment.dataset.inputs;
+        })
+    }
+
+    /// Every `{variable}` of the prompt names an input column; an input the prompt never uses
+    /// is a warning.
+    fn check_prompt_columns(&mut self, template: &Template, path: &str, inputs: &[String]) {
         for variable in template.variables() {
             if !inputs.iter().any(|input| input == variable) {
                 let suggestion = closest(variable, inputs.iter().map(String::as_str));
@@ -257,7 +270,6 @@ impl Scope<'_, '_> {
                 );
             }
         }
-        self.failed.then_some(()).map_or(Some(text), |()| None)
     }
 
     /// The dataset, checked row by row, split, with the service's items read back.
@@ -267,42 +279,7 @@ impl Scope<'_, '_> {
         counts: Option<(usize, usize, HoldoutSize)>,
     ) -> Option<(DatasetPlan, Vec<DatasetItem>)> {
         let section = &experiment.dataset;
-        let mut columns_ok = true;
-        if section.inputs.is_empty() {
-            columns_ok = false;
-            self.report(
-                "dataset.inputs",
-                Diagnostic::error(
-                    Rule::DatasetInputs,
-                    "dataset.inputs needs at least 1 column name",
-                )
-                .seen("[]"),
-            );
-        }
-        for (index, input) in section.inputs.iter().enumerate() {
-            if section.inputs[..index].contains(input) {
-                columns_ok = false;
-                self.report(
-                    &format!("dataset.inputs.{index}"),
-                    Diagnostic::error(
-                        Rule::DatasetInputs,
-                        format!("input column \"{input}\" is listed twice"),
-                    )
-                    .seen(input),
-                );
-            }
-            if *input == section.expected {
-                columns_ok = false;
-                self.report(
-                    &format!("dataset.inputs.{index}"),
-                    Diagnostic::error(
-                        Rule::DatasetExpectedInInputs,
-                        format!("\"{input}\" is both an input and the expected column; the prompt would show the model the answer"),
-                    )
-                    .seen(input),
-                );
-            }
-        }
+        let columns_ok = self.check_columns(section);
         let file = resolve_path(&self.checker.base_dir, &section.file);
         let key = (
             file.clone(),
@@ -322,42 +299,7 @@ impl Scope<'_, '_> {
         if !columns_ok {
             return None;
         }
-        let split = match Split::new(
-            outcome.scan.usable,
-            minibatch,
-            pareto,
-            holdout,
-            section.shuffle_seed,
-        ) {
-            Ok(split) => split,
-            Err(dataset::SplitError::TooFewRows { rows, needed }) => {
-                self.report(
-                    "dataset.pareto",
-                    Diagnostic::error(
-                        Rule::DatasetRows,
-                        format!(
-                            "the dataset {} has {rows} usable rows but minibatch + pareto needs {needed}",
-                            file.display()
-                        ),
-                    )
-                    .seen(format!("minibatch = {minibatch}, pareto = {pareto}, rows = {}", outcome.scan.rows))
-                    .help("lower minibatch or pareto, or add rows to the dataset"),
-                );
-                return None;
-            }
-            Err(dataset::SplitError::HoldoutTooLarge { asked, left }) => {
-                self.report(
-                    "dataset.holdout",
-                    Diagnostic::error(
-                        Rule::HoldoutSize,
-                        format!("holdout asks for {asked} rows but only {left} remain after minibatch and pareto"),
-                    )
-                    .seen(asked)
-                    .help(format!("use holdout = \"rest\" or a count up to {left}")),
-                );
-                return None;
-            }
-        };
+        let split = self.split(&file, &outcome.scan, (minibatch, pareto, holdout), section)?;
         if outcome.scan.error_count > 0 {
             return None;
         }
@@ -403,6 +345,94 @@ impl Scope<'_, '_> {
         ))
     }
 
+    /// At least 1 input column, each listed once, none of them the expected column.
+    fn check_columns(&mut self, section: &DatasetSection) -> bool {
+        let mut columns_ok = true;
+        if section.inputs.is_empty() {
+            columns_ok = false;
+            self.report(
+                "dataset.inputs",
+                Diagnostic::error(
+                    Rule::DatasetInputs,
+                    "dataset.inputs needs at least 1 column name",
+                )
+                .seen("[]"),
+            );
+        }
+        for (index, input) in section.inputs.iter().enumerate() {
+            if section.inputs[..index].contains(input) {
+                columns_ok = false;
+                self.report(
+                    &format!("dataset.inputs.{index}"),
+                    Diagnostic::error(
+                        Rule::DatasetInputs,
+                        format!("input column \"{input}\" is listed twice"),
+                    )
+                    .seen(input),
+                );
+            }
+            if *input == section.expected {
+                columns_ok = false;
+                self.report(
+                    &format!("dataset.inputs.{index}"),
+                    Diagnostic::error(
+                        Rule::DatasetExpectedInInputs,
+                        format!("\"{input}\" is both an input and the expected column; the prompt would show the model the answer"),
+                    )
+                    .seen(input),
+                );
+            }
+        }
+        columns_ok
+    }
+
+    /// The dataset's usable rows split into minibatch, Pareto and holdout rows, or the reason
+    /// they cannot be (reported at the key to change).
+    fn split(
+        &mut self,
+        file: &Path,
+        scan: &dataset::Scan,
+        (minibatch, pareto, holdout): (usize, usize, HoldoutSize),
+        section: &DatasetSection,
+    ) -> Option<Split> {
+        match Split::new(
+            scan.usable,
+            minibatch,
+            pareto,
+            holdout,
+            section.shuffle_seed,
+        ) {
+            Ok(split) => Some(split),
+            Err(dataset::SplitError::TooFewRows { rows, needed }) => {
+                self.report(
+                    "dataset.pareto",
+                    Diagnostic::error(
+                        Rule::DatasetRows,
+                        format!(
+                            "the dataset {} has {rows} usable rows but minibatch + pareto needs {needed}",
+                            file.display()
+                        ),
+                    )
+                    .seen(format!("minibatch = {minibatch}, pareto = {pareto}, rows = {}", scan.rows))
+                    .help("lower minibatch or pareto, or add rows to the dataset"),
+                );
+                None
+            }
+            Err(dataset::SplitError::HoldoutTooLarge { asked, left }) => {
+                self.report(
+                    "dataset.holdout",
+                    Diagnostic::error(
+                        Rule::HoldoutSize,
+                        format!("holdout asks for {asked} rows but only {left} remain after minibatch and pareto"),
+                    )
+                    .seen(asked)
+                    .help(format!("use holdout = \"rest\" or a count up to {left}")),
+                );
+                None
+            }
+        }
+    }
+
     fn at(&self, path: &str) -> Option<Location> {
         self.checker.loaded.location(self.resolved.spans.find(path))
     }
@@ -441,30 +471,8 @@ impl<'a> Checker<'a> {
             .replay
             .as_ref()
             .and_then(|replay| check_replay(&mut scope, replay));
-        if let (Some(replay), Some((plan, _))) = (&replay, &dataset)
-            && plan.holdout_rows == 0
-        {
-            let help = format!(
-                "keep rows for replay (holdout = \"rest\" or a count), or remove [replay] ({} models listed)",
-                replay.models.len()
-            );
-            scope.report(
-                "dataset.holdout",
-                Diagnostic::error(
-                    Rule::HoldoutEmpty,
-                    format!(
-                        "replay is on but the holdout of {} has no rows",
-                        plan.file.display()
-                    ),
-                )
-                .seen(format!(
-                    "rows = {}, minibatch = {}, pareto = {}",
-                    plan.rows,
-                    plan.minibatch_rows.len(),
-                    plan.pareto_rows.len()
-                ))
-                .help(help),
-            );
+        if let (Some(replay), Some((plan, _))) = (&replay, &dataset) {
+            check_holdout_for_replay(&mut scope, replay, plan);
         }
         if let (Some((plan, _)), Some((_, _, budget))) = (&dataset, &evolution) {
             // [engine]'s reflection minibatch when it sets one (a range error is reported above).
@@ -484,25 +492,12 @@ impl<'a> Checker<'a> {
         if failed {
             return None;
         }
-        let remote = replay.as_ref().map_or(0, |r| {
-            r.models.iter().filter(|m| !is_embedded_model(m)).count()
-        });
-        let local = replay.as_ref().map_or(0, |r| r.models.len() - remote);
-        let answers_per_model = replay.as_ref().map_or(0, |r| {
-            (r.top + 1) * dataset.holdout_rows * r.repeat as usize
-        }) as u64;
-        let judge_calls = match &replay {
-            Some(r) if r.judge.is_some() => answers_per_model * r.models.len() as u64,
-            _ => 0,
-        };
-        let replay_calls = answers_per_model * remote as u64;
-        let estimate = Estimate {
-            evolution_calls: budget,
-            replay_calls,
-            local_replay_calls: answers_per_model * local as u64,
-            judge_calls,
-            credits: (replay_calls + judge_calls) as f64 * self.settings.credits_per_call,
-        };
+        let estimate = estimate(
+            replay.as_ref(),
+            &dataset,
+            budget,
+            self.settings.credits_per_call,
+        );
         let custom_id = experiment.evolution.custom_id.clone().map(|id| {
             (
                 id,
@@ -710,6 +705,66 @@ impl<'a> Checker<'a> {
     }
 }
 
+/// With [replay], the holdout has at least 1 row.
+fn check_holdout_for_replay(scope: &mut Scope<'_, '_>, replay: &ReplayPlan, plan: &DatasetPlan) {
+    if plan.holdout_rows > 0 {
+        return;
+    }
+    let help = format!(
+        "keep rows for replay (holdout = \"rest\" or a count), or remove [replay] ({} models listed)",
+        replay.models.len()
+    );
+    scope.report(
+        "dataset.holdout",
+        Diagnostic::error(
+            Rule::HoldoutEmpty,
+            format!(
+                "replay is on but the holdout of {} has no rows",
+                plan.file.display()
+            ),
+        )
+        .seen(format!(
+            "rows = {}, minibatch = {}, pareto = {}",
+            plan.rows,
+            plan.minibatch_rows.len(),
+            plan.pareto_rows.len()
+        ))
+        .help(help),
+    );
+}
+
+/// What an execution will cost: its evolution budget, the replay's requests to remote and to
+/// local models, the judge's, and the credits of the remote ones.
+fn estimate(
+    replay: Option<&ReplayPlan>,
+    dataset: &DatasetPlan,
+    budget: u64,
+    credits_per_call: f64,
+) -> Estimate {
+    let remote = replay.map_or(0, |r| {
+        r.models
+            .iter()
+            .filter(|m| !crate::inference::is_local_model(m))
+            .count()
+    });
+    let local = replay.map_or(0, |r| r.models.len() - remote);
+    let answers_per_model = replay.map_or(0, |r| {
+        (r.top + 1) * dataset.holdout_rows * r.repeat as usize
+    }) as u64;
+    let judge_calls = match replay {
+        Some(r) if r.judge.is_some() => answers_per_model * r.models.len() as u64,
+        _ => 0,
+    };
+    let replay_calls = answers_per_model * remote as u64;
+    Estimate {
+        evolution_calls: budget,
+        replay_calls,
+        local_replay_calls: answers_per_model * local as u64,
+        judge_calls,
+        credits: (replay_calls + judge_calls) as f64 * credits_per_call,
+    }
+}
+
 /// `[a-z0-9_-]`, 1 to 40 characters: safe in a customId, a folder name and a URL.
 fn is_valid_name(name: &str) -> bool {
     (1..=MAX_NAME_LEN).contains(&name.chars().count())
@@ -846,6 +901,13 @@ fn scan_dataset(
             return None;
         }
     };
+    report_row_problems(scope, file, &scan);
+    Some(ScanOutcome { scan, columns })
+}
+
+/// The scan's row problems, each at its line of the dataset, and one line counting those not
+/// shown.
+fn report_row_problems(scope: &mut Scope<'_, '_>, file: &Path, scan: &dataset::Scan) {
     for problem in &scan.problems {
         let message = format!("row {} {}", problem.row, problem.kind);
         let diagnostic = match problem.severity {
@@ -878,7 +940,6 @@ fn scan_dataset(
         };
         scope.report("dataset.file", diagnostic.in_file(file));
     }
-    Some(ScanOutcome { scan, columns })
 }
 
 fn check_model(scope: &mut Scope<'_, '_>, path: &str, rule: Rule, model: &str) -> bool {
@@ -1114,6 +1175,36 @@ fn check_engine(
     let reflection_temperature =
         fraction("reflection_temperature", engine.reflection_temperature, 2.0);
     let score_threshold = fraction("score_threshold", engine.score_threshold, 1.0);
+    let choices = check_engine_choices(scope, engine);
+    ok &= choices.is_some();
+    let (on_error, reflection_template) = choices?;
+    if !ok {
+        return None;
+    }
+    let settings = EngineSettings {
+        reflection_minibatch: reflection_minibatch.map(|n| n as usize),
+        reflection_model: engine.reflection_model.clone(),
+        reflection_temperature,
+        reflection_max_tokens: reflection_max_tokens.map(|n| n as u32),
+        max_seconds,
+        stall_iterations: stall_iterations.map(|n| n as usize),
+        score_threshold,
+        on_error,
+        merge: engine.merge,
+        parallel_calls: parallel_calls.map(|n| n as usize),
+        reflection_template,
+        seed,
+    };
+    Some((settings != EngineSettings::default()).then_some(settings))
+}
+
+/// `engine.on_error`, `engine.reflection_model` and `engine.reflection_template`, each checked;
+/// `None` when any is wrong (each reported at its key).
+fn check_engine_choices(
+    scope: &mut Scope<'_, '_>,
+    engine: &EngineSection,
+) -> Option<(Option<OnError>, Option<String>)> {
+    let mut ok = true;
     let on_error = match engine.on_error.as_deref() {
         None => None,
         Some("fail") => Some(OnError::Fail),
@@ -1153,24 +1244,7 @@ fn check_engine(
             template
         }
     };
-    if !ok {
-        return None;
-    }
-    let settings = EngineSettings {
-        reflection_minibatch: reflection_minibatch.map(|n| n as usize),
-        reflection_model: engine.reflection_model.clone(),
-        reflection_temperature,
-        reflection_max_tokens: reflection_max_tokens.map(|n| n as u32),
-        max_seconds,
-        stall_iterations: stall_iterations.map(|n| n as usize),
-        score_threshold,
-        on_error,
-        merge: engine.merge,
-        parallel_calls: parallel_calls.map(|n| n as usize),
-        reflection_template,
-        seed,
-    };
-    Some((settings != EngineSettings::default()).then_some(settings))
+    ok.then_some((on_error, reflection_template))
 }
 
 /// The text of `engine.reflection_template`'s file, checked: readable, with both placeholders.
@@ -1224,29 +1298,7 @@ fn reflection_template(scope: &mut Scope<'_, '_>, file: &Path) -> Option<String>
 }
 
 fn check_replay(scope: &mut Scope<'_, '_>, replay: &ReplaySection) -> Option<ReplayPlan> {
-    let mut ok = true;
-    if replay.models.is_empty() {
-        ok = false;
-        scope.report(
-            "replay.models",
-            Diagnostic::error(Rule::ReplayModels, "replay.models needs at least 1 model id")
-                .seen("[]")
-                .help("name inference model ids, or \"local\" for the embedded model; remove [replay] to skip replay"),
-        );
-    }
-    for (index, model) in replay.models.iter().enumerate() {
-        if model.trim().is_empty() || replay.models[..index].contains(model) {
-            ok = false;
-            scope.report(
-                &format!("replay.models.{index}"),
-                Diagnostic::error(
-                    Rule::ReplayModels,
-                    "each replay model must be a non-empty id, listed once",
-                )
-                .seen(format!("{model:?}")),
-            );
-        }
-    }
+    let mut ok = check_replay_models(scope, &replay.models);
     let mut positive = |key: &str, rule: Rule, value: i64| {
         if value < 1 {
             scope.report(
@@ -1264,7 +1316,69 @@ fn check_replay(scope: &mut Scope<'_, '_>, replay: &ReplaySection) -> Option<Rep
         Some(tokens) => positive("max_tokens", Rule::ReplayMaxTokens, tokens).map(Some),
         None => Some(None),
     };
-    let repeat = match u32::try_from(replay.repeat) {
+    let repeat = check_repeat(scope, replay);
+    if !replay.temperature.is_finite() || replay.temperature < 0.0 {
+        ok = false;
+        scope.report(
+            "replay.temperature",
+            Diagnostic::error(
+                Rule::ReplayTemperature,
+                "replay.temperature must be a number >= 0",
+            )
+            .seen(replay.temperature),
+        );
+    }
+    let scorer = check_scorer(scope, replay);
+    let judge = replay.judge.as_ref().map(|judge| JudgePlan {
+        model: judge.model.clone(),
+        rubric: judge.rubric.clone(),
+    });
+    if !ok {
+        return None;
+    }
+    Some(ReplayPlan {
+        models: replay.models.clone(),
+        top: usize::try_from(top?).ok()?,
+        scorer: scorer?,
+        temperature: replay.temperature,
+        max_tokens: max_tokens?.and_then(|tokens| u32::try_from(tokens).ok()),
+        concurrency: usize::try_from(concurrency?).ok()?,
+        repeat: repeat?,
+        judge,
+    })
+}
+
+/// At least 1 replay model, each a non-empty id listed once.
+fn check_replay_models(scope: &mut Scope<'_, '_>, models: &[String]) -> bool {
+    let mut ok = true;
+    if models.is_empty() {
+        ok = false;
+        scope.report(
+            "replay.models",
+            Diagnostic::error(Rule::ReplayModels, "replay.models needs at least 1 model id")
+                .seen("[]")
+                .help("name inference model ids, or \"local\" for the embedded model; remove [replay] to skip replay"),
+        );
+    }
+    for (index, model) in models.iter().enumerate() {
+        if model.trim().is_empty() || models[..index].contains(model) {
+            ok = false;
+            scope.report(
+                &format!("replay.models.{index}"),
+                Diagnostic::error(
+                    Rule::ReplayModels,
+                    "each replay model must be a non-empty id, listed once",
+                )
+                .seen(format!("{model:?}")),
+            );
+        }
+    }
+    ok
+}
+
+/// `replay.repeat` from 1 to [`MAX_REPEAT`]; above 1 at temperature 0 is a warning.
+fn check_repeat(scope: &mut Scope<'_, '_>, replay: &ReplaySection) -> Option<u32> {
+    match u32::try_from(replay.repeat) {
         Ok(repeat @ 1..=MAX_REPEAT) => {
             if repeat > 1 && replay.temperature == 0.0 {
                 scope.report(
@@ -1293,19 +1407,12 @@ fn check_replay(scope: &mut Scope<'_, '_>, replay: &ReplaySection) -> Option<Rep
             );
             None
         }
-    };
-    if !replay.temperature.is_finite() || replay.temperature < 0.0 {
-        ok = false;
-        scope.report(
-            "replay.temperature",
-            Diagnostic::error(
-                Rule::ReplayTemperature,
-                "replay.temperature must be a number >= 0",
-            )
-            .seen(replay.temperature),
-        );
     }
-    let scorer = match replay.scorer.parse::<ScorerSpec>() {
+}
+
+/// `replay.scorer` parsed, with its schema file or program found; the judge needs its table.
+fn check_scorer(scope: &mut Scope<'_, '_>, replay: &ReplaySection) -> Option<ScorerSpec> {
+    match replay.scorer.parse::<ScorerSpec>() {
         Ok(ScorerSpec::JsonSchema { schema }) => {
             let full = resolve_path(&scope.checker.base_dir, &schema);
             match crate::score::load_schema(&full) {
@@ -1360,24 +1467,7 @@ fn check_replay(scope: &mut Scope<'_, '_>, replay: &ReplaySection) -> Option<Rep
             );
             None
         }
-    };
-    let judge = replay.judge.as_ref().map(|judge| JudgePlan {
-        model: judge.model.clone(),
-        rubric: judge.rubric.clone(),
-    });
-    if !ok {
-        return None;
     }
-    Some(ReplayPlan {
-        models: replay.models.clone(),
-        top: usize::try_from(top?).ok()?,
-        scorer: scorer?,
-        temperature: replay.temperature,
-        max_tokens: max_tokens?.and_then(|tokens| u32::try_from(tokens).ok()),
-        concurrency: usize::try_from(concurrency?).ok()?,
-        repeat: repeat?,
-        judge,
-    })
 }
 
 /// One diagnostic per problem: an error in a base table is found once per variant but reported
@@ -1426,12 +1516,6 @@ fn resolve_path(base: &Path, relative: &Path) -> PathBuf {
         }
     }
     out
-}
-
-/// `local` and `local:<name>` are the embedded model, which costs no credits. (The same rule as
-/// `inference::is_local_model`; validation does not depend on the inference module.)
-fn is_embedded_model(model: &str) -> bool {
-    model == "local" || model.starts_with("local:")
 }
 
 #[cfg(test)]
