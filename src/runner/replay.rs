@@ -14,7 +14,9 @@ use sha2::{Digest, Sha256};
 use super::{Event, Observer, RunError};
 use crate::dataset::Row;
 use crate::experiment::ReplayPlan;
-use crate::inference::{ChatMessage, ChatRequest, Inference, InferenceError, sampling_seed};
+use crate::inference::{
+    ChatMessage, ChatRequest, ChatResponse, Inference, InferenceError, sampling_seed,
+};
 use crate::prompt::Template;
 use crate::score::{Score, Scorer, ScorerSpec, judge};
 use crate::store::{
@@ -228,23 +230,12 @@ pub(super) async fn answer_all(
     // By model, once OUTAGE_AFTER of its requests failed in a row: why, for the ones not sent.
     let outages: Arc<std::sync::Mutex<HashMap<String, String>>> = Arc::default();
     let mut failed_in_a_row: HashMap<String, usize> = HashMap::new();
-    let mut answers = futures::stream::iter(queue.items.into_iter().map(|pending| {
-        let inference = inference.clone();
-        let outages = outages.clone();
-        async move {
-            let started = Instant::now();
-            let stopped = outages
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .get(&pending.request.model)
-                .cloned();
-            let result = match stopped {
-                Some(reason) => Err(Sent::NotSent(reason)),
-                None => inference.chat(&pending.request).await.map_err(Sent::Failed),
-            };
-            (pending, started.elapsed(), result)
-        }
-    }))
+    let mut answers = futures::stream::iter(
+        queue
+            .items
+            .into_iter()
+            .map(|pending| ask(inference.clone(), outages.clone(), pending)),
+    )
     .buffer_unordered(concurrency.max(1));
     while let Some((
         Pending {
@@ -259,29 +250,13 @@ pub(super) async fn answer_all(
         let millis = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         // What the client measured of the answered request; the rest of the time this request
         // took was waiting. A backend that measures nothing counts all of it as latency.
-        let in_a_row = failed_in_a_row.entry(request.model.clone()).or_default();
-        match &result {
-            Err(Sent::Failed(err)) if err.is_outage() => *in_a_row += 1,
-            Err(Sent::NotSent(_)) => {}
-            _ => *in_a_row = 0,
-        }
-        if *in_a_row == OUTAGE_AFTER
-            && let Err(Sent::Failed(err)) = &result
-        {
-            answering.emit(Event::ReplayStopped {
-                model: request.model.clone(),
-                failed: OUTAGE_AFTER,
-                last_error: err.to_string(),
-            })?;
-            outages.lock().unwrap_or_else(|e| e.into_inner()).insert(
-                request.model.clone(),
-                format!(
-                    "not sent: the service failed {OUTAGE_AFTER} requests to {} in a row, the \
-                     last with \"{err}\"; a resume asks again",
-                    request.model
-                ),
-            );
-        }
+        note_outage(
+            answering,
+            &outages,
+            &mut failed_in_a_row,
+            &request.model,
+            &result,
+        )?;
         let latency = result
             .as_ref()
             .ok()
@@ -289,43 +264,15 @@ pub(super) async fn answer_all(
             .map_or(elapsed, |latency| latency.min(elapsed));
         let latency_ms = millis(latency);
         let waited_ms = millis(elapsed - latency);
-        let limit = answer_limit(request.max_tokens);
-        let error = match result {
-            Ok(response) if response.content().len() > limit => {
-                // Not kept, not scored: an answer far longer than its token limit allows is a
-                // service's fault, and keeping it whole costs memory and disk.
-                let error = format!(
-                    "the answer is {} bytes, more than {limit} that max_tokens {} allows; not kept",
-                    response.content().len(),
-                    request
-                        .max_tokens
-                        .map_or_else(|| "(none)".to_owned(), |t| t.to_string())
-                );
-                errors.record(&key, error.clone());
-                Some(error)
-            }
-            Ok(response) => {
-                let usage = response.usage.unwrap_or_default();
-                let answer = CachedAnswer {
-                    key: key.clone(),
-                    answered_by: response.model.trim_end_matches(" (simulated)").to_owned(),
-                    simulated: response.model.ends_with("(simulated)"),
-                    output: response.content().to_owned(),
-                    node_id: response.node_id().unwrap_or_default().to_owned(),
-                    latency_ms,
-                    waited_ms: Some(waited_ms),
-                    prompt_tokens: usage.prompt_tokens,
-                    completion_tokens: usage.completion_tokens,
-                };
-                answering.cache.append_cached(&answer)?;
-                cache.insert(key.clone(), answer);
-                None
-            }
-            Err(err) => {
-                errors.failed(&key, &err);
-                Some(err.to_string())
-            }
-        };
+        let error = keep_answer(
+            answering,
+            &key,
+            &request,
+            result,
+            (latency_ms, waited_ms),
+            cache,
+            errors,
+        )?;
         for Waiting {
             variant,
             version,
@@ -348,6 +295,111 @@ pub(super) async fn answer_all(
         }
     }
     Ok(())
+}
+
+/// Sends one pending request, unless its model's requests have stopped after an outage; returns
+/// it with the time it took and its answer (or why there is none).
+async fn ask(
+    inference: Arc<dyn Inference>,
+    outages: Arc<std::sync::Mutex<HashMap<String, String>>>,
+    pending: Pending,
+) -> (Pending, std::time::Duration, Result<ChatResponse, Sent>) {
+    let started = Instant::now();
+    let stopped = outages
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&pending.request.model)
+        .cloned();
+    let result = match stopped {
+        Some(reason) => Err(Sent::NotSent(reason)),
+        None => inference.chat(&pending.request).await.map_err(Sent::Failed),
+    };
+    (pending, started.elapsed(), result)
+}
+
+/// Counts `model`'s failures for the service's reasons in a row; at the [`OUTAGE_AFTER`]th the
+/// event is emitted and the model's remaining requests are marked not to be sent, with why.
+fn note_outage(
+    answering: &Answering<'_>,
+    outages: &std::sync::Mutex<HashMap<String, String>>,
+    failed_in_a_row: &mut HashMap<String, usize>,
+    model: &str,
+    result: &Result<ChatResponse, Sent>,
+) -> Result<(), RunError> {
+    let in_a_row = failed_in_a_row.entry(model.to_owned()).or_default();
+    match result {
+        Err(Sent::Failed(err)) if err.is_outage() => *in_a_row += 1,
+        Err(Sent::NotSent(_)) => {}
+        _ => *in_a_row = 0,
+    }
+    if *in_a_row == OUTAGE_AFTER
+        && let Err(Sent::Failed(err)) = result
+    {
+        answering.emit(Event::ReplayStopped {
+            model: model.to_owned(),
+            failed: OUTAGE_AFTER,
+            last_error: err.to_string(),
+        })?;
+        outages.lock().unwrap_or_else(|e| e.into_inner()).insert(
+            model.to_owned(),
+            format!(
+                "not sent: the service failed {OUTAGE_AFTER} requests to {} in a row, the \
+                 last with \"{err}\"; a resume asks again",
+                model
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// Keeps an answer: appended to the cache file and to `cache`, unless it is far longer than its
+/// token limit allows. Returns why there is no answer (also recorded in `errors`), if so.
+fn keep_answer(
+    answering: &Answering<'_>,
+    key: &str,
+    request: &ChatRequest,
+    result: Result<ChatResponse, Sent>,
+    (latency_ms, waited_ms): (u64, u64),
+    cache: &mut HashMap<String, CachedAnswer>,
+    errors: &mut Failures,
+) -> Result<Option<String>, RunError> {
+    let limit = answer_limit(request.max_tokens);
+    Ok(match result {
+        Ok(response) if response.content().len() > limit => {
+            // Not kept, not scored: an answer far longer than its token limit allows is a
+            // service's fault, and keeping it whole costs memory and disk.
+            let error = format!(
+                "the answer is {} bytes, more than {limit} that max_tokens {} allows; not kept",
+                response.content().len(),
+                request
+                    .max_tokens
+                    .map_or_else(|| "(none)".to_owned(), |t| t.to_string())
+            );
+            errors.record(key, error.clone());
+            Some(error)
+        }
+        Ok(response) => {
+            let usage = response.usage.unwrap_or_default();
+            let answer = CachedAnswer {
+                key: key.to_owned(),
+                answered_by: response.model.trim_end_matches(" (simulated)").to_owned(),
+                simulated: response.model.ends_with("(simulated)"),
+                output: response.content().to_owned(),
+                node_id: response.node_id().unwrap_or_default().to_owned(),
+                latency_ms,
+                waited_ms: Some(waited_ms),
+                prompt_tokens: usage.prompt_tokens,
+                completion_tokens: usage.completion_tokens,
+            };
+            answering.cache.append_cached(&answer)?;
+            cache.insert(key.to_owned(), answer);
+            None
+        }
+        Err(err) => {
+            errors.failed(key, &err);
+            Some(err.to_string())
+        }
+    })
 }
 
 /// Where a cell sits in the replay table.
@@ -492,9 +544,58 @@ pub(super) async fn replay(
 ) -> Result<Replayed, RunError> {
     let mut cache = answering.cache.read_cache()?;
     let mut errors = Failures::default();
+    let Planned {
+        cells,
+        queue,
+        scorers,
+        concurrency,
+    } = plan(executions, holdouts, history, &cache)?;
+    answering.emit(Event::ReplayPlanned {
+        requests: queue.requests(),
+        waiting: queue.cells(),
+        cached: cells.len() - queue.cells(),
+    })?;
+    answer_all(answering, queue, concurrency, &mut cache, &mut errors).await?;
+
+    let judged = judge_answers(
+        answering,
+        executions,
+        &cells,
+        &mut cache,
+        concurrency,
+        &mut errors,
+    )
+    .await?;
+    let rows = score(&cells, &cache, &scorers, &judged, &errors);
+    Ok(Replayed {
+        rows,
+        simulated: cache.values().any(|answer| answer.simulated),
+        key_refused: errors.key_refused,
+    })
+}
+
+/// The replay table of a run, before anything is sent.
+struct Planned {
+    /// One per (execution, model, version, row, sample), in that order.
+    cells: Vec<Cell>,
+    /// The requests the cache lacks, each once.
+    queue: Queue,
+    /// Scorers by variant; a variant graded by the judge has none.
+    scorers: HashMap<String, Scorer>,
+    /// The largest `replay.concurrency` of the executions.
+    concurrency: usize,
+}
+
+/// Renders every cell of the replay: each execution's versions on its holdout rows, on each of
+/// its replay models, as often as `repeat` says.
+fn plan(
+    executions: &[ExecutionRecord],
+    holdouts: &[Option<Vec<Row>>],
+    history: &[HistoryRow],
+    cache: &HashMap<String, CachedAnswer>,
+) -> Result<Planned, RunError> {
     let mut cells: Vec<Cell> = Vec::new();
     let mut queue = Queue::default();
-    // Scorers by variant; a variant graded by the judge has none.
     let mut scorers: HashMap<String, Scorer> = HashMap::new();
     let mut concurrency = 1;
     for (record, holdout) in executions.iter().zip(holdouts) {
@@ -528,7 +629,7 @@ pub(super) async fn replay(
                         };
                         cells.push(queue_cell(
                             &mut queue,
-                            &cache,
+                            cache,
                             &template,
                             row,
                             at,
@@ -539,23 +640,24 @@ pub(super) async fn replay(
             }
         }
     }
-    answering.emit(Event::ReplayPlanned {
-        requests: queue.requests(),
-        waiting: queue.cells(),
-        cached: cells.len() - queue.cells(),
-    })?;
-    answer_all(answering, queue, concurrency, &mut cache, &mut errors).await?;
-
-    let judged = judge_answers(
-        answering,
-        executions,
-        &cells,
-        &mut cache,
+    Ok(Planned {
+        cells,
+        queue,
+        scorers,
         concurrency,
-        &mut errors,
-    )
-    .await?;
-    let rows: Vec<ReplayRow> = cells
+    })
+}
+
+/// Each cell's line of `replay.csv`: its answer scored by its variant's scorer or judge, an
+/// unscored error row when grading failed, or no answer.
+fn score(
+    cells: &[Cell],
+    cache: &HashMap<String, CachedAnswer>,
+    scorers: &HashMap<String, Scorer>,
+    judged: &Grades,
+    errors: &Failures,
+) -> Vec<ReplayRow> {
+    cells
         .iter()
         .map(|cell| {
             let answer = cache.get(&cell.key);
@@ -563,7 +665,7 @@ pub(super) async fn replay(
                 (Some(answer), Some(scorer)) => {
                     match scorer.score(Some(cell.row), &answer.output, &cell.expected) {
                         Ok(score) => score,
-                        Err(err) => return unscored(cell, Some(answer), &err.to_string(), &errors),
+                        Err(err) => return unscored(cell, Some(answer), &err.to_string(), errors),
                     }
                 }
                 (Some(answer), None) => {
@@ -577,20 +679,15 @@ pub(super) async fn replay(
                                 _ => "the judge gave no grade".to_owned(),
                             };
                             let reason = format!("judge: {reason}");
-                            return unscored(cell, Some(answer), &reason, &errors);
+                            return unscored(cell, Some(answer), &reason, errors);
                         }
                     }
                 }
                 (None, _) => no_answer(),
             };
-            replay_row(cell, answer, score, &errors)
+            replay_row(cell, answer, score, errors)
         })
-        .collect();
-    Ok(Replayed {
-        rows,
-        simulated: cache.values().any(|answer| answer.simulated),
-        key_refused: errors.key_refused,
-    })
+        .collect()
 }
 
 /// Grades answers with the judge model of executions whose scorer is `judge`. Judge requests go
