@@ -186,23 +186,30 @@ fn probe_models(plan: &Plan) -> anyhow::Result<Option<ModelLine>> {
     let Some(chosen) = probe::choose(&probes) else {
         return Ok(None);
     };
+    let comment = probe_comment(rows.len(), &probes);
+    Ok(Some(ModelLine {
+        model: chosen.model.clone(),
+        comment,
+    }))
+}
+
+/// The comment above the replay model `init` writes: how the probe chose, and each model's
+/// probe on a line.
+fn probe_comment(rows: usize, probes: &[ModelProbe]) -> String {
     let mut comment = format!(
         "# Chosen by `init`'s probe: each installed model answered the seed on {} feedback and\n\
          # Pareto rows (never holdout rows); a larger model is chosen when it scores at least {} \
          rows'\n# worth higher (the sums below), or when the smaller one gives one answer to \
          {}% of the rows\n# and the larger does not. `--no-probe` writes `local` without \
          asking.\n",
-        rows.len(),
+        rows,
         probe::MARGIN_ROWS,
         crate::score::ONE_ANSWER_PERCENT
     );
-    for result in &probes {
+    for result in probes {
         comment.push_str(&format!("#   {}\n", probe_line(result)));
     }
-    Ok(Some(ModelLine {
-        model: chosen.model.clone(),
-        comment,
-    }))
+    comment
 }
 
 /// One model's probe in words, on one line: "local: 9.0 of 20 (0.450); most common answer `x` on

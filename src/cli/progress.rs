@@ -170,6 +170,17 @@ impl Progress {
     }
 }
 
+/// Why a history's paging stopped early, if it did.
+fn paging_note(truncated: bool, repeated_page: bool) -> &'static str {
+    if truncated {
+        " (the service sent far more generations than the budget allows; the rest was not read)"
+    } else if repeated_page {
+        " (a page brought no generation not already read; paging stopped there)"
+    } else {
+        ""
+    }
+}
+
 /// `1 call`, `3 calls`.
 fn count(n: u64, one: &str, many: &str) -> String {
     if n == 1 {
@@ -289,14 +300,7 @@ fn line_of(event: &Event) -> Option<String> {
         } => format!(
             "{}: {generations} generation(s) of history{}",
             label(variant),
-            if *truncated {
-                " (the service sent far more generations than the budget allows; the rest \
-                     was not read)"
-            } else if *repeated_page {
-                " (a page brought no generation not already read; paging stopped there)"
-            } else {
-                ""
-            }
+            paging_note(*truncated, *repeated_page)
         ),
         Event::HistoryFailed { variant, error, .. } => {
             format!("{}: history unavailable: {error}", label(variant))

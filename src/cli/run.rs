@@ -446,25 +446,7 @@ fn finish(
     allow_missing: bool,
     options: crate::report::RenderOptions,
 ) -> anyhow::Result<u8> {
-    // The report is rendered from the run directory alone, exactly as `gepa-lab report` does.
-    let recommendation = match crate::report::build(&outcome.dir.path, options) {
-        Ok(report) => {
-            crate::report::write(&report, &outcome.dir.path)?;
-            print!("{}", crate::report::summary_text(&report.context));
-            if let Some(note) = larger_model_note(&report.context) {
-                println!("{note}");
-            }
-            println!(
-                "report: {}",
-                outcome.dir.file(crate::report::HTML_FILE).display()
-            );
-            report.context.best.clone()
-        }
-        Err(err) => {
-            eprintln!("the report could not be rendered: {err}");
-            None
-        }
-    };
+    let recommendation = render_report(outcome, options)?;
     println!("run directory: {}", outcome.dir.path.display());
     let mut code = exit::OK;
     let failed: Vec<&str> = outcome
@@ -525,6 +507,33 @@ fn finish(
         eprintln!("exit 6 because answers are missing (--allow-missing makes it 0)");
     }
     Ok(code)
+}
+
+/// Renders and writes the run's report, from the run directory alone exactly as `gepa-lab
+/// report` does, and prints its summary; returns the recommended version. A report that cannot
+/// be rendered is said, not fatal: the run directory holds everything to render it later.
+fn render_report(
+    outcome: &Outcome,
+    options: crate::report::RenderOptions,
+) -> anyhow::Result<Option<crate::report::Recommendation>> {
+    Ok(match crate::report::build(&outcome.dir.path, options) {
+        Ok(report) => {
+            crate::report::write(&report, &outcome.dir.path)?;
+            print!("{}", crate::report::summary_text(&report.context));
+            if let Some(note) = larger_model_note(&report.context) {
+                println!("{note}");
+            }
+            println!(
+                "report: {}",
+                outcome.dir.file(crate::report::HTML_FILE).display()
+            );
+            report.context.best.clone()
+        }
+        Err(err) => {
+            eprintln!("the report could not be rendered: {err}");
+            None
+        }
+    })
 }
 
 #[cfg(test)]

@@ -91,25 +91,7 @@ pub fn validate_start(
     profile: &ServiceProfile,
 ) -> Result<(), Violations> {
     let mut found = Vec::new();
-    if Strategy::parse(&request.strategy).is_none() {
-        found.push(RuleViolation::new(
-            "strategy",
-            "strategy",
-            "must be RPM or SAM",
-            quoted(&request.strategy),
-        ));
-    }
-    if !profile.supports(&request.model) {
-        found.push(RuleViolation::new(
-            "evolution-model",
-            "model",
-            format!(
-                "must be a supported model ({})",
-                profile.models().join(", ")
-            ),
-            quoted(&request.model),
-        ));
-    }
+    check_models(request, profile, &mut found);
     if request.dataset_columns.is_empty() {
         found.push(RuleViolation::new(
             "dataset-columns-min",
@@ -118,30 +100,7 @@ pub fn validate_start(
             "[]",
         ));
     }
-    for (rule, field, value) in [
-        ("budget-min", "budget", request.budget),
-        ("minibatch-min", "minibatchSize", request.minibatch_size),
-        ("pareto-min", "paretoSize", request.pareto_size),
-    ] {
-        if value < 1 {
-            found.push(RuleViolation::new(
-                rule,
-                field,
-                "must be at least 1",
-                value.to_string(),
-            ));
-        }
-    }
-    if let Some(max) = profile.max_budget
-        && request.budget > max
-    {
-        found.push(RuleViolation::new(
-            "budget-max",
-            "budget",
-            format!("must be at most {max} on this service"),
-            request.budget.to_string(),
-        ));
-    }
+    check_counts(request, profile, &mut found);
     check_dataset(request, &mut found);
     if request.prompt.is_empty() {
         found.push(RuleViolation::new(
@@ -169,6 +128,65 @@ pub fn validate_start(
         Ok(())
     } else {
         Err(Violations(found))
+    }
+}
+
+/// The strategy is RPM or SAM and the model one the service supports.
+fn check_models(
+    request: &StartExecution,
+    profile: &ServiceProfile,
+    found: &mut Vec<RuleViolation>,
+) {
+    if Strategy::parse(&request.strategy).is_none() {
+        found.push(RuleViolation::new(
+            "strategy",
+            "strategy",
+            "must be RPM or SAM",
+            quoted(&request.strategy),
+        ));
+    }
+    if !profile.supports(&request.model) {
+        found.push(RuleViolation::new(
+            "evolution-model",
+            "model",
+            format!(
+                "must be a supported model ({})",
+                profile.models().join(", ")
+            ),
+            quoted(&request.model),
+        ));
+    }
+}
+
+/// Budget, minibatch and Pareto sizes are at least 1, and the budget within the service's most.
+fn check_counts(
+    request: &StartExecution,
+    profile: &ServiceProfile,
+    found: &mut Vec<RuleViolation>,
+) {
+    for (rule, field, value) in [
+        ("budget-min", "budget", request.budget),
+        ("minibatch-min", "minibatchSize", request.minibatch_size),
+        ("pareto-min", "paretoSize", request.pareto_size),
+    ] {
+        if value < 1 {
+            found.push(RuleViolation::new(
+                rule,
+                field,
+                "must be at least 1",
+                value.to_string(),
+            ));
+        }
+    }
+    if let Some(max) = profile.max_budget
+        && request.budget > max
+    {
+        found.push(RuleViolation::new(
+            "budget-max",
+            "budget",
+            format!("must be at most {max} on this service"),
+            request.budget.to_string(),
+        ));
     }
 }
 

@@ -54,38 +54,12 @@ pub fn read_shape(dataset: &Path, expected: Option<&str>) -> Result<Shape, Strin
             header.join(", ")
         ));
     }
-    let expected = match expected {
-        Some(name) => {
-            if !header.iter().any(|h| h == name) {
-                return Err(format!(
-                    "--expected {name:?} is not a column (columns: {})",
-                    header.join(", ")
-                ));
-            }
-            name.to_owned()
-        }
-        None => EXPECTED_NAMES
-            .iter()
-            .find_map(|want| header.iter().find(|h| h.eq_ignore_ascii_case(want)))
-            .unwrap_or_else(|| &header[header.len() - 1])
-            .clone(),
-    };
+    let expected = expected_column(&header, expected)?;
     let at = header
         .iter()
         .position(|h| *h == expected)
         .unwrap_or_default();
-    let is_id = |name: &str| {
-        let lower = name.to_ascii_lowercase();
-        lower == "id" || lower.ends_with("_id")
-    };
-    let mut inputs: Vec<String> = header
-        .iter()
-        .filter(|h| **h != expected && !is_id(h) && !h.is_empty())
-        .cloned()
-        .collect();
-    if inputs.is_empty() {
-        inputs = header.iter().filter(|h| **h != expected).cloned().collect();
-    }
+    let inputs = input_columns(&header, &expected);
     let mut rows = 0;
     let mut labels = BTreeSet::new();
     let mut longest_expected = 0;
@@ -123,6 +97,45 @@ pub fn read_shape(dataset: &Path, expected: Option<&str>) -> Result<Shape, Strin
         json_nulls,
         longest_expected,
     })
+}
+
+/// The expected column: the one `--expected` names, else the first header named like one of
+/// [`EXPECTED_NAMES`], else the last.
+fn expected_column(header: &[String], expected: Option<&str>) -> Result<String, String> {
+    Ok(match expected {
+        Some(name) => {
+            if !header.iter().any(|h| h == name) {
+                return Err(format!(
+                    "--expected {name:?} is not a column (columns: {})",
+                    header.join(", ")
+                ));
+            }
+            name.to_owned()
+        }
+        None => EXPECTED_NAMES
+            .iter()
+            .find_map(|want| header.iter().find(|h| h.eq_ignore_ascii_case(want)))
+            .unwrap_or_else(|| &header[header.len() - 1])
+            .clone(),
+    })
+}
+
+/// The input columns: every column but the expected one and those that look like ids (all of
+/// the others when that leaves none).
+fn input_columns(header: &[String], expected: &str) -> Vec<String> {
+    let is_id = |name: &str| {
+        let lower = name.to_ascii_lowercase();
+        lower == "id" || lower.ends_with("_id")
+    };
+    let inputs: Vec<String> = header
+        .iter()
+        .filter(|h| **h != expected && !is_id(h) && !h.is_empty())
+        .cloned()
+        .collect();
+    if inputs.is_empty() {
+        return header.iter().filter(|h| **h != expected).cloned().collect();
+    }
+    inputs
 }
 
 /// The experiment's name: the dataset's stem in the characters a name may use.

