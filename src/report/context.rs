@@ -371,7 +371,7 @@ fn views(
         searches.push(search::view(
             execution,
             &run.iterations,
-            best.map(|b| b.label.as_str()),
+            best.map(|b| b.version),
             &record.plan.dataset.pareto_rows,
         ));
         executions.push(execution_view(

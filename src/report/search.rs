@@ -174,7 +174,7 @@ pub struct ReasonCount {
 pub fn view(
     execution: &Execution,
     log: &IterationLog,
-    best: Option<&str>,
+    best: Option<Version>,
     pareto_rows: &[usize],
 ) -> SearchView {
     let missing = match log {
@@ -294,7 +294,11 @@ pub(super) fn label(generation: usize) -> String {
 /// Every candidate the history or the iterations name, with the links of the iterations that
 /// accepted them. A link that cannot be right (a second iteration accepting the same generation,
 /// a parent that is not an earlier generation) is left out and named in `notes`.
-fn lineage(execution: &Execution, best: Option<&str>, notes: &mut Vec<String>) -> Vec<LineageNode> {
+fn lineage(
+    execution: &Execution,
+    best: Option<Version>,
+    notes: &mut Vec<String>,
+) -> Vec<LineageNode> {
     let node = |generation: usize| LineageNode {
         generation,
         label: label(generation),
@@ -345,11 +349,11 @@ fn lineage(execution: &Execution, best: Option<&str>, notes: &mut Vec<String>) -
         }
     }
     // The seed is the best version when no evolved prompt beat it; it is generation 0.
-    let best = best.map(|label| if label == "seed" { "g0" } else { label });
+    let best = best.map(|version| version.generation().unwrap_or(0) as usize);
     nodes
         .into_values()
         .map(|mut node| {
-            node.is_best = best == Some(node.label.as_str());
+            node.is_best = best == Some(node.generation);
             node
         })
         .collect()
@@ -677,7 +681,7 @@ pub(super) mod tests {
                 merge(4, 1, 2, Outcome::Accepted { generation: 3 }),
             ],
         );
-        let view = view(&execution, &READ, Some("g3"), &[]);
+        let view = view(&execution, &READ, Some(Version::Generation(3)), &[]);
         let links: Vec<_> = view
             .lineage
             .iter()
@@ -704,7 +708,7 @@ pub(super) mod tests {
         assert!(view.notes.is_empty(), "{:?}", view.notes);
 
         // The seed as the best version is g0.
-        let seed_best = super::view(&execution, &READ, Some("seed"), &[]);
+        let seed_best = super::view(&execution, &READ, Some(Version::Seed), &[]);
         let best: Vec<&str> = seed_best
             .lineage
             .iter()
