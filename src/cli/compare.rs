@@ -174,53 +174,22 @@ fn gate(
     fail_under: Option<f64>,
     fail_if_worse: bool,
 ) -> Vec<(bool, String)> {
-    let mut lines = Vec::new();
-    let others = comparison.contenders.iter().skip(1);
-    if let Some(threshold) = fail_under {
-        let low: Vec<String> = others
-            .clone()
-            .filter(|c| c.mean.is_none_or(|mean| mean < threshold))
-            .map(|c| match c.mean {
-                Some(mean) => format!("{} scored {mean:.3}", c.source),
-                None => format!("{} answered no row", c.source),
-            })
-            .collect();
-        lines.push(if low.is_empty() {
-            let each: Vec<String> = others
-                .clone()
-                .map(|c| format!("{} {:.3}", c.source, c.mean.unwrap_or_default()))
-                .collect();
-            (
-                true,
-                format!("--fail-under {threshold}: passed ({})", each.join(", ")),
-            )
-        } else {
-            (
-                false,
-                format!("--fail-under {threshold}: missed ({})", low.join(", ")),
-            )
-        });
-    }
-    if fail_if_worse {
-        let worse: Vec<String> = comparison
-            .comparisons
-            .iter()
-            .filter(|c| c.verdict == crate::report::stats::Verdict::Worse)
-            .map(|c| format!("{}: {}", c.b, c.sentence))
-            .collect();
-        lines.push(if worse.is_empty() {
-            (
-                true,
-                "--fail-if-worse: passed (no prompt is significantly worse than the first)".into(),
-            )
-        } else {
-            (
-                false,
-                format!("--fail-if-worse: missed ({})", worse.join(" ")),
-            )
-        });
-    }
-    lines
+    // Every prompt after the first, the reference, is held to the threshold.
+    let scored: Vec<(String, Option<f64>)> = comparison
+        .contenders
+        .iter()
+        .skip(1)
+        .map(|c| (c.source.clone(), c.mean))
+        .collect();
+    let outcomes = [
+        fail_under.map(|threshold| report::gate::fail_under(threshold, &scored)),
+        fail_if_worse.then(|| report::gate::fail_if_worse(comparison)),
+    ];
+    outcomes
+        .into_iter()
+        .flatten()
+        .map(|outcome| (outcome.passed, outcome.line))
+        .collect()
 }
 
 /// Answers the prompt files on the dataset and compares them; the outer error is a failure

@@ -26,6 +26,7 @@ mod context;
 mod diff;
 mod export;
 mod format;
+pub mod gate;
 mod html;
 mod junit;
 mod load;
