@@ -97,7 +97,7 @@ fn generate(dir: &Path) {
                 let right = rng.next() < 0.5 + 0.1 * k as f64;
                 replay.push(ReplayRow {
                     variant: name(v),
-                    version: (*version).into(),
+                    version: version.parse().unwrap(),
                     model: "local".into(),
                     answered_by: "local".into(),
                     row: 13 + row,

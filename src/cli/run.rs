@@ -107,7 +107,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     // The public service's API takes no engine settings: refused before anything is created.
     if choice == backends::BackendChoice::Remote
-        && let Some(refusal) = public_service_refusal(args.seed, &plans, resumed.as_ref())
+        && let Some(refusal) = runner::public_service_refusal(
+            args.seed,
+            plans.iter().map(|(file, plan)| (file.as_path(), plan)),
+            resumed
+                .as_ref()
+                .map(|(dir, manifest)| (dir.path.as_path(), manifest)),
+        )
     {
         eprintln!("{refusal}");
         return Ok(ExitCode::from(exit::INVALID));
@@ -188,43 +194,6 @@ fn open_resumed(path: &Path) -> anyhow::Result<(RunDir, RunManifest)> {
     Ok((dir, manifest))
 }
 
-/// Why the public evolution service cannot run these plans (it takes no seed and no engine
-/// settings), or `None`.
-fn public_service_refusal(
-    seed: Option<u64>,
-    plans: &[(&PathBuf, Plan)],
-    resumed: Option<&(RunDir, RunManifest)>,
-) -> Option<String> {
-    if let Some(seed) = seed {
-        return Some(format!(
-            "--seed {seed}: the public evolution service takes no seed; nothing was started\n  \
-             run with --backend local or --backend <URL of a gepa-lab serve>, or drop --seed"
-        ));
-    }
-    let planned = plans.iter().flat_map(|(file, plan)| {
-        plan.executions
-            .iter()
-            .map(move |execution| (file.display().to_string(), execution))
-    });
-    let resumed_executions = resumed.into_iter().flat_map(|(dir, manifest)| {
-        manifest
-            .executions
-            .iter()
-            .map(move |execution| (dir.path.display().to_string(), &execution.plan))
-    });
-    planned
-        .chain(resumed_executions)
-        .find_map(|(file, execution)| {
-            let engine = execution.start.engine.as_ref()?;
-            Some(format!(
-                "{file}: [engine] sets {} but the public evolution service takes no engine \
-                 settings; nothing was started\n  run with --backend local or --backend \
-                 <URL of a gepa-lab serve>, or remove [engine]",
-                engine.keys_set().join(", ")
-            ))
-        })
-}
-
 /// Runs (or resumes) one run directory to its end and reports it: the exit status it earns, or
 /// `Err` with the status of an interruption.
 fn run_one(
@@ -299,7 +268,8 @@ fn prepare(
     mut plan: Plan,
     choice: &BackendChoice,
 ) -> anyhow::Result<Result<(RunDir, RunManifest), u8>> {
-    if let Some(unfinished) = unfinished_run(&args.out, &plan)?
+    if let Some(unfinished) =
+        crate::store::unfinished_run(&args.out, &plan.name, &plan.content_hash)
         && !args.new
     {
         eprintln!(
@@ -347,49 +317,20 @@ fn prepare(
     Ok(Ok((dir, manifest)))
 }
 
-/// The newest run directory of this experiment's content that has not finished, if any.
-fn unfinished_run(out: &Path, plan: &Plan) -> anyhow::Result<Option<PathBuf>> {
-    let folder = out.join(&plan.name);
-    let Ok(entries) = std::fs::read_dir(&folder) else {
-        return Ok(None);
-    };
-    let mut found: Vec<(chrono::DateTime<chrono::Utc>, PathBuf)> = Vec::new();
-    for entry in entries.flatten() {
-        let Ok(dir) = RunDir::open(&entry.path()) else {
-            continue;
-        };
-        let Ok(manifest) = dir.read_manifest() else {
-            continue;
-        };
-        if manifest.plan.content_hash == plan.content_hash && manifest.finished_at.is_none() {
-            found.push((manifest.created_at, dir.path));
-        }
-    }
-    found.sort();
-    Ok(found.pop().map(|(_, path)| path))
-}
-
 /// The `--fail-under` gate on the version the report recommends (the seed when nothing evolved
-/// beats it): whether it passed, and the line that says so.
+/// beats it).
 fn gate(best: Option<&crate::report::Recommendation>, threshold: f64) -> (bool, String) {
-    match best.and_then(|r| r.mean.map(|mean| (r, mean))) {
-        Some((r, mean)) => {
-            let passed = mean >= threshold;
-            let verdict = if passed { "passed" } else { "missed" };
+    let scored: Vec<(String, Option<f64>)> = best
+        .map(|r| {
             (
-                passed,
-                format!(
-                    "--fail-under {threshold}: {verdict} ({} {} on {} scored {mean:.3} on the \
-                     holdout rows)",
-                    r.execution, r.version, r.model
-                ),
+                format!("{} {} on {}", r.execution, r.version, r.model),
+                r.mean,
             )
-        }
-        None => (
-            false,
-            format!("--fail-under {threshold}: missed (no holdout score to check)"),
-        ),
-    }
+        })
+        .into_iter()
+        .collect();
+    let outcome = crate::report::gate::fail_under(threshold, &scored);
+    (outcome.passed, outcome.line)
 }
 
 /// Prints the outcome and picks the exit status.
@@ -572,7 +513,7 @@ mod tests {
     fn the_gate_checks_the_recommended_version_the_seed_included() {
         let (passed, line) = gate(Some(&best("seed", Some(0.625))), 0.5);
         assert!(passed, "{line}");
-        assert!(line.contains("budget-10 seed on m scored 0.625"), "{line}");
+        assert!(line.contains("budget-10 seed on m 0.625"), "{line}");
         let (passed, line) = gate(Some(&best("g1", Some(0.25))), 0.5);
         assert!(!passed && line.contains("missed"), "{line}");
         assert!(!gate(Some(&best("g1", None)), 0.5).0);

@@ -440,12 +440,12 @@ fn answers_text(labels: &[LabelCount], other: usize, answered: usize, missing: u
 mod tests {
     use super::*;
     use crate::report::samples::by_row;
-    use crate::store::ReplayRow;
+    use crate::store::{ReplayOf, ReplayRow, Version};
 
     fn answer(row: usize, sample: u32, expected: &str, output: &str, score: f64) -> ReplayRow {
         ReplayRow {
             variant: String::new(),
-            version: "seed".into(),
+            version: ReplayOf::Version(Version::Seed),
             model: "m".into(),
             answered_by: "m".into(),
             row,

@@ -16,7 +16,7 @@ use super::load::{RunData, load};
 use super::samples::{self, Agreement, RowAnswers};
 use super::{DatasetMismatch, ReportError, stats, terminal};
 use crate::prompt::PromptFile;
-use crate::store::ReplayRow;
+use crate::store::{ReplayRow, Version};
 
 /// One version in a comparison: the best of a run, or a prompt file.
 #[derive(Debug, Clone, Serialize)]
@@ -137,7 +137,7 @@ fn prompt_rows<'a>(
     samples::by_row(
         replay
             .iter()
-            .filter(|r| r.version == prompt && r.model == model),
+            .filter(|r| r.version.is_file(prompt) && r.model == model),
     )
 }
 
@@ -322,14 +322,12 @@ fn best_of(run: &RunData) -> Option<(usize, usize, String)> {
 fn version_rows<'a>(
     run: &'a RunData,
     variant: &str,
-    version: &str,
+    version: Version,
     model: &str,
 ) -> BTreeMap<usize, RowAnswers<'a>> {
-    samples::by_row(
-        run.replay
-            .iter()
-            .filter(|r| r.variant == variant && r.version == version && r.model == model),
-    )
+    samples::by_row(run.replay.iter().filter(|r| {
+        r.variant == variant && r.version.version() == Some(version) && r.model == model
+    }))
 }
 
 pub fn compare(dirs: &[PathBuf]) -> Result<CompareReport, ReportError> {
@@ -381,7 +379,7 @@ pub fn compare(dirs: &[PathBuf]) -> Result<CompareReport, ReportError> {
         })?;
         let execution = &run.executions[execution];
         let version = &execution.versions[version];
-        let rows = version_rows(run, &execution.variant, &version.label, &model);
+        let rows = version_rows(run, &execution.variant, version.version, &model);
         let scores = samples::row_scores(&rows);
         picked.push((
             Contender {

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
-use crate::store::{Backend, ExecutionRecord, ITERATIONS_FILE, ReplayRow, RunManifest};
+use crate::store::{Backend, ExecutionRecord, ITERATIONS_FILE, ReplayRow, RunManifest, Version};
 
 use super::baseline::{AnswerCounts, Baseline, Classification};
 use super::diff::{DiffStats, Segment, word_diff};
@@ -270,12 +270,7 @@ pub fn build(
     let answers = index_answers(&run.replay);
     let totals: Totals<'_> = version_totals
         .iter()
-        .map(|t| {
-            (
-                (t.variant.as_str(), t.version.as_str(), t.model.as_str()),
-                t,
-            )
-        })
+        .map(|t| ((t.variant.as_str(), t.version, t.model.as_str()), t))
         .collect();
     let history: HashMap<&str, &HistoryTotals> = history_totals
         .iter()
@@ -397,11 +392,7 @@ fn views(
                 && execution.versions[0].replayed
             {
                 comparisons.push(seed_against_best(
-                    answers,
-                    execution,
-                    &best.label,
-                    model,
-                    &versions,
+                    answers, execution, best, model, &versions,
                 ));
             }
             row_tables.push(row_table(answers, execution, model));
@@ -418,7 +409,7 @@ fn views(
 }
 
 /// Polars totals by (variant, version, model).
-type Totals<'a> = HashMap<(&'a str, &'a str, &'a str), &'a VersionTotals>;
+type Totals<'a> = HashMap<(&'a str, Version, &'a str), &'a VersionTotals>;
 
 /// The run's name, file, id, dates and backend.
 fn experiment_view(manifest: &RunManifest) -> ExperimentView {
@@ -501,16 +492,12 @@ fn version_view(
         .models
         .iter()
         .filter_map(|model| {
-            let key = (
-                execution.variant.as_str(),
-                version.label.as_str(),
-                model.as_str(),
-            );
-            let totals = totals.get(&key)?;
+            let variant = execution.variant.as_str();
+            let totals = totals.get(&(variant, version.version, model.as_str()))?;
             Some(version_score(
                 model,
                 totals,
-                answers.get(&key),
+                answers.get(&(variant, version.version, model.as_str())),
                 classification,
             ))
         })
@@ -577,21 +564,16 @@ fn version_score(
 fn seed_against_best(
     answers: &Answers<'_>,
     execution: &Execution,
-    best: &str,
+    best: &PromptVersion,
     model: &str,
     versions: &[VersionView],
 ) -> ComparisonView {
-    let (a, b) = paired_scores(answers, execution, "seed", best, model);
+    let (a, b) = paired_scores(answers, execution, Version::Seed, best.version, model);
+    let (seed, best) = (Version::Seed.to_string(), best.label.as_str());
     let comparison = stats::compare_paired(&a, &b);
-    let mut view = ComparisonView::new(
-        &execution.label,
-        model,
-        "seed",
-        best,
-        &comparison,
-        "holdout",
-    );
-    view.cautions_a = cautions(versions, &execution.label, "seed", model);
+    let mut view =
+        ComparisonView::new(&execution.label, model, &seed, best, &comparison, "holdout");
+    view.cautions_a = cautions(versions, &execution.label, &seed, model);
     view.cautions_b = cautions(versions, &execution.label, best, model);
     view
 }
@@ -679,17 +661,17 @@ fn run_notes(
 }
 
 /// Answers by (variant, version, model), then by row (each row's repeated samples together).
-type Answers<'a> = HashMap<(&'a str, &'a str, &'a str), BTreeMap<usize, RowAnswers<'a>>>;
+type Answers<'a> = HashMap<(&'a str, Version, &'a str), BTreeMap<usize, RowAnswers<'a>>>;
 
+/// The run's answers by version; every row of a checked run answers for a version.
 fn index_answers(replay: &[ReplayRow]) -> Answers<'_> {
-    let mut grouped: HashMap<(&str, &str, &str), Vec<&ReplayRow>> = HashMap::new();
+    let mut grouped: HashMap<(&str, Version, &str), Vec<&ReplayRow>> = HashMap::new();
     for row in replay {
+        let Some(version) = row.version.version() else {
+            continue;
+        };
         grouped
-            .entry((
-                row.variant.as_str(),
-                row.version.as_str(),
-                row.model.as_str(),
-            ))
+            .entry((row.variant.as_str(), version, row.model.as_str()))
             .or_default()
             .push(row);
     }
@@ -705,11 +687,7 @@ fn scored_rows<'a>(answers: &Answers<'a>, execution: &Execution) -> BTreeMap<usi
     let mut rows = BTreeMap::new();
     for version in &execution.versions {
         for model in &execution.models {
-            let key = (
-                execution.variant.as_str(),
-                version.label.as_str(),
-                model.as_str(),
-            );
+            let key = (execution.variant.as_str(), version.version, model.as_str());
             for (row, answers) in answers.get(&key).into_iter().flatten() {
                 if answers.score().is_some() {
                     rows.entry(*row)
@@ -754,8 +732,8 @@ fn caution_note(c: &ComparisonView) -> Option<String> {
 fn paired_scores(
     answers: &Answers<'_>,
     execution: &Execution,
-    a: &str,
-    b: &str,
+    a: Version,
+    b: Version,
     model: &str,
 ) -> (Vec<f64>, Vec<f64>) {
     match (
@@ -768,19 +746,15 @@ fn paired_scores(
 }
 
 fn row_table(answers: &Answers<'_>, execution: &Execution, model: &str) -> RowTable {
-    let labels: Vec<&str> = execution
-        .versions
+    let replayed: Vec<&PromptVersion> = execution.versions.iter().filter(|v| v.replayed).collect();
+    let labels: Vec<&str> = replayed.iter().map(|v| v.label.as_str()).collect();
+    let per_version: Vec<Option<&BTreeMap<usize, RowAnswers<'_>>>> = replayed
         .iter()
-        .filter(|v| v.replayed)
-        .map(|v| v.label.as_str())
+        .map(|v| answers.get(&(execution.variant.as_str(), v.version, model)))
         .collect();
-    let per_version: Vec<Option<&BTreeMap<usize, RowAnswers<'_>>>> = labels
-        .iter()
-        .map(|label| answers.get(&(execution.variant.as_str(), *label, model)))
-        .collect();
-    let best = execution.best.map(|i| execution.versions[i].label.as_str());
-    let seed_at = labels.iter().position(|l| *l == "seed");
-    let best_at = best.and_then(|b| labels.iter().position(|l| *l == b));
+    let best = execution.best.map(|i| execution.versions[i].version);
+    let seed_at = replayed.iter().position(|v| v.is_seed());
+    let best_at = best.and_then(|b| replayed.iter().position(|v| v.version == b));
     let mut row_numbers: Vec<usize> = per_version
         .iter()
         .flatten()
@@ -840,7 +814,7 @@ fn row_table(answers: &Answers<'_>, execution: &Execution, model: &str) -> RowTa
         execution: execution.label.clone(),
         model: model.to_owned(),
         versions: labels.iter().map(|l| (*l).to_owned()).collect(),
-        best: best.map(str::to_owned),
+        best: best.map(|version| version.to_string()),
         changed: rows.iter().filter(|r| r.changed).count(),
         rows,
     }
@@ -1037,12 +1011,8 @@ fn variant_comparisons(
             continue;
         };
         let (Some(a), Some(b)) = (
-            answers.get(&(
-                first.variant.as_str(),
-                first_best.label.as_str(),
-                model.as_str(),
-            )),
-            answers.get(&(other.variant.as_str(), best.label.as_str(), model.as_str())),
+            answers.get(&(first.variant.as_str(), first_best.version, model.as_str())),
+            answers.get(&(other.variant.as_str(), best.version, model.as_str())),
         ) else {
             continue;
         };
@@ -1196,7 +1166,9 @@ fn slug(text: &str) -> String {
 mod tests {
     use std::path::Path;
 
-    use crate::store::{HISTORY_FILE, HistoryRow, REPLAY_FILE, ReplayRow, RunDir};
+    use crate::store::{
+        HISTORY_FILE, HistoryRow, REPLAY_FILE, ReplayOf, ReplayRow, RunDir, Version,
+    };
 
     /// The fixture run with the holdout scores of budget-30's g3 raised to 1.0: g3 now beats
     /// g5 on the holdout, while g5 keeps the higher evolution score.
@@ -1209,7 +1181,10 @@ mod tests {
         let dir = RunDir::open(temp.path()).unwrap();
         let mut rows: Vec<ReplayRow> = dir.read_csv(REPLAY_FILE).unwrap();
         for row in &mut rows {
-            if row.variant == "budget-30" && row.version == "g3" && row.error.is_empty() {
+            if row.variant == "budget-30"
+                && row.version == ReplayOf::Version(Version::Generation(3))
+                && row.error.is_empty()
+            {
                 row.score = 1.0;
             }
         }
@@ -1236,7 +1211,10 @@ mod tests {
         // budget-10's seed answers `Negative` to every row it answered: exact_match_ci scores
         // it right on the 15 rows that expect `negative`, the score of always answering it.
         let temp = fixture_with_replay(|row| {
-            if row.variant == "budget-10" && row.version == "seed" && row.error.is_empty() {
+            if row.variant == "budget-10"
+                && row.version == ReplayOf::Version(Version::Seed)
+                && row.error.is_empty()
+            {
                 row.output = "Negative".into();
                 row.score = if row.expected == "negative" { 1.0 } else { 0.0 };
             }
@@ -1477,7 +1455,10 @@ mod tests {
         let temp = fixture_where_g3_wins_the_holdout();
         let dir = RunDir::open(temp.path()).unwrap();
         let rows: Vec<ReplayRow> = dir.read_csv(REPLAY_FILE).unwrap();
-        let seeds: Vec<ReplayRow> = rows.into_iter().filter(|r| r.version == "seed").collect();
+        let seeds: Vec<ReplayRow> = rows
+            .into_iter()
+            .filter(|r| r.version == ReplayOf::Version(Version::Seed))
+            .collect();
         let seed_mean = {
             let first: Vec<&ReplayRow> = seeds
                 .iter()

@@ -28,7 +28,7 @@ pub fn junit(
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"gepa-lab compare\">\n",
     );
     for prompt in prompts {
-        let own = samples::by_row(rows.iter().filter(|r| r.version == prompt.file));
+        let own = samples::by_row(rows.iter().filter(|r| r.version.is_file(&prompt.file)));
         let passed = |answers: &RowAnswers<'_>| answers.score().is_some_and(|s| s >= pass_score);
         let failures = own.values().filter(|a| !passed(a)).count();
         let _ = writeln!(
@@ -161,11 +161,12 @@ fn escape(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::ReplayOf;
 
     fn row(prompt: &str, row: usize, score: f64, error: &str) -> ReplayRow {
         ReplayRow {
             variant: String::new(),
-            version: prompt.into(),
+            version: ReplayOf::PromptFile(prompt.into()),
             model: "m".into(),
             answered_by: "m".into(),
             row,

@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use crate::engine::IterationRecord;
 use crate::experiment::ExecutionPlan;
 use crate::store::{
-    HISTORY_FILE, HistoryRow, ITERATIONS_FILE, IterationRow, REPLAY_FILE, ReplayRow, RunDir,
-    RunManifest, Version, best_by_score,
+    HISTORY_FILE, HistoryRow, ITERATIONS_FILE, IterationRow, REPLAY_FILE, ReplayOf, ReplayRow,
+    RunDir, RunManifest, Version, best_by_score,
 };
 
 use super::ReportError;
@@ -272,13 +272,20 @@ fn check_replay(
     for (index, row) in replay.iter().enumerate() {
         let record = |message: String| ReportError::record(path, index, message);
         let execution = variants.index(&row.variant).map_err(record)?;
-        let generation = row.version.parse::<Version>().map_err(record)?.generation();
+        // Text that is not a version reads as a prompt file's name, which no run holds.
+        let version = row.version.to_string();
+        let generation = match &row.version {
+            ReplayOf::Version(version) => version.generation(),
+            ReplayOf::PromptFile(_) => {
+                return Err(record(version.parse::<Version>().err().unwrap_or_default()));
+            }
+        };
         if let Some(generation) = generation
             && !generations[execution].contains_key(&generation)
         {
             return Err(record(format!(
                 "version {:?} of variant {:?} is not a generation in {HISTORY_FILE}",
-                row.version, row.variant
+                version, row.variant
             )));
         }
         if row.error.is_empty() && !(0.0..=1.0).contains(&row.score) {
@@ -296,7 +303,7 @@ fn check_replay(
         if !seen.insert((&row.variant, &row.version, &row.model, row.row, row.sample)) {
             return Err(record(format!(
                 "row {} (sample {}) of version {:?} on model {:?} is answered twice",
-                row.row, row.sample, row.version, row.model
+                row.row, row.sample, version, row.model
             )));
         }
         let replayed = &mut replayed[execution];

@@ -221,11 +221,12 @@ impl Agreement {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::{ReplayOf, Version};
 
     fn answer(row: usize, sample: u32, output: &str, score: f64, error: &str) -> ReplayRow {
         ReplayRow {
             variant: String::new(),
-            version: "seed".into(),
+            version: ReplayOf::Version(Version::Seed),
             model: "m".into(),
             answered_by: "m".into(),
             row,

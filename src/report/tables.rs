@@ -9,13 +9,13 @@
 use polars::prelude::*;
 use serde::Serialize;
 
-use crate::store::{HistoryRow, ReplayRow};
+use crate::store::{HistoryRow, ReplayRow, Version};
 
 /// One prompt version on one model, over the holdout rows it was asked.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct VersionTotals {
     pub variant: String,
-    pub version: String,
+    pub version: Version,
     pub model: String,
     /// Rows asked.
     pub rows: u32,
@@ -58,7 +58,7 @@ pub fn replay_frame(rows: &[ReplayRow]) -> PolarsResult<DataFrame> {
     let answered = |row: &ReplayRow| row.error.is_empty();
     df!(
         "variant" => text(|r| &r.variant),
-        "version" => text(|r| &r.version),
+        "version" => rows.iter().map(|r| r.version.to_string()).collect::<Vec<_>>(),
         "model" => text(|r| &r.model),
         "answered_by" => text(|r| &r.answered_by),
         "row" => rows.iter().map(|r| r.row as u64).collect::<Vec<_>>(),
@@ -121,7 +121,12 @@ pub fn version_totals(replay: &DataFrame) -> PolarsResult<Vec<VersionTotals>> {
             .map(|i| values.get(i).unwrap_or_default())
             .collect())
     };
-    let (variant, version, model) = (text("variant")?, text("version")?, text("model")?);
+    let (variant, model) = (text("variant")?, text("model")?);
+    let version = text("version")?
+        .iter()
+        .map(|text| text.parse::<Version>())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|err| PolarsError::ComputeError(err.into()))?;
     let (asked, answered, fallbacks) = (count("asked")?, count("answered")?, count("fallbacks")?);
     let (rows, samples) = (count("rows")?, count("samples")?);
     let mean_score = by_row.column("mean_score")?.f64()?;
@@ -135,7 +140,7 @@ pub fn version_totals(replay: &DataFrame) -> PolarsResult<Vec<VersionTotals>> {
     Ok((0..height)
         .map(|i| VersionTotals {
             variant: variant[i].clone(),
-            version: version[i].clone(),
+            version: version[i],
             model: model[i].clone(),
             rows: rows[i],
             samples: samples[i],
@@ -276,7 +281,7 @@ mod tests {
     fn replay(version: &str, row: usize, score: f64, error: &str) -> ReplayRow {
         ReplayRow {
             variant: "a".into(),
-            version: version.into(),
+            version: version.parse().unwrap(),
             model: "m".into(),
             answered_by: if row == 3 { "n".into() } else { "m".into() },
             row,
@@ -306,14 +311,17 @@ mod tests {
         ];
         let totals = version_totals(&replay_frame(&rows).unwrap()).unwrap();
         assert_eq!(totals.len(), 2);
-        let seed = totals.iter().find(|t| t.version == "seed").unwrap();
+        let seed = totals.iter().find(|t| t.version.is_seed()).unwrap();
         assert_eq!((seed.rows, seed.answered, seed.errors), (3, 2, 1));
         assert_eq!(seed.mean_score, Some(0.5));
         assert_eq!(seed.mean_latency_ms, Some(150.0));
         assert_eq!(seed.max_latency_ms, Some(200));
         assert_eq!(seed.mean_waited_ms, Some(1500.0), "kept apart from latency");
         assert_eq!(seed.fallbacks, 0, "the fallback row errored");
-        let g2 = totals.iter().find(|t| t.version == "g2").unwrap();
+        let g2 = totals
+            .iter()
+            .find(|t| t.version == Version::Generation(2))
+            .unwrap();
         assert_eq!((g2.mean_score, g2.fallbacks), (Some(1.0), 1));
     }
 

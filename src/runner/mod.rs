@@ -290,6 +290,43 @@ fn load_holdouts(executions: &[ExecutionRecord]) -> Result<Vec<Option<Vec<Row>>>
     Ok(holdouts)
 }
 
+/// Why the public evolution service cannot run these plans (it takes no seed and no engine
+/// settings), or `None`.
+pub fn public_service_refusal<'a>(
+    seed: Option<u64>,
+    plans: impl IntoIterator<Item = (&'a std::path::Path, &'a Plan)>,
+    resumed: Option<(&'a std::path::Path, &'a RunManifest)>,
+) -> Option<String> {
+    if let Some(seed) = seed {
+        return Some(format!(
+            "--seed {seed}: the public evolution service takes no seed; nothing was started\n  \
+             run with --backend local or --backend <URL of a gepa-lab serve>, or drop --seed"
+        ));
+    }
+    let planned = plans.into_iter().flat_map(|(file, plan)| {
+        plan.executions
+            .iter()
+            .map(move |execution| (file.display().to_string(), execution))
+    });
+    let resumed_executions = resumed.into_iter().flat_map(|(dir, manifest)| {
+        manifest
+            .executions
+            .iter()
+            .map(move |execution| (dir.display().to_string(), &execution.plan))
+    });
+    planned
+        .chain(resumed_executions)
+        .find_map(|(file, execution)| {
+            let engine = execution.start.engine.as_ref()?;
+            Some(format!(
+                "{file}: [engine] sets {} but the public evolution service takes no engine \
+                 settings; nothing was started\n  run with --backend local or --backend \
+                 <URL of a gepa-lab serve>, or remove [engine]",
+                engine.keys_set().join(", ")
+            ))
+        })
+}
+
 pub fn backend_label(backend: &Backend) -> String {
     match backend {
         Backend::Remote { .. } => "remote".to_owned(),
@@ -1007,11 +1044,16 @@ mod tests {
         // holdout 14 rows × (seed + g1; g0 repeats the seed) × 1 model
         assert_eq!(outcome.replay.len(), 28);
         assert!(outcome.replay.iter().all(|row| row.error.is_empty()));
-        assert!(outcome.replay.iter().any(|row| row.version == "g1"));
+        assert!(
+            outcome
+                .replay
+                .iter()
+                .any(|row| row.version.to_string() == "g1")
+        );
         let g1_correct = outcome
             .replay
             .iter()
-            .filter(|r| r.version == "g1" && r.score == 1.0)
+            .filter(|r| r.version.to_string() == "g1" && r.score == 1.0)
             .count();
         assert!(
             g1_correct > 0,
@@ -1100,7 +1142,12 @@ mod tests {
             "{:?}",
             record.state
         );
-        assert!(outcome.replay.iter().any(|row| row.version == "seed"));
+        assert!(
+            outcome
+                .replay
+                .iter()
+                .any(|row| row.version.to_string() == "seed")
+        );
     }
 
     #[tokio::test]

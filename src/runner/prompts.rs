@@ -19,7 +19,7 @@ use crate::inference::{ChatMessage, ChatRequest, Inference};
 use crate::prompt::{PromptFile, Template, TemplateError};
 use crate::score::judge::JudgePlan;
 use crate::score::{Scorer, ScorerError, ScorerSpec};
-use crate::store::{CachedAnswer, REPLAY_FILE, ReplayRow, RunDir};
+use crate::store::{CachedAnswer, REPLAY_FILE, ReplayOf, ReplayRow, RunDir};
 
 /// Row problems listed when a dataset has rows that cannot be used; the rest are counted.
 const PROBLEMS_SHOWN: usize = 20;
@@ -252,11 +252,12 @@ pub fn plan(job: &PromptsJob, prepared: &Prepared, cache: &RunDir) -> Result<Pla
     let mut cells = Vec::new();
     for prompt in &job.prompts {
         let template = Template::parse(&prompt.text);
+        let of = ReplayOf::PromptFile(prompt.file.clone());
         for row in &prepared.rows {
             for sample in 1..=job.repeat {
                 let at = CellAt {
                     variant: "",
-                    version: &prompt.file,
+                    version: &of,
                     model: &job.model,
                     sample,
                 };
@@ -383,7 +384,7 @@ pub fn settings(
             let count = answered
                 .rows
                 .iter()
-                .filter(|row| row.version == prompt.file && row.error.is_empty())
+                .filter(|row| row.version.is_file(&prompt.file) && row.error.is_empty())
                 .count();
             (prompt.file.clone(), count)
         })

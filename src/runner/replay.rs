@@ -20,7 +20,7 @@ use crate::inference::{
 use crate::prompt::Template;
 use crate::score::{Score, Scorer, ScorerSpec, judge};
 use crate::store::{
-    CachedAnswer, ExecutionRecord, HistoryRow, ReplayRow, RunDir, Version, rank_by_score,
+    CachedAnswer, ExecutionRecord, HistoryRow, ReplayOf, ReplayRow, RunDir, Version, rank_by_score,
 };
 
 /// A prompt to replay.
@@ -58,7 +58,7 @@ fn versions(seed: &str, history: &[&HistoryRow], top: usize) -> Vec<ToReplay> {
 /// One cell of the replay: which answer a (variant, version, model, row, sample) needs.
 pub(super) struct Cell {
     pub variant: String,
-    pub version: String,
+    pub version: ReplayOf,
     pub model: String,
     pub row: usize,
     /// Which of the row's repeated answers, from 1.
@@ -73,6 +73,7 @@ pub(super) struct Cell {
 /// Who waits for an answer: one cell of the replay table.
 pub(super) struct Waiting {
     pub variant: String,
+    /// What the answer event names: the version or prompt file, or `judge:<it>` for a grade.
     pub version: String,
     pub row: usize,
 }
@@ -406,7 +407,7 @@ fn keep_answer(
 #[derive(Clone, Copy)]
 pub(super) struct CellAt<'a> {
     pub variant: &'a str,
-    pub version: &'a str,
+    pub version: &'a ReplayOf,
     pub model: &'a str,
     /// Which of the row's repeated answers, from 1.
     pub sample: u32,
@@ -439,7 +440,7 @@ pub(super) fn queue_cell(
             if !cache.contains_key(&key) {
                 let waiting = Waiting {
                     variant: at.variant.to_owned(),
-                    version: at.version.to_owned(),
+                    version: at.version.to_string(),
                     row: row.index + 1,
                 };
                 queue.push(key.clone(), request, waiting);
@@ -455,7 +456,7 @@ pub(super) fn queue_cell(
     };
     Cell {
         variant: at.variant.to_owned(),
-        version: at.version.to_owned(),
+        version: at.version.clone(),
         model: at.model.to_owned(),
         row: row.index + 1,
         sample: at.sample,
@@ -618,12 +619,12 @@ fn plan(
         for model in &replay.models {
             for version in &versions {
                 let template = Template::parse(&version.prompt);
-                let label = version.version.to_string();
+                let of = ReplayOf::Version(version.version);
                 for row in rows {
                     for sample in 1..=replay.repeat {
                         let at = CellAt {
                             variant: &variant,
-                            version: &label,
+                            version: &of,
                             model,
                             sample,
                         };

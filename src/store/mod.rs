@@ -28,7 +28,7 @@ mod manifest;
 mod version;
 
 pub use manifest::{Backend, ExecutionRecord, ExecutionState, FORMAT_VERSION, RunManifest};
-pub use version::{Version, best_by_score, rank_by_score};
+pub use version::{ReplayOf, Version, best_by_score, rank_by_score};
 
 pub const MANIFEST_FILE: &str = "run.json";
 pub const EVENTS_FILE: &str = "events.jsonl";
@@ -93,9 +93,8 @@ pub struct HistoryRow {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReplayRow {
     pub variant: String,
-    /// In a run, a [`Version`] as text (`seed` or `g<generation>`); in a comparison of prompt
-    /// files (`compare --prompts`), the prompt file as the user named it.
-    pub version: String,
+    /// The prompt version (in a run) or prompt file (in `compare --prompts`) that answered.
+    pub version: ReplayOf,
     /// The model asked.
     pub model: String,
     /// The model that answered (differs from `model` after a 503 fallback).
@@ -409,6 +408,26 @@ impl RunDir {
     }
 }
 
+/// The newest run directory under `root/<name>/` of an experiment with this content hash that
+/// has not finished, if any: the run a new `run` of the same file should resume instead.
+pub fn unfinished_run(root: &Path, name: &str, content_hash: &str) -> Option<PathBuf> {
+    let entries = std::fs::read_dir(root.join(name)).ok()?;
+    let mut found: Vec<(chrono::DateTime<chrono::Utc>, PathBuf)> = Vec::new();
+    for entry in entries.flatten() {
+        let Ok(dir) = RunDir::open(&entry.path()) else {
+            continue;
+        };
+        let Ok(manifest) = dir.read_manifest() else {
+            continue;
+        };
+        if manifest.plan.content_hash == content_hash && manifest.finished_at.is_none() {
+            found.push((manifest.created_at, dir.path));
+        }
+    }
+    found.sort();
+    found.pop().map(|(_, path)| path)
+}
+
 /// Appends `line` (one JSON value) and a line feed to the file at `path`, creating it. One write
 /// call per line: concurrent appends of short lines do not interleave, and a kill leaves at most
 /// a torn last line.
@@ -621,7 +640,7 @@ mod tests {
     fn replay_row() -> ReplayRow {
         ReplayRow {
             variant: String::new(),
-            version: Version::Generation(2).to_string(),
+            version: ReplayOf::Version(Version::Generation(2)),
             model: "local".into(),
             answered_by: "local".into(),
             row: 14,

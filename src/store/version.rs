@@ -68,6 +68,65 @@ impl<'de> Deserialize<'de> for Version {
     }
 }
 
+/// What a replay row answers for: a prompt version of one of a run's executions, or, in a
+/// comparison of prompt files (`compare --prompts`), a prompt file as the user named it. Written
+/// as text, the version's (`seed`, `g<generation>`) or the file's name; read back, text that is
+/// a version is one (a run directory holds versions only, and `report` refuses anything else).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum ReplayOf {
+    Version(Version),
+    PromptFile(String),
+}
+
+impl ReplayOf {
+    /// The version, for a row of a run.
+    pub fn version(&self) -> Option<Version> {
+        match self {
+            Self::Version(version) => Some(*version),
+            Self::PromptFile(_) => None,
+        }
+    }
+
+    /// Whether the row answers for the prompt file `name`.
+    pub fn is_file(&self, name: &str) -> bool {
+        matches!(self, Self::PromptFile(file) if file == name)
+    }
+}
+
+impl fmt::Display for ReplayOf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Version(version) => version.fmt(f),
+            Self::PromptFile(name) => f.write_str(name),
+        }
+    }
+}
+
+impl Serialize for ReplayOf {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+/// Text that is a version is one; any other text is a prompt file's name.
+impl FromStr for ReplayOf {
+    type Err = std::convert::Infallible;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Ok(match text.parse() {
+            Ok(version) => Self::Version(version),
+            Err(_) => Self::PromptFile(text.to_owned()),
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for ReplayOf {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 /// The ranking rule, written once: a higher score first; a known score before an unknown one;
 /// equal scores keep the order they were given in. Callers list candidates seed first, then by
 /// generation, then by execution, so a tie goes to the earlier one.
@@ -117,6 +176,21 @@ mod tests {
         }
         assert!(Version::Seed < Version::Generation(0));
         assert!(Version::Generation(2) < Version::Generation(10));
+    }
+
+    #[test]
+    fn a_replay_row_answers_for_a_version_or_a_prompt_file_written_as_text() {
+        let row = |text: &str| -> ReplayOf { serde_json::from_str(&format!("{text:?}")).unwrap() };
+        assert_eq!(row("g3"), ReplayOf::Version(Version::Generation(3)));
+        assert_eq!(row("seed").version(), Some(Version::Seed));
+        assert_eq!(row("b.txt"), ReplayOf::PromptFile("b.txt".into()));
+        assert!(row("b.txt").is_file("b.txt") && !row("g3").is_file("g3"));
+        for of in [
+            ReplayOf::Version(Version::Generation(12)),
+            ReplayOf::PromptFile("x y".into()),
+        ] {
+            assert_eq!(row(&of.to_string()), of);
+        }
     }
 
     #[test]

@@ -224,7 +224,15 @@ fn local_outcome(dir: &RunDir) -> LocalOutcome {
             .collect(),
         replay: replay
             .into_iter()
-            .map(|r| (r.version, r.row, r.sample, r.output, r.score.to_string()))
+            .map(|r| {
+                (
+                    r.version.to_string(),
+                    r.row,
+                    r.sample,
+                    r.output,
+                    r.score.to_string(),
+                )
+            })
             .collect(),
     }
 }

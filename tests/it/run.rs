@@ -219,7 +219,7 @@ fn assert_complete(dir: &RunDir) -> (Vec<HistoryRow>, Vec<ReplayRow>) {
         // 12 holdout rows for the seed and each evolved version
         let seed_rows = replay
             .iter()
-            .filter(|r| r.variant == variant && r.version == "seed")
+            .filter(|r| r.variant == variant && r.version.to_string() == "seed")
             .count();
         assert_eq!(seed_rows, 12, "{variant}");
     }
@@ -242,7 +242,7 @@ fn a_two_variant_experiment_runs_to_a_complete_run_directory() {
     let dir = run_dir(out.path());
     let (history, replay) = assert_complete(&dir);
     assert!(history.len() >= 2, "{history:?}");
-    assert!(replay.iter().any(|row| row.version != "seed"));
+    assert!(replay.iter().any(|row| row.version.to_string() != "seed"));
     assert!(String::from_utf8_lossy(&output.stdout).contains("SIMULATED"));
     for file in [
         "run.json",
@@ -516,9 +516,9 @@ fn a_missing_prompt_object_and_a_repeated_history_page_are_tolerated() {
     );
     let replay: Vec<ReplayRow> = dir.read_csv("replay.csv").unwrap();
     // seed + the two best generations (49 and 48)
-    let versions: std::collections::BTreeSet<&str> =
-        replay.iter().map(|r| r.version.as_str()).collect();
-    assert_eq!(versions, ["g48", "g49", "seed"].into_iter().collect());
+    let versions: std::collections::BTreeSet<String> =
+        replay.iter().map(|r| r.version.to_string()).collect();
+    assert_eq!(versions, ["g48", "g49", "seed"].map(String::from).into());
 }
 
 #[test]
@@ -578,7 +578,7 @@ fn a_resume_while_the_service_has_lost_the_executions_keeps_every_generation_and
     let dir = run_dir(out.path());
     let (history, replay) = assert_complete(&dir);
     assert!(
-        replay.iter().any(|row| row.version != "seed"),
+        replay.iter().any(|row| row.version.to_string() != "seed"),
         "evolved versions were replayed, so there is something to lose"
     );
     // Another serve knows none of these executions: every history request fails (404).
@@ -655,7 +655,7 @@ fn a_failed_grade_is_an_error_left_out_of_every_mean_not_a_zero() {
     let score = &seed["scores"][0];
     let graded_seed: Vec<f64> = graded
         .iter()
-        .filter(|row| row.version == "seed")
+        .filter(|row| row.version.to_string() == "seed")
         .map(|row| row.score)
         .collect();
     let mean = graded_seed.iter().sum::<f64>() / graded_seed.len() as f64;
@@ -665,7 +665,10 @@ fn a_failed_grade_is_an_error_left_out_of_every_mean_not_a_zero() {
     );
     assert_eq!(
         score["errors"].as_u64().unwrap() as usize,
-        ungraded.iter().filter(|r| r.version == "seed").count(),
+        ungraded
+            .iter()
+            .filter(|r| r.version.to_string() == "seed")
+            .count(),
         "{score}"
     );
 }
@@ -983,7 +986,7 @@ fn replay_repeat_answers_each_holdout_row_several_times_and_the_report_counts_ro
         Default::default();
     for row in &replay {
         by_row
-            .entry((row.variant.clone(), row.version.clone(), row.row))
+            .entry((row.variant.clone(), row.version.to_string(), row.row))
             .or_default()
             .push(row);
     }
