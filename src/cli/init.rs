@@ -2,22 +2,16 @@
 //! validates as written. The expected column and the inputs are guessed from the header, the
 //! seed prompt uses every input, the splits and the budget fit the file's rows, and the file is
 //! checked with `validate` before `init` says it is done.
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
 
 use super::exit;
-use crate::dataset;
 use crate::experiment::starter::{ModelLine, name_of, read_shape, starter_text};
 use crate::experiment::{Plan, validate_file};
 use crate::inference::embedded::{CATALOG, DEFAULT_MODEL, LOCAL, models_dir};
-use crate::prompt::Template;
-use crate::runner::probe::{self, ModelProbe, Probe};
-use crate::score::Scorer;
-
-/// Rows the model probe asks each installed model: the first of the feedback and Pareto rows.
-const PROBE_ROWS: usize = 20;
+use crate::runner::probe::{self, ModelProbe, ProbeJob};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -127,30 +121,12 @@ fn probe_models(plan: &Plan) -> anyhow::Result<Option<ModelLine>> {
         .filter(|model| model.path_in(&dir).is_file())
         .collect();
     installed.sort_by_key(|model| model.bytes);
-    let (Some(execution), true) = (plan.executions.first(), installed.len() > 1) else {
+    if installed.len() < 2 {
+        return Ok(None);
+    }
+    let Some(job) = ProbeJob::of(plan)? else {
         return Ok(None);
     };
-    let Some(replay) = &execution.replay else {
-        return Ok(None);
-    };
-    let data = &execution.dataset;
-    // The plan numbers rows from 1; `read_rows` from 0. Holdout rows are never asked.
-    let indices: Vec<usize> = data
-        .minibatch_rows
-        .iter()
-        .chain(&data.pareto_rows)
-        .take(PROBE_ROWS)
-        .map(|row| row - 1)
-        .collect();
-    let columns = dataset::read_header(&data.file)?
-        .columns(&data.inputs, &data.expected)
-        .map_err(|missing| {
-            anyhow::anyhow!("{}: missing columns {missing:?}", data.file.display())
-        })?;
-    let rows = dataset::read_rows(&data.file, &columns, &indices)?;
-    let seed = Template::parse(&execution.start.prompt)?;
-    let base = plan.file.parent().unwrap_or(Path::new("."));
-    let scorer = Scorer::new(&replay.scorer, base)?;
     let ids: Vec<String> = installed
         .iter()
         .map(|model| {
@@ -165,15 +141,10 @@ fn probe_models(plan: &Plan) -> anyhow::Result<Option<ModelLine>> {
         "probe: asking {} installed models the seed on {} feedback and Pareto rows, to choose the \
          replay model (--no-probe skips this)",
         ids.len(),
-        rows.len()
+        job.rows.len()
     );
     let inference = super::backends::inference_backend(&ids, None)?;
-    let probe = Probe {
-        seed: &seed,
-        rows: &rows,
-        scorer: &scorer,
-        max_tokens: replay.max_tokens.unwrap_or(64),
-    };
+    let probe = job.probe();
     let probes: Vec<ModelProbe> = super::runtime()?.block_on(async {
         let mut probes = Vec::new();
         for id in &ids {
@@ -186,10 +157,9 @@ fn probe_models(plan: &Plan) -> anyhow::Result<Option<ModelLine>> {
     let Some(chosen) = probe::choose(&probes) else {
         return Ok(None);
     };
-    let comment = probe_comment(rows.len(), &probes);
     Ok(Some(ModelLine {
         model: chosen.model.clone(),
-        comment,
+        comment: probe_comment(job.rows.len(), &probes),
     }))
 }
 

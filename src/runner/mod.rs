@@ -77,6 +77,8 @@ pub enum RunError {
     Split(#[from] crate::dataset::SplitError),
     #[error("replay scorer: {0}")]
     Scorer(#[from] crate::score::ScorerError),
+    #[error("the seed prompt: {0}")]
+    Seed(#[from] crate::prompt::TemplateError),
     #[error(
         "the dataset {file} changed since the run started (sha256 {expected}, now {found}); a resumed run must replay the same rows"
     )]
@@ -267,13 +269,7 @@ fn load_holdouts(executions: &[ExecutionRecord]) -> Result<Vec<Option<Vec<Row>>>
             expected: dataset.sha256.clone(),
             found,
         };
-        let header = crate::dataset::read_header(&dataset.file)?;
-        let columns = header
-            .columns(&dataset.inputs, &dataset.expected)
-            .map_err(|missing| {
-                let names: Vec<&String> = missing.iter().map(|m| &m.name).collect();
-                changed(format!("a header without the planned columns {names:?}"))
-            })?;
+        let columns = planned_columns(dataset)?;
         let scan = crate::dataset::scan(&dataset.file, &columns, 0)?;
         if scan.sha256 != dataset.sha256 {
             return Err(changed(scan.sha256));
@@ -324,6 +320,23 @@ pub fn public_service_refusal<'a>(
                  <URL of a gepa-lab serve>, or remove [engine]",
                 engine.keys_set().join(", ")
             ))
+        })
+}
+
+/// The columns of `dataset`'s file that its plan names; the file changed since it was planned
+/// when its header no longer has them.
+pub(crate) fn planned_columns(
+    dataset: &crate::experiment::DatasetPlan,
+) -> Result<crate::dataset::Columns, RunError> {
+    crate::dataset::read_header(&dataset.file)?
+        .columns(&dataset.inputs, &dataset.expected)
+        .map_err(|missing| {
+            let names: Vec<&String> = missing.iter().map(|m| &m.name).collect();
+            RunError::DatasetChanged {
+                file: dataset.file.display().to_string(),
+                expected: dataset.sha256.clone(),
+                found: format!("a header without the planned columns {names:?}"),
+            }
         })
 }
 

@@ -15,7 +15,9 @@ use std::time::Instant;
 
 use futures::stream::{self, StreamExt};
 
+use super::RunError;
 use crate::dataset::Row;
+use crate::experiment::Plan;
 use crate::inference::{ChatMessage, ChatRequest, Inference};
 use crate::prompt::Template;
 use crate::score::Scorer;
@@ -24,6 +26,59 @@ use crate::score::Scorer;
 /// rows' worth higher on the probe rows: a difference of one row is noise, and the larger model
 /// costs two to three times the time of every answer.
 pub const MARGIN_ROWS: f64 = 2.0;
+
+/// Rows the probe asks each model: the first of the feedback and Pareto rows.
+pub const PROBE_ROWS: usize = 20;
+
+/// What the probe of a plan asks each model: its first execution's seed on the first
+/// [`PROBE_ROWS`] of its feedback and Pareto rows (never holdout rows), scored by its replay
+/// scorer, within its replay's token limit.
+pub struct ProbeJob {
+    pub seed: Template,
+    pub rows: Vec<Row>,
+    pub scorer: Scorer,
+    pub max_tokens: u32,
+}
+
+impl ProbeJob {
+    /// The probe of `plan`, or `None` when its first execution has no replay to choose a model
+    /// for.
+    pub fn of(plan: &Plan) -> Result<Option<Self>, RunError> {
+        let Some(execution) = plan.executions.first() else {
+            return Ok(None);
+        };
+        let Some(replay) = &execution.replay else {
+            return Ok(None);
+        };
+        let data = &execution.dataset;
+        // The plan numbers rows from 1; `read_rows` from 0.
+        let indices: Vec<usize> = data
+            .minibatch_rows
+            .iter()
+            .chain(&data.pareto_rows)
+            .take(PROBE_ROWS)
+            .map(|row| row - 1)
+            .collect();
+        let columns = super::planned_columns(data)?;
+        let base = plan.file.parent().unwrap_or(std::path::Path::new("."));
+        Ok(Some(Self {
+            seed: Template::parse(&execution.start.prompt)?,
+            rows: crate::dataset::read_rows(&data.file, &columns, &indices)?,
+            scorer: Scorer::new(&replay.scorer, base)?,
+            max_tokens: replay.max_tokens.unwrap_or(64),
+        }))
+    }
+
+    /// The probe itself, to run on each model.
+    pub fn probe(&self) -> Probe<'_> {
+        Probe {
+            seed: &self.seed,
+            rows: &self.rows,
+            scorer: &self.scorer,
+            max_tokens: self.max_tokens,
+        }
+    }
+}
 
 /// How one model did on the probe rows.
 #[derive(Debug, Clone, PartialEq)]
