@@ -213,7 +213,27 @@ pub struct MutationRecord {
     pub best: Best,
 }
 
+/// What a proposed child fills in its iteration's record: the rows it runs on first, then its
+/// text, its scores there and the iteration's outcome.
+pub(crate) type ChildFields<'a> = (
+    &'a [usize],
+    &'a mut Option<String>,
+    &'a mut Vec<f64>,
+    &'a mut Outcome,
+);
+
 impl MutationRecord {
+    /// The fields a proposed child fills; it runs on the minibatch.
+    pub(crate) fn child_fields(&mut self) -> ChildFields<'_> {
+        let rows = &self.minibatch;
+        (
+            rows,
+            &mut self.child_prompt,
+            &mut self.child_scores,
+            &mut self.outcome,
+        )
+    }
+
     /// What the rows the child was judged on are, in words.
     fn rows_judged(&self) -> &'static str {
         match self.written_from {
@@ -288,6 +308,19 @@ pub struct MergeRecord {
     pub cost: Spent,
     /// The best candidate when the iteration ended.
     pub best: Best,
+}
+
+impl MergeRecord {
+    /// The fields a proposed child fills; it runs on the subsample.
+    pub(crate) fn child_fields(&mut self) -> ChildFields<'_> {
+        let rows = &self.subsample;
+        (
+            rows,
+            &mut self.child_prompt,
+            &mut self.child_scores,
+            &mut self.outcome,
+        )
+    }
 }
 
 /// How an iteration ended.

@@ -17,8 +17,9 @@ use super::placeholders::Placeholders;
 use super::pool::Pool;
 use super::quotes::InputPairs;
 use super::records::{
-    Best, CallKind, CandidateRecord, EngineEvent, Failure, IterationRecord, MergeRecord,
-    MutationKind, MutationRecord, Outcome, Progress, ProposalFailure, Run, StopReason, sum,
+    Best, CallKind, CandidateRecord, ChildFields, EngineEvent, Failure, IterationRecord,
+    MergeRecord, MutationKind, MutationRecord, Outcome, Progress, ProposalFailure, Run, StopReason,
+    sum,
 };
 use super::reflection::{self, Revision, Shown};
 use super::sampler::EpochSampler;
@@ -489,16 +490,7 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
         mut record: MutationRecord,
         child: Result<PromptId, Rejection>,
     ) -> Result<MutationRecord, Halt> {
-        let Some(child) = self
-            .run_child(
-                child,
-                &record.minibatch,
-                &mut record.child_prompt,
-                &mut record.child_scores,
-                &mut record.outcome,
-            )
-            .await?
-        else {
+        let Some(child) = self.run_child(child, record.child_fields()).await? else {
             return Ok(record);
         };
         record.outcome = if record.improves() {
@@ -679,16 +671,7 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             self.placeholders.required(),
         );
         let child = self.propose(&request, Reading::Instruction).await?;
-        let Some(child) = self
-            .run_child(
-                child,
-                &record.subsample,
-                &mut record.child_prompt,
-                &mut record.child_scores,
-                &mut record.outcome,
-            )
-            .await?
-        else {
+        let Some(child) = self.run_child(child, record.child_fields()).await? else {
             return Ok(record);
         };
         // The reference's rule for merges: at least as good as the better parent on the
@@ -708,16 +691,13 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
         Ok(record)
     }
 
-    /// A proposed child, run on `rows` of the iteration (a mutation's minibatch, a merge's
+    /// A proposed child, run on the rows of its iteration (a mutation's minibatch, a merge's
     /// subsample): its text and scores go into the record's fields and the child is returned.
     /// A refused proposal returns `None`, with the refused text (if any) and the reason recorded.
     async fn run_child(
         &mut self,
         child: Result<PromptId, Rejection>,
-        rows: &[usize],
-        child_prompt: &mut Option<String>,
-        child_scores: &mut Vec<f64>,
-        outcome: &mut Outcome,
+        (rows, child_prompt, child_scores, outcome): ChildFields<'_>,
     ) -> Result<Option<PromptId>, Halt> {
         match child {
             Ok(child) => {
