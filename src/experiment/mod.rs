@@ -17,4 +17,4 @@ pub use file::*;
 pub use plan::{DatasetPlan, Estimate, ExecutionPlan, Plan, PlanSummary, ReplayPlan};
 pub use rules::Rule;
 pub use schema::json_schema;
-pub use validate::{KNOWN_METRICS, MAX_REPEAT, Settings, Validation, validate_file};
+pub use validate::{KNOWN_METRICS, MAX_REPEAT, Settings, Validation, name_chars, validate_file};

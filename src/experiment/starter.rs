@@ -140,18 +140,7 @@ fn input_columns(header: &[String], expected: &str) -> Vec<String> {
 
 /// The experiment's name: the dataset's stem in the characters a name may use.
 pub fn name_of(stem: &str) -> String {
-    let name: String = stem
-        .to_ascii_lowercase()
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '-'
-            }
-        })
-        .take(30)
-        .collect();
+    let name = super::name_chars(&stem.to_ascii_lowercase(), '-', 30);
     if name.is_empty() {
         "experiment".into()
     } else {

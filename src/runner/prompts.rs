@@ -452,17 +452,7 @@ pub fn folder_name(job: &PromptsJob, prepared: &Prepared) -> String {
         let name = Path::new(&prompt.file)
             .file_stem()
             .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
-        let clean: String = name
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .take(24)
-            .collect();
+        let clean = crate::experiment::name_chars(&name, '_', 24);
         if clean.is_empty() {
             "prompt".to_owned()
         } else {

@@ -773,20 +773,25 @@ fn is_valid_name(name: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
 }
 
+/// `text`'s first `max` characters with each one other than ASCII letters, digits, `_` and `-`
+/// replaced by `replacement`: safe in a folder name and a customId (lowercase it first for a
+/// name).
+pub fn name_chars(text: &str, replacement: char, max: usize) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                replacement
+            }
+        })
+        .take(max)
+        .collect()
+}
+
 fn check_name(scope: &mut Scope<'_, '_>, name: &str) {
     if !is_valid_name(name) {
-        let fixed: String = name
-            .to_lowercase()
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                    c
-                } else {
-                    '-'
-                }
-            })
-            .take(MAX_NAME_LEN)
-            .collect();
+        let fixed = name_chars(&name.to_lowercase(), '-', MAX_NAME_LEN);
         scope.report(
             "name",
             Diagnostic::error(
