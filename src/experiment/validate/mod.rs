@@ -806,25 +806,32 @@ fn check_name(scope: &mut Scope<'_, '_>, name: &str) {
     }
 }
 
+/// The count at `key` (a path such as `dataset.minibatch`), or `None` with the error reported
+/// when it is below 1.
+fn at_least_one(scope: &mut Scope<'_, '_>, key: &str, rule: Rule, value: i64) -> Option<usize> {
+    if value < 1 {
+        scope.report(
+            key,
+            Diagnostic::error(rule, format!("{key} must be at least 1")).seen(value),
+        );
+        return None;
+    }
+    usize::try_from(value).ok()
+}
+
 /// Minibatch, Pareto and holdout sizes, before the dataset is looked at.
 fn check_counts(
     scope: &mut Scope<'_, '_>,
     experiment: &Experiment,
 ) -> Option<(usize, usize, HoldoutSize)> {
     let section = &experiment.dataset;
-    let mut count = |key: &str, rule: Rule, value: i64| {
-        if value < 1 {
-            scope.report(
-                &format!("dataset.{key}"),
-                Diagnostic::error(rule, format!("dataset.{key} must be at least 1")).seen(value),
-            );
-            None
-        } else {
-            usize::try_from(value).ok()
-        }
-    };
-    let minibatch = count("minibatch", Rule::MinibatchMin, section.minibatch);
-    let pareto = count("pareto", Rule::ParetoMin, section.pareto);
+    let minibatch = at_least_one(
+        scope,
+        "dataset.minibatch",
+        Rule::MinibatchMin,
+        section.minibatch,
+    );
+    let pareto = at_least_one(scope, "dataset.pareto", Rule::ParetoMin, section.pareto);
     let holdout = match &section.holdout {
         Holdout::Word(word) if word == "rest" => Some(HoldoutSize::Rest),
         Holdout::Word(word) if word == "none" => Some(HoldoutSize::None),
@@ -1304,21 +1311,17 @@ fn reflection_template(scope: &mut Scope<'_, '_>, file: &Path) -> Option<String>
 
 fn check_replay(scope: &mut Scope<'_, '_>, replay: &ReplaySection) -> Option<ReplayPlan> {
     let mut ok = check_replay_models(scope, &replay.models);
-    let mut positive = |key: &str, rule: Rule, value: i64| {
-        if value < 1 {
-            scope.report(
-                &format!("replay.{key}"),
-                Diagnostic::error(rule, format!("replay.{key} must be at least 1")).seen(value),
-            );
-            None
-        } else {
-            Some(value)
-        }
-    };
-    let top = positive("top", Rule::ReplayTop, replay.top);
-    let concurrency = positive("concurrency", Rule::ReplayConcurrency, replay.concurrency);
+    let top = at_least_one(scope, "replay.top", Rule::ReplayTop, replay.top);
+    let concurrency = at_least_one(
+        scope,
+        "replay.concurrency",
+        Rule::ReplayConcurrency,
+        replay.concurrency,
+    );
     let max_tokens = match replay.max_tokens {
-        Some(tokens) => positive("max_tokens", Rule::ReplayMaxTokens, tokens).map(Some),
+        Some(tokens) => {
+            at_least_one(scope, "replay.max_tokens", Rule::ReplayMaxTokens, tokens).map(Some)
+        }
         None => Some(None),
     };
     let repeat = check_repeat(scope, replay);
@@ -1343,11 +1346,11 @@ fn check_replay(scope: &mut Scope<'_, '_>, replay: &ReplaySection) -> Option<Rep
     }
     Some(ReplayPlan {
         models: replay.models.clone(),
-        top: usize::try_from(top?).ok()?,
+        top: top?,
         scorer: scorer?,
         temperature: replay.temperature,
         max_tokens: max_tokens?.and_then(|tokens| u32::try_from(tokens).ok()),
-        concurrency: usize::try_from(concurrency?).ok()?,
+        concurrency: concurrency?,
         repeat: repeat?,
         judge,
     })
