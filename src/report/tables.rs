@@ -168,6 +168,14 @@ fn when_answered(name: &str) -> Expr {
     col(name).filter(answered())
 }
 
+/// The mean of `name` over answered rows, as `mean_<name>`.
+fn mean_answered(name: &str) -> Expr {
+    when_answered(name)
+        .cast(DataType::Float64)
+        .mean()
+        .alias(format!("mean_{name}"))
+}
+
 /// What the version tables are grouped by.
 fn version_keys() -> [Expr; 3] {
     [col("variant"), col("version"), col("model")]
@@ -213,23 +221,11 @@ fn answer_totals(replay: &DataFrame) -> PolarsResult<DataFrame> {
                 .cast(DataType::UInt32)
                 .sum()
                 .alias("answered"),
-            when_answered("latency_ms")
-                .cast(DataType::Float64)
-                .mean()
-                .alias("mean_latency_ms"),
+            mean_answered("latency_ms"),
             when_answered("latency_ms").max().alias("max_latency_ms"),
-            when_answered("waited_ms")
-                .cast(DataType::Float64)
-                .mean()
-                .alias("mean_waited_ms"),
-            when_answered("prompt_tokens")
-                .cast(DataType::Float64)
-                .mean()
-                .alias("mean_prompt_tokens"),
-            when_answered("completion_tokens")
-                .cast(DataType::Float64)
-                .mean()
-                .alias("mean_completion_tokens"),
+            mean_answered("waited_ms"),
+            mean_answered("prompt_tokens"),
+            mean_answered("completion_tokens"),
             (answered.clone().and(col("answered_by").neq(col("model"))))
                 .cast(DataType::UInt32)
                 .sum()
