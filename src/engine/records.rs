@@ -225,9 +225,8 @@ pub(crate) type ChildFields<'a> = (
 impl MutationRecord {
     /// The fields a proposed child fills; it runs on the minibatch.
     pub(crate) fn child_fields(&mut self) -> ChildFields<'_> {
-        let rows = &self.minibatch;
         (
-            rows,
+            &self.minibatch,
             &mut self.child_prompt,
             &mut self.child_scores,
             &mut self.outcome,
@@ -313,9 +312,8 @@ pub struct MergeRecord {
 impl MergeRecord {
     /// The fields a proposed child fills; it runs on the subsample.
     pub(crate) fn child_fields(&mut self) -> ChildFields<'_> {
-        let rows = &self.subsample;
         (
-            rows,
+            &self.subsample,
             &mut self.child_prompt,
             &mut self.child_scores,
             &mut self.outcome,
