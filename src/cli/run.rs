@@ -72,8 +72,28 @@ pub struct Args {
     /// serve): the public service takes no seed.
     #[arg(long, value_name = "N", value_parser = super::ranges::seed, conflicts_with = "resume")]
     seed: Option<u64>,
+    /// Which replay answers get a line in `events.jsonl`: `failed` (the default) only failed
+    /// requests, `all` every answer too (about 185 bytes each, 185 MB for a million rows).
+    /// Either way every answer's model, latency, wait and error are in `replay.csv`.
+    #[arg(long, value_enum, value_name = "WHICH", default_value_t = AnswerEventsArg::Failed)]
+    answer_events: AnswerEventsArg,
     #[command(flatten)]
     settings: super::SettingsArgs,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum AnswerEventsArg {
+    All,
+    Failed,
+}
+
+impl From<AnswerEventsArg> for runner::AnswerEvents {
+    fn from(which: AnswerEventsArg) -> Self {
+        match which {
+            AnswerEventsArg::All => runner::AnswerEvents::All,
+            AnswerEventsArg::Failed => runner::AnswerEvents::Failed,
+        }
+    }
 }
 
 /// Exit status when the run finished but an execution failed or timed out.
@@ -126,6 +146,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(timeout) = args.timeout {
         options.timeout = timeout;
     }
+    options.answer_events = args.answer_events.into();
     let runtime = super::runtime()?;
     let mut worst = exit::OK;
     let jobs: Vec<(RunDir, RunManifest)> = match resumed {
@@ -401,11 +422,7 @@ fn finish(
         eprintln!("not completed: {}", failed.join(", "));
         code = EXECUTION_FAILED;
     }
-    let missing = outcome
-        .replay
-        .iter()
-        .filter(|row| !row.error.is_empty())
-        .count();
+    let missing = outcome.replay.errors;
     if outcome.key_refused {
         let url = match &outcome.manifest.backend {
             crate::store::Backend::Remote { inference_url, .. } => Some(inference_url.as_str()),
@@ -419,7 +436,7 @@ fn finish(
             "{missing} of {} replay answers are missing (the error column of replay.csv says \
              why); they are left out of every mean and test. `gepa-lab run --resume {}` asks \
              for them again",
-            outcome.replay.len(),
+            outcome.replay.rows,
             outcome.dir.path.display(),
         );
         if !allow_missing && code == exit::OK {

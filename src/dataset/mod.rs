@@ -377,22 +377,7 @@ pub fn read_rows(
             if row != index {
                 break;
             }
-            out[slot] = Some(Row {
-                index,
-                line: record.position().map_or(0, csv::Position::line),
-                inputs: columns
-                    .inputs
-                    .iter()
-                    .map(|(name, at)| {
-                        (name.clone(), record.get(*at).unwrap_or_default().to_owned())
-                    })
-                    .collect(),
-                expected: record
-                    .get(columns.expected.1)
-                    .unwrap_or_default()
-                    .trim()
-                    .to_owned(),
-            });
+            out[slot] = Some(row_of(&record, index, columns));
             next.next();
         }
         index += 1;
@@ -409,4 +394,155 @@ pub fn read_rows(
         });
     }
     Ok(found)
+}
+
+/// The [`Row`] a record of the file at data-row position `index` holds.
+fn row_of(record: &csv::StringRecord, index: usize, columns: &Columns) -> Row {
+    Row {
+        index,
+        line: record.position().map_or(0, csv::Position::line),
+        inputs: columns
+            .inputs
+            .iter()
+            .map(|(name, at)| (name.clone(), record.get(*at).unwrap_or_default().to_owned()))
+            .collect(),
+        expected: record
+            .get(columns.expected.1)
+            .unwrap_or_default()
+            .trim()
+            .to_owned(),
+    }
+}
+
+/// The rows at some data-row positions, read in file order a few at a time in one pass over the
+/// file, so that a holdout of any size is never held whole: only the positions asked for (8
+/// bytes each) and the rows of the current chunk are in memory.
+pub struct RowStream {
+    path: std::path::PathBuf,
+    columns: Columns,
+    reader: csv::Reader<crate::input::LineLimited<std::io::BufReader<std::fs::File>>>,
+    record: csv::StringRecord,
+    /// The positions asked for, sorted, without repeats.
+    wanted: Vec<usize>,
+    /// How many of `wanted` were read.
+    taken: usize,
+    /// The data-row position of the next record of the file.
+    index: usize,
+}
+
+impl RowStream {
+    pub fn open(path: &Path, columns: &Columns, indices: &[usize]) -> Result<Self, DatasetError> {
+        let file = crate::input::open_stream(path).map_err(|source| DatasetError::Open {
+            path: path.to_owned(),
+            source,
+        })?;
+        let mut reader = csv_reader(file);
+        header_of(path, &mut reader)?;
+        let mut wanted = indices.to_vec();
+        wanted.sort_unstable();
+        wanted.dedup();
+        Ok(Self {
+            path: path.to_owned(),
+            columns: columns.clone(),
+            reader,
+            record: csv::StringRecord::new(),
+            wanted,
+            taken: 0,
+            index: 0,
+        })
+    }
+
+    /// How many rows the stream yields in all.
+    pub fn len(&self) -> usize {
+        self.wanted.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.wanted.is_empty()
+    }
+
+    /// The next at most `n` rows asked for, in file order; empty once every one was read. A
+    /// file with fewer rows than asked for is an error: it changed since it was checked.
+    pub fn next_chunk(&mut self, n: usize) -> Result<Vec<Row>, DatasetError> {
+        let mut rows = Vec::with_capacity(n.min(self.wanted.len() - self.taken));
+        while rows.len() < n && self.taken < self.wanted.len() {
+            let more = self
+                .reader
+                .read_record(&mut self.record)
+                .map_err(|err| csv_error(&self.path, &err))?;
+            if !more {
+                return Err(DatasetError::Csv {
+                    path: self.path.clone(),
+                    line: 0,
+                    message: format!(
+                        "asked for {} rows but the file has only {} data rows; it changed since it was checked",
+                        self.wanted.len(),
+                        self.index
+                    ),
+                });
+            }
+            if self.wanted[self.taken] == self.index {
+                rows.push(row_of(&self.record, self.index, &self.columns));
+                self.taken += 1;
+            }
+            self.index += 1;
+        }
+        Ok(rows)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(rows: usize) -> (tempfile::TempDir, std::path::PathBuf, Columns) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("data.csv");
+        let mut text = String::from("text,label\n");
+        for i in 0..rows {
+            text.push_str(&format!("\"row {i}, quoted\",label {i}\n"));
+        }
+        std::fs::write(&path, text).unwrap();
+        let columns = read_header(&path)
+            .unwrap()
+            .columns(&["text".to_owned()], "label")
+            .unwrap();
+        (dir, path, columns)
+    }
+
+    #[test]
+    fn a_row_stream_yields_the_rows_asked_for_in_file_order_a_chunk_at_a_time() {
+        let (_dir, path, columns) = file(20);
+        let mut stream = RowStream::open(&path, &columns, &[17, 3, 9, 3, 12, 0]).unwrap();
+        assert_eq!(stream.len(), 5, "a repeated position counts once");
+        let chunk = |stream: &mut RowStream, n| -> Vec<usize> {
+            stream
+                .next_chunk(n)
+                .unwrap()
+                .iter()
+                .map(|row| row.index)
+                .collect()
+        };
+        assert_eq!(chunk(&mut stream, 2), [0, 3]);
+        assert_eq!(chunk(&mut stream, 2), [9, 12]);
+        assert_eq!(chunk(&mut stream, 2), [17]);
+        assert!(chunk(&mut stream, 2).is_empty());
+        // The same rows as `read_rows` reads, field for field.
+        let mut again = RowStream::open(&path, &columns, &[12]).unwrap();
+        assert_eq!(
+            again.next_chunk(10).unwrap(),
+            read_rows(&path, &columns, &[12]).unwrap()
+        );
+    }
+
+    #[test]
+    fn a_row_stream_over_a_file_that_got_shorter_is_an_error() {
+        let (_dir, path, columns) = file(5);
+        let mut stream = RowStream::open(&path, &columns, &[1, 7]).unwrap();
+        let err = stream.next_chunk(10).unwrap_err().to_string();
+        assert!(
+            err.contains("asked for 2 rows") && err.contains("changed"),
+            "{err}"
+        );
+    }
 }

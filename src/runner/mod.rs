@@ -17,15 +17,16 @@ use rand::Rng;
 use thiserror::Error;
 
 pub use events::{Event, Observer, Silent};
+use replay::Holdout;
+pub use replay::{AnswerEvents, Replayed};
 
-use crate::dataset::Row;
 use crate::evolution::wire::Status;
 use crate::evolution::{Evolution, EvolutionError, PAGE_LIMIT, fetch_history, find_by_custom_id};
 use crate::experiment::Plan;
 use crate::inference::Inference;
 use crate::store::{
     Backend, ExecutionRecord, ExecutionState, FORMAT_VERSION, HISTORY_FILE, HistoryRow,
-    IterationRow, REPLAY_FILE, ReplayRow, RunDir, RunManifest, StoreError,
+    IterationRow, REPLAY_FILE, RunDir, RunManifest, StoreError,
 };
 
 /// The two services a run talks to, and how to describe them in `run.json`.
@@ -45,6 +46,8 @@ pub struct RunOptions {
     /// The whole wait for executions to finish; what is still running then is reported as timed
     /// out and the run goes on with what it has.
     pub timeout: Duration,
+    /// Which replay answers get a line in `events.jsonl`.
+    pub answer_events: AnswerEvents,
 }
 
 impl RunOptions {
@@ -54,6 +57,7 @@ impl RunOptions {
             poll_interval: Duration::from_secs(10),
             poll_jitter: Duration::from_secs(20),
             timeout: Duration::from_secs(6 * 3600),
+            answer_events: AnswerEvents::default(),
         }
     }
 
@@ -63,6 +67,7 @@ impl RunOptions {
             poll_interval: Duration::from_millis(500),
             poll_jitter: Duration::from_millis(500),
             timeout: Duration::from_secs(6 * 3600),
+            answer_events: AnswerEvents::default(),
         }
     }
 }
@@ -121,7 +126,8 @@ pub struct Outcome {
     pub history: Vec<HistoryRow>,
     /// Executions whose history could not be fetched this time (what was stored is kept).
     pub history_failures: usize,
-    pub replay: Vec<ReplayRow>,
+    /// How many rows `replay.csv` got, and how many of them have no answer.
+    pub replay: Replayed,
     /// A start or a replay request failed because the service refused the key (401 or 403).
     pub key_refused: bool,
 }
@@ -209,6 +215,7 @@ pub async fn execute(
         observer,
         iterations_seen,
         key_refused: false,
+        answer_events: options.answer_events,
     };
     run.emit(Event::RunStarted {
         run_id: run.manifest.run_id.clone(),
@@ -221,19 +228,20 @@ pub async fn execute(
     run.start_all().await?;
     run.poll_all(options).await?;
     let (history, history_failures) = run.fetch_histories().await?;
+    let mut out = run.dir.csv_appender(REPLAY_FILE)?;
     let replayed = replay::replay(
         &run.answering(),
         &run.manifest.executions,
         &holdouts,
         &history,
+        &mut out,
     )
     .await?;
+    out.finish()?;
     if replayed.simulated {
         run.manifest.simulated = true;
     }
-    run.dir.write_csv(REPLAY_FILE, &replayed.rows)?;
     let key_refused = run.key_refused || replayed.key_refused;
-    let replay = replayed.rows;
     let failed = run
         .manifest
         .executions
@@ -243,8 +251,8 @@ pub async fn execute(
     run.emit(Event::RunFinished {
         executions_completed: run.manifest.executions.len() - failed,
         executions_failed: failed,
-        replay_rows: replay.len(),
-        replay_errors: replay.iter().filter(|row| !row.error.is_empty()).count(),
+        replay_rows: replayed.rows,
+        replay_errors: replayed.errors,
     })?;
     run.manifest.finished_at = Some(Utc::now());
     run.save()?;
@@ -253,14 +261,14 @@ pub async fn execute(
         manifest: run.manifest,
         history,
         history_failures,
-        replay,
+        replay: replayed,
         key_refused,
     })
 }
 
-/// The holdout rows of each execution (`None` for one without a replay), read once, from files
-/// whose bytes are the ones the run started with: a resumed run must replay the same rows.
-fn load_holdouts(executions: &[ExecutionRecord]) -> Result<Vec<Option<Vec<Row>>>, RunError> {
+/// Where the holdout rows of each execution are (`None` for one without a replay), in files whose
+/// bytes are the ones the run started with: a resumed run must replay the same rows.
+fn load_holdouts(executions: &[ExecutionRecord]) -> Result<Vec<Option<Holdout>>, RunError> {
     let mut holdouts = Vec::with_capacity(executions.len());
     for execution in executions {
         let dataset = &execution.plan.dataset;
@@ -275,11 +283,11 @@ fn load_holdouts(executions: &[ExecutionRecord]) -> Result<Vec<Option<Vec<Row>>>
             return Err(changed(scan.sha256));
         }
         holdouts.push(match execution.plan.replay {
-            Some(_) => Some(crate::dataset::read_rows(
-                &dataset.file,
-                &columns,
-                &dataset.split()?.holdout,
-            )?),
+            Some(_) => Some(Holdout {
+                file: dataset.file.clone(),
+                columns,
+                indices: dataset.split()?.holdout,
+            }),
             None => None,
         });
     }
@@ -358,6 +366,7 @@ struct Runner<'a> {
     iterations_seen: std::collections::HashMap<String, usize>,
     /// A start failed because the service refused the key.
     key_refused: bool,
+    answer_events: AnswerEvents,
 }
 
 impl Runner<'_> {
@@ -371,6 +380,7 @@ impl Runner<'_> {
             cache: &self.dir,
             events: &self.dir,
             observer: self.observer,
+            answer_events: self.answer_events,
         }
     }
 
@@ -902,7 +912,7 @@ mod tests {
     };
     use crate::experiment::{Settings, validate_file};
     use crate::inference::{SimConfig, SimModel};
-    use crate::store::{CACHE_FILE, EVENTS_FILE};
+    use crate::store::{CACHE_FILE, EVENTS_FILE, ReplayRow};
 
     /// An evolution service in memory: each execution is pending, then in progress, then
     /// completed (or failed for a customId containing "fail"), with a two-generation history.
@@ -1021,6 +1031,7 @@ mod tests {
             poll_interval: Duration::from_millis(1),
             poll_jitter: Duration::from_millis(1),
             timeout: Duration::from_secs(30),
+            answer_events: AnswerEvents::All,
         }
     }
 
@@ -1032,20 +1043,41 @@ mod tests {
             .expect("the fixture is valid")
     }
 
+    /// Runs `plan` to its end in a new run directory under `root`.
+    async fn run_new(
+        root: &std::path::Path,
+        plan: &Plan,
+        evolution: Arc<Scripted>,
+        options: &RunOptions,
+    ) -> Outcome {
+        let (dir, manifest) = create_run(root, plan, Backend::Local, None).unwrap();
+        execute(dir, manifest, &backends(evolution), options, &Silent)
+            .await
+            .unwrap()
+    }
+
+    /// Resumes the run of `outcome` to its end.
+    async fn resume(outcome: &Outcome, evolution: Arc<Scripted>) -> Outcome {
+        let dir = RunDir::open(&outcome.dir.path).unwrap();
+        let manifest = dir.read_manifest().unwrap();
+        execute(dir, manifest, &backends(evolution), &fast(), &Silent)
+            .await
+            .unwrap()
+    }
+
+    /// Lines of the run file `name`.
+    fn lines_of(outcome: &Outcome, name: &str) -> usize {
+        std::fs::read_to_string(outcome.dir.file(name))
+            .unwrap()
+            .lines()
+            .count()
+    }
+
     #[tokio::test]
     async fn a_run_goes_from_start_to_scored_replay() {
         let root = tempfile::tempdir().unwrap();
         let evolution = Arc::new(Scripted::default());
-        let (dir, manifest) = create_run(root.path(), &plan(), Backend::Local, None).unwrap();
-        let outcome = execute(
-            dir,
-            manifest,
-            &backends(evolution.clone()),
-            &fast(),
-            &Silent,
-        )
-        .await
-        .unwrap();
+        let outcome = run_new(root.path(), &plan(), evolution.clone(), &fast()).await;
 
         assert_eq!(evolution.starts.lock().unwrap().len(), 1);
         assert!(outcome.manifest.executions[0].state.is_finished());
@@ -1055,23 +1087,26 @@ mod tests {
         );
         assert_eq!(outcome.history.len(), 2);
         // holdout 14 rows × (seed + g1; g0 repeats the seed) × 1 model
-        assert_eq!(outcome.replay.len(), 28);
-        assert!(outcome.replay.iter().all(|row| row.error.is_empty()));
-        assert!(
-            outcome
-                .replay
-                .iter()
-                .any(|row| row.version.to_string() == "g1")
+        let replay: Vec<ReplayRow> = outcome.dir.read_csv(REPLAY_FILE).unwrap();
+        assert_eq!(replay.len(), 28);
+        assert_eq!(
+            outcome.replay,
+            Replayed {
+                rows: 28,
+                errors: 0,
+                simulated: true,
+                key_refused: false
+            }
         );
-        let g1_correct = outcome
-            .replay
+        assert!(replay.iter().all(|row| row.error.is_empty()));
+        assert!(replay.iter().any(|row| row.version.to_string() == "g1"));
+        let g1_correct = replay
             .iter()
             .filter(|r| r.version.to_string() == "g1" && r.score == 1.0)
             .count();
         assert!(
             g1_correct > 0,
-            "the labelled prompt gets some rows right: {:?}",
-            outcome.replay
+            "the labelled prompt gets some rows right: {replay:?}"
         );
         let events = std::fs::read_to_string(outcome.dir.file(EVENTS_FILE)).unwrap();
         for kind in [
@@ -1089,47 +1124,115 @@ mod tests {
                 "no {kind} event"
             );
         }
-        let written: Vec<ReplayRow> = outcome.dir.read_csv(REPLAY_FILE).unwrap();
-        assert_eq!(written, outcome.replay);
+        let answer_lines = events.matches("\"event\":\"answer\"").count();
+        assert_eq!(answer_lines, 28, "`fast()` logs every answer");
+    }
+
+    /// The fixture plan on a generated file of `rows` distinct reviews (holdout: all but the
+    /// first 6), in `dir`.
+    fn plan_with_rows(dir: &std::path::Path, rows: usize) -> Plan {
+        let data = dir.join("many.csv");
+        let mut text = String::from("review,label\n");
+        for i in 0..rows {
+            let (words, label) = if i % 2 == 0 {
+                ("loved it", "positive")
+            } else {
+                ("broke at once", "negative")
+            };
+            text.push_str(&format!("\"Review {i}: {words}\",{label}\n"));
+        }
+        std::fs::write(&data, text).unwrap();
+        let fixture =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/valid.toml");
+        let toml = std::fs::read_to_string(fixture)
+            .unwrap()
+            .replace("data/tiny.csv", data.to_str().unwrap());
+        let file = dir.join("many.toml");
+        std::fs::write(&file, toml).unwrap();
+        validate_file(&file, &Settings::default())
+            .plan
+            .expect("the edited fixture is valid")
+    }
+
+    #[tokio::test]
+    async fn a_holdout_longer_than_a_chunk_is_replayed_whole_and_resumed_from_the_cache() {
+        let root = tempfile::tempdir().unwrap();
+        // Two chunks and a part of a third.
+        let holdout = 2 * replay::CHUNK_ROWS + 10;
+        let plan = plan_with_rows(root.path(), holdout + 6);
+        let evolution = Arc::new(Scripted::default());
+        let first = run_new(root.path(), &plan, evolution.clone(), &fast()).await;
+        // seed + g1 on every holdout row, each once.
+        assert_eq!(first.replay.rows, 2 * holdout);
+        assert_eq!(first.replay.errors, 0);
+        let replay: Vec<ReplayRow> = first.dir.read_csv(REPLAY_FILE).unwrap();
+        assert_eq!(replay.len(), 2 * holdout);
+        let mut cells: Vec<(String, usize)> = replay
+            .iter()
+            .map(|row| (row.version.to_string(), row.row))
+            .collect();
+        cells.sort();
+        cells.dedup();
+        assert_eq!(cells.len(), 2 * holdout, "no cell twice");
+        assert!(
+            replay
+                .iter()
+                .all(|row| row.row > 6 && row.row <= holdout + 6)
+        );
+        let events = std::fs::read_to_string(first.dir.file(EVENTS_FILE)).unwrap();
+        assert!(
+            events.contains(&format!(
+                "\"event\":\"replay_planned\",\"requests\":{},\"waiting\":{},\"cached\":0",
+                2 * holdout,
+                2 * holdout
+            )),
+            "one plan for every chunk: {}",
+            events
+                .lines()
+                .find(|l| l.contains("replay_planned"))
+                .unwrap_or("")
+        );
+        let cached = lines_of(&first, CACHE_FILE);
+        assert_eq!(cached, 2 * holdout);
+
+        // A resume finds every answer in the cache file and writes the same table.
+        let second = resume(&first, evolution).await;
+        assert_eq!(second.replay, first.replay);
+        let again: Vec<ReplayRow> = second.dir.read_csv(REPLAY_FILE).unwrap();
+        assert_eq!(again, replay);
+        assert_eq!(lines_of(&second, CACHE_FILE), cached, "nothing asked again");
+    }
+
+    #[tokio::test]
+    async fn by_default_only_failed_answers_are_logged() {
+        let root = tempfile::tempdir().unwrap();
+        let options = RunOptions {
+            answer_events: AnswerEvents::default(),
+            ..fast()
+        };
+        let outcome = run_new(root.path(), &plan(), Arc::default(), &options).await;
+        assert_eq!(outcome.replay.rows, 28);
+        let events = std::fs::read_to_string(outcome.dir.file(EVENTS_FILE)).unwrap();
+        assert!(!events.contains("\"event\":\"answer\""), "{events}");
+        assert!(events.contains("\"replay_rows\":28"), "{events}");
     }
 
     #[tokio::test]
     async fn a_resumed_run_neither_restarts_nor_reasks() {
         let root = tempfile::tempdir().unwrap();
         let evolution = Arc::new(Scripted::default());
-        let (dir, manifest) = create_run(root.path(), &plan(), Backend::Local, None).unwrap();
-        let first = execute(
-            dir,
-            manifest,
-            &backends(evolution.clone()),
-            &fast(),
-            &Silent,
-        )
-        .await
-        .unwrap();
-        let answers = std::fs::read_to_string(first.dir.file(CACHE_FILE))
-            .unwrap()
-            .lines()
-            .count();
-
-        let dir = RunDir::open(&first.dir.path).unwrap();
-        let manifest = dir.read_manifest().unwrap();
-        let second = execute(
-            dir,
-            manifest,
-            &backends(evolution.clone()),
-            &fast(),
-            &Silent,
-        )
-        .await
-        .unwrap();
+        let first = run_new(root.path(), &plan(), evolution.clone(), &fast()).await;
+        let answers = lines_of(&first, CACHE_FILE);
+        let second = resume(&first, evolution.clone()).await;
         assert_eq!(evolution.starts.lock().unwrap().len(), 1, "no second start");
-        let after = std::fs::read_to_string(second.dir.file(CACHE_FILE))
-            .unwrap()
-            .lines()
-            .count();
-        assert_eq!(answers, after, "every answer came from the cache");
+        assert_eq!(
+            answers,
+            lines_of(&second, CACHE_FILE),
+            "every answer came from the cache"
+        );
         assert_eq!(first.replay, second.replay);
+        let replay: Vec<ReplayRow> = second.dir.read_csv(REPLAY_FILE).unwrap();
+        assert_eq!(replay.len(), 28);
     }
 
     #[tokio::test]
@@ -1155,12 +1258,8 @@ mod tests {
             "{:?}",
             record.state
         );
-        assert!(
-            outcome
-                .replay
-                .iter()
-                .any(|row| row.version.to_string() == "seed")
-        );
+        let replay: Vec<ReplayRow> = outcome.dir.read_csv(REPLAY_FILE).unwrap();
+        assert!(replay.iter().any(|row| row.version.to_string() == "seed"));
     }
 
     #[tokio::test]

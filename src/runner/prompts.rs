@@ -12,14 +12,16 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 use thiserror::Error;
 
-use super::replay::{self, Answering, Cell, CellAt, Queue, queue_cell, replay_row};
+use super::replay::{
+    self, AnswerCache, AnswerEvents, Answering, Cell, CellAt, Queue, queue_cell, replay_row,
+};
 use super::{Event, Observer, RunError};
 use crate::dataset::{self, DatasetError, Row, RowProblem};
 use crate::inference::{ChatMessage, ChatRequest, Inference};
 use crate::prompt::{PromptFile, Template, TemplateError};
 use crate::score::judge::JudgePlan;
 use crate::score::{Scorer, ScorerError, ScorerSpec};
-use crate::store::{CachedAnswer, REPLAY_FILE, ReplayOf, ReplayRow, RunDir};
+use crate::store::{REPLAY_FILE, ReplayOf, ReplayRow, RunDir};
 
 /// Row problems listed when a dataset has rows that cannot be used; the rest are counted.
 const PROBLEMS_SHOWN: usize = 20;
@@ -225,7 +227,7 @@ pub struct Folders<'a> {
 pub struct Planned {
     cells: Vec<Cell>,
     queue: Queue,
-    cache: HashMap<String, CachedAnswer>,
+    cache: AnswerCache,
 }
 
 impl Planned {
@@ -247,7 +249,7 @@ impl Planned {
 
 /// Renders every prompt for every prepared row and looks each request up in the cache.
 pub fn plan(job: &PromptsJob, prepared: &Prepared, cache: &RunDir) -> Result<Planned, RunError> {
-    let cache = cache.read_cache()?;
+    let cache = AnswerCache::open(cache)?;
     let mut queue = Queue::default();
     let mut cells = Vec::new();
     for prompt in &job.prompts {
@@ -292,12 +294,17 @@ pub async fn answer(
         cache: folders.cache,
         events: folders.output,
         observer,
+        // A comparison is small next to a run's holdout, and its log says what each row got.
+        answer_events: AnswerEvents::All,
     };
     let Planned {
         cells,
         queue,
         mut cache,
     } = planned;
+    for cell in &cells {
+        cache.load(&cell.key)?;
+    }
     let mut errors = replay::Failures::default();
     answering.emit(Event::ReplayPlanned {
         requests: queue.requests(),

@@ -12,7 +12,7 @@ use futures::StreamExt;
 use sha2::{Digest, Sha256};
 
 use super::{Event, Observer, RunError};
-use crate::dataset::Row;
+use crate::dataset::{Columns, Row, RowStream};
 use crate::experiment::ReplayPlan;
 use crate::inference::{
     ChatMessage, ChatRequest, ChatResponse, Inference, InferenceError, sampling_seed,
@@ -20,7 +20,8 @@ use crate::inference::{
 use crate::prompt::Template;
 use crate::score::{Score, Scorer, ScorerSpec, judge};
 use crate::store::{
-    CachedAnswer, ExecutionRecord, HistoryRow, ReplayOf, ReplayRow, RunDir, Version, rank_by_score,
+    CacheIndex, CachedAnswer, CsvAppender, ExecutionRecord, HistoryRow, ReplayOf, ReplayRow,
+    RunDir, Version, rank_by_score,
 };
 
 /// A prompt to replay.
@@ -149,13 +150,91 @@ pub(super) struct Answering<'a> {
     /// The folder whose `events.jsonl` records each outcome.
     pub events: &'a RunDir,
     pub observer: &'a dyn Observer,
+    /// Which answers get a line in `events.jsonl`; the observer hears of every one.
+    pub answer_events: AnswerEvents,
+}
+
+/// Which replay answers `events.jsonl` records. Every answer's model, latency, wait and error
+/// are in `replay.csv` whatever this says; a line per answer costs about 185 bytes, 185 MB for a
+/// million rows, and nothing reads it but a person.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AnswerEvents {
+    /// A line for every answer and every failed request.
+    All,
+    /// A line for every failed request only.
+    #[default]
+    Failed,
 }
 
 impl Answering<'_> {
     pub(super) fn emit(&self, event: Event) -> Result<(), RunError> {
-        self.events.append_event(&event)?;
+        let logged = match &event {
+            Event::Answer { error, .. } => {
+                error.is_some() || self.answer_events == AnswerEvents::All
+            }
+            _ => true,
+        };
+        if logged {
+            self.events.append_event(&event)?;
+        }
         self.observer.event(&event);
         Ok(())
+    }
+}
+
+/// The answers a replay can use without asking: those `cache.jsonl` held when it began (read from
+/// the file when needed, see [`CacheIndex`]) and those that arrived since, held in memory until
+/// [`AnswerCache::forget`].
+pub(super) struct AnswerCache {
+    earlier: CacheIndex,
+    answers: HashMap<String, CachedAnswer>,
+    simulated: bool,
+}
+
+impl AnswerCache {
+    pub(super) fn open(dir: &RunDir) -> Result<Self, RunError> {
+        let earlier = dir.index_cache()?;
+        Ok(Self {
+            simulated: earlier.simulated,
+            earlier,
+            answers: HashMap::new(),
+        })
+    }
+
+    /// Whether an answer to `key` exists, in memory or in the file.
+    pub(super) fn contains(&self, key: &str) -> bool {
+        self.answers.contains_key(key) || self.earlier.contains(key)
+    }
+
+    /// Brings the earlier answer to `key`, if any, into memory, where [`AnswerCache::get`] finds
+    /// it.
+    pub(super) fn load(&mut self, key: &str) -> Result<(), RunError> {
+        if !self.answers.contains_key(key)
+            && let Some(answer) = self.earlier.read(key)?
+        {
+            self.answers.insert(key.to_owned(), answer);
+        }
+        Ok(())
+    }
+
+    /// The answer to `key`, among those in memory.
+    pub(super) fn get(&self, key: &str) -> Option<&CachedAnswer> {
+        self.answers.get(key)
+    }
+
+    fn insert(&mut self, answer: CachedAnswer) {
+        self.simulated |= answer.simulated;
+        self.answers.insert(answer.key.clone(), answer);
+    }
+
+    /// Lets go of the answers in memory; they stay in `cache.jsonl`.
+    pub(super) fn forget(&mut self) {
+        self.answers = HashMap::new();
+    }
+
+    /// Whether some answer came from the deterministic test stand-in model.
+    pub(super) fn simulated(&self) -> bool {
+        self.simulated
     }
 }
 
@@ -197,9 +276,20 @@ impl std::fmt::Display for Sent {
 pub(super) struct Failures {
     reasons: HashMap<String, String>,
     pub key_refused: bool,
+    /// By model, once [`OUTAGE_AFTER`] of its requests failed in a row: why the rest are not
+    /// sent. Kept for the whole replay, chunk after chunk.
+    outages: Arc<std::sync::Mutex<HashMap<String, String>>>,
+    /// By model, its requests that failed for the service's reasons in a row.
+    failed_in_a_row: HashMap<String, usize>,
 }
 
 impl Failures {
+    /// Lets go of the reasons of the requests answered so far (their rows are written); what
+    /// the outages decided stays.
+    pub(super) fn forget_reasons(&mut self) {
+        self.reasons = HashMap::new();
+    }
+
     fn record(&mut self, key: &str, reason: String) {
         self.reasons.insert(key.to_owned(), reason);
     }
@@ -224,13 +314,11 @@ pub(super) async fn answer_all(
     answering: &Answering<'_>,
     queue: Queue,
     concurrency: usize,
-    cache: &mut HashMap<String, CachedAnswer>,
+    cache: &mut AnswerCache,
     errors: &mut Failures,
 ) -> Result<(), RunError> {
     let inference = answering.inference.clone();
-    // By model, once OUTAGE_AFTER of its requests failed in a row: why, for the ones not sent.
-    let outages: Arc<std::sync::Mutex<HashMap<String, String>>> = Arc::default();
-    let mut failed_in_a_row: HashMap<String, usize> = HashMap::new();
+    let outages = errors.outages.clone();
     let mut answers = futures::stream::iter(
         queue
             .items
@@ -254,7 +342,7 @@ pub(super) async fn answer_all(
         note_outage(
             answering,
             &outages,
-            &mut failed_in_a_row,
+            &mut errors.failed_in_a_row,
             &request.model,
             &result,
         )?;
@@ -361,7 +449,7 @@ fn keep_answer(
     request: &ChatRequest,
     result: Result<ChatResponse, Sent>,
     (latency_ms, waited_ms): (u64, u64),
-    cache: &mut HashMap<String, CachedAnswer>,
+    cache: &mut AnswerCache,
     errors: &mut Failures,
 ) -> Result<Option<String>, RunError> {
     let limit = answer_limit(request.max_tokens);
@@ -393,7 +481,7 @@ fn keep_answer(
                 completion_tokens: usage.completion_tokens,
             };
             answering.cache.append_cached(&answer)?;
-            cache.insert(key.to_owned(), answer);
+            cache.insert(answer);
             None
         }
         Err(err) => {
@@ -417,7 +505,7 @@ pub(super) struct CellAt<'a> {
 /// is cached. A prompt that cannot be rendered for the row becomes a cell with an error.
 pub(super) fn queue_cell(
     queue: &mut Queue,
-    cache: &HashMap<String, CachedAnswer>,
+    cache: &AnswerCache,
     template: &Result<Template, crate::prompt::TemplateError>,
     row: &crate::dataset::Row,
     at: CellAt<'_>,
@@ -437,7 +525,7 @@ pub(super) fn queue_cell(
             // The answer above temperature 0 is then a function of its cache key, as the cache
             // already treats it: asked again, the embedded model answers the same.
             request.seed = Some(sampling_seed(&[b"replay", key.as_bytes()]));
-            if !cache.contains_key(&key) {
+            if !cache.contains(&key) {
                 let waiting = Waiting {
                     variant: at.variant.to_owned(),
                     version: at.version.to_string(),
@@ -524,136 +612,233 @@ pub(super) fn replay_row(
     }
 }
 
-/// What a replay produced: the rows of `replay.csv`, whether any answer came from the
-/// deterministic stand-in model (the run is then marked simulated), and whether the key was
-/// refused.
-pub(super) struct Replayed {
-    pub rows: Vec<ReplayRow>,
+/// Holdout rows replayed together: every cell of these rows (each execution, model, version and
+/// sample) is planned, answered, graded and written before the next rows are read, so memory
+/// holds one chunk whatever the holdout's size. Identical requests within a chunk (a seed shared
+/// by variants, which meet on the same rows) are sent once.
+pub(super) const CHUNK_ROWS: usize = 1024;
+
+/// The holdout of one execution: which data rows of which file, read a chunk at a time.
+#[derive(Debug, Clone)]
+pub(super) struct Holdout {
+    pub file: std::path::PathBuf,
+    pub columns: Columns,
+    /// 0-based data-row positions; the replay goes through them in file order.
+    pub indices: Vec<usize>,
+}
+
+/// What a replay produced: how many rows `replay.csv` got and how many of them have no answer,
+/// whether any answer came from the deterministic stand-in model (the run is then marked
+/// simulated), and whether the key was refused.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Replayed {
+    pub rows: usize,
+    /// Rows with an error instead of a scored answer.
+    pub errors: usize,
     pub simulated: bool,
     /// Some request failed because the service refused the key.
     pub key_refused: bool,
 }
 
 /// Replays the versions of each execution's history on its holdout rows (`holdouts`, by
-/// execution, `None` where the execution has no replay), answering what the cache lacks and
-/// scoring every cell. Only the cache and the event log are written to.
+/// execution, `None` where the execution has no replay), a chunk of rows at a time: answering
+/// what the cache lacks, scoring every cell and appending its row to `out`. Only the cache, the
+/// event log and `out` are written to.
 pub(super) async fn replay(
     answering: &Answering<'_>,
     executions: &[ExecutionRecord],
-    holdouts: &[Option<Vec<Row>>],
+    holdouts: &[Option<Holdout>],
     history: &[HistoryRow],
+    out: &mut CsvAppender,
 ) -> Result<Replayed, RunError> {
-    let mut cache = answering.cache.read_cache()?;
-    let mut errors = Failures::default();
-    let Planned {
-        cells,
-        queue,
-        scorers,
-        concurrency,
-    } = plan(executions, holdouts, history, &cache)?;
+    let mut cache = AnswerCache::open(answering.cache)?;
+    let table = Table::new(executions, holdouts, history)?;
+    // A first pass renders every cell without sending anything, for the counts the progress
+    // line shows; the second renders them again, chunk by chunk, and sends.
+    let mut counts = (0, 0, 0);
+    let mut chunks = table.chunks()?;
+    while let Some(rows) = chunks.next()? {
+        let (cells, queue) = table.plan(&rows, &cache);
+        counts.0 += queue.requests();
+        counts.1 += queue.cells();
+        counts.2 += cells.len() - queue.cells();
+    }
     answering.emit(Event::ReplayPlanned {
-        requests: queue.requests(),
-        waiting: queue.cells(),
-        cached: cells.len() - queue.cells(),
+        requests: counts.0,
+        waiting: counts.1,
+        cached: counts.2,
     })?;
-    answer_all(answering, queue, concurrency, &mut cache, &mut errors).await?;
-
-    let judged = judge_answers(
-        answering,
-        executions,
-        &cells,
-        &mut cache,
-        concurrency,
-        &mut errors,
-    )
-    .await?;
-    let rows = score(&cells, &cache, &scorers, &judged, &errors);
-    Ok(Replayed {
-        rows,
-        simulated: cache.values().any(|answer| answer.simulated),
-        key_refused: errors.key_refused,
-    })
+    let mut errors = Failures::default();
+    let mut replayed = Replayed::default();
+    let mut chunks = table.chunks()?;
+    while let Some(rows) = chunks.next()? {
+        let (cells, queue) = table.plan(&rows, &cache);
+        for cell in &cells {
+            cache.load(&cell.key)?;
+        }
+        answer_all(answering, queue, table.concurrency, &mut cache, &mut errors).await?;
+        let judged = grade(
+            answering,
+            &table.judges,
+            &cells,
+            &mut cache,
+            table.concurrency,
+            &mut errors,
+        )
+        .await?;
+        for row in score(&cells, &cache, &table.scorers, &judged, &errors) {
+            replayed.rows += 1;
+            replayed.errors += usize::from(!row.error.is_empty());
+            out.append(&row)?;
+        }
+        cache.forget();
+        errors.forget_reasons();
+    }
+    replayed.simulated = cache.simulated();
+    replayed.key_refused = errors.key_refused;
+    Ok(replayed)
 }
 
-/// The replay table of a run, before anything is sent.
-struct Planned {
-    /// One per (execution, model, version, row, sample), in that order.
-    cells: Vec<Cell>,
-    /// The requests the cache lacks, each once.
-    queue: Queue,
+/// One execution's part of the replay table.
+struct Part<'a> {
+    variant: String,
+    replay: &'a ReplayPlan,
+    versions: Vec<(ReplayOf, Result<Template, crate::prompt::TemplateError>)>,
+    holdout: &'a Holdout,
+}
+
+/// The replay table of a run: for each execution with a replay, its versions on its holdout
+/// rows, on each of its replay models, as often as `repeat` says.
+struct Table<'a> {
+    parts: Vec<Part<'a>>,
     /// Scorers by variant; a variant graded by the judge has none.
     scorers: HashMap<String, Scorer>,
+    /// Judges by variant, for the variants graded by one.
+    judges: HashMap<String, judge::JudgePlan>,
     /// The largest `replay.concurrency` of the executions.
     concurrency: usize,
 }
 
-/// Renders every cell of the replay: each execution's versions on its holdout rows, on each of
-/// its replay models, as often as `repeat` says.
-fn plan(
-    executions: &[ExecutionRecord],
-    holdouts: &[Option<Vec<Row>>],
-    history: &[HistoryRow],
-    cache: &HashMap<String, CachedAnswer>,
-) -> Result<Planned, RunError> {
-    let mut cells: Vec<Cell> = Vec::new();
-    let mut queue = Queue::default();
-    let mut scorers: HashMap<String, Scorer> = HashMap::new();
-    let mut concurrency = 1;
-    for (record, holdout) in executions.iter().zip(holdouts) {
-        let execution = &record.plan;
-        let (Some(replay), Some(rows)) = (&execution.replay, holdout) else {
-            continue;
+impl<'a> Table<'a> {
+    fn new(
+        executions: &'a [ExecutionRecord],
+        holdouts: &'a [Option<Holdout>],
+        history: &[HistoryRow],
+    ) -> Result<Self, RunError> {
+        let mut table = Table {
+            parts: Vec::new(),
+            scorers: HashMap::new(),
+            judges: HashMap::new(),
+            concurrency: 1,
         };
-        concurrency = concurrency.max(replay.concurrency);
-        let variant = record.variant().to_owned();
-        let own_history: Vec<&HistoryRow> = history
-            .iter()
-            .filter(|row| row.variant == variant)
-            .collect();
-        let versions = versions(&execution.start.prompt, &own_history, replay.top);
-        if !matches!(replay.scorer, ScorerSpec::Judge) {
-            // Schema paths in a plan are already resolved against the experiment file.
-            let scorer = Scorer::new(&replay.scorer, std::path::Path::new("."))?;
-            scorers.insert(variant.clone(), scorer);
+        for (record, holdout) in executions.iter().zip(holdouts) {
+            let execution = &record.plan;
+            let (Some(replay), Some(holdout)) = (&execution.replay, holdout) else {
+                continue;
+            };
+            table.concurrency = table.concurrency.max(replay.concurrency);
+            let variant = record.variant().to_owned();
+            let own_history: Vec<&HistoryRow> = history
+                .iter()
+                .filter(|row| row.variant == variant)
+                .collect();
+            let versions = versions(&execution.start.prompt, &own_history, replay.top)
+                .into_iter()
+                .map(|version| {
+                    (
+                        ReplayOf::Version(version.version),
+                        Template::parse(&version.prompt),
+                    )
+                })
+                .collect();
+            match (&replay.scorer, &replay.judge) {
+                (ScorerSpec::Judge, Some(judge)) => {
+                    table.judges.insert(variant.clone(), judge.clone());
+                }
+                (ScorerSpec::Judge, None) => {}
+                (spec, _) => {
+                    // Schema paths in a plan are already resolved against the experiment file.
+                    let scorer = Scorer::new(spec, std::path::Path::new("."))?;
+                    table.scorers.insert(variant.clone(), scorer);
+                }
+            }
+            table.parts.push(Part {
+                variant,
+                replay,
+                versions,
+                holdout,
+            });
         }
-        for model in &replay.models {
-            for version in &versions {
-                let template = Template::parse(&version.prompt);
-                let of = ReplayOf::Version(version.version);
-                for row in rows {
-                    for sample in 1..=replay.repeat {
-                        let at = CellAt {
-                            variant: &variant,
-                            version: &of,
-                            model,
-                            sample,
-                        };
-                        cells.push(queue_cell(
-                            &mut queue,
-                            cache,
-                            &template,
-                            row,
-                            at,
-                            |prompt| replay_request(replay, model, prompt),
-                        ));
+        Ok(table)
+    }
+
+    /// The holdouts of the parts, read [`CHUNK_ROWS`] rows at a time.
+    fn chunks(&self) -> Result<Chunks, RunError> {
+        let mut streams = Vec::with_capacity(self.parts.len());
+        for part in &self.parts {
+            let holdout = part.holdout;
+            streams.push(RowStream::open(
+                &holdout.file,
+                &holdout.columns,
+                &holdout.indices,
+            )?);
+        }
+        Ok(Chunks { streams })
+    }
+
+    /// Renders every cell of a chunk (`rows`, by part) and queues the requests the cache lacks.
+    fn plan(&self, rows: &[Vec<Row>], cache: &AnswerCache) -> (Vec<Cell>, Queue) {
+        let mut cells: Vec<Cell> = Vec::new();
+        let mut queue = Queue::default();
+        for (part, rows) in self.parts.iter().zip(rows) {
+            for model in &part.replay.models {
+                for (of, template) in &part.versions {
+                    for row in rows {
+                        for sample in 1..=part.replay.repeat {
+                            let at = CellAt {
+                                variant: &part.variant,
+                                version: of,
+                                model,
+                                sample,
+                            };
+                            cells.push(queue_cell(
+                                &mut queue,
+                                cache,
+                                template,
+                                row,
+                                at,
+                                |prompt| replay_request(part.replay, model, prompt),
+                            ));
+                        }
                     }
                 }
             }
         }
+        (cells, queue)
     }
-    Ok(Planned {
-        cells,
-        queue,
-        scorers,
-        concurrency,
-    })
+}
+
+/// The next [`CHUNK_ROWS`] holdout rows of each part.
+struct Chunks {
+    streams: Vec<RowStream>,
+}
+
+impl Chunks {
+    /// The next rows, by part; `None` once every holdout was read.
+    fn next(&mut self) -> Result<Option<Vec<Vec<Row>>>, RunError> {
+        let mut chunk = Vec::with_capacity(self.streams.len());
+        for stream in &mut self.streams {
+            chunk.push(stream.next_chunk(CHUNK_ROWS)?);
+        }
+        Ok(chunk.iter().any(|rows| !rows.is_empty()).then_some(chunk))
+    }
 }
 
 /// Each cell's line of `replay.csv`: its answer scored by its variant's scorer or judge, an
 /// unscored error row when grading failed, or no answer.
 fn score(
     cells: &[Cell],
-    cache: &HashMap<String, CachedAnswer>,
+    cache: &AnswerCache,
     scorers: &HashMap<String, Scorer>,
     judged: &Grades,
     errors: &Failures,
@@ -691,31 +876,6 @@ fn score(
         .collect()
 }
 
-/// Grades answers with the judge model of executions whose scorer is `judge`. Judge requests go
-/// through the same cache as replay requests. A grade is `Err` with the reason when the judge
-/// call failed or its answer holds no grade.
-async fn judge_answers(
-    answering: &Answering<'_>,
-    executions: &[ExecutionRecord],
-    cells: &[Cell],
-    cache: &mut HashMap<String, CachedAnswer>,
-    concurrency: usize,
-    errors: &mut Failures,
-) -> Result<Grades, RunError> {
-    let judges: HashMap<String, judge::JudgePlan> = executions
-        .iter()
-        .filter_map(|record| {
-            let replay = record.plan.replay.as_ref()?;
-            let judge = replay
-                .judge
-                .clone()
-                .filter(|_| matches!(replay.scorer, ScorerSpec::Judge))?;
-            Some((record.variant().to_owned(), judge))
-        })
-        .collect();
-    grade(answering, &judges, cells, cache, concurrency, errors).await
-}
-
 /// Grades by (variant, answer key): the judge's score, or why there is none.
 pub(super) type Grades = HashMap<(String, String), Result<Score, String>>;
 
@@ -726,7 +886,7 @@ pub(super) async fn grade(
     answering: &Answering<'_>,
     judges: &HashMap<String, judge::JudgePlan>,
     cells: &[Cell],
-    cache: &mut HashMap<String, CachedAnswer>,
+    cache: &mut AnswerCache,
     concurrency: usize,
     errors: &mut Failures,
 ) -> Result<Grades, RunError> {
@@ -742,7 +902,9 @@ pub(super) async fn grade(
         };
         let request = judge::request(judge_plan, &answer.output, &cell.expected);
         let key = cache_key(&request);
-        if !cache.contains_key(&key) {
+        if cache.contains(&key) {
+            cache.load(&key)?;
+        } else {
             let waiting = Waiting {
                 variant: cell.variant.clone(),
                 version: format!("judge:{}", cell.version),

@@ -358,16 +358,57 @@ impl RunDir {
         read_json_lines(&self.file(name), each)
     }
 
-    /// Every cached answer by key. A process killed mid-write can leave a torn last line; it is
-    /// skipped (that answer is simply asked again), while a bad line elsewhere is an error.
-    pub fn read_cache(
-        &self,
-    ) -> Result<std::collections::HashMap<String, CachedAnswer>, StoreError> {
-        let mut answers = std::collections::HashMap::new();
-        self.read_lines(CACHE_FILE, |answer: CachedAnswer| {
-            answers.insert(answer.key.clone(), answer);
+    /// The index of every cached answer (see [`CacheIndex`]), read in one streaming pass. A
+    /// process killed mid-write can leave a torn last line; it is skipped (that answer is simply
+    /// asked again), while a bad line elsewhere is an error.
+    pub fn index_cache(&self) -> Result<CacheIndex, StoreError> {
+        #[derive(Deserialize)]
+        struct Keyed {
+            key: String,
+            #[serde(default)]
+            simulated: bool,
+        }
+        let path = self.file(CACHE_FILE);
+        let mut index = CacheIndex {
+            path: path.clone(),
+            offsets: Vec::new(),
+            others: std::collections::HashMap::new(),
+            simulated: false,
+        };
+        read_json_lines_at(&path, |offset, line: Keyed| {
+            index.simulated |= line.simulated;
+            match key_prefix(&line.key) {
+                Some(prefix) => index.offsets.push((prefix, offset)),
+                None => {
+                    index.others.insert(line.key, offset);
+                }
+            }
         })?;
-        Ok(answers)
+        // Stable: of a key written twice, the later line stays last, and is the one kept.
+        index.offsets.sort_by_key(|&(key, _)| key);
+        let mut kept: Vec<(u128, u64)> = Vec::with_capacity(index.offsets.len());
+        for entry in index.offsets {
+            match kept.last_mut() {
+                Some(last) if last.0 == entry.0 => *last = entry,
+                _ => kept.push(entry),
+            }
+        }
+        kept.shrink_to_fit();
+        index.offsets = kept;
+        Ok(index)
+    }
+
+    /// Writes the CSV file `name` one record at a time (see [`CsvAppender`]).
+    pub fn csv_appender(&self, name: &str) -> Result<CsvAppender, StoreError> {
+        let path = self.file(name);
+        let temp = temp_beside(&path)?;
+        let file = temp.reopen().map_err(io(&path))?;
+        Ok(CsvAppender {
+            path,
+            temp,
+            writer: csv::Writer::from_writer(BufWriter::with_capacity(1 << 16, file)),
+            records: 0,
+        })
     }
 
     /// Rewrites a CSV file of records atomically.
@@ -448,6 +489,14 @@ pub fn read_json_lines<T: for<'de> Deserialize<'de>>(
     path: &Path,
     mut each: impl FnMut(T),
 ) -> Result<(), StoreError> {
+    read_json_lines_at(path, |_, record| each(record))
+}
+
+/// [`read_json_lines`], handing each record over with the byte offset where its line starts.
+fn read_json_lines_at<T: for<'de> Deserialize<'de>>(
+    path: &Path,
+    mut each: impl FnMut(u64, T),
+) -> Result<(), StoreError> {
     use std::io::BufRead;
     let mut reader = match crate::input::open_stream(path) {
         Ok(reader) => std::io::BufReader::new(reader),
@@ -455,13 +504,15 @@ pub fn read_json_lines<T: for<'de> Deserialize<'de>>(
         Err(err) => return Err(io(path)(err)),
     };
     let mut line = Vec::new();
+    let mut offset = 0u64;
     for number in 1.. {
         line.clear();
-        if reader.read_until(b'\n', &mut line).map_err(io(path))? == 0 {
+        let length = reader.read_until(b'\n', &mut line).map_err(io(path))?;
+        if length == 0 {
             break;
         }
         match serde_json::from_slice::<T>(&line) {
-            Ok(record) => each(record),
+            Ok(record) => each(offset, record),
             Err(_) if !line.ends_with(b"\n") => {}
             Err(err) => {
                 return Err(StoreError::Format {
@@ -470,6 +521,7 @@ pub fn read_json_lines<T: for<'de> Deserialize<'de>>(
                 });
             }
         }
+        offset += length as u64;
     }
     Ok(())
 }
@@ -520,16 +572,26 @@ fn is_leftover(name: &str) -> bool {
 /// Writes `bytes` to a temporary file beside `path`, flushes it to disk, then renames it over
 /// `path`.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let mut temp = tempfile::Builder::new()
-        .prefix(TEMP_PREFIX)
-        .tempfile_in(dir)
-        .map_err(io(path))?;
+    let mut temp = temp_beside(path)?;
     {
         let mut writer = BufWriter::new(temp.as_file_mut());
         writer.write_all(bytes).map_err(io(path))?;
         writer.flush().map_err(io(path))?;
     }
+    persist(temp, path)
+}
+
+/// A new temporary file in `path`'s folder, named so that [`RunDir::remove_leftovers`] knows it.
+fn temp_beside(path: &Path) -> Result<tempfile::NamedTempFile, StoreError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    tempfile::Builder::new()
+        .prefix(TEMP_PREFIX)
+        .tempfile_in(dir)
+        .map_err(io(path))
+}
+
+/// Flushes a written temporary file to disk and renames it over `path`.
+fn persist(temp: tempfile::NamedTempFile, path: &Path) -> Result<(), StoreError> {
     // A temporary file is created private (0600); run files hold no secret and are meant to be
     // read, shared and served, so they get the usual 0644.
     #[cfg(unix)]
@@ -542,6 +604,115 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     temp.as_file().sync_all().map_err(io(path))?;
     temp.persist(path).map_err(|err| io(path)(err.error))?;
     Ok(())
+}
+
+/// A CSV file of records written one at a time into a temporary file beside it, which replaces
+/// the file only at [`CsvAppender::finish`]: a table of any length is never held in memory, and
+/// a kill mid-way leaves the old file (or none), never half of a new one.
+pub struct CsvAppender {
+    path: PathBuf,
+    temp: tempfile::NamedTempFile,
+    writer: csv::Writer<BufWriter<std::fs::File>>,
+    records: usize,
+}
+
+impl CsvAppender {
+    pub fn append<T: Serialize>(&mut self, record: &T) -> Result<(), StoreError> {
+        self.writer
+            .serialize(record)
+            .map_err(|err| StoreError::Format {
+                path: self.path.clone(),
+                message: err.to_string(),
+            })?;
+        self.records += 1;
+        Ok(())
+    }
+
+    /// Records appended so far.
+    pub fn records(&self) -> usize {
+        self.records
+    }
+
+    /// Puts the file in place of the old one.
+    pub fn finish(self) -> Result<(), StoreError> {
+        let Self {
+            path, temp, writer, ..
+        } = self;
+        let mut buffered = writer.into_inner().map_err(|err| StoreError::Format {
+            path: path.clone(),
+            message: err.to_string(),
+        })?;
+        buffered.flush().map_err(io(&path))?;
+        drop(buffered);
+        persist(temp, &path)
+    }
+}
+
+/// Where each answer of `cache.jsonl` sits in the file, by key: 24 bytes per answer rather than
+/// the answer, so that a resumed run over a million holdout rows does not hold every answer it
+/// was given before. An answer is read from the file when it is needed.
+#[derive(Debug)]
+pub struct CacheIndex {
+    path: PathBuf,
+    /// (the key's first 128 bits, byte offset of its line), sorted by key; of a key written twice,
+    /// the last line.
+    offsets: Vec<(u128, u64)>,
+    /// Keys that are not SHA-256 hex (none that gepa-lab writes), by key.
+    others: std::collections::HashMap<String, u64>,
+    /// Some answer came from the deterministic test stand-in model.
+    pub simulated: bool,
+}
+
+/// A cache key's first 128 bits, when it is hexadecimal.
+fn key_prefix(key: &str) -> Option<u128> {
+    let head = key.get(..32)?;
+    u128::from_str_radix(head, 16).ok()
+}
+
+impl CacheIndex {
+    /// How many answers the file holds.
+    pub fn len(&self) -> usize {
+        self.offsets.len() + self.others.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn offset(&self, key: &str) -> Option<u64> {
+        match key_prefix(key) {
+            Some(prefix) => self
+                .offsets
+                .binary_search_by_key(&prefix, |&(k, _)| k)
+                .ok()
+                .map(|at| self.offsets[at].1),
+            None => self.others.get(key).copied(),
+        }
+    }
+
+    pub fn contains(&self, key: &str) -> bool {
+        self.offset(key).is_some()
+    }
+
+    /// The answer cached under `key`, read from the file; none when there is none (or the line
+    /// found holds another key whose first 128 bits are the same).
+    pub fn read(&self, key: &str) -> Result<Option<CachedAnswer>, StoreError> {
+        use std::io::{BufRead, Seek, SeekFrom};
+        let Some(offset) = self.offset(key) else {
+            return Ok(None);
+        };
+        let mut file =
+            std::io::BufReader::new(std::fs::File::open(&self.path).map_err(io(&self.path))?);
+        file.seek(SeekFrom::Start(offset)).map_err(io(&self.path))?;
+        let mut line = Vec::new();
+        file.read_until(b'\n', &mut line).map_err(io(&self.path))?;
+        let answer: CachedAnswer =
+            serde_json::from_slice(&line).map_err(|err| StoreError::Format {
+                path: self.path.clone(),
+                message: format!("at byte {offset}: {err}"),
+            })?;
+        Ok((answer.key == key).then_some(answer))
+    }
 }
 
 #[cfg(test)]
@@ -763,11 +934,65 @@ mod tests {
         let mut text = std::fs::read_to_string(&path).unwrap();
         text.push_str("{\"key\":\"c\",\"answ");
         std::fs::write(&path, &text).unwrap();
-        let cache = run.read_cache().unwrap();
+        let cache = run.index_cache().unwrap();
         assert_eq!(cache.len(), 2);
-        assert_eq!(cache["b"], answer("b"));
+        assert_eq!(cache.read("b").unwrap(), Some(answer("b")));
+        assert_eq!(cache.read("c").unwrap(), None);
         std::fs::write(&path, format!("garbage\n{text}")).unwrap();
-        assert!(matches!(run.read_cache(), Err(StoreError::Format { .. })));
+        assert!(matches!(run.index_cache(), Err(StoreError::Format { .. })));
+    }
+
+    #[test]
+    fn the_cache_index_finds_each_answer_and_keeps_the_last_of_a_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDir::create(dir.path(), "x", "r1").unwrap();
+        let answer = |key: String, output: &str| CachedAnswer {
+            key,
+            answered_by: "m".into(),
+            output: output.into(),
+            node_id: String::new(),
+            latency_ms: 1,
+            waited_ms: None,
+            prompt_tokens: 1,
+            completion_tokens: 1,
+            simulated: output == "sim",
+        };
+        let key = |n: u32| format!("{:032x}{:032x}", u128::from(n) + 1, 7u128);
+        for n in 0..50 {
+            run.append_cached(&answer(key(n), &format!("first {n}")))
+                .unwrap();
+        }
+        run.append_cached(&answer(key(7), "again")).unwrap();
+        run.append_cached(&answer("not-hex".into(), "sim")).unwrap();
+        let index = run.index_cache().unwrap();
+        assert_eq!(index.len(), 51);
+        assert!(index.simulated);
+        assert_eq!(index.read(&key(7)).unwrap().unwrap().output, "again");
+        assert_eq!(index.read(&key(49)).unwrap().unwrap().output, "first 49");
+        assert_eq!(index.read("not-hex").unwrap().unwrap().output, "sim");
+        // Same first 128 bits, another key: not this answer.
+        let mut other = key(3);
+        other.replace_range(63.., "f");
+        assert!(index.contains(&other));
+        assert_eq!(index.read(&other).unwrap(), None);
+        assert!(!index.contains(&key(50)));
+    }
+
+    #[test]
+    fn a_csv_appender_replaces_the_file_only_when_finished() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDir::create(dir.path(), "x", "r1").unwrap();
+        run.write_csv(HISTORY_FILE, &[row(0)]).unwrap();
+        let mut appender = run.csv_appender(HISTORY_FILE).unwrap();
+        appender.append(&row(1)).unwrap();
+        appender.append(&row(2)).unwrap();
+        assert_eq!(appender.records(), 2);
+        let before: Vec<HistoryRow> = run.read_csv(HISTORY_FILE).unwrap();
+        assert_eq!(before, vec![row(0)], "the old file until finished");
+        appender.finish().unwrap();
+        let after: Vec<HistoryRow> = run.read_csv(HISTORY_FILE).unwrap();
+        assert_eq!(after, vec![row(1), row(2)]);
+        assert_eq!(run.remove_leftovers().unwrap(), Vec::<String>::new());
     }
 
     #[test]

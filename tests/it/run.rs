@@ -103,7 +103,10 @@ fn events(dir: &RunDir) -> String {
 
 /// Starts `run` and kills it (SIGKILL) once `events.jsonl` holds `marker`.
 fn kill_when(serve: &Serve, out: &Path, marker: &str) {
-    let mut child: Child = run_command(serve, out, &[experiment().to_str().unwrap()])
+    // Every answer logged, so that a kill can be aimed between two of them.
+    let file = experiment();
+    let args = ["--answer-events", "all", file.to_str().unwrap()];
+    let mut child: Child = run_command(serve, out, &args)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
