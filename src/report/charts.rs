@@ -746,10 +746,10 @@ fn score_colour(score: f64) -> RGBColor {
 /// answer failed, blank where the version was not asked that row.
 struct Heatmap {
     lines: Vec<Line>,
-    /// The holdout rows' dataset row numbers, in column order.
-    rows: Vec<usize>,
-    /// Column of each dataset row number.
-    column: std::collections::HashMap<usize, i32>,
+    /// The columns, left to right: the first and last holdout row (dataset row number) of each.
+    columns: Vec<(usize, usize)>,
+    /// Rows per column: 1, or the bin size when there are more rows than [`HEATMAP_CELLS`] allow.
+    per_column: usize,
     /// Width of the label column.
     left: i32,
     cell_w: i32,
@@ -757,7 +757,16 @@ struct Heatmap {
     top: i32,
 }
 
-/// One version's line: label, whether it is the best, and (row, score) per answered row.
+/// The most cells (lines × columns) the heatmap draws, so that its SVG stays small at any
+/// holdout size; past it, consecutive rows share a column. About 80 bytes of SVG per cell.
+const HEATMAP_CELLS: usize = 20_000;
+/// Columns the heatmap may always draw, however many lines it has.
+const HEATMAP_COLUMNS_MIN: usize = 40;
+/// Columns beyond which rows are binned even with few lines: the chart stays on a screen.
+const HEATMAP_COLUMNS_MAX: usize = 240;
+
+/// One version's line: label, whether it is the best, and per column that the version was asked
+/// on, the mean score of its answered rows there (`None` when all of them failed).
 struct Line {
     label: String,
     best: bool,
@@ -769,51 +778,81 @@ impl Heatmap {
         let several = tables.len() > 1;
         let mut rows: Vec<usize> = tables
             .iter()
-            .flat_map(|t| t.rows.iter().map(|r| r.row))
+            .flat_map(|t| t.scores.iter().map(|r| r.row))
             .collect();
         rows.sort_unstable();
         rows.dedup();
+        let lines_count: usize = tables.iter().map(|t| t.versions.len()).sum();
+        let most =
+            (HEATMAP_CELLS / lines_count.max(1)).clamp(HEATMAP_COLUMNS_MIN, HEATMAP_COLUMNS_MAX);
+        let per_column = rows.len().div_ceil(most).max(1);
+        let columns: Vec<(usize, usize)> = rows
+            .chunks(per_column)
+            .map(|bin| (bin[0], bin[bin.len() - 1]))
+            .collect();
         let lines: Vec<Line> = tables
             .iter()
             .flat_map(|table| {
+                let rows = &rows;
                 table.versions.iter().enumerate().map(move |(at, version)| {
                     let label = if several {
                         format!("{} · {version}", table.execution)
                     } else {
                         version.clone()
                     };
-                    let best = table.best.as_deref() == Some(version.as_str());
-                    let cells = table
-                        .rows
-                        .iter()
-                        .filter_map(|row| {
-                            let cell = row.cells.get(at)?.as_ref()?;
-                            Some((row.row, cell.score))
-                        })
-                        .collect();
-                    Line { label, best, cells }
+                    Line {
+                        label,
+                        best: table.best.as_deref() == Some(version.as_str()),
+                        cells: binned(table, at, rows, per_column),
+                    }
                 })
             })
             .collect();
         Self {
             left: label_width(lines.iter().map(|l| l.label.chars().count())),
-            cell_w: (640 / rows.len().max(1) as i32).clamp(4, 22),
+            cell_w: (640 / columns.len().max(1) as i32).clamp(3, 22),
             cell_h: if lines.len() > 60 { 8 } else { 18 },
             top: 10,
-            column: rows
-                .iter()
-                .enumerate()
-                .map(|(i, r)| (*r, i as i32))
-                .collect(),
-            rows,
+            columns,
+            per_column,
             lines,
         }
     }
 }
 
+/// Version `at` of `table` per column of `per_column` consecutive rows of `rows` (sorted, every
+/// row of the chart): for each column it was asked on, the mean score of its answered rows
+/// there, `None` when all of them failed.
+fn binned(
+    table: &RowTable,
+    at: usize,
+    rows: &[usize],
+    per_column: usize,
+) -> Vec<(usize, Option<f64>)> {
+    // Per column: (sum of answered scores, answered, asked).
+    let mut bins: Vec<(f64, usize, usize)> = vec![(0.0, 0, 0); rows.len().div_ceil(per_column)];
+    for row in &table.scores {
+        let Some(Some(score)) = row.by_version.get(at).copied() else {
+            continue;
+        };
+        let column = rows.binary_search(&row.row).unwrap_or_default() / per_column;
+        let bin = &mut bins[column];
+        if let Some(score) = score {
+            bin.0 += score;
+            bin.1 += 1;
+        }
+        bin.2 += 1;
+    }
+    bins.into_iter()
+        .enumerate()
+        .filter(|(_, (_, _, asked))| *asked > 0)
+        .map(|(column, (sum, answered, _))| (column, (answered > 0).then(|| sum / answered as f64)))
+        .collect()
+}
+
 impl Drawing for Heatmap {
     fn size(&self) -> (u32, u32) {
-        let width = self.left + self.cell_w * self.rows.len() as i32 + 20;
+        let width = self.left + self.cell_w * self.columns.len() as i32 + 20;
         let height = self.top + self.cell_h * self.lines.len() as i32 + 64;
         (width.max(420) as u32, height as u32)
     }
@@ -821,8 +860,8 @@ impl Drawing for Heatmap {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Drawn {
         let Self {
             lines,
-            rows,
-            column,
+            columns,
+            per_column,
             left,
             cell_w,
             cell_h,
@@ -845,8 +884,8 @@ impl Drawing for Heatmap {
                 label_style.clone(),
             ))
             .map_err(failed)?;
-            for (row, score) in cells {
-                let x0 = left + cell_w * column[row];
+            for &(column, score) in cells {
+                let x0 = left + cell_w * column as i32;
                 let colour = score.map_or(ERROR_CELL, score_colour);
                 root.draw(&Rectangle::new(
                     [(x0, y0), (x0 + cell_w - 1, y0 + cell_h - 1)],
@@ -856,14 +895,27 @@ impl Drawing for Heatmap {
             }
         }
         let axis_y = top + cell_h * lines.len() as i32 + 4;
-        let every = (rows.len() / 12).max(1);
-        for (i, row) in rows.iter().enumerate().step_by(every) {
+        let every = (columns.len() / 12).max(1);
+        for (i, (first, _)) in columns.iter().enumerate().step_by(every) {
             let x = left + cell_w * i as i32 + cell_w / 2;
-            root.draw(&Text::new(row.to_string(), (x, axis_y), tick_style.clone()))
-                .map_err(failed)?;
+            root.draw(&Text::new(
+                first.to_string(),
+                (x, axis_y),
+                tick_style.clone(),
+            ))
+            .map_err(failed)?;
         }
+        let legend = if *per_column > 1 {
+            format!(
+                "holdout rows in row order, {per_column} to a column (the tick is its first \
+                 dataset row number); colour: the mean score of the column's answered rows, red \
+                 0, yellow 0.5, green 1, grey all failed"
+            )
+        } else {
+            "holdout row (dataset row number); red 0, yellow 0.5, green 1, grey failed".to_owned()
+        };
         root.draw(&Text::new(
-            "holdout row (dataset row number); red 0, yellow 0.5, green 1, grey failed",
+            legend,
             (*left, axis_y + 20),
             TextStyle::from((FONT, 11).into_font()).pos(Pos::new(HPos::Left, VPos::Top)),
         ))
@@ -881,6 +933,79 @@ mod tests {
         assert_eq!(score_colour(0.0), RGBColor(0xd7, 0x30, 0x27));
         assert_eq!(score_colour(0.5), RGBColor(0xfe, 0xe0, 0x8b));
         assert_eq!(score_colour(1.0), RGBColor(0x1a, 0x98, 0x50));
+    }
+
+    fn table(scores: Vec<(usize, Vec<Option<Option<f64>>>)>) -> RowTable {
+        RowTable {
+            id: "t".into(),
+            execution: "experiment".into(),
+            model: "m".into(),
+            versions: vec!["seed".into(), "g1".into()],
+            best: Some("g1".into()),
+            total_rows: scores.len(),
+            changed: 0,
+            rows: Vec::new(),
+            scores: scores
+                .into_iter()
+                .map(|(row, by_version)| crate::report::context::RowScores { row, by_version })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn the_heatmap_bins_many_rows_into_columns_of_mean_scores() {
+        // 1,000 rows: the seed right on even rows, g1 failed on rows 1 to 10, else right.
+        let rows: Vec<(usize, Vec<Option<Option<f64>>>)> = (1..=1000)
+            .map(|row| {
+                let seed = Some(Some(if row % 2 == 0 { 1.0 } else { 0.0 }));
+                let g1 = if row <= 10 {
+                    Some(None)
+                } else {
+                    Some(Some(1.0))
+                };
+                (row, vec![seed, g1])
+            })
+            .collect();
+        let long = table(rows);
+        let heatmap = Heatmap::new(&[&long]);
+        assert_eq!(heatmap.per_column, 5, "1,000 rows in at most 240 columns");
+        assert_eq!(heatmap.columns.len(), 200);
+        assert_eq!(heatmap.columns[0], (1, 5));
+        assert_eq!(heatmap.columns[199], (996, 1000));
+        let seed = &heatmap.lines[0].cells;
+        assert_eq!(seed.len(), 200);
+        assert_eq!(seed[0], (0, Some(0.4)), "rows 1 to 5: 2 of 5 right");
+        let g1 = &heatmap.lines[1].cells;
+        assert_eq!(g1[0], (0, None), "all of rows 1 to 5 failed");
+        assert_eq!(g1[2], (2, Some(1.0)));
+        // Few rows: one column each, as before.
+        let small = table(vec![
+            (3, vec![Some(Some(1.0)), None]),
+            (8, vec![Some(None), Some(Some(0.5))]),
+        ]);
+        let heatmap = Heatmap::new(&[&small]);
+        assert_eq!((heatmap.per_column, heatmap.columns.len()), (1, 2));
+        assert_eq!(heatmap.lines[0].cells, [(0, Some(1.0)), (1, None)]);
+        assert_eq!(
+            heatmap.lines[1].cells,
+            [(1, Some(0.5))],
+            "not asked on row 3"
+        );
+        // Many lines: fewer columns, so that the chart keeps to its cells.
+        let many: Vec<RowTable> = (0..100)
+            .map(|_| {
+                table(
+                    (1..=1000)
+                        .map(|row| (row, vec![Some(Some(1.0)); 2]))
+                        .collect(),
+                )
+            })
+            .collect();
+        let refs: Vec<&RowTable> = many.iter().collect();
+        let heatmap = Heatmap::new(&refs);
+        assert_eq!(heatmap.lines.len(), 200);
+        assert!(heatmap.columns.len() * heatmap.lines.len() <= HEATMAP_CELLS);
+        assert_eq!(heatmap.columns.len(), 100);
     }
 
     #[test]

@@ -208,7 +208,8 @@ pub struct VersionScore {
     pub answers: Option<AnswerCounts>,
 }
 
-/// Every holdout row of one execution on one model, with each version's answer.
+/// The holdout rows of one execution on one model, with each version's answer: every row's
+/// score for the heatmap, and the answers themselves of at most a page's share of rows.
 #[derive(Debug, Clone, Serialize)]
 pub struct RowTable {
     pub id: String,
@@ -216,10 +217,31 @@ pub struct RowTable {
     pub model: String,
     pub versions: Vec<String>,
     pub best: Option<String>,
+    /// Rows some version answered (or failed).
+    pub total_rows: usize,
     /// Rows where the seed and the best version score differently (or only one answered).
     pub changed: usize,
+    /// The rows shown, in row order: every changed row first, then the others in row order,
+    /// up to the table's share of [`ROWS_ON_PAGE`]. All of them when there are fewer.
     pub rows: Vec<RowView>,
+    /// Every row's scores, in row order, for the heatmap.
+    #[serde(skip)]
+    pub scores: Vec<RowScores>,
 }
+
+/// One holdout row's score for each version of a [`RowTable`], in the table's order: `None` where
+/// the version was not asked this row, `Some(None)` where it failed.
+#[derive(Debug, Clone)]
+pub struct RowScores {
+    pub row: usize,
+    pub by_version: Vec<Option<Option<f64>>>,
+}
+
+/// The most rows the page's row tables show in all, so that the page opens at once whatever the
+/// holdout's size; each table gets an equal share, and never fewer than [`ROWS_PER_TABLE_MIN`].
+/// Every row is in `replay.csv` and `replay.parquet`.
+pub const ROWS_ON_PAGE: usize = 2_000;
+pub const ROWS_PER_TABLE_MIN: usize = 25;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct RowView {
@@ -352,6 +374,8 @@ fn views(
     let mut versions = Vec::new();
     let mut row_tables = Vec::new();
     let mut searches = Vec::new();
+    let tables: usize = run.executions.iter().map(|e| e.models.len()).sum();
+    let rows_per_table = (ROWS_ON_PAGE / tables.max(1)).max(ROWS_PER_TABLE_MIN);
     for execution in &run.executions {
         let record = &run.manifest.executions[execution.index];
         let history = history.get(execution.variant.as_str()).copied();
@@ -395,7 +419,7 @@ fn views(
                     answers, execution, best, model, &versions,
                 ));
             }
-            row_tables.push(row_table(answers, execution, model));
+            row_tables.push(row_table(answers, execution, model, rows_per_table));
         }
     }
 
@@ -745,7 +769,8 @@ fn paired_scores(
     }
 }
 
-fn row_table(answers: &Answers<'_>, execution: &Execution, model: &str) -> RowTable {
+/// The row table of `execution` on `model`, showing at most `shown` rows.
+fn row_table(answers: &Answers<'_>, execution: &Execution, model: &str, shown: usize) -> RowTable {
     let replayed: Vec<&PromptVersion> = execution.versions.iter().filter(|v| v.replayed).collect();
     let labels: Vec<&str> = replayed.iter().map(|v| v.label.as_str()).collect();
     let per_version: Vec<Option<&BTreeMap<usize, RowAnswers<'_>>>> = replayed
@@ -762,52 +787,39 @@ fn row_table(answers: &Answers<'_>, execution: &Execution, model: &str) -> RowTa
         .collect();
     row_numbers.sort_unstable();
     row_numbers.dedup();
-    let rows: Vec<RowView> = row_numbers
-        .into_iter()
-        .map(|row| {
-            let found: Vec<Option<&RowAnswers<'_>>> = per_version
+    let found = |row: usize| -> Vec<Option<&RowAnswers<'_>>> {
+        per_version
+            .iter()
+            .map(|rows| rows.and_then(|r| r.get(&row)))
+            .collect()
+    };
+    let scores: Vec<RowScores> = row_numbers
+        .iter()
+        .map(|&row| RowScores {
+            row,
+            by_version: found(row)
                 .iter()
-                .map(|rows| rows.and_then(|r| r.get(&row)))
-                .collect();
-            let first = found.iter().flatten().next().map(|answers| answers.shown());
-            let score = |at: Option<usize>| at.and_then(|i| found[i]).and_then(RowAnswers::score);
-            let changed = match (seed_at, best_at) {
-                (Some(s), Some(b)) => score(Some(s)) != score(Some(b)),
-                _ => false,
-            };
-            RowView {
-                row,
-                inputs: first
-                    .map(|r| {
-                        r.inputs
-                            .iter()
-                            .map(|(name, value)| InputField {
-                                name: name.clone(),
-                                value: value.clone(),
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default(),
-                expected: first.map(|r| r.expected.clone()).unwrap_or_default(),
-                changed,
-                cells: found
-                    .iter()
-                    .map(|answers| {
-                        answers.map(|answers| {
-                            let r = answers.shown();
-                            Cell {
-                                output: answers.output().to_owned(),
-                                score: answers.score(),
-                                error: r.error.clone(),
-                                answered_by: (r.answered_by != r.model)
-                                    .then(|| r.answered_by.clone()),
-                                repeats: answers.summary(),
-                            }
-                        })
-                    })
-                    .collect(),
-            }
+                .map(|answers| answers.map(RowAnswers::score))
+                .collect(),
         })
+        .collect();
+    let changed_at = |scores: &RowScores| match (seed_at, best_at) {
+        (Some(s), Some(b)) => scores.by_version[s].flatten() != scores.by_version[b].flatten(),
+        _ => false,
+    };
+    let changed = scores.iter().filter(|s| changed_at(s)).count();
+    // Every changed row first, then the others, each in row order; shown in row order.
+    let mut picked: Vec<(usize, bool)> = scores
+        .iter()
+        .filter(|s| changed_at(s))
+        .chain(scores.iter().filter(|s| !changed_at(s)))
+        .take(shown)
+        .map(|s| (s.row, changed_at(s)))
+        .collect();
+    picked.sort_unstable();
+    let rows: Vec<RowView> = picked
+        .into_iter()
+        .map(|(row, changed)| row_view(row, changed, &found(row)))
         .collect();
     RowTable {
         id: format!("rows-{}-{}", execution.label, slug(model)),
@@ -815,8 +827,46 @@ fn row_table(answers: &Answers<'_>, execution: &Execution, model: &str) -> RowTa
         model: model.to_owned(),
         versions: labels.iter().map(|l| (*l).to_owned()).collect(),
         best: best.map(|version| version.to_string()),
-        changed: rows.iter().filter(|r| r.changed).count(),
+        total_rows: scores.len(),
+        changed,
         rows,
+        scores,
+    }
+}
+
+/// One row of a row table: its inputs and expected value, and each version's answer.
+fn row_view(row: usize, changed: bool, found: &[Option<&RowAnswers<'_>>]) -> RowView {
+    let first = found.iter().flatten().next().map(|answers| answers.shown());
+    RowView {
+        row,
+        inputs: first
+            .map(|r| {
+                r.inputs
+                    .iter()
+                    .map(|(name, value)| InputField {
+                        name: name.clone(),
+                        value: value.clone(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+        expected: first.map(|r| r.expected.clone()).unwrap_or_default(),
+        changed,
+        cells: found
+            .iter()
+            .map(|answers| {
+                answers.map(|answers| {
+                    let r = answers.shown();
+                    Cell {
+                        output: answers.output().to_owned(),
+                        score: answers.score(),
+                        error: r.error.clone(),
+                        answered_by: (r.answered_by != r.model).then(|| r.answered_by.clone()),
+                        repeats: answers.summary(),
+                    }
+                })
+            })
+            .collect(),
     }
 }
 
@@ -1282,6 +1332,42 @@ mod tests {
             results["comparisons"][0]["cautions_a"][1],
             "answers `negative` to 100% of rows"
         );
+    }
+
+    #[test]
+    fn a_long_table_shows_its_changed_rows_first_and_counts_every_row() {
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/run");
+        let run = crate::report::load::load(&fixture).unwrap();
+        let answers = super::index_answers(&run.replay);
+        let execution = &run.executions[0];
+        let model = &execution.models[0];
+        let full = super::row_table(&answers, execution, model, usize::MAX);
+        assert_eq!(full.rows.len(), full.total_rows);
+        assert!(full.changed > 0 && full.changed + 2 < full.total_rows);
+        let shown = full.changed + 2;
+        let short = super::row_table(&answers, execution, model, shown);
+        assert_eq!(
+            (short.total_rows, short.changed, short.scores.len()),
+            (full.total_rows, full.changed, full.total_rows),
+            "the counts and the heatmap's scores cover every row"
+        );
+        // Every changed row, then the first unchanged ones, shown in row order.
+        let mut expected: Vec<usize> = full
+            .rows
+            .iter()
+            .filter(|r| r.changed)
+            .chain(full.rows.iter().filter(|r| !r.changed))
+            .take(shown)
+            .map(|r| r.row)
+            .collect();
+        expected.sort_unstable();
+        let rows: Vec<usize> = short.rows.iter().map(|r| r.row).collect();
+        assert_eq!(rows, expected);
+        for row in &short.rows {
+            let same = full.rows.iter().find(|r| r.row == row.row).unwrap();
+            assert_eq!(row.changed, same.changed);
+            assert_eq!(row.expected, same.expected);
+        }
     }
 
     #[test]

@@ -26,10 +26,17 @@ struct Page<'a> {
     #[serde(flatten)]
     context: &'a ReportContext,
     charts: &'a Charts,
+    /// The most rows the row tables show in all (see [`super::context::ROWS_ON_PAGE`]).
+    rows_on_page: usize,
 }
 
 pub fn render(context: &ReportContext, charts: &Charts) -> Result<String, ReportError> {
-    render_page("index.html", TEMPLATE, &Page { context, charts })
+    let page = Page {
+        context,
+        charts,
+        rows_on_page: super::context::ROWS_ON_PAGE,
+    };
+    render_page("index.html", TEMPLATE, &page)
 }
 
 /// What the comparison page sees: the comparison's fields at the top level.
