@@ -759,7 +759,7 @@ struct Heatmap {
 
 /// The most cells (lines × columns) the heatmap draws, so that its SVG stays small at any
 /// holdout size; past it, consecutive rows share a column. About 80 bytes of SVG per cell.
-const HEATMAP_CELLS: usize = 20_000;
+const HEATMAP_CELLS: usize = 10_000;
 /// Columns the heatmap may always draw, however many lines it has.
 const HEATMAP_COLUMNS_MIN: usize = 40;
 /// Columns beyond which rows are binned even with few lines: the chart stays on a screen.
@@ -1005,7 +1005,7 @@ mod tests {
         let heatmap = Heatmap::new(&refs);
         assert_eq!(heatmap.lines.len(), 200);
         assert!(heatmap.columns.len() * heatmap.lines.len() <= HEATMAP_CELLS);
-        assert_eq!(heatmap.columns.len(), 100);
+        assert_eq!(heatmap.columns.len(), 50);
     }
 
     #[test]

@@ -655,19 +655,7 @@ pub(super) async fn replay(
     let table = Table::new(executions, holdouts, history)?;
     // A first pass renders every cell without sending anything, for the counts the progress
     // line shows; the second renders them again, chunk by chunk, and sends.
-    let mut counts = (0, 0, 0);
-    let mut chunks = table.chunks()?;
-    while let Some(rows) = chunks.next()? {
-        let (cells, queue) = table.plan(&rows, &cache);
-        counts.0 += queue.requests();
-        counts.1 += queue.cells();
-        counts.2 += cells.len() - queue.cells();
-    }
-    answering.emit(Event::ReplayPlanned {
-        requests: counts.0,
-        waiting: counts.1,
-        cached: counts.2,
-    })?;
+    answering.emit(table.count(&cache)?)?;
     let mut errors = Failures::default();
     let mut replayed = Replayed::default();
     let mut chunks = table.chunks()?;
@@ -784,6 +772,23 @@ impl<'a> Table<'a> {
             )?);
         }
         Ok(Chunks { streams })
+    }
+
+    /// What the replay will ask, chunk by chunk, as the event that says so; nothing is sent.
+    fn count(&self, cache: &AnswerCache) -> Result<Event, RunError> {
+        let (mut requests, mut waiting, mut cached) = (0, 0, 0);
+        let mut chunks = self.chunks()?;
+        while let Some(rows) = chunks.next()? {
+            let (cells, queue) = self.plan(&rows, cache);
+            requests += queue.requests();
+            waiting += queue.cells();
+            cached += cells.len() - queue.cells();
+        }
+        Ok(Event::ReplayPlanned {
+            requests,
+            waiting,
+            cached,
+        })
     }
 
     /// Renders every cell of a chunk (`rows`, by part) and queues the requests the cache lacks.
