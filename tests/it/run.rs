@@ -332,10 +332,7 @@ fn kill_and_resume(marker: &str) {
         starts.values().all(|&count| count == 1),
         "exactly one start per variant: {starts:?}"
     );
-    let distinct_requests = std::fs::read_to_string(dir.file("cache.jsonl"))
-        .unwrap()
-        .lines()
-        .count();
+    let distinct_requests = distinct_cached(&dir);
     let (requests, _, _) = serve.usage_of_key_with_rpm(6000);
     // A request in flight at the kill may have been answered by the server without reaching the
     // cache: at most `concurrency` (2) such answers are paid twice, never a cached one.
@@ -344,6 +341,19 @@ fn kill_and_resume(marker: &str) {
         "server answered {requests} chat requests for {distinct_requests} distinct replay requests"
     );
     assert!(!replay.is_empty());
+}
+
+/// How many answers `cache.jsonl` holds, failing when one was asked and kept twice (a resume
+/// that asked again what was answered).
+fn distinct_cached(dir: &RunDir) -> usize {
+    let cached = std::fs::read_to_string(dir.file("cache.jsonl")).unwrap();
+    let keys: Vec<String> = cached
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap()["key"].to_string())
+        .collect();
+    let distinct: std::collections::HashSet<&String> = keys.iter().collect();
+    assert_eq!(distinct.len(), keys.len(), "no answer asked and kept twice");
+    distinct.len()
 }
 
 #[test]
@@ -1295,5 +1305,102 @@ fn a_resume_without_a_key_ends_at_the_first_refusal_with_its_state_kept() {
         events(&dir).matches("\"event\":\"poll_failed\"").count() <= 1,
         "{}",
         events(&dir)
+    );
+}
+
+/// A holdout of three replay chunks, killed in the middle of the second and resumed: every cell
+/// of `replay.csv` once and answered, and nothing asked twice but what was in flight at the kill.
+#[test]
+fn a_replay_of_several_chunks_killed_midway_resumes_without_asking_again() {
+    let serve = Serve::start(&["sim:seed=4"], &[&format!("{KEY}:6000000")]);
+    let out = tempfile::tempdir().unwrap();
+    // The tiny file's first 8 rows for the minibatch and Pareto splits, then 2,500 more.
+    let tiny = root().join("tests/fixtures/data/tiny.csv");
+    let mut text: String = std::fs::read_to_string(&tiny)
+        .unwrap()
+        .lines()
+        .take(9)
+        .map(|line| format!("{line}\n"))
+        .collect();
+    for i in 0..2_500 {
+        let (words, label) = if i % 3 == 0 {
+            ("Broke after a week", "negative")
+        } else {
+            ("Love it, works great", "positive")
+        };
+        text.push_str(&format!("\"{words} (order {i})\",{label}\n"));
+    }
+    let data = out.path().join("many.csv");
+    std::fs::write(&data, text).unwrap();
+    let file = edited_experiment(
+        out.path(),
+        "two-variants.toml",
+        &[(&tiny.display().to_string(), &data.display().to_string())],
+    );
+    let args = [
+        "--answer-events",
+        "all",
+        "--seed",
+        "1",
+        file.to_str().unwrap(),
+    ];
+    let mut child = run_command(&serve, out.path(), &args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn run");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let events_of = || {
+        std::fs::read_dir(out.path().join("two-variants"))
+            .ok()
+            .and_then(|mut entries| entries.next())
+            .and_then(Result::ok)
+            .map(|entry| {
+                std::fs::read_to_string(entry.path().join("events.jsonl")).unwrap_or_default()
+            })
+            .unwrap_or_default()
+    };
+    // Past the first chunk's 1,024 rows of every version (the seed, shared, and each variant's
+    // evolved ones).
+    while events_of().matches("\"event\":\"answer\"").count() < 6_000 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reaped");
+    let dir = run_dir(out.path());
+    assert!(
+        !events(&dir).contains("\"event\":\"run_finished\""),
+        "the kill landed before the run finished"
+    );
+    assert!(!dir.file("replay.csv").exists(), "no half table in place");
+    let output = run_command(
+        &serve,
+        out.path(),
+        &["--resume", dir.path.to_str().unwrap()],
+    )
+    .output()
+    .expect("resume");
+    assert_succeeded(&output);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("removed 1 temporary file"), "{stderr}");
+    let replay: Vec<ReplayRow> = dir.read_csv("replay.csv").unwrap();
+    assert!(replay.iter().all(|row| row.error.is_empty()));
+    let mut cells: Vec<(String, String, usize)> = replay
+        .iter()
+        .map(|row| (row.variant.clone(), row.version.to_string(), row.row))
+        .collect();
+    cells.sort();
+    cells.dedup();
+    assert_eq!(cells.len(), replay.len(), "no cell twice");
+    let versions = replay.len() / 2_500;
+    assert_eq!(replay.len(), versions * 2_500, "every row of every version");
+    assert!(versions >= 4, "seeds and evolved versions of both variants");
+    let distinct = distinct_cached(&dir);
+    let (requests, _, _) = serve.usage_of_key_with_rpm(6_000_000);
+    // A request in flight at the kill may have been answered without reaching the cache: at most
+    // `concurrency` (2) of them.
+    assert!(
+        requests as usize <= distinct + 2,
+        "server answered {requests} chat requests for {distinct} distinct replay requests"
     );
 }
