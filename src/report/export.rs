@@ -1,16 +1,19 @@
 //! Machine-readable exports beside the CSV files: `results.json` (versioned) and the replay
 //! table in a columnar format for notebooks, `replay.parquet`.
-use polars::prelude::{CompatLevel, DataFrame, PolarsResult, SchemaExt};
+use polars::prelude::{CompatLevel, PolarsError, SchemaExt};
 use polars_parquet::write::{
     CompressionOptions, FileWriter, StatisticsOptions, Version, WriteOptions, get_dtype_encoding,
     row_group_iter,
 };
 use serde::Serialize;
 
+use super::ReportError;
 use super::context::{
     ComparisonView, ExecutionView, ExperimentView, MethodView, Recommendation, ReportContext,
     VersionScore,
 };
+use super::tables::replay_frame;
+use crate::store::{ReplayRow, StoreError};
 
 /// Name of the results file in the run directory.
 pub const RESULTS_FILE: &str = "results.json";
@@ -76,41 +79,62 @@ pub fn results(context: &ReportContext) -> Results<'_> {
     }
 }
 
-/// `replay.parquet`: the replay frame (`tables::replay_frame`, the columns of `replay.csv`) as one
-/// Parquet file, written the way polars-io writes one (format version 1 pages, dictionary
-/// encoding, min/max and null-count statistics) but with uncompressed pages: the codecs are left
-/// out of the build (see Cargo.toml).
+/// Replay rows per row group of `replay.parquet`: the most of them held in memory while it is
+/// written.
+pub const ROW_GROUP_ROWS: usize = 65_536;
+
+/// Writes `replay.parquet` into `out` from the rows of `replay.csv`, read one at a time: each row
+/// group is [`ROW_GROUP_ROWS`] rows as a replay frame (`tables::replay_frame`, the columns of
+/// `replay.csv`), so the file of a table of any length is written in bounded memory. It is
+/// written the way polars-io writes one (format version 1 pages, dictionary encoding, min/max
+/// and null-count statistics) but with uncompressed pages: the codecs are left out of the build
+/// (see Cargo.toml).
 ///
 /// The file holds no `ARROW:schema` entry: its columns are flat and the Parquet logical types say
 /// all there is (UTF-8 strings, unsigned integers, doubles), whereas polars would record there
 /// its in-memory string-view type, which means nothing to a reader that is not Arrow.
-pub fn replay_parquet(replay: &DataFrame) -> PolarsResult<Vec<u8>> {
-    // The frame is built from whole columns, so its chunks are aligned; a frame of several
-    // chunks becomes one row group per chunk.
+pub fn write_replay_parquet<W: std::io::Write>(
+    rows: impl Iterator<Item = Result<ReplayRow, StoreError>>,
+    out: W,
+) -> Result<W, ReportError> {
+    let failed = |err: PolarsError| ReportError::Template {
+        name: REPLAY_PARQUET_FILE.into(),
+        message: err.to_string(),
+    };
     let compat = CompatLevel::newest();
-    let schema = replay.schema().to_arrow(compat);
+    let schema = replay_frame(&[])?.schema().to_arrow(compat);
     let options = WriteOptions {
         statistics: StatisticsOptions::default(),
         compression: CompressionOptions::Uncompressed,
         version: Version::V1,
         data_page_size: None,
     };
-    let mut writer = FileWriter::try_new(Vec::new(), schema, options)?;
+    let mut writer = FileWriter::try_new(out, schema, options).map_err(failed)?;
     let columns = writer.parquet_schema().fields().to_vec();
-    for batch in replay.iter_chunks(compat, false) {
-        if batch.is_empty() {
-            continue;
+    let mut batch: Vec<ReplayRow> = Vec::with_capacity(ROW_GROUP_ROWS);
+    let mut rows = rows.peekable();
+    while rows.peek().is_some() {
+        batch.clear();
+        for row in rows.by_ref().take(ROW_GROUP_ROWS) {
+            batch.push(row?);
         }
-        let rows = batch.len() as u64;
-        let encodings = batch
-            .schema()
-            .iter_values()
-            .map(|field| get_dtype_encoding(&field.dtype))
-            .collect();
-        let group = row_group_iter(batch, encodings, columns.clone(), options);
-        writer.write(rows, group)?;
+        // A frame built from whole columns has one chunk: one row group.
+        let frame = replay_frame(&batch)?;
+        for chunk in frame.iter_chunks(compat, false) {
+            if chunk.is_empty() {
+                continue;
+            }
+            let length = chunk.len() as u64;
+            let encodings = chunk
+                .schema()
+                .iter_values()
+                .map(|field| get_dtype_encoding(&field.dtype))
+                .collect();
+            let group = row_group_iter(chunk, encodings, columns.clone(), options);
+            writer.write(length, group).map_err(failed)?;
+        }
     }
-    writer.end(Some(Vec::new()))?;
+    writer.end(Some(Vec::new())).map_err(failed)?;
     Ok(writer.into_inner())
 }
 
@@ -129,7 +153,6 @@ mod tests {
     use polars_parquet::write::ParquetType;
 
     use super::*;
-    use crate::report::tables::replay_frame;
     use crate::store::{REPLAY_FILE, ReplayRow, RunDir};
 
     fn fixture() -> std::path::PathBuf {
@@ -185,7 +208,7 @@ mod tests {
         let run = RunDir::open(&fixture()).unwrap();
         let rows: Vec<ReplayRow> = run.read_csv(REPLAY_FILE).unwrap();
         let frame = replay_frame(&rows).unwrap();
-        let bytes = replay_parquet(&frame).unwrap();
+        let bytes = write_replay_parquet(rows.iter().cloned().map(Ok), Vec::new()).unwrap();
         assert!(bytes.starts_with(b"PAR1") && bytes.ends_with(b"PAR1"));
         let (metadata, back) = read_back(&bytes);
 
@@ -355,8 +378,37 @@ mod tests {
     }
 
     #[test]
+    fn a_long_replay_is_written_a_row_group_at_a_time_and_reads_back_whole() {
+        let run = RunDir::open(&fixture()).unwrap();
+        let rows: Vec<ReplayRow> = run.read_csv(REPLAY_FILE).unwrap();
+        let long: Vec<ReplayRow> = (0..ROW_GROUP_ROWS + 5)
+            .map(|i| ReplayRow {
+                row: i + 1,
+                ..rows[i % rows.len()].clone()
+            })
+            .collect();
+        let bytes = write_replay_parquet(long.iter().cloned().map(Ok), Vec::new()).unwrap();
+        let (metadata, back) = read_back(&bytes);
+        assert_eq!(metadata.row_groups.len(), 2);
+        assert_eq!(metadata.row_groups[1].num_rows(), 5);
+        assert!(back.equals_missing(&replay_frame(&long).unwrap()));
+        // A bad record stops the file, named.
+        let broken = long
+            .iter()
+            .cloned()
+            .map(Ok)
+            .take(3)
+            .chain(std::iter::once(Err(StoreError::Format {
+                path: "replay.csv".into(),
+                message: "record 4: bad".into(),
+            })));
+        let err = write_replay_parquet(broken, Vec::new()).unwrap_err();
+        assert!(err.to_string().contains("record 4"), "{err}");
+    }
+
+    #[test]
     fn an_empty_replay_is_a_parquet_file_with_no_rows() {
-        let bytes = replay_parquet(&replay_frame(&[]).unwrap()).unwrap();
+        let bytes = write_replay_parquet(std::iter::empty(), Vec::new()).unwrap();
         let metadata = read_metadata(&mut Cursor::new(&bytes)).unwrap();
         assert_eq!(metadata.num_rows, 0);
         assert_eq!(metadata.schema().fields().len(), 17);

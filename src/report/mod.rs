@@ -41,7 +41,7 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
-use crate::store::{StoreError, write_atomic};
+use crate::store::{REPLAY_FILE, RunDir, StoreError, write_atomic, write_atomic_with};
 
 pub use baseline::{AnswerCounts, Baseline, Classification, LabelCount, Matching};
 pub use charts::{Chart, Charts};
@@ -146,8 +146,9 @@ pub struct Report {
     pub html: String,
     pub markdown: String,
     pub results_json: String,
-    /// `replay.parquet`: the replay table, uncompressed.
-    pub replay_parquet: Vec<u8>,
+    /// The run directory the report was rendered from: [`write`] reads its `replay.csv` again,
+    /// a row group at a time, for `replay.parquet`.
+    pub source: PathBuf,
     pub version_totals: Vec<VersionTotals>,
 }
 
@@ -158,15 +159,8 @@ pub fn build(run_dir: &Path, options: RenderOptions) -> Result<Report, ReportErr
 
 /// Renders the report of a loaded run.
 pub fn render(run: &RunData, options: RenderOptions) -> Result<Report, ReportError> {
-    // The one copy of the replay table, dropped before the page is rendered.
-    let (version_totals, replay_parquet) = {
-        let replay = tables::replay_frame(&run.replay)?;
-        let parquet = export::replay_parquet(&replay).map_err(|err| ReportError::Template {
-            name: REPLAY_PARQUET_FILE.into(),
-            message: err.to_string(),
-        })?;
-        (tables::version_totals(&replay)?, parquet)
-    };
+    // The columns the totals need, dropped before the page is rendered.
+    let version_totals = tables::version_totals(&tables::totals_frame(&run.replay)?)?;
     let history_totals = tables::history_totals(&tables::history_frame(&run.history)?)?;
     let context = context::build(run, &version_totals, &history_totals);
     let charts = charts::build(run, &context, options.png)?;
@@ -184,7 +178,7 @@ pub fn render(run: &RunData, options: RenderOptions) -> Result<Report, ReportErr
         html,
         markdown,
         results_json,
-        replay_parquet,
+        source: run.dir.clone(),
         version_totals,
     })
 }
@@ -197,6 +191,12 @@ pub fn write(report: &Report, run_dir: &Path) -> Result<Vec<PathBuf>, ReportErro
         source,
     })?;
     let mut written = Vec::new();
+    let parquet = run_dir.join(REPLAY_PARQUET_FILE);
+    let rows = RunDir::open(&report.source)?.csv_records(REPLAY_FILE)?;
+    write_atomic_with(&parquet, |out| {
+        export::write_replay_parquet(rows, out).map(drop)
+    })?;
+    written.push(parquet);
     let mut put = |path: PathBuf, bytes: &[u8]| -> Result<(), ReportError> {
         write_atomic(&path, bytes)?;
         written.push(path);
@@ -209,7 +209,6 @@ pub fn write(report: &Report, run_dir: &Path) -> Result<Vec<PathBuf>, ReportErro
         }
     }
     put(run_dir.join(RESULTS_FILE), report.results_json.as_bytes())?;
-    put(run_dir.join(REPLAY_PARQUET_FILE), &report.replay_parquet)?;
     put(run_dir.join(SUMMARY_FILE), report.markdown.as_bytes())?;
     // The page last: its presence means the rest is there too.
     put(run_dir.join(HTML_FILE), report.html.as_bytes())?;

@@ -77,6 +77,27 @@ pub fn replay_frame(rows: &[ReplayRow]) -> PolarsResult<DataFrame> {
     )
 }
 
+/// The columns of the replay table that [`version_totals`] reads, typed as in [`replay_frame`]:
+/// without the inputs, expected values, outputs, feedback and node ids, which the totals never
+/// look at and which are most of the table's bytes.
+pub fn totals_frame(rows: &[ReplayRow]) -> PolarsResult<DataFrame> {
+    let text = |field: fn(&ReplayRow) -> &str| rows.iter().map(field).collect::<Vec<_>>();
+    let answered = |row: &ReplayRow| row.error.is_empty();
+    df!(
+        "variant" => text(|r| &r.variant),
+        "version" => rows.iter().map(|r| r.version.to_string()).collect::<Vec<_>>(),
+        "model" => text(|r| &r.model),
+        "answered_by" => text(|r| &r.answered_by),
+        "row" => rows.iter().map(|r| r.row as u64).collect::<Vec<_>>(),
+        "score" => rows.iter().map(|r| answered(r).then_some(r.score)).collect::<Vec<_>>(),
+        "latency_ms" => rows.iter().map(|r| answered(r).then_some(r.latency_ms)).collect::<Vec<_>>(),
+        "waited_ms" => rows.iter().map(|r| r.waited_ms.filter(|_| answered(r))).collect::<Vec<_>>(),
+        "prompt_tokens" => rows.iter().map(|r| answered(r).then_some(r.prompt_tokens)).collect::<Vec<_>>(),
+        "completion_tokens" => rows.iter().map(|r| answered(r).then_some(r.completion_tokens)).collect::<Vec<_>>(),
+        "error" => text(|r| &r.error),
+    )
+}
+
 pub fn history_frame(rows: &[HistoryRow]) -> PolarsResult<DataFrame> {
     df!(
         "variant" => rows.iter().map(|r| r.variant.as_str()).collect::<Vec<_>>(),

@@ -430,22 +430,30 @@ impl RunDir {
 
     /// Reads a CSV file of records; a missing file is an empty table.
     pub fn read_csv<T: for<'de> Deserialize<'de>>(&self, name: &str) -> Result<Vec<T>, StoreError> {
+        self.csv_records(name)?.collect()
+    }
+
+    /// The records of a CSV file, read one at a time; a missing file has none. A bad record is
+    /// an error naming the file and the record.
+    pub fn csv_records<T: for<'de> Deserialize<'de>>(
+        &self,
+        name: &str,
+    ) -> Result<impl Iterator<Item = Result<T, StoreError>> + use<T>, StoreError> {
         let path = self.file(name);
         let file = match crate::input::open_stream(&path) {
-            Ok(file) => file,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Ok(file) => Some(file),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
             Err(err) => return Err(io(&path)(err)),
         };
-        csv::Reader::from_reader(file)
-            .deserialize()
-            .enumerate()
-            .map(|(index, row)| {
-                row.map_err(|err| StoreError::Format {
-                    path: path.clone(),
-                    message: format!("record {}: {err}", index + 1),
-                })
+        let records = file
+            .into_iter()
+            .flat_map(|file| csv::Reader::from_reader(file).into_deserialize::<T>());
+        Ok(records.enumerate().map(move |(index, row)| {
+            row.map_err(|err| StoreError::Format {
+                path: path.clone(),
+                message: format!("record {}: {err}", index + 1),
             })
-            .collect()
+        }))
     }
 }
 
@@ -579,6 +587,21 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
         writer.flush().map_err(io(path))?;
     }
     persist(temp, path)
+}
+
+/// Writes the file at `path` as [`write_atomic`] does, from what `write` puts into a buffered
+/// writer on the temporary file; the file is replaced only when `write` returns `Ok`.
+pub fn write_atomic_with<E: From<StoreError>>(
+    path: &Path,
+    write: impl FnOnce(&mut BufWriter<&mut std::fs::File>) -> Result<(), E>,
+) -> Result<(), E> {
+    let mut temp = temp_beside(path)?;
+    {
+        let mut writer = BufWriter::with_capacity(1 << 16, temp.as_file_mut());
+        write(&mut writer)?;
+        writer.flush().map_err(io(path))?;
+    }
+    Ok(persist(temp, path)?)
 }
 
 /// A new temporary file in `path`'s folder, named so that [`RunDir::remove_leftovers`] knows it.
