@@ -1,9 +1,11 @@
 //! Replay: the seed and the best prompts of each execution, answered by each replay model on
 //! every holdout row, and scored.
 //!
-//! Identical requests (the same model, messages and parameters: a seed shared by variants, for
-//! instance) are sent once. Every answer is appended to the run's cache the moment it arrives, so
-//! a resumed run asks only what was never answered.
+//! The holdout is read a chunk of [`CHUNK_ROWS`] rows at a time; each chunk is answered, graded
+//! and appended to `replay.csv` before the next is read, so memory holds one chunk. Identical
+//! requests within a chunk (the same model, messages and parameters: a seed shared by variants,
+//! for instance) are sent once. Every answer is appended to the run's cache the moment it
+//! arrives, so a resumed run asks only what was never answered.
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
