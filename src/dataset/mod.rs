@@ -61,7 +61,7 @@ pub struct MissingColumn {
 }
 
 /// Positions of the input columns and the expected-output column in each record.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Columns {
     inputs: Vec<(String, usize)>,
     expected: (String, usize),

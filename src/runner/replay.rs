@@ -621,7 +621,7 @@ pub(super) fn replay_row(
 pub(super) const CHUNK_ROWS: usize = 1024;
 
 /// The holdout of one execution: which data rows of which file, read a chunk at a time.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Holdout {
     pub file: std::path::PathBuf,
     pub columns: Columns,
@@ -764,16 +764,28 @@ impl<'a> Table<'a> {
 
     /// The holdouts of the parts, read [`CHUNK_ROWS`] rows at a time.
     fn chunks(&self) -> Result<Chunks, RunError> {
-        let mut streams = Vec::with_capacity(self.parts.len());
+        // Parts with the same holdout (the variants of a matrix on one dataset and split) share
+        // one stream: the file is read once, and each chunk's rows are held once.
+        let mut distinct: Vec<&Holdout> = Vec::new();
+        let mut streams = Vec::new();
+        let mut stream_of = Vec::with_capacity(self.parts.len());
         for part in &self.parts {
             let holdout = part.holdout;
-            streams.push(RowStream::open(
-                &holdout.file,
-                &holdout.columns,
-                &holdout.indices,
-            )?);
+            let at = match distinct.iter().position(|seen| *seen == holdout) {
+                Some(at) => at,
+                None => {
+                    streams.push(RowStream::open(
+                        &holdout.file,
+                        &holdout.columns,
+                        &holdout.indices,
+                    )?);
+                    distinct.push(holdout);
+                    distinct.len() - 1
+                }
+            };
+            stream_of.push(at);
         }
-        Ok(Chunks { streams })
+        Ok(Chunks { streams, stream_of })
     }
 
     /// What the replay will ask, chunk by chunk, as the event that says so; nothing is sent.
@@ -794,13 +806,13 @@ impl<'a> Table<'a> {
     }
 
     /// Renders every cell of a chunk (`rows`, by part) and queues the requests the cache lacks.
-    fn plan(&self, rows: &[Vec<Row>], cache: &AnswerCache) -> (Vec<Cell>, Queue) {
+    fn plan(&self, rows: &[Arc<Vec<Row>>], cache: &AnswerCache) -> (Vec<Cell>, Queue) {
         let mut cells: Vec<Cell> = Vec::new();
         let mut queue = Queue::default();
         for (part, rows) in self.parts.iter().zip(rows) {
             for model in &part.replay.models {
                 for (of, template) in &part.versions {
-                    for row in rows {
+                    for row in rows.iter() {
                         for sample in 1..=part.replay.repeat {
                             let at = CellAt {
                                 variant: &part.variant,
@@ -827,17 +839,25 @@ impl<'a> Table<'a> {
 
 /// The next [`CHUNK_ROWS`] holdout rows of each part.
 struct Chunks {
+    /// One per distinct holdout.
     streams: Vec<RowStream>,
+    /// Which stream each part reads.
+    stream_of: Vec<usize>,
 }
 
 impl Chunks {
     /// The next rows, by part; `None` once every holdout was read.
-    fn next(&mut self) -> Result<Option<Vec<Vec<Row>>>, RunError> {
-        let mut chunk = Vec::with_capacity(self.streams.len());
+    fn next(&mut self) -> Result<Option<Vec<Arc<Vec<Row>>>>, RunError> {
+        let mut read = Vec::with_capacity(self.streams.len());
         for stream in &mut self.streams {
-            chunk.push(stream.next_chunk(CHUNK_ROWS)?);
+            read.push(Arc::new(stream.next_chunk(CHUNK_ROWS)?));
         }
-        Ok(chunk.iter().any(|rows| !rows.is_empty()).then_some(chunk))
+        if read.iter().all(|rows| rows.is_empty()) {
+            return Ok(None);
+        }
+        Ok(Some(
+            self.stream_of.iter().map(|&at| read[at].clone()).collect(),
+        ))
     }
 }
 
@@ -975,6 +995,66 @@ mod tests {
             .map(|v| v.version.to_string())
             .collect();
         assert_eq!(labels, ["seed", "g2"]);
+    }
+
+    #[test]
+    fn parts_on_the_same_holdout_share_one_stream_and_its_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("data.csv");
+        let mut text = String::from("review,label\n");
+        for i in 0..3_000 {
+            text.push_str(&format!("review {i},positive\n"));
+        }
+        std::fs::write(&file, text).unwrap();
+        let columns = crate::dataset::read_header(&file)
+            .unwrap()
+            .columns(&["review".to_owned()], "label")
+            .unwrap();
+        let holdout = |indices: Vec<usize>| Holdout {
+            file: file.clone(),
+            columns: columns.clone(),
+            indices,
+        };
+        let (a, b, c) = (
+            holdout((0..3_000).collect()),
+            holdout((0..3_000).collect()),
+            holdout(vec![5, 1]),
+        );
+        let replay = ReplayPlan {
+            models: vec!["m".into()],
+            top: 1,
+            scorer: ScorerSpec::ExactMatch,
+            temperature: 0.0,
+            max_tokens: None,
+            concurrency: 1,
+            repeat: 1,
+            judge: None,
+        };
+        let part = |holdout| Part {
+            variant: String::new(),
+            replay: &replay,
+            versions: Vec::new(),
+            holdout,
+        };
+        let table = Table {
+            parts: vec![part(&a), part(&b), part(&c)],
+            scorers: HashMap::new(),
+            judges: HashMap::new(),
+            concurrency: 1,
+        };
+        let mut chunks = table.chunks().unwrap();
+        assert_eq!(chunks.streams.len(), 2, "a and b read one stream");
+        let first = chunks.next().unwrap().unwrap();
+        assert!(Arc::ptr_eq(&first[0], &first[1]));
+        assert_eq!(first[0].len(), CHUNK_ROWS);
+        let indices: Vec<usize> = first[2].iter().map(|row| row.index).collect();
+        assert_eq!(indices, [1, 5], "in file order");
+        let mut read = first[0].len();
+        while let Some(next) = chunks.next().unwrap() {
+            assert!(next[2].is_empty());
+            read += next[0].len();
+        }
+        assert_eq!(read, 3_000);
     }
 
     #[test]
