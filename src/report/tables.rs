@@ -53,28 +53,32 @@ pub struct HistoryTotals {
 
 /// The replay table: the columns of `replay.csv` in its order, typed. A row with an error has no
 /// answer, so its score, latency, wait and token counts are null (the CSV file writes 0 there).
+/// It is [`totals_frame`] with the text columns the totals do not read put in their places.
 pub fn replay_frame(rows: &[ReplayRow]) -> PolarsResult<DataFrame> {
-    let text = |field: fn(&ReplayRow) -> &str| rows.iter().map(field).collect::<Vec<_>>();
-    let answered = |row: &ReplayRow| row.error.is_empty();
-    df!(
-        "variant" => text(|r| &r.variant),
-        "version" => rows.iter().map(|r| r.version.to_string()).collect::<Vec<_>>(),
-        "model" => text(|r| &r.model),
-        "answered_by" => text(|r| &r.answered_by),
-        "row" => rows.iter().map(|r| r.row as u64).collect::<Vec<_>>(),
-        "sample" => rows.iter().map(|r| r.sample).collect::<Vec<_>>(),
-        "inputs" => rows.iter().map(ReplayRow::inputs_json).collect::<Vec<_>>(),
-        "expected" => text(|r| &r.expected),
-        "output" => text(|r| &r.output),
-        "score" => rows.iter().map(|r| answered(r).then_some(r.score)).collect::<Vec<_>>(),
-        "feedback" => text(|r| &r.feedback),
-        "latency_ms" => rows.iter().map(|r| answered(r).then_some(r.latency_ms)).collect::<Vec<_>>(),
-        "waited_ms" => rows.iter().map(|r| r.waited_ms.filter(|_| answered(r))).collect::<Vec<_>>(),
-        "prompt_tokens" => rows.iter().map(|r| answered(r).then_some(r.prompt_tokens)).collect::<Vec<_>>(),
-        "completion_tokens" => rows.iter().map(|r| answered(r).then_some(r.completion_tokens)).collect::<Vec<_>>(),
-        "node_id" => text(|r| &r.node_id),
-        "error" => text(|r| &r.error),
-    )
+    let text = |name: &str, field: fn(&ReplayRow) -> &str| {
+        Column::new(name.into(), rows.iter().map(field).collect::<Vec<_>>())
+    };
+    let mut frame = totals_frame(rows)?;
+    // In increasing position, each after the ones before it are in place.
+    let sample = Column::new(
+        "sample".into(),
+        rows.iter().map(|r| r.sample).collect::<Vec<_>>(),
+    );
+    let inputs = Column::new(
+        "inputs".into(),
+        rows.iter().map(ReplayRow::inputs_json).collect::<Vec<_>>(),
+    );
+    for (at, column) in [
+        (5, sample),
+        (6, inputs),
+        (7, text("expected", |r| &r.expected)),
+        (8, text("output", |r| &r.output)),
+        (10, text("feedback", |r| &r.feedback)),
+        (15, text("node_id", |r| &r.node_id)),
+    ] {
+        frame.insert_column(at, column)?;
+    }
+    Ok(frame)
 }
 
 /// The columns of the replay table that [`version_totals`] reads, typed as in [`replay_frame`]:
