@@ -103,25 +103,45 @@ fn events(dir: &RunDir) -> String {
 
 /// Starts `run` and kills it (SIGKILL) once `events.jsonl` holds `marker`.
 fn kill_when(serve: &Serve, out: &Path, marker: &str) {
-    // Every answer logged, so that a kill can be aimed between two of them.
     let file = experiment();
-    let args = ["--answer-events", "all", file.to_str().unwrap()];
+    kill_run_when(serve, out, &file, Duration::from_secs(60), |events| {
+        events.contains(marker)
+    });
+}
+
+/// Starts `run` of `file` (an experiment named `two-variants`) with every answer logged, so that
+/// a kill can be aimed between two of them, and kills it (SIGKILL) once `seen` holds of its
+/// `events.jsonl`, or after `patience`.
+fn kill_run_when(
+    serve: &Serve,
+    out: &Path,
+    file: &Path,
+    patience: Duration,
+    seen: impl Fn(&str) -> bool,
+) {
+    let args = [
+        "--answer-events",
+        "all",
+        "--seed",
+        "1",
+        file.to_str().unwrap(),
+    ];
     let mut child: Child = run_command(serve, out, &args)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn run");
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + patience;
     loop {
-        let seen = std::fs::read_dir(out.join("two-variants"))
+        let events = std::fs::read_dir(out.join("two-variants"))
             .ok()
             .and_then(|mut entries| entries.next())
             .and_then(Result::ok)
             .map(|entry| {
                 std::fs::read_to_string(entry.path().join("events.jsonl")).unwrap_or_default()
             })
-            .is_some_and(|text| text.contains(marker));
-        if seen || Instant::now() > deadline {
+            .unwrap_or_default();
+        if seen(&events) || Instant::now() > deadline {
             break;
         }
         std::thread::sleep(Duration::from_millis(5));
@@ -1337,36 +1357,15 @@ fn a_replay_of_several_chunks_killed_midway_resumes_without_asking_again() {
         "two-variants.toml",
         &[(&tiny.display().to_string(), &data.display().to_string())],
     );
-    let args = [
-        "--answer-events",
-        "all",
-        "--seed",
-        "1",
-        file.to_str().unwrap(),
-    ];
-    let mut child = run_command(&serve, out.path(), &args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn run");
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let events_of = || {
-        std::fs::read_dir(out.path().join("two-variants"))
-            .ok()
-            .and_then(|mut entries| entries.next())
-            .and_then(Result::ok)
-            .map(|entry| {
-                std::fs::read_to_string(entry.path().join("events.jsonl")).unwrap_or_default()
-            })
-            .unwrap_or_default()
-    };
     // Past the first chunk's 1,024 rows of every version (the seed, shared, and each variant's
     // evolved ones).
-    while events_of().matches("\"event\":\"answer\"").count() < 6_000 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.kill().expect("SIGKILL");
-    child.wait().expect("reaped");
+    kill_run_when(
+        &serve,
+        out.path(),
+        &file,
+        Duration::from_secs(120),
+        |events| events.matches("\"event\":\"answer\"").count() >= 6_000,
+    );
     let dir = run_dir(out.path());
     assert!(
         !events(&dir).contains("\"event\":\"run_finished\""),
