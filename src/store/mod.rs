@@ -374,6 +374,7 @@ impl RunDir {
             offsets: Vec::new(),
             others: std::collections::HashMap::new(),
             simulated: false,
+            file: None,
         };
         read_json_lines_at(&path, |offset, line: Keyed| {
             index.simulated |= line.simulated;
@@ -684,6 +685,8 @@ pub struct CacheIndex {
     others: std::collections::HashMap<String, u64>,
     /// Some answer came from the deterministic test stand-in model.
     pub simulated: bool,
+    /// The file, opened at the first answer read and kept open for the others.
+    file: Option<std::io::BufReader<std::fs::File>>,
 }
 
 /// A cache key's first 128 bits, when it is hexadecimal.
@@ -719,13 +722,18 @@ impl CacheIndex {
 
     /// The answer cached under `key`, read from the file; none when there is none (or the line
     /// found holds another key whose first 128 bits are the same).
-    pub fn read(&self, key: &str) -> Result<Option<CachedAnswer>, StoreError> {
+    pub fn read(&mut self, key: &str) -> Result<Option<CachedAnswer>, StoreError> {
         use std::io::{BufRead, Seek, SeekFrom};
         let Some(offset) = self.offset(key) else {
             return Ok(None);
         };
-        let mut file =
-            std::io::BufReader::new(std::fs::File::open(&self.path).map_err(io(&self.path))?);
+        let file = match &mut self.file {
+            Some(file) => file,
+            None => {
+                let opened = std::fs::File::open(&self.path).map_err(io(&self.path))?;
+                self.file.insert(std::io::BufReader::new(opened))
+            }
+        };
         file.seek(SeekFrom::Start(offset)).map_err(io(&self.path))?;
         let mut line = Vec::new();
         file.read_until(b'\n', &mut line).map_err(io(&self.path))?;
@@ -957,7 +965,7 @@ mod tests {
         let mut text = std::fs::read_to_string(&path).unwrap();
         text.push_str("{\"key\":\"c\",\"answ");
         std::fs::write(&path, &text).unwrap();
-        let cache = run.index_cache().unwrap();
+        let mut cache = run.index_cache().unwrap();
         assert_eq!(cache.len(), 2);
         assert_eq!(cache.read("b").unwrap(), Some(answer("b")));
         assert_eq!(cache.read("c").unwrap(), None);
@@ -987,7 +995,7 @@ mod tests {
         }
         run.append_cached(&answer(key(7), "again")).unwrap();
         run.append_cached(&answer("not-hex".into(), "sim")).unwrap();
-        let index = run.index_cache().unwrap();
+        let mut index = run.index_cache().unwrap();
         assert_eq!(index.len(), 51);
         assert!(index.simulated);
         assert_eq!(index.read(&key(7)).unwrap().unwrap().output, "again");
