@@ -80,8 +80,10 @@ pub fn results(context: &ReportContext) -> Results<'_> {
 }
 
 /// Replay rows per row group of `replay.parquet`: the most of them held in memory while it is
-/// written.
-pub const ROW_GROUP_ROWS: usize = 65_536;
+/// written, about 1.4 KB each as records and as a frame (so about 23 MB). Readers read groups
+/// of this size without trouble; larger ones only made writing the file the report's largest
+/// use of memory.
+pub const ROW_GROUP_ROWS: usize = 16_384;
 
 /// Writes `replay.parquet` into `out` from the rows of `replay.csv`, read one at a time: each row
 /// group is [`ROW_GROUP_ROWS`] rows as a replay frame (`tables::replay_frame`, the columns of
