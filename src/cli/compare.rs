@@ -259,7 +259,7 @@ fn compare_prompts(
         },
         &job.prompts,
         &answered.rows,
-    );
+    )?;
     report::write_compare(&dir.path, &comparison)?;
     eprintln!("page: {}", dir.file(report::HTML_FILE).display());
     if let Some(path) = &args.junit {
@@ -268,7 +268,7 @@ fn compare_prompts(
             &answered.rows,
             args.pass_score,
             &comparison.comparisons,
-        );
+        )?;
         write_atomic(path, xml.as_bytes())
             .with_context(|| format!("writing --junit {}", path.display()))?;
     }

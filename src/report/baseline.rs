@@ -8,12 +8,11 @@
 //! replay's scorer compares them ([`LabelRule`]); nothing else is read. It does not decide the
 //! version scores themselves (`samples` and `tables` do) nor how they are shown (`context` and the
 //! templates).
-use std::collections::BTreeMap;
-
 use serde::Serialize;
 
 use crate::score::ScorerSpec;
 
+use super::answers::Rows;
 use super::format;
 use super::samples::RowAnswers;
 
@@ -153,8 +152,8 @@ pub struct Classification {
     rule: LabelRule,
     /// Sorted.
     labels: Vec<String>,
-    /// Each scored row's expected value, as a key.
-    expected: BTreeMap<usize, String>,
+    /// Each scored row's expected label (an index in `labels`), by row.
+    expected: Vec<(usize, usize)>,
     baseline: Baseline,
 }
 
@@ -167,14 +166,34 @@ impl Classification {
         holdout_rows: usize,
     ) -> Option<Self> {
         let rule = LabelRule::of(scorer)?;
-        let expected: BTreeMap<usize, String> = expected
-            .into_iter()
-            .map(|(row, value)| (row, rule.key(value)))
-            .collect();
-        let mut labels: Vec<String> = expected.values().cloned().collect();
+        // Labels in the order first seen; more than MAX_LABELS and it is no label set.
+        let mut seen: Vec<String> = Vec::new();
+        let mut rows: Vec<(usize, usize)> = Vec::new();
+        for (row, value) in expected {
+            let key = rule.key(value);
+            let label = match seen.iter().position(|label| *label == key) {
+                Some(label) => label,
+                None if seen.len() == MAX_LABELS => return None,
+                None => {
+                    seen.push(key);
+                    seen.len() - 1
+                }
+            };
+            rows.push((row, label));
+        }
+        let mut labels = seen.clone();
         labels.sort();
-        labels.dedup();
-        let few = labels.len() <= MAX_LABELS && labels.len() * 2 <= expected.len();
+        let sorted_at: Vec<usize> = seen
+            .iter()
+            .map(|label| labels.binary_search(label).unwrap_or_default())
+            .collect();
+        let mut expected: Vec<(usize, usize)> = rows
+            .into_iter()
+            .map(|(row, label)| (row, sorted_at[label]))
+            .collect();
+        expected.sort_unstable();
+        expected.dedup_by_key(|&mut (row, _)| row);
+        let few = labels.len() * 2 <= expected.len();
         let short = labels
             .iter()
             .all(|label| !label.is_empty() && label.chars().count() <= LABEL_CHARS);
@@ -195,7 +214,7 @@ impl Classification {
     }
 
     /// Which label an answer is; none when it is none of them (or, under `contains`, several).
-    fn label_of(&self, answer: &str) -> Option<usize> {
+    pub fn label_of(&self, answer: &str) -> Option<usize> {
         let answer = self.rule.key(answer);
         let mut found =
             (0..self.labels.len()).filter(|&i| self.rule.hits(&answer, &self.labels[i]));
@@ -205,10 +224,10 @@ impl Classification {
 
     /// A row's label: its most common one over its answered samples (ties to the one given
     /// first); `Some(None)` for an answer that is no label, none when no sample was answered.
-    fn row_label(&self, answers: &RowAnswers<'_>) -> Option<Option<usize>> {
+    fn row_label(&self, answers: &RowAnswers<'_>, labels: &Labels) -> Option<Option<usize>> {
         let mut tally: Vec<(Option<usize>, usize)> = Vec::new();
-        for sample in answers.answered() {
-            let label = self.label_of(&sample.output);
+        for (record, _) in answers.answered() {
+            let label = labels.get(record);
             match tally.iter_mut().find(|(seen, _)| *seen == label) {
                 Some((_, n)) => *n += 1,
                 None => tally.push((label, 1)),
@@ -223,15 +242,25 @@ impl Classification {
         best.map(|(label, _)| label)
     }
 
-    /// How one version answered on one model: its answers by row.
-    pub fn answers(&self, rows: &BTreeMap<usize, RowAnswers<'_>>) -> AnswerCounts {
+    /// How one version answered on one model: its answers by row, each answer's label in
+    /// `labels`.
+    pub fn answers(&self, rows: Rows<'_>, labels: &Labels) -> AnswerCounts {
         let mut counts = vec![0usize; self.labels.len()];
         let mut other = 0;
+        let mut asked = 0;
         let mut answered = 0;
         let mut score_sum = 0.0;
         let mut baseline_hits = 0;
-        for (row, answers) in rows {
-            let (Some(score), Some(label)) = (answers.score(), self.row_label(answers)) else {
+        // Whether always answering the baseline's label is right for each label.
+        let baseline_hits_label: Vec<bool> = self
+            .labels
+            .iter()
+            .map(|label| self.rule.hits(&self.baseline.label, label))
+            .collect();
+        for (row, answers) in rows.iter() {
+            asked += 1;
+            let (Some(score), Some(label)) = (answers.score(), self.row_label(&answers, labels))
+            else {
                 continue;
             };
             answered += 1;
@@ -240,10 +269,8 @@ impl Classification {
                 Some(i) => counts[i] += 1,
                 None => other += 1,
             }
-            if self
-                .expected
-                .get(row)
-                .is_some_and(|expected| self.rule.hits(&self.baseline.label, expected))
+            if let Ok(at) = self.expected.binary_search_by_key(&row, |&(row, _)| row)
+                && baseline_hits_label[self.expected[at].1]
             {
                 baseline_hits += 1;
             }
@@ -276,8 +303,8 @@ impl Classification {
             ));
         }
         AnswerCounts {
-            text: answers_text(&labels, other, answered, rows.len() - answered),
-            missing: rows.len() - answered,
+            text: answers_text(&labels, other, answered, asked - answered),
+            missing: asked - answered,
             top_share: top.as_ref().map(|top| top.rows as f64 / answered as f64),
             top,
             labels,
@@ -291,17 +318,45 @@ impl Classification {
     }
 }
 
+/// Each answer's label in its execution's [`Classification`], by record of `replay.csv`, read
+/// in one pass over the file. An answer without a label (none of them, or not in a
+/// classification) has none.
+#[derive(Debug, Default)]
+pub struct Labels(Vec<u8>);
+
+impl Labels {
+    /// Stands for "no label": a classification has at most [`MAX_LABELS`].
+    const NONE: u8 = u8::MAX;
+
+    pub fn set(&mut self, record: u32, label: Option<usize>) {
+        let record = record as usize;
+        if self.0.len() <= record {
+            self.0.resize(record + 1, Self::NONE);
+        }
+        self.0[record] = label
+            .and_then(|label| u8::try_from(label).ok())
+            .unwrap_or(Self::NONE);
+    }
+
+    fn get(&self, record: u32) -> Option<usize> {
+        self.0
+            .get(record as usize)
+            .filter(|&&label| label != Self::NONE)
+            .map(|&label| usize::from(label))
+    }
+}
+
 fn baseline(
     rule: LabelRule,
     labels: &[String],
-    expected: &BTreeMap<usize, String>,
+    expected: &[(usize, usize)],
     scorer: &ScorerSpec,
     holdout_rows: usize,
 ) -> Baseline {
-    let counts: Vec<usize> = labels
-        .iter()
-        .map(|label| expected.values().filter(|e| *e == label).count())
-        .collect();
+    let mut counts = vec![0usize; labels.len()];
+    for &(_, label) in expected {
+        counts[label] += 1;
+    }
     let ranked = ranked(labels, &counts);
     // `ranked` keeps character order among equal counts: the first is the tie's winner.
     let top = ranked[0].clone();
@@ -313,8 +368,8 @@ fn baseline(
     let scored_rows = expected.len();
     let score = rule.scored.then(|| {
         let hits = expected
-            .values()
-            .filter(|e| rule.hits(&top.label, e))
+            .iter()
+            .filter(|&&(_, label)| rule.hits(&top.label, &labels[label]))
             .count();
         hits as f64 / scored_rows as f64
     });
@@ -438,9 +493,22 @@ fn answers_text(labels: &[LabelCount], other: usize, answered: usize, missing: u
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
-    use crate::report::samples::by_row;
+    use crate::report::answers::ReplayTable;
     use crate::store::{ReplayOf, ReplayRow, Version};
+
+    /// How the seed's answers in `replay` count against `c`.
+    fn counted(c: &Classification, replay: &[ReplayRow]) -> AnswerCounts {
+        let table = ReplayTable::of(replay).unwrap();
+        let mut labels = Labels::default();
+        for (record, row) in replay.iter().enumerate() {
+            labels.set(record as u32, c.label_of(&row.output));
+        }
+        let rows = table.rows("", &ReplayOf::Version(Version::Seed), "m");
+        c.answers(rows.unwrap(), &labels)
+    }
 
     fn answer(row: usize, sample: u32, expected: &str, output: &str, score: f64) -> ReplayRow {
         ReplayRow {
@@ -567,7 +635,7 @@ mod tests {
             answer(3, 1, "negative", "The review is negative.", 0.0),
             failed(4, "negative"),
         ];
-        let counts = c.answers(&by_row(&replay));
+        let counts = counted(&c, &replay);
         assert_eq!((counts.rows, counts.missing, counts.other), (3, 1, 1));
         assert_eq!(
             counts.labels,
@@ -600,7 +668,7 @@ mod tests {
 
         // exact_match: case counts, so `NEGATIVE` is something else.
         let c = classify("exact_match", &expected).unwrap();
-        let counts = c.answers(&by_row(&replay));
+        let counts = counted(&c, &replay);
         assert_eq!(counts.other, 3, "{counts:?}");
         assert_eq!(counts.top, None);
         assert_eq!(
@@ -626,7 +694,7 @@ mod tests {
                     answer(i + 1, 1, e, output, f64::from(u8::from(output == *e)))
                 })
                 .collect();
-            c.answers(&by_row(&replay))
+            counted(&c, &replay)
         };
         // 18 of 20: 90%, scoring 0.6 against the baseline's 0.5.
         let counts = version(18);
@@ -646,7 +714,7 @@ mod tests {
             .enumerate()
             .map(|(i, e)| answer(i + 1, 1, e, if i < 179 { "yes" } else { "no" }, 0.0))
             .collect();
-        let counts = c.answers(&by_row(&replay));
+        let counts = counted(&c, &replay);
         assert!(!counts.one_label);
         assert!(
             counts
@@ -680,7 +748,7 @@ mod tests {
             },
             answer(3, 2, "b", "b", 1.0),
         ];
-        let counts = c.answers(&by_row(&replay));
+        let counts = counted(&c, &replay);
         assert_eq!(counts.rows, 3);
         assert_eq!(counts.missing, 0, "row 3 has one answer");
         assert_eq!(
@@ -708,7 +776,7 @@ mod tests {
             answer(3, 1, "negative", "negative", 1.0),
             answer(4, 1, "negative", "unsure", 0.0),
         ];
-        let counts = c.answers(&by_row(&replay));
+        let counts = counted(&c, &replay);
         assert_eq!(
             counts
                 .labels
@@ -738,7 +806,7 @@ mod tests {
              out."
         );
         let replay = [answer(1, 1, "yes", "yes", 1.0)];
-        let counts = c.answers(&by_row(&replay));
+        let counts = counted(&c, &replay);
         assert_eq!(counts.baseline_score, None);
         assert!(!counts.at_or_below_baseline);
         assert_eq!(counts.cautions, ["answers `yes` to 100% of rows"]);

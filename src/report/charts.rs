@@ -778,7 +778,7 @@ impl Heatmap {
         let several = tables.len() > 1;
         let mut rows: Vec<usize> = tables
             .iter()
-            .flat_map(|t| t.scores.iter().map(|r| r.row))
+            .flat_map(|t| t.scores.rows().iter().copied())
             .collect();
         rows.sort_unstable();
         rows.dedup();
@@ -831,11 +831,11 @@ fn binned(
 ) -> Vec<(usize, Option<f64>)> {
     // Per column: (sum of answered scores, answered, asked).
     let mut bins: Vec<(f64, usize, usize)> = vec![(0.0, 0, 0); rows.len().div_ceil(per_column)];
-    for row in &table.scores {
-        let Some(Some(score)) = row.by_version.get(at).copied() else {
+    for (row, cells) in table.scores.iter() {
+        let Some(Some(score)) = cells.get(at).copied() else {
             continue;
         };
-        let column = rows.binary_search(&row.row).unwrap_or_default() / per_column;
+        let column = rows.binary_search(&row).unwrap_or_default() / per_column;
         let bin = &mut bins[column];
         if let Some(score) = score {
             bin.0 += score;
@@ -935,7 +935,11 @@ mod tests {
         assert_eq!(score_colour(1.0), RGBColor(0x1a, 0x98, 0x50));
     }
 
-    fn table(scores: Vec<(usize, Vec<Option<Option<f64>>>)>) -> RowTable {
+    fn table(rows: Vec<(usize, Vec<Option<Option<f64>>>)>) -> RowTable {
+        let mut scores = crate::report::context::RowScores::new(2);
+        for (row, by_version) in rows {
+            scores.push(row, by_version);
+        }
         RowTable {
             id: "t".into(),
             execution: "experiment".into(),
@@ -945,10 +949,7 @@ mod tests {
             total_rows: scores.len(),
             changed: 0,
             rows: Vec::new(),
-            scores: scores
-                .into_iter()
-                .map(|(row, by_version)| crate::report::context::RowScores { row, by_version })
-                .collect(),
+            scores,
         }
     }
 

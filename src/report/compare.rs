@@ -10,13 +10,14 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use super::answers::{ReplayTable, Rows, Texts};
 use super::context::{ComparisonView, adjust_family};
 use super::format::number;
 use super::load::{RunData, load};
 use super::samples::{self, Agreement, RowAnswers};
 use super::{DatasetMismatch, ReportError, stats, terminal};
 use crate::prompt::PromptFile;
-use crate::store::{ReplayRow, Version};
+use crate::store::{REPLAY_FILE, ReplayOf, ReplayRow};
 
 /// One version in a comparison: the best of a run, or a prompt file.
 #[derive(Debug, Clone, Serialize)]
@@ -116,44 +117,49 @@ pub struct Answer {
 }
 
 impl Answer {
-    fn of(answers: &RowAnswers<'_>) -> Self {
-        let shown = answers.shown();
+    fn of(answers: &RowAnswers<'_>, texts: &Texts<'_>) -> Self {
         Self {
-            output: answers.output().to_owned(),
+            output: answers.output(texts).to_owned(),
             score: answers.score(),
-            feedback: answers.feedback().to_owned(),
-            error: shown.error.clone(),
-            repeats: answers.summary(),
+            feedback: answers.feedback(texts).to_owned(),
+            error: answers
+                .shown_row(texts)
+                .map(|r| r.error.clone())
+                .unwrap_or_default(),
+            repeats: answers.summary(texts),
         }
     }
 }
 
-/// The answers of one prompt on one model, by row.
-fn prompt_rows<'a>(
-    replay: &'a [ReplayRow],
-    prompt: &str,
-    model: &str,
-) -> BTreeMap<usize, RowAnswers<'a>> {
-    samples::by_row(
-        replay
-            .iter()
-            .filter(|r| r.version.is_file(prompt) && r.model == model),
-    )
+/// The answers of one prompt on one model, by row; none when it has none.
+fn prompt_rows<'a>(table: &'a ReplayTable, prompt: &str, model: &str) -> Option<Rows<'a>> {
+    // The rows of `compare --prompts` have no variant.
+    table.rows("", &ReplayOf::PromptFile(prompt.to_owned()), model)
 }
 
 /// The rows where `b`'s score differs from `a`'s (a failed answer counts as differing).
-fn differing(a: &str, b: &str, replay: &[ReplayRow], model: &str) -> DifferingRows {
-    let (rows_a, rows_b) = (prompt_rows(replay, a, model), prompt_rows(replay, b, model));
+fn differing(
+    a: &str,
+    b: &str,
+    table: &ReplayTable,
+    texts: &Texts<'_>,
+    model: &str,
+) -> DifferingRows {
+    let (rows_a, rows_b) = (prompt_rows(table, a, model), prompt_rows(table, b, model));
     let rows = rows_a
-        .iter()
-        .filter_map(|(row, ra)| {
+        .zip(rows_b)
+        .into_iter()
+        .flat_map(|(rows_a, rows_b)| rows_a.iter().map(move |(row, ra)| (row, ra, rows_b)))
+        .filter_map(|(row, ra, rows_b)| {
             let rb = rows_b.get(row)?;
-            let (sa, sb) = (Answer::of(ra), Answer::of(rb));
-            let shown = ra.shown();
+            let (sa, sb) = (Answer::of(&ra, texts), Answer::of(&rb, texts));
+            let shown = ra.shown_row(texts);
             (sa.score != sb.score).then(|| RowPair {
-                row: *row,
-                inputs: shown.inputs.clone().into_iter().collect(),
-                expected: shown.expected.clone(),
+                row,
+                inputs: shown
+                    .map(|r| r.inputs.clone().into_iter().collect())
+                    .unwrap_or_default(),
+                expected: shown.map(|r| r.expected.clone()).unwrap_or_default(),
                 a: sa,
                 b: sb,
             })
@@ -318,18 +324,6 @@ fn best_of(run: &RunData) -> Option<(usize, usize, String)> {
     Some((execution, version, model))
 }
 
-/// The answers of one version of a run on one model, by row.
-fn version_rows<'a>(
-    run: &'a RunData,
-    variant: &str,
-    version: Version,
-    model: &str,
-) -> BTreeMap<usize, RowAnswers<'a>> {
-    samples::by_row(run.replay.iter().filter(|r| {
-        r.variant == variant && r.version.version() == Some(version) && r.model == model
-    }))
-}
-
 pub fn compare(dirs: &[PathBuf]) -> Result<CompareReport, ReportError> {
     let runs: Vec<RunData> = dirs.iter().map(|dir| load(dir)).collect::<Result<_, _>>()?;
     let Some(first) = runs.first() else {
@@ -379,8 +373,10 @@ pub fn compare(dirs: &[PathBuf]) -> Result<CompareReport, ReportError> {
         })?;
         let execution = &run.executions[execution];
         let version = &execution.versions[version];
-        let rows = version_rows(run, &execution.variant, version.version, &model);
-        let scores = samples::row_scores(&rows);
+        let rows = run
+            .replay
+            .version(&execution.variant, version.version, &model);
+        let scores = rows.map(samples::row_scores).unwrap_or_default();
         picked.push((
             Contender {
                 source: run.dir.display().to_string(),
@@ -392,7 +388,7 @@ pub fn compare(dirs: &[PathBuf]) -> Result<CompareReport, ReportError> {
                 validation_score: version.validation_score,
                 simulated: run.manifest.simulated,
                 prompt: version.prompt.clone(),
-                agreement: Agreement::of(rows.values()),
+                agreement: rows.and_then(|rows| Agreement::of(rows.values())),
                 ..Contender::scored(&scores)
             },
             scores,
@@ -421,17 +417,22 @@ pub struct PromptSetting {
 }
 
 /// Each prompt against the first, from the replay rows they produced on one model (rows whose
-/// answer failed are left out of the pairs, as in a run's report).
+/// answer failed are left out of the pairs, as in a run's report). Refuses rows that answer one
+/// row's sample of a prompt twice.
 pub fn compare_prompts(
     setting: PromptSetting,
     prompts: &[PromptFile],
     replay: &[ReplayRow],
-) -> CompareReport {
+) -> Result<CompareReport, ReportError> {
+    let table = ReplayTable::of(replay).map_err(|refused| {
+        ReportError::record(Path::new(REPLAY_FILE), refused.record, refused.message)
+    })?;
+    let texts = Texts::All(replay);
     let picked: Vec<(Contender, BTreeMap<usize, f64>)> = prompts
         .iter()
         .map(|prompt| {
-            let rows = prompt_rows(replay, &prompt.file, &setting.model);
-            let scores = samples::row_scores(&rows);
+            let rows = prompt_rows(&table, &prompt.file, &setting.model);
+            let scores = rows.map(samples::row_scores).unwrap_or_default();
             let name = Path::new(&prompt.file)
                 .file_name()
                 .map_or_else(|| prompt.file.clone(), |n| n.to_string_lossy().into_owned());
@@ -445,7 +446,7 @@ pub fn compare_prompts(
                 validation_score: None,
                 simulated: setting.simulated,
                 prompt: prompt.text.clone(),
-                agreement: Agreement::of(rows.values()),
+                agreement: rows.and_then(|rows| Agreement::of(rows.values())),
                 ..Contender::scored(&scores)
             };
             (contender, scores)
@@ -457,10 +458,16 @@ pub fn compare_prompts(
         .skip(1)
         .filter_map(|prompt| {
             let first = prompts.first()?;
-            Some(differing(&first.file, &prompt.file, replay, &setting.model))
+            Some(differing(
+                &first.file,
+                &prompt.file,
+                &table,
+                &texts,
+                &setting.model,
+            ))
         })
         .collect();
-    CompareReport {
+    Ok(CompareReport {
         subject: "prompt".to_owned(),
         dataset_file: setting.dataset_file,
         dataset_sha256: setting.dataset_sha256,
@@ -468,7 +475,7 @@ pub fn compare_prompts(
         contenders: picked.into_iter().map(|(contender, _)| contender).collect(),
         comparisons,
         differing,
-    }
+    })
 }
 
 impl Contender {

@@ -2,13 +2,15 @@
 //! table show, as one plain serialisable snapshot of a run. The templates only lay it out; every
 //! number, verdict and sentence is decided here, so a snapshot test of this struct covers what a
 //! reader is told.
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 
-use crate::store::{Backend, ExecutionRecord, ITERATIONS_FILE, ReplayRow, RunManifest, Version};
+use crate::store::{Backend, ExecutionRecord, ITERATIONS_FILE, RunManifest, Version};
 
-use super::baseline::{AnswerCounts, Baseline, Classification};
+use super::ReportError;
+use super::answers::{ReplayTable, Rows, Texts};
+use super::baseline::{AnswerCounts, Baseline, Classification, Labels};
 use super::diff::{DiffStats, Segment, word_diff};
 use super::format::{self, p_phrase};
 use super::load::{Execution, IterationLog, PromptVersion, RunData};
@@ -226,15 +228,56 @@ pub struct RowTable {
     pub rows: Vec<RowView>,
     /// Every row's scores, in row order, for the heatmap.
     #[serde(skip)]
-    pub scores: Vec<RowScores>,
+    pub scores: RowScores,
 }
 
-/// One holdout row's score for each version of a [`RowTable`], in the table's order: `None` where
-/// the version was not asked this row, `Some(None)` where it failed.
-#[derive(Debug, Clone)]
+/// Each holdout row's score for each version of a [`RowTable`], rows in order, versions in the
+/// table's: `None` where the version was not asked the row, `Some(None)` where it failed. One
+/// grid, not a list per row: a table of a million rows holds 40 bytes per row of two versions.
+#[derive(Debug, Clone, Default)]
 pub struct RowScores {
-    pub row: usize,
-    pub by_version: Vec<Option<Option<f64>>>,
+    versions: usize,
+    rows: Vec<usize>,
+    /// `versions` cells per row.
+    cells: Vec<Option<Option<f64>>>,
+}
+
+impl RowScores {
+    pub fn new(versions: usize) -> Self {
+        Self {
+            versions,
+            ..Self::default()
+        }
+    }
+
+    /// Adds `row`, after every row already added, with one cell per version.
+    pub fn push(&mut self, row: usize, by_version: impl IntoIterator<Item = Option<Option<f64>>>) {
+        self.rows.push(row);
+        self.cells
+            .extend(by_version.into_iter().take(self.versions));
+        self.cells.resize(self.rows.len() * self.versions, None);
+    }
+
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// The rows, in order.
+    pub fn rows(&self) -> &[usize] {
+        &self.rows
+    }
+
+    /// Each row with its cells, in row order.
+    pub fn iter(&self) -> impl Iterator<Item = (usize, &[Option<Option<f64>>])> {
+        self.rows
+            .iter()
+            .copied()
+            .zip(self.cells.chunks(self.versions.max(1)))
+    }
 }
 
 /// The most rows the page's row tables show in all, so that the page opens at once whatever the
@@ -282,14 +325,29 @@ pub struct MethodView {
     pub text: Vec<String>,
 }
 
-/// Builds the context of one run from its checked records and polars totals.
+/// Builds the context of one run from its checked records and totals. Reads `replay.csv` once
+/// more, for the texts of the rows the tables show and the labels of a classification's answers.
 pub fn build(
     run: &RunData,
     version_totals: &[VersionTotals],
     history_totals: &[HistoryTotals],
-) -> ReportContext {
+) -> Result<ReportContext, ReportError> {
     let manifest = &run.manifest;
-    let answers = index_answers(&run.replay);
+    let answers = &run.replay;
+    let classifications: Vec<Option<Classification>> = run
+        .executions
+        .iter()
+        .map(|execution| classification(run, execution))
+        .collect();
+    let tables = plan_row_tables(run);
+    let (texts, labels) = reread(run, &tables, &classifications)?;
+    let row_tables = tables
+        .into_iter()
+        .map(|table| {
+            let execution = &run.executions[table.execution];
+            table.fill(answers, execution, &texts)
+        })
+        .collect();
     let totals: Totals<'_> = version_totals
         .iter()
         .map(|t| ((t.variant.as_str(), t.version, t.model.as_str()), t))
@@ -303,12 +361,11 @@ pub fn build(
         executions,
         mut comparisons,
         versions,
-        row_tables,
         searches,
-    } = views(run, &answers, &totals, &history);
+    } = views(run, &totals, &history, &classifications, &labels);
 
     let mut notes = Vec::new();
-    let mut variant_comparisons = variant_comparisons(run, &answers, &mut notes);
+    let mut variant_comparisons = variant_comparisons(run, &mut notes);
     let headline = headline(run, &comparisons);
     // The headline was chosen before the holdout was read and stays a single test; every other
     // comparison on this page is one family.
@@ -335,7 +392,7 @@ pub fn build(
         .best()
         .is_some_and(|(e, v)| run.executions[e].versions[v].is_seed());
 
-    ReportContext {
+    Ok(ReportContext {
         format_version: FORMAT_VERSION,
         simulated: manifest.simulated,
         experiment: experiment_view(manifest),
@@ -350,7 +407,73 @@ pub fn build(
         searches,
         method: method(),
         notes,
+    })
+}
+
+/// The classification of an execution's holdout rows, when they are one (see
+/// [`Classification::of`]).
+fn classification(run: &RunData, execution: &Execution) -> Option<Classification> {
+    let plan = &run.manifest.executions[execution.index].plan;
+    let scorer = &plan.replay.as_ref()?.scorer;
+    let rows = scored_rows(&run.replay, execution);
+    let expected = |record: u32| {
+        run.replay
+            .expected(&execution.variant, run.replay.answer(record))
+    };
+    // A value that was not kept is no label (see `ReplayTable::expected`).
+    if rows.iter().any(|&(_, record)| expected(record).is_none()) {
+        return None;
     }
+    Classification::of(
+        scorer,
+        rows.iter()
+            .map(|&(row, record)| (row as usize, expected(record).unwrap_or_default())),
+        plan.dataset.holdout_rows,
+    )
+}
+
+/// Reads `replay.csv` again: the whole records of the rows the tables show, and each answer's
+/// label in its execution's classification.
+fn reread<'t>(
+    run: &RunData,
+    tables: &[PlannedTable],
+    classifications: &[Option<Classification>],
+) -> Result<(Texts<'t>, Labels), ReportError> {
+    let mut wanted: HashSet<u32> = HashSet::new();
+    for table in tables {
+        let execution = &run.executions[table.execution];
+        for version in execution.versions.iter().filter(|v| v.replayed) {
+            let Some(rows) = run
+                .replay
+                .version(&execution.variant, version.version, &table.model)
+            else {
+                continue;
+            };
+            for &(row, _) in &table.picked {
+                if let Some(answers) = rows.get(row) {
+                    wanted.extend(answers.samples().map(|(record, _)| record));
+                }
+            }
+        }
+    }
+    let by_variant: HashMap<&str, &Classification> = run
+        .executions
+        .iter()
+        .zip(classifications)
+        .filter_map(|(e, c)| Some((e.variant.as_str(), c.as_ref()?)))
+        .collect();
+    let mut labels = Labels::default();
+    let texts = run.texts(
+        |record| wanted.contains(&record),
+        |record, row| {
+            if let Some(classification) = by_variant.get(row.variant.as_str())
+                && row.error.is_empty()
+            {
+                labels.set(record, classification.label_of(&row.output));
+            }
+        },
+    )?;
+    Ok((texts, labels))
 }
 
 /// What the page shows of each execution, in run order.
@@ -359,34 +482,26 @@ struct Views {
     /// Each execution's seed against its best version, per model.
     comparisons: Vec<ComparisonView>,
     versions: Vec<VersionView>,
-    row_tables: Vec<RowTable>,
     searches: Vec<SearchView>,
 }
 
 fn views(
     run: &RunData,
-    answers: &Answers<'_>,
     totals: &Totals<'_>,
     history: &HashMap<&str, &HistoryTotals>,
+    classifications: &[Option<Classification>],
+    labels: &Labels,
 ) -> Views {
+    let answers = &run.replay;
     let mut executions = Vec::new();
     let mut comparisons = Vec::new();
     let mut versions = Vec::new();
-    let mut row_tables = Vec::new();
     let mut searches = Vec::new();
-    let tables: usize = run.executions.iter().map(|e| e.models.len()).sum();
-    let rows_per_table = (ROWS_ON_PAGE / tables.max(1)).max(ROWS_PER_TABLE_MIN);
     for execution in &run.executions {
         let record = &run.manifest.executions[execution.index];
         let history = history.get(execution.variant.as_str()).copied();
         let best = execution.best.map(|i| &execution.versions[i]);
-        let classification = record.plan.replay.as_ref().and_then(|replay| {
-            Classification::of(
-                &replay.scorer,
-                scored_rows(answers, execution),
-                record.plan.dataset.holdout_rows,
-            )
-        });
+        let classification = classifications[execution.index].as_ref();
         searches.push(search::view(
             execution,
             &run.iterations,
@@ -398,7 +513,7 @@ fn views(
             execution,
             history,
             best,
-            classification.as_ref(),
+            classification,
         ));
         for version in &execution.versions {
             versions.push(version_view(
@@ -407,7 +522,7 @@ fn views(
                 best,
                 totals,
                 answers,
-                classification.as_ref(),
+                classification.map(|c| (c, labels)),
             ));
         }
         for model in &execution.models {
@@ -419,7 +534,6 @@ fn views(
                     answers, execution, best, model, &versions,
                 ));
             }
-            row_tables.push(row_table(answers, execution, model, rows_per_table));
         }
     }
 
@@ -427,7 +541,6 @@ fn views(
         executions,
         comparisons,
         versions,
-        row_tables,
         searches,
     }
 }
@@ -504,8 +617,8 @@ fn version_view(
     version: &PromptVersion,
     best: Option<&PromptVersion>,
     totals: &Totals<'_>,
-    answers: &Answers<'_>,
-    classification: Option<&Classification>,
+    answers: &ReplayTable,
+    classification: Option<(&Classification, &Labels)>,
 ) -> VersionView {
     let (diff, diff_stats) = if version.is_seed() {
         (Vec::new(), DiffStats::default())
@@ -521,7 +634,7 @@ fn version_view(
             Some(version_score(
                 model,
                 totals,
-                answers.get(&(variant, version.version, model.as_str())),
+                answers.version(variant, version.version, model),
                 classification,
             ))
         })
@@ -547,11 +660,11 @@ fn version_view(
 fn version_score(
     model: &str,
     totals: &VersionTotals,
-    rows: Option<&BTreeMap<usize, RowAnswers<'_>>>,
-    classification: Option<&Classification>,
+    rows: Option<Rows<'_>>,
+    classification: Option<(&Classification, &Labels)>,
 ) -> VersionScore {
     let scores: Vec<f64> = rows
-        .map(|rows| rows.values().filter_map(RowAnswers::score).collect())
+        .map(|rows| rows.values().filter_map(|row| row.score()).collect())
         .unwrap_or_default();
     let interval = stats::mean_interval(&scores);
     VersionScore {
@@ -579,14 +692,14 @@ fn version_score(
         agreement: rows.and_then(|rows| Agreement::of(rows.values())),
         answers: classification
             .zip(rows)
-            .map(|(classification, rows)| classification.answers(rows)),
+            .map(|((classification, labels), rows)| classification.answers(rows, labels)),
     }
 }
 
 /// The headline test of an execution on one model: its seed against its best version on the
 /// holdout rows both answered, with the cautions of either.
 fn seed_against_best(
-    answers: &Answers<'_>,
+    answers: &ReplayTable,
     execution: &Execution,
     best: &PromptVersion,
     model: &str,
@@ -684,42 +797,26 @@ fn run_notes(
     notes
 }
 
-/// Answers by (variant, version, model), then by row (each row's repeated samples together).
-type Answers<'a> = HashMap<(&'a str, Version, &'a str), BTreeMap<usize, RowAnswers<'a>>>;
-
-/// The run's answers by version; every row of a checked run answers for a version.
-fn index_answers(replay: &[ReplayRow]) -> Answers<'_> {
-    let mut grouped: HashMap<(&str, Version, &str), Vec<&ReplayRow>> = HashMap::new();
-    for row in replay {
-        let Some(version) = row.version.version() else {
-            continue;
-        };
-        grouped
-            .entry((row.variant.as_str(), version, row.model.as_str()))
-            .or_default()
-            .push(row);
-    }
-    grouped
-        .into_iter()
-        .map(|(key, rows)| (key, samples::by_row(rows)))
-        .collect()
-}
-
-/// Each holdout row of an execution that some version answered on some model, with its expected
-/// value: the rows a classification's baseline is counted over.
-fn scored_rows<'a>(answers: &Answers<'a>, execution: &Execution) -> BTreeMap<usize, &'a str> {
-    let mut rows = BTreeMap::new();
+/// Each holdout row of an execution that some version answered on some model, with the record
+/// whose expected value it takes (the earliest in the file): the rows a classification's baseline
+/// is counted over, in row order. Eight bytes a row, since a holdout may have millions.
+fn scored_rows(answers: &ReplayTable, execution: &Execution) -> Vec<(u32, u32)> {
+    let mut rows: Vec<(u32, u32)> = Vec::new();
     for version in &execution.versions {
         for model in &execution.models {
-            let key = (execution.variant.as_str(), version.version, model.as_str());
-            for (row, answers) in answers.get(&key).into_iter().flatten() {
-                if answers.score().is_some() {
-                    rows.entry(*row)
-                        .or_insert(answers.shown().expected.as_str());
+            let Some(version_rows) = answers.version(&execution.variant, version.version, model)
+            else {
+                continue;
+            };
+            for (row, row_answers) in version_rows.iter() {
+                if row_answers.score().is_some() {
+                    rows.push((row as u32, row_answers.shown()));
                 }
             }
         }
     }
+    rows.sort_unstable();
+    rows.dedup_by_key(|&mut (row, _)| row);
     rows
 }
 
@@ -754,89 +851,152 @@ fn caution_note(c: &ComparisonView) -> Option<String> {
 
 /// Row scores of `a` and `b` on the rows both answered, in row order.
 fn paired_scores(
-    answers: &Answers<'_>,
+    answers: &ReplayTable,
     execution: &Execution,
     a: Version,
     b: Version,
     model: &str,
 ) -> (Vec<f64>, Vec<f64>) {
     match (
-        answers.get(&(execution.variant.as_str(), a, model)),
-        answers.get(&(execution.variant.as_str(), b, model)),
+        answers.version(&execution.variant, a, model),
+        answers.version(&execution.variant, b, model),
     ) {
         (Some(a), Some(b)) => samples::paired(a, b),
         _ => (Vec::new(), Vec::new()),
     }
 }
 
-/// The row table of `execution` on `model`, showing at most `shown` rows.
-fn row_table(answers: &Answers<'_>, execution: &Execution, model: &str, shown: usize) -> RowTable {
-    let replayed: Vec<&PromptVersion> = execution.versions.iter().filter(|v| v.replayed).collect();
-    let labels: Vec<&str> = replayed.iter().map(|v| v.label.as_str()).collect();
-    let per_version: Vec<Option<&BTreeMap<usize, RowAnswers<'_>>>> = replayed
+/// A row table whose rows are chosen but not yet filled with their texts, which the report
+/// reads from `replay.csv` for the chosen rows only.
+struct PlannedTable {
+    /// Index in `run.executions`.
+    execution: usize,
+    model: String,
+    /// The rows to show, in row order, each with whether it changed.
+    picked: Vec<(usize, bool)>,
+    table: RowTable,
+}
+
+/// Every row table of the run: one per execution and model, in run order, each showing an
+/// equal share of [`ROWS_ON_PAGE`].
+fn plan_row_tables(run: &RunData) -> Vec<PlannedTable> {
+    let tables: usize = run.executions.iter().map(|e| e.models.len()).sum();
+    let rows_per_table = (ROWS_ON_PAGE / tables.max(1)).max(ROWS_PER_TABLE_MIN);
+    run.executions
         .iter()
-        .map(|v| answers.get(&(execution.variant.as_str(), v.version, model)))
-        .collect();
-    let best = execution.best.map(|i| execution.versions[i].version);
-    let seed_at = replayed.iter().position(|v| v.is_seed());
-    let best_at = best.and_then(|b| replayed.iter().position(|v| v.version == b));
-    let mut row_numbers: Vec<usize> = per_version
-        .iter()
-        .flatten()
-        .flat_map(|rows| rows.keys().copied())
-        .collect();
-    row_numbers.sort_unstable();
-    row_numbers.dedup();
-    let found = |row: usize| -> Vec<Option<&RowAnswers<'_>>> {
-        per_version
-            .iter()
-            .map(|rows| rows.and_then(|r| r.get(&row)))
-            .collect()
-    };
-    let scores: Vec<RowScores> = row_numbers
-        .iter()
-        .map(|&row| RowScores {
-            row,
-            by_version: found(row)
+        .flat_map(|execution| {
+            execution
+                .models
                 .iter()
-                .map(|answers| answers.map(RowAnswers::score))
-                .collect(),
+                .map(move |model| plan_row_table(&run.replay, execution, model, rows_per_table))
         })
+        .collect()
+}
+
+/// The replayed versions of an execution, in order, with their answers on `model`.
+fn table_versions<'a>(
+    answers: &'a ReplayTable,
+    execution: &'a Execution,
+    model: &str,
+) -> Vec<(&'a PromptVersion, Option<Rows<'a>>)> {
+    execution
+        .versions
+        .iter()
+        .filter(|v| v.replayed)
+        .map(|v| (v, answers.version(&execution.variant, v.version, model)))
+        .collect()
+}
+
+/// The row table of `execution` on `model`, choosing at most `shown` rows to show.
+fn plan_row_table(
+    answers: &ReplayTable,
+    execution: &Execution,
+    model: &str,
+    shown: usize,
+) -> PlannedTable {
+    let replayed = table_versions(answers, execution, model);
+    let best = execution.best.map(|i| execution.versions[i].version);
+    let seed_at = replayed.iter().position(|(v, _)| v.is_seed());
+    let best_at = best.and_then(|b| replayed.iter().position(|(v, _)| v.version == b));
+    // Each version's row scores, walked together in row order.
+    let mut walks: Vec<_> = replayed
+        .iter()
+        .map(|(_, rows)| rows.iter().flat_map(|rows| rows.iter()).peekable())
         .collect();
-    let changed_at = |scores: &RowScores| match (seed_at, best_at) {
-        (Some(s), Some(b)) => scores.by_version[s].flatten() != scores.by_version[b].flatten(),
+    let mut scores = RowScores::new(replayed.len());
+    while let Some(row) = walks
+        .iter_mut()
+        .filter_map(|walk| walk.peek().map(|(row, _)| *row))
+        .min()
+    {
+        let by_version = walks
+            .iter_mut()
+            .map(|walk| walk.next_if(|(r, _)| *r == row).map(|(_, a)| a.score()));
+        scores.push(row, by_version);
+    }
+    let changed_at = |cells: &[Option<Option<f64>>]| match (seed_at, best_at) {
+        (Some(s), Some(b)) => cells[s].flatten() != cells[b].flatten(),
         _ => false,
     };
-    let changed = scores.iter().filter(|s| changed_at(s)).count();
+    let changed = scores.iter().filter(|(_, cells)| changed_at(cells)).count();
     // Every changed row first, then the others, each in row order; shown in row order.
     let mut picked: Vec<(usize, bool)> = scores
         .iter()
-        .filter(|s| changed_at(s))
-        .chain(scores.iter().filter(|s| !changed_at(s)))
+        .filter(|(_, cells)| changed_at(cells))
+        .chain(scores.iter().filter(|(_, cells)| !changed_at(cells)))
         .take(shown)
-        .map(|s| (s.row, changed_at(s)))
+        .map(|(row, cells)| (row, changed_at(cells)))
         .collect();
     picked.sort_unstable();
-    let rows: Vec<RowView> = picked
-        .into_iter()
-        .map(|(row, changed)| row_view(row, changed, &found(row)))
-        .collect();
-    RowTable {
-        id: format!("rows-{}-{}", execution.label, slug(model)),
-        execution: execution.label.clone(),
+    PlannedTable {
+        execution: execution.index,
         model: model.to_owned(),
-        versions: labels.iter().map(|l| (*l).to_owned()).collect(),
-        best: best.map(|version| version.to_string()),
-        total_rows: scores.len(),
-        changed,
-        rows,
-        scores,
+        picked,
+        table: RowTable {
+            id: format!("rows-{}-{}", execution.label, slug(model)),
+            execution: execution.label.clone(),
+            model: model.to_owned(),
+            versions: replayed.iter().map(|(v, _)| v.label.clone()).collect(),
+            best: best.map(|version| version.to_string()),
+            total_rows: scores.len(),
+            changed,
+            rows: Vec::new(),
+            scores,
+        },
+    }
+}
+
+impl PlannedTable {
+    /// The table with its chosen rows, their texts from `texts`.
+    fn fill(self, answers: &ReplayTable, execution: &Execution, texts: &Texts<'_>) -> RowTable {
+        let replayed = table_versions(answers, execution, &self.model);
+        let rows = self
+            .picked
+            .iter()
+            .map(|&(row, changed)| {
+                let found: Vec<Option<RowAnswers<'_>>> = replayed
+                    .iter()
+                    .map(|(_, rows)| rows.and_then(|rows| rows.get(row)))
+                    .collect();
+                row_view(row, changed, &found, texts)
+            })
+            .collect();
+        RowTable { rows, ..self.table }
     }
 }
 
 /// One row of a row table: its inputs and expected value, and each version's answer.
-fn row_view(row: usize, changed: bool, found: &[Option<&RowAnswers<'_>>]) -> RowView {
-    let first = found.iter().flatten().next().map(|answers| answers.shown());
+fn row_view(
+    row: usize,
+    changed: bool,
+    found: &[Option<RowAnswers<'_>>],
+    texts: &Texts<'_>,
+) -> RowView {
+    let first = found
+        .iter()
+        .flatten()
+        .next()
+        .and_then(|answers| answers.shown_row(texts));
     RowView {
         row,
         inputs: first
@@ -856,13 +1016,15 @@ fn row_view(row: usize, changed: bool, found: &[Option<&RowAnswers<'_>>]) -> Row
             .iter()
             .map(|answers| {
                 answers.map(|answers| {
-                    let r = answers.shown();
+                    let shown = answers.shown_row(texts);
                     Cell {
-                        output: answers.output().to_owned(),
+                        output: answers.output(texts).to_owned(),
                         score: answers.score(),
-                        error: r.error.clone(),
-                        answered_by: (r.answered_by != r.model).then(|| r.answered_by.clone()),
-                        repeats: answers.summary(),
+                        error: shown.map(|r| r.error.clone()).unwrap_or_default(),
+                        answered_by: shown
+                            .filter(|r| r.answered_by != r.model)
+                            .map(|r| r.answered_by.clone()),
+                        repeats: answers.summary(texts),
                     }
                 })
             })
@@ -1024,11 +1186,8 @@ fn sentence(
 /// Each variant's best version against the first variant's (see
 /// [`ReportContext::variant_comparisons`]); a variant that cannot be paired with the first is
 /// named in a note.
-fn variant_comparisons(
-    run: &RunData,
-    answers: &Answers<'_>,
-    notes: &mut Vec<String>,
-) -> Vec<ComparisonView> {
+fn variant_comparisons(run: &RunData, notes: &mut Vec<String>) -> Vec<ComparisonView> {
+    let answers = &run.replay;
     let Some((first, others)) = run.executions.split_first() else {
         return Vec::new();
     };
@@ -1061,8 +1220,8 @@ fn variant_comparisons(
             continue;
         };
         let (Some(a), Some(b)) = (
-            answers.get(&(first.variant.as_str(), first_best.version, model.as_str())),
-            answers.get(&(other.variant.as_str(), best.version, model.as_str())),
+            answers.version(&first.variant, first_best.version, model),
+            answers.version(&other.variant, best.version, model),
         ) else {
             continue;
         };
@@ -1338,14 +1497,22 @@ mod tests {
     fn a_long_table_shows_its_changed_rows_first_and_counts_every_row() {
         let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/run");
         let run = crate::report::load::load(&fixture).unwrap();
-        let answers = super::index_answers(&run.replay);
         let execution = &run.executions[0];
         let model = &execution.models[0];
-        let full = super::row_table(&answers, execution, model, usize::MAX);
+        // Every record's text, as the report reads them for the rows it shows.
+        let texts = run.texts(|_| true, |_, _| {}).unwrap();
+        let table = |shown: usize| {
+            super::plan_row_table(&run.replay, execution, model, shown).fill(
+                &run.replay,
+                execution,
+                &texts,
+            )
+        };
+        let full = table(usize::MAX);
         assert_eq!(full.rows.len(), full.total_rows);
         assert!(full.changed > 0 && full.changed + 2 < full.total_rows);
         let shown = full.changed + 2;
-        let short = super::row_table(&answers, execution, model, shown);
+        let short = table(shown);
         assert_eq!(
             (short.total_rows, short.changed, short.scores.len()),
             (full.total_rows, full.changed, full.total_rows),

@@ -10,27 +10,43 @@
 //! `--fail-if-worse`, and its text is the comparison's sentence, which says how it was tested.
 use std::fmt::Write;
 
+use std::path::Path;
+
+use super::ReportError;
+use super::answers::{ReplayTable, Texts};
 use super::context::ComparisonView;
-use super::samples::{self, RowAnswers};
+use super::samples::RowAnswers;
 use super::stats::Verdict;
 use crate::prompt::PromptFile;
-use crate::store::ReplayRow;
+use crate::store::{REPLAY_FILE, ReplayOf, ReplayRow};
 
-/// The JUnit XML document of `rows` (the `replay.csv` rows of a comparison), suites in the order
-/// of `prompts`, then the suite of `comparisons`.
+/// The JUnit XML document of `rows` (the `replay.csv` rows of a comparison, on one model),
+/// suites in the order of `prompts`, then the suite of `comparisons`. Refuses rows that answer
+/// one row's sample of a prompt twice.
 pub fn junit(
     prompts: &[PromptFile],
     rows: &[ReplayRow],
     pass_score: f64,
     comparisons: &[ComparisonView],
-) -> String {
+) -> Result<String, ReportError> {
+    let table = ReplayTable::of(rows).map_err(|refused| {
+        ReportError::record(Path::new(REPLAY_FILE), refused.record, refused.message)
+    })?;
+    let texts = Texts::All(rows);
     let mut out = String::from(
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"gepa-lab compare\">\n",
     );
     for prompt in prompts {
-        let own = samples::by_row(rows.iter().filter(|r| r.version.is_file(&prompt.file)));
+        let of = ReplayOf::PromptFile(prompt.file.clone());
+        // A comparison asks one model: the prompt's rows are those of the model its rows name.
+        let own: Vec<(usize, RowAnswers<'_>)> = rows
+            .iter()
+            .find(|r| r.version == of)
+            .and_then(|r| table.rows(&r.variant, &of, &r.model))
+            .map(|rows| rows.iter().collect())
+            .unwrap_or_default();
         let passed = |answers: &RowAnswers<'_>| answers.score().is_some_and(|s| s >= pass_score);
-        let failures = own.values().filter(|a| !passed(a)).count();
+        let failures = own.iter().filter(|(_, a)| !passed(a)).count();
         let _ = writeln!(
             out,
             "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\" errors=\"0\">",
@@ -38,7 +54,11 @@ pub fn junit(
             own.len()
         );
         for (row, answers) in &own {
-            let seconds: u64 = answers.samples().iter().map(|r| r.latency_ms).sum();
+            let seconds: u64 = answers
+                .samples()
+                .filter_map(|(record, _)| texts.get(record))
+                .map(|r| r.latency_ms)
+                .sum();
             let _ = write!(
                 out,
                 "    <testcase classname=\"{}\" name=\"row {row}\" time=\"{:.3}\"",
@@ -49,7 +69,7 @@ pub fn junit(
                 out.push_str("/>\n");
                 continue;
             }
-            let (message, text) = failure(answers, pass_score);
+            let (message, text) = failure(answers, &texts, pass_score);
             let _ = write!(
                 out,
                 ">\n      <failure message=\"{}\">{}</failure>\n    </testcase>\n",
@@ -61,16 +81,16 @@ pub fn junit(
     }
     comparison_suite(&mut out, comparisons);
     out.push_str("</testsuites>\n");
-    out
+    Ok(out)
 }
 
 /// The failure of a row's case: its message (the score against the pass score, or no answer)
 /// and text (each answer with its feedback, or its error, then the expected output).
-fn failure(answers: &RowAnswers<'_>, pass_score: f64) -> (String, String) {
-    let expected = &answers.shown().expected;
+fn failure(answers: &RowAnswers<'_>, texts: &Texts<'_>, pass_score: f64) -> (String, String) {
+    let expected = answers.shown_row(texts).map_or("", |r| r.expected.as_str());
     let each: Vec<String> = answers
         .samples()
-        .iter()
+        .filter_map(|(record, _)| texts.get(record))
         .map(|r| {
             let sample = if answers.asked() > 1 {
                 format!(" {}", r.sample)
@@ -214,7 +234,7 @@ mod tests {
             settings: Vec::new(),
             simulated: false,
         };
-        let report = super::super::compare_prompts(setting(), &prompts, &rows);
+        let report = super::super::compare_prompts(setting(), &prompts, &rows).unwrap();
         let [b, c] = &report.comparisons[..] else {
             panic!("{:?}", report.comparisons);
         };
@@ -231,7 +251,7 @@ mod tests {
             "{}",
             b.sentence
         );
-        let xml = junit(&prompts, &rows, 1.0, &report.comparisons);
+        let xml = junit(&prompts, &rows, 1.0, &report.comparisons).unwrap();
         assert!(
             xml.contains("<testsuite name=\"comparisons\" tests=\"2\" failures=\"0\""),
             "{xml}"
@@ -239,9 +259,9 @@ mod tests {
         assert!(xml.contains("Holm-adjusted for the 2 comparisons"), "{xml}");
 
         // Alone, b.txt is worse, and its case fails.
-        let report = super::super::compare_prompts(setting(), &prompts[..2], &rows);
+        let report = super::super::compare_prompts(setting(), &prompts[..2], &rows).unwrap();
         assert_eq!(report.comparisons[0].verdict, Verdict::Worse);
-        let xml = junit(&prompts[..2], &rows, 1.0, &report.comparisons);
+        let xml = junit(&prompts[..2], &rows, 1.0, &report.comparisons).unwrap();
         assert!(
             xml.contains("<testsuite name=\"comparisons\" tests=\"1\" failures=\"1\"")
                 && xml.contains("<failure message=\"worse (significant)\">"),
@@ -258,7 +278,7 @@ mod tests {
             row("b.txt", 3, 0.0, "503 no node"),
             row("a.txt", 2, 0.5, ""),
         ];
-        let xml = junit(&[prompt("a.txt"), prompt("b.txt")], &rows, 1.0, &[]);
+        let xml = junit(&[prompt("a.txt"), prompt("b.txt")], &rows, 1.0, &[]).unwrap();
         assert!(xml.contains("<testsuite name=\"a.txt\" tests=\"2\" failures=\"1\" errors=\"0\">"));
         assert!(xml.contains("<testsuite name=\"b.txt\" tests=\"3\" failures=\"2\" errors=\"0\">"));
         assert!(xml.contains("<testcase classname=\"a.txt\" name=\"row 1\" time=\"1.500\"/>"));
@@ -276,7 +296,7 @@ mod tests {
         assert!(xml.find("name=\"a.txt\" tests").unwrap() < b);
         assert!(xml[b..].find("row 1").unwrap() < xml[b..].find("row 2").unwrap());
         // A lower pass score passes the half-right answer.
-        let lenient = junit(&[prompt("a.txt")], &rows, 0.5, &[]);
+        let lenient = junit(&[prompt("a.txt")], &rows, 0.5, &[]).unwrap();
         assert!(lenient.contains("tests=\"2\" failures=\"0\""));
     }
 
@@ -293,10 +313,10 @@ mod tests {
             sample(2, 1, 1.0, ""),
             sample(2, 2, 0.0, "timed out"),
         ];
-        let xml = junit(&[prompt("a.txt")], &rows, 0.6, &[]);
+        let xml = junit(&[prompt("a.txt")], &rows, 0.6, &[]).unwrap();
         // Row 1: mean 2/3 passes 0.6; row 2: its one answer, 1.0, passes.
         assert!(xml.contains("tests=\"2\" failures=\"0\""), "{xml}");
-        let xml = junit(&[prompt("a.txt")], &rows, 1.0, &[]);
+        let xml = junit(&[prompt("a.txt")], &rows, 1.0, &[]).unwrap();
         assert!(xml.contains("tests=\"2\" failures=\"1\""), "{xml}");
         assert!(
             xml.contains(

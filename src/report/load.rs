@@ -6,26 +6,28 @@
 //! `iterations.jsonl` is the exception: it only explains how the search went, so a file that
 //! cannot be read leaves the rest of the report standing and is reported as a note instead
 //! ([`IterationLog::Unreadable`]).
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 use crate::engine::IterationRecord;
 use crate::experiment::ExecutionPlan;
 use crate::store::{
     HISTORY_FILE, HistoryRow, ITERATIONS_FILE, IterationRow, REPLAY_FILE, ReplayOf, ReplayRow,
-    RunDir, RunManifest, Version, best_by_score,
+    RunDir, RunManifest, StoreError, Version, best_by_score,
 };
 
 use super::ReportError;
+use super::answers::{ReplayTable, TableBuilder, Texts};
 
 /// A run directory, read and checked.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct RunData {
     pub dir: PathBuf,
     pub manifest: RunManifest,
     pub executions: Vec<Execution>,
     pub history: Vec<HistoryRow>,
-    pub replay: Vec<ReplayRow>,
+    /// The answers of `replay.csv`, without their texts (see [`RunData::texts`]).
+    pub replay: ReplayTable,
     /// What `iterations.jsonl` held; each execution's records are in
     /// [`Execution::iterations`].
     pub iterations: IterationLog,
@@ -71,6 +73,29 @@ pub struct Execution {
 }
 
 impl RunData {
+    /// Reads `replay.csv` again, one record at a time: gives `each` every record with its
+    /// 0-based number, and keeps those `wanted` says.
+    pub fn texts(
+        &self,
+        wanted: impl Fn(u32) -> bool,
+        mut each: impl FnMut(u32, &ReplayRow),
+    ) -> Result<Texts<'static>, ReportError> {
+        let mut kept = HashMap::new();
+        for (record, row) in RunDir::open(&self.dir)?
+            .csv_records::<ReplayRow>(REPLAY_FILE)?
+            .enumerate()
+        {
+            let row = row?;
+            // The first pass refused a file with more records than that.
+            let record = u32::try_from(record).unwrap_or(u32::MAX);
+            each(record, &row);
+            if wanted(record) {
+                kept.insert(record, row);
+            }
+        }
+        Ok(Texts::Read(kept))
+    }
+
     /// The best version of the whole run, as (execution, version) indices: of each execution's
     /// best, the one the ranking rule puts first (ties to the earlier execution). `None` when no
     /// execution has a best version (nothing evolved was replayed).
@@ -114,8 +139,7 @@ pub fn load(path: &Path) -> Result<RunData, ReportError> {
     let run = RunDir::open(path)?;
     let manifest = run.read_manifest()?;
     let history: Vec<HistoryRow> = run.read_csv(HISTORY_FILE)?;
-    let replay: Vec<ReplayRow> = run.read_csv(REPLAY_FILE)?;
-    let mut executions = check(&run, &manifest, &history, &replay)?;
+    let (mut executions, replay) = check(&run, &manifest, &history)?;
     let iterations = match run.read_iterations() {
         Ok(rows) if rows.is_empty() && !run.file(ITERATIONS_FILE).exists() => IterationLog::Missing,
         Ok(rows) => IterationLog::Read {
@@ -167,18 +191,22 @@ fn assign_iterations(
     total - kept
 }
 
-/// The plan's executions with the versions `history` and `replay` hold, each record checked
-/// against the plan and the other file.
+/// The plan's executions with the versions `history.csv` and `replay.csv` hold, each record
+/// checked against the plan and the other file, and the replay's answers.
 fn check(
     run: &RunDir,
     manifest: &RunManifest,
     history: &[HistoryRow],
-    replay: &[ReplayRow],
-) -> Result<Vec<Execution>, ReportError> {
+) -> Result<(Vec<Execution>, ReplayTable), ReportError> {
     let variants = Variants::of(manifest);
     let mut generations = check_history(&run.file(HISTORY_FILE), &variants, history)?;
-    let replayed = check_replay(&run.file(REPLAY_FILE), &variants, &generations, replay)?;
-    Ok(manifest
+    let (replayed, table) = check_replay(
+        &run.file(REPLAY_FILE),
+        &variants,
+        &generations,
+        run.csv_records::<ReplayRow>(REPLAY_FILE)?,
+    )?;
+    let executions = manifest
         .executions
         .iter()
         .enumerate()
@@ -190,7 +218,8 @@ fn check(
                 &replayed[index],
             )
         })
-        .collect())
+        .collect();
+    Ok((executions, table))
 }
 
 /// The plan's executions by variant name (empty for an experiment without variants).
@@ -259,17 +288,22 @@ struct Replayed {
     models: Vec<String>,
 }
 
-/// Each execution's replayed versions and models; a record of an unknown variant or version, a
-/// score out of range, a row or sample numbered 0, or a cell answered twice is refused.
+/// Each execution's replayed versions and models, and the answers, read one record at a time;
+/// a record of an unknown variant or version, a score out of range, a row or sample numbered 0,
+/// or a cell answered twice is refused.
 fn check_replay(
     path: &Path,
     variants: &Variants,
     generations: &[BTreeMap<u32, HistoryRow>],
-    replay: &[ReplayRow],
-) -> Result<Vec<Replayed>, ReportError> {
+    replay: impl Iterator<Item = Result<ReplayRow, StoreError>>,
+) -> Result<(Vec<Replayed>, ReplayTable), ReportError> {
     let mut replayed: Vec<Replayed> = (0..variants.len()).map(|_| Replayed::default()).collect();
-    let mut seen = HashSet::new();
-    for (index, row) in replay.iter().enumerate() {
+    let mut table = TableBuilder::default();
+    let refused = |refused: super::answers::Refused| {
+        ReportError::record(path, refused.record, refused.message)
+    };
+    for (index, row) in replay.enumerate() {
+        let row = row?;
         let record = |message: String| ReportError::record(path, index, message);
         let execution = variants.index(&row.variant).map_err(record)?;
         // Text that is not a version reads as a prompt file's name, which no run holds.
@@ -300,19 +334,14 @@ fn check_replay(
         if row.sample == 0 {
             return Err(record("sample 0: samples are numbered from 1".into()));
         }
-        if !seen.insert((&row.variant, &row.version, &row.model, row.row, row.sample)) {
-            return Err(record(format!(
-                "row {} (sample {}) of version {:?} on model {:?} is answered twice",
-                row.row, row.sample, version, row.model
-            )));
-        }
+        table.push(&row).map_err(refused)?;
         let replayed = &mut replayed[execution];
         replayed.versions.insert(generation);
         if !replayed.models.contains(&row.model) {
-            replayed.models.push(row.model.clone());
+            replayed.models.push(row.model);
         }
     }
-    Ok(replayed)
+    Ok((replayed, table.finish().map_err(refused)?))
 }
 
 /// One execution of the plan: its seed and the replayed generations as versions, the best of

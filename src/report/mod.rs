@@ -19,6 +19,7 @@
 //!                          │                   ├─ replay.parquet                  ├─ results.json
 //!                          └───────────────────┴─ charts::build → Charts ─────────┴─ charts/*.svg (*.png)
 //! ```
+mod answers;
 mod baseline;
 mod charts;
 mod compare;
@@ -159,10 +160,9 @@ pub fn build(run_dir: &Path, options: RenderOptions) -> Result<Report, ReportErr
 
 /// Renders the report of a loaded run.
 pub fn render(run: &RunData, options: RenderOptions) -> Result<Report, ReportError> {
-    // The columns the totals need, dropped before the page is rendered.
-    let version_totals = tables::version_totals(&tables::totals_frame(&run.replay)?)?;
+    let version_totals = run.replay.version_totals();
     let history_totals = tables::history_totals(&tables::history_frame(&run.history)?)?;
-    let context = context::build(run, &version_totals, &history_totals);
+    let context = context::build(run, &version_totals, &history_totals)?;
     let charts = charts::build(run, &context, options.png)?;
     let html = html::render(&context, &charts)?;
     let markdown = markdown::render(&context)?;

@@ -10,59 +10,96 @@ use serde::Serialize;
 
 use crate::store::ReplayRow;
 
+use super::answers::{Answer, Rows, Texts};
+
 /// The answers one version gave to one row on one model, in sample order.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 pub struct RowAnswers<'a> {
-    samples: Vec<&'a ReplayRow>,
+    answers: &'a [Answer],
+    /// This row's records, in sample order.
+    records: &'a [u32],
 }
 
 impl<'a> RowAnswers<'a> {
+    pub(super) fn new(answers: &'a [Answer], records: &'a [u32]) -> Self {
+        debug_assert!(!records.is_empty());
+        Self { answers, records }
+    }
+
+    /// Every sample's record in `replay.csv` with its answer, in sample order.
+    pub fn samples(&self) -> impl Iterator<Item = (u32, &'a Answer)> + 'a {
+        let answers = self.answers;
+        self.records.iter().map(move |&r| (r, &answers[r as usize]))
+    }
+
     /// Answered samples: those without an error.
-    pub fn answered(&self) -> impl Iterator<Item = &'a ReplayRow> + '_ {
-        self.samples.iter().copied().filter(|r| r.error.is_empty())
+    pub fn answered(&self) -> impl Iterator<Item = (u32, &'a Answer)> + 'a {
+        self.samples().filter(|(_, a)| a.answered)
     }
 
     /// The row's score: the mean of its answered samples; none when every one failed.
     pub fn score(&self) -> Option<f64> {
-        let scores: Vec<f64> = self.answered().map(|r| r.score).collect();
-        (!scores.is_empty()).then(|| scores.iter().sum::<f64>() / scores.len() as f64)
+        let (sum, n) = self
+            .answered()
+            .fold((0.0, 0usize), |(sum, n), (_, a)| (sum + a.score, n + 1));
+        (n > 0).then(|| sum / n as f64)
     }
 
-    /// The sample whose inputs, expected output, model and error a table shows: the first
-    /// answered one, else the first.
-    pub fn shown(&self) -> &'a ReplayRow {
-        self.answered().next().unwrap_or(self.samples[0])
+    /// The record of the sample whose inputs, expected output, model and error a table shows:
+    /// the first answered one, else the first.
+    pub fn shown(&self) -> u32 {
+        self.answered()
+            .next()
+            .map_or(self.records[0], |(record, _)| record)
     }
 
-    /// The answer a table shows: the row's one answer, or with repeats its most common one
-    /// (ties to the one given first), since the score beside it is the mean of all of them.
-    pub fn output(&self) -> &'a str {
-        if self.samples.len() < 2 {
-            return &self.shown().output;
+    /// The shown sample's answer (see [`Self::shown`]).
+    pub fn first(&self) -> &'a Answer {
+        &self.answers[self.shown() as usize]
+    }
+
+    /// The record whose answer a table shows: the row's one answer, or with repeats its most
+    /// common one (ties to the one given first), since the score beside it is the mean of all
+    /// of them.
+    pub fn output_record(&self) -> u32 {
+        if self.records.len() < 2 {
+            return self.shown();
         }
         self.distinct()
             .first()
-            .map_or(&self.shown().output, |(answer, _)| answer)
+            .map_or(self.shown(), |&(record, _)| record)
+    }
+
+    /// The answer a table shows (see [`Self::output_record`]); trimmed with repeats, where
+    /// answers are compared trimmed. Empty when `texts` lacks the record.
+    pub fn output<'t>(&self, texts: &'t Texts<'_>) -> &'t str {
+        let output = texts
+            .get(self.output_record())
+            .map_or("", |r| r.output.as_str());
+        if self.records.len() < 2 {
+            output
+        } else {
+            output.trim()
+        }
+    }
+
+    /// The shown sample's whole record, when `texts` holds it.
+    pub fn shown_row<'t>(&self, texts: &'t Texts<'_>) -> Option<&'t ReplayRow> {
+        texts.get(self.shown())
     }
 
     /// The scorer's feedback on the row's one answer; empty with repeats, where each answer
     /// has its own and the summary lists them.
-    pub fn feedback(&self) -> &'a str {
-        if self.samples.len() < 2 {
-            &self.shown().feedback
-        } else {
-            ""
+    pub fn feedback<'t>(&self, texts: &'t Texts<'_>) -> &'t str {
+        match self.shown_row(texts) {
+            Some(row) if self.records.len() < 2 => &row.feedback,
+            _ => "",
         }
     }
 
     /// Samples asked for this row.
     pub fn asked(&self) -> usize {
-        self.samples.len()
-    }
-
-    /// Every sample, answered or not, in sample order.
-    pub fn samples(&self) -> &[&'a ReplayRow] {
-        &self.samples
+        self.records.len()
     }
 
     /// The share of answered samples that gave the most common answer (answers compared after
@@ -76,7 +113,7 @@ impl<'a> RowAnswers<'a> {
     /// Whether every answered sample got the same score; none with fewer than two answered.
     /// Answers that differ only where the scorer does not look (case, say) agree here.
     pub fn same_score(&self) -> Option<bool> {
-        let mut scores = self.answered().map(|r| r.score);
+        let mut scores = self.answered().map(|(_, a)| a.score);
         let first = scores.next()?;
         let mut count = 1;
         let mut same = true;
@@ -87,26 +124,31 @@ impl<'a> RowAnswers<'a> {
         (count >= 2).then_some(same)
     }
 
-    /// Each distinct answer and how many samples gave it, most common first (ties by first
-    /// seen).
-    fn distinct(&self) -> Vec<(&'a str, usize)> {
-        let mut counts: Vec<(&'a str, usize)> = Vec::new();
-        for row in self.answered() {
-            let answer = row.output.trim();
-            match counts.iter_mut().find(|(seen, _)| *seen == answer) {
-                Some((_, n)) => *n += 1,
-                None => counts.push((answer, 1)),
+    /// Each distinct answer, as the record that first gave it, and how many samples gave it,
+    /// most common first (ties by first seen).
+    fn distinct(&self) -> Vec<(u32, usize)> {
+        let mut counts: Vec<(u32, u64, usize)> = Vec::new();
+        for (record, answer) in self.answered() {
+            match counts
+                .iter_mut()
+                .find(|(_, seen, _)| *seen == answer.output)
+            {
+                Some((_, _, n)) => *n += 1,
+                None => counts.push((record, answer.output, 1)),
             }
         }
         // Stable: equal counts keep the order they were first seen in.
-        counts.sort_by_key(|&(_, n)| std::cmp::Reverse(n));
+        counts.sort_by_key(|&(_, _, n)| std::cmp::Reverse(n));
         counts
+            .into_iter()
+            .map(|(record, _, n)| (record, n))
+            .collect()
     }
 
     /// One line on the repeats of this row, for the row tables: how many answers, which ones,
     /// how many failed. None for a row answered once.
-    pub fn summary(&self) -> Option<String> {
-        if self.samples.len() < 2 {
+    pub fn summary(&self, texts: &Texts<'_>) -> Option<String> {
+        if self.records.len() < 2 {
             return None;
         }
         const SHOWN: usize = 3;
@@ -115,14 +157,15 @@ impl<'a> RowAnswers<'a> {
         let answered: usize = answers.iter().map(|(_, n)| n).sum();
         let mut text = format!(
             "{answered} of {} answers: {} distinct",
-            self.samples.len(),
+            self.records.len(),
             answers.len()
         );
         if !answers.is_empty() {
             let each: Vec<String> = answers
                 .iter()
                 .take(SHOWN)
-                .map(|(answer, n)| {
+                .map(|&(record, n)| {
+                    let answer = texts.get(record).map_or("", |r| r.output.trim());
                     let short: String = answer.chars().take(LONGEST).collect();
                     let cut = if short.len() < answer.len() {
                         "…"
@@ -142,42 +185,28 @@ impl<'a> RowAnswers<'a> {
     }
 }
 
-/// The answers of one version on one model, grouped by row (in row order, samples in sample
-/// order).
-pub fn by_row<'a>(
-    rows: impl IntoIterator<Item = &'a ReplayRow>,
-) -> BTreeMap<usize, RowAnswers<'a>> {
-    let mut grouped: BTreeMap<usize, RowAnswers<'a>> = BTreeMap::new();
-    for row in rows {
-        grouped
-            .entry(row.row)
-            .or_insert_with(|| RowAnswers {
-                samples: Vec::new(),
-            })
-            .samples
-            .push(row);
-    }
-    for answers in grouped.values_mut() {
-        answers.samples.sort_by_key(|r| r.sample);
-    }
-    grouped
-}
-
 /// Each row's score (see [`RowAnswers::score`]), for the rows with at least one answer.
-pub fn row_scores(rows: &BTreeMap<usize, RowAnswers<'_>>) -> BTreeMap<usize, f64> {
+pub fn row_scores(rows: Rows<'_>) -> BTreeMap<usize, f64> {
     rows.iter()
-        .filter_map(|(row, answers)| Some((*row, answers.score()?)))
+        .filter_map(|(row, answers)| Some((row, answers.score()?)))
         .collect()
 }
 
 /// The scores of `a` and `b` on the rows both have a score for, in row order.
-pub fn paired(
-    a: &BTreeMap<usize, RowAnswers<'_>>,
-    b: &BTreeMap<usize, RowAnswers<'_>>,
-) -> (Vec<f64>, Vec<f64>) {
-    a.iter()
-        .filter_map(|(row, a)| Some((a.score()?, b.get(row)?.score()?)))
-        .unzip()
+pub fn paired(a: Rows<'_>, b: Rows<'_>) -> (Vec<f64>, Vec<f64>) {
+    let (mut pairs_a, mut pairs_b) = (Vec::new(), Vec::new());
+    let mut b_rows = b.iter().peekable();
+    for (row, answers_a) in a.iter() {
+        while b_rows.next_if(|(other, _)| *other < row).is_some() {}
+        let Some((_, answers_b)) = b_rows.next_if(|(other, _)| *other == row) else {
+            continue;
+        };
+        if let (Some(score_a), Some(score_b)) = (answers_a.score(), answers_b.score()) {
+            pairs_a.push(score_a);
+            pairs_b.push(score_b);
+        }
+    }
+    (pairs_a, pairs_b)
 }
 
 /// How often the repeated answers of one version agree, over its rows with two or more answers.
@@ -195,7 +224,7 @@ pub struct Agreement {
 
 impl Agreement {
     /// Over the given rows; none when no row has two answers.
-    pub fn of<'a, 'b: 'a>(rows: impl IntoIterator<Item = &'a RowAnswers<'b>>) -> Option<Self> {
+    pub fn of<'a>(rows: impl IntoIterator<Item = RowAnswers<'a>>) -> Option<Self> {
         let (shares, same_score): (Vec<f64>, Vec<bool>) = rows
             .into_iter()
             .filter_map(|row| Some((row.agreement()?, row.same_score()?)))
@@ -221,6 +250,7 @@ impl Agreement {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::answers::ReplayTable;
     use crate::store::{ReplayOf, Version};
 
     fn answer(row: usize, sample: u32, output: &str, score: f64, error: &str) -> ReplayRow {
@@ -245,6 +275,13 @@ mod tests {
         }
     }
 
+    /// The seed's answers of `rows`, by row.
+    fn seed_rows(table: &ReplayTable) -> Rows<'_> {
+        table
+            .rows("", &ReplayOf::Version(Version::Seed), "m")
+            .unwrap()
+    }
+
     #[test]
     fn a_rows_score_is_the_mean_of_its_answered_samples_and_rows_weigh_the_same() {
         let rows = [
@@ -255,7 +292,9 @@ mod tests {
             answer(2, 1, "no", 0.0, ""),
             answer(3, 1, "", 0.0, "timed out"),
         ];
-        let scores = row_scores(&by_row(&rows));
+        let table = ReplayTable::of(&rows).unwrap();
+        let texts = Texts::All(&rows);
+        let scores = row_scores(seed_rows(&table));
         // Row 1: 2 of 3; row 2: its one answered sample; row 3 has no answer and no score.
         assert_eq!(scores.len(), 2);
         assert!((scores[&1] - 2.0 / 3.0).abs() < 1e-12);
@@ -263,15 +302,16 @@ mod tests {
         // Over rows, (2/3 + 0) / 2 = 1/3; over answers it would be 2 of 4 = 0.5.
         let mean: f64 = scores.values().sum::<f64>() / scores.len() as f64;
         assert!((mean - 1.0 / 3.0).abs() < 1e-12);
-        let grouped = by_row(&rows);
+        let grouped = seed_rows(&table);
+        let (one, two) = (grouped.get(1).unwrap(), grouped.get(2).unwrap());
         assert_eq!(
-            grouped[&2].shown().output,
+            two.shown_row(&texts).unwrap().output,
             "no",
             "the answered sample is shown"
         );
-        assert_eq!(grouped[&2].asked(), 2);
-        assert_eq!(grouped[&1].output(), "yes", "the most common answer");
-        assert_eq!(grouped[&1].feedback(), "", "each answer has its own");
+        assert_eq!(two.asked(), 2);
+        assert_eq!(one.output(&texts), "yes", "the most common answer");
+        assert_eq!(one.feedback(&texts), "", "each answer has its own");
     }
 
     #[test]
@@ -286,15 +326,18 @@ mod tests {
             answer(3, 1, "yes", 1.0, ""),
             answer(3, 2, "", 0.0, "failed"),
         ];
-        let grouped = by_row(&rows);
+        let table = ReplayTable::of(&rows).unwrap();
+        let texts = Texts::All(&rows);
+        let grouped = seed_rows(&table);
+        let row = |n: usize| grouped.get(n).unwrap();
         assert_eq!(
-            grouped[&1].agreement(),
+            row(1).agreement(),
             Some(1.0),
             "white space is not a difference"
         );
-        assert_eq!(grouped[&2].agreement(), Some(0.5));
+        assert_eq!(row(2).agreement(), Some(0.5));
         assert_eq!(
-            grouped[&3].agreement(),
+            row(3).agreement(),
             None,
             "one answered sample agrees with nothing"
         );
@@ -304,11 +347,11 @@ mod tests {
         assert_eq!(agreement.same_score, 1, "row 2 scored 1, 0, 0, 0");
         assert!((agreement.mean_share - 0.75).abs() < 1e-12);
         assert_eq!(
-            grouped[&2].summary().unwrap(),
+            row(2).summary(&texts).unwrap(),
             "4 of 4 answers: 3 distinct (\u{201c}no\u{201d} ×2, \u{201c}yes\u{201d} ×1, \u{201c}maybe\u{201d} ×1)"
         );
         assert_eq!(
-            grouped[&3].summary().unwrap(),
+            row(3).summary(&texts).unwrap(),
             "1 of 2 answers: 1 distinct (\u{201c}yes\u{201d} ×1)"
         );
     }
@@ -316,15 +359,38 @@ mod tests {
     #[test]
     fn single_answers_have_no_agreement_and_no_summary() {
         let rows = [answer(1, 1, "yes", 1.0, ""), answer(2, 1, "no", 0.0, "")];
-        let grouped = by_row(&rows);
+        let table = ReplayTable::of(&rows).unwrap();
+        let grouped = seed_rows(&table);
         assert_eq!(Agreement::of(grouped.values()), None);
-        assert_eq!(grouped[&1].summary(), None);
+        assert_eq!(grouped.get(1).unwrap().summary(&Texts::All(&rows)), None);
         assert_eq!(
-            row_scores(&by_row(&rows))
-                .values()
-                .copied()
-                .collect::<Vec<_>>(),
+            row_scores(grouped).values().copied().collect::<Vec<_>>(),
             [1.0, 0.0]
+        );
+    }
+
+    #[test]
+    fn pairs_are_the_rows_both_scored_in_row_order() {
+        let mut rows = vec![
+            answer(1, 1, "yes", 1.0, ""),
+            answer(2, 1, "", 0.0, "failed"),
+            answer(4, 1, "no", 0.0, ""),
+            answer(5, 1, "no", 0.5, ""),
+        ];
+        for (row, score) in [(5, 1.0), (2, 1.0), (3, 1.0), (1, 0.0)] {
+            rows.push(ReplayRow {
+                version: ReplayOf::Version(Version::Generation(1)),
+                ..answer(row, 1, "x", score, "")
+            });
+        }
+        let table = ReplayTable::of(&rows).unwrap();
+        let g1 = table
+            .rows("", &ReplayOf::Version(Version::Generation(1)), "m")
+            .unwrap();
+        // Row 2 failed for the seed, row 3 only g1 answered, row 4 only the seed.
+        assert_eq!(
+            paired(seed_rows(&table), g1),
+            (vec![1.0, 0.5], vec![0.0, 1.0])
         );
     }
 }

@@ -1,0 +1,533 @@
+//! The replay's answers as the report holds them, whatever the holdout's size: one 32-byte
+//! [`Answer`] per record of `replay.csv`, in the file's order, and for each (variant, prompt
+//! version, model) its records sorted by row and sample ([`Rows`]).
+//!
+//! What an answer says (its inputs, expected value, output, feedback and error) stays in the
+//! file. The statistics need only its row, sample and score, whether it was answered, a hash of
+//! its output to tell equal answers apart, and its expected value where that may be a label. The
+//! report reads whole records again only for the rows it shows ([`Texts`]). A parsed record takes
+//! about a kilobyte; an answer here takes 36 bytes, so a million-row holdout fits in tens of
+//! megabytes.
+//!
+//! The totals of each version and model ([`VersionTotals`]) are counted as records are added, in
+//! the same pass.
+use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
+
+use crate::store::{ReplayOf, ReplayRow, Version};
+
+use super::baseline::LABEL_CHARS;
+use super::samples::RowAnswers;
+use super::tables::VersionTotals;
+
+/// One answer of the replay, without its text.
+#[derive(Debug, Clone, Copy)]
+pub struct Answer {
+    pub(super) row: u32,
+    pub(super) sample: u32,
+    /// Its variant's [`ExpectedValues`] id, or [`NOT_KEPT`].
+    expected: u32,
+    pub(super) answered: bool,
+    /// Meaningful only when answered.
+    pub(super) score: f64,
+    /// A hash of the output trimmed of white space at its ends: equal hashes, equal answers.
+    pub(super) output: u64,
+}
+
+/// The expected value of an answer whose value was not kept (see [`ExpectedValues`]).
+const NOT_KEPT: u32 = u32::MAX;
+
+impl Answer {
+    pub fn row(&self) -> usize {
+        self.row as usize
+    }
+
+    /// The score, when answered.
+    pub fn score(&self) -> Option<f64> {
+        self.answered.then_some(self.score)
+    }
+}
+
+/// The distinct expected values of one variant's answers that could be labels: trimmed, at most
+/// [`LABEL_CHARS`] characters, and at most [`KEPT_VALUES`] of them. A classification has at
+/// most 12 labels (told apart by case at most), so a variant with more values, or a longer
+/// one, is never read as one.
+#[derive(Debug, Default)]
+struct ExpectedValues {
+    ids: HashMap<String, u32>,
+    values: Vec<String>,
+}
+
+/// The most distinct expected values kept per variant.
+const KEPT_VALUES: usize = 1024;
+
+impl ExpectedValues {
+    fn id(&mut self, value: &str) -> u32 {
+        let value = value.trim();
+        if let Some(&id) = self.ids.get(value) {
+            return id;
+        }
+        if self.values.len() >= KEPT_VALUES || value.chars().count() > LABEL_CHARS {
+            return NOT_KEPT;
+        }
+        let id = self.values.len() as u32;
+        self.ids.insert(value.to_owned(), id);
+        self.values.push(value.to_owned());
+        id
+    }
+}
+
+/// What a group's answers add up to before their rows are sorted: the parts of
+/// [`VersionTotals`] that do not need the rows.
+#[derive(Debug, Default, Clone)]
+struct Tally {
+    asked: u32,
+    answered: u32,
+    latency_sum: u128,
+    latency_max: Option<u64>,
+    waited_sum: u128,
+    waited: u32,
+    prompt_tokens: u64,
+    completion_tokens: u64,
+    fallbacks: u32,
+}
+
+impl Tally {
+    fn add(&mut self, row: &ReplayRow) {
+        self.asked += 1;
+        if !row.error.is_empty() {
+            return;
+        }
+        self.answered += 1;
+        self.latency_sum += u128::from(row.latency_ms);
+        self.latency_max = self.latency_max.max(Some(row.latency_ms));
+        if let Some(waited) = row.waited_ms {
+            self.waited_sum += u128::from(waited);
+            self.waited += 1;
+        }
+        self.prompt_tokens += u64::from(row.prompt_tokens);
+        self.completion_tokens += u64::from(row.completion_tokens);
+        if row.answered_by != row.model {
+            self.fallbacks += 1;
+        }
+    }
+}
+
+/// The answers of one (variant, prompt version or file, model).
+#[derive(Debug)]
+struct Group {
+    variant: String,
+    of: ReplayOf,
+    model: String,
+    /// Records, sorted by row and sample once the table is finished.
+    records: Vec<u32>,
+    tally: Tally,
+}
+
+/// The replay's answers, being read in file order; [`TableBuilder::finish`] sorts them.
+#[derive(Debug, Default)]
+pub struct TableBuilder {
+    answers: Vec<Answer>,
+    groups: Vec<Group>,
+    index: HashMap<(String, ReplayOf, String), usize>,
+    expected: HashMap<String, ExpectedValues>,
+}
+
+/// A record the table cannot hold, by 0-based record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    pub record: usize,
+    pub message: String,
+}
+
+impl TableBuilder {
+    /// Adds the next record of the file.
+    pub fn push(&mut self, row: &ReplayRow) -> Result<(), Refused> {
+        let record = self.answers.len();
+        let refuse = |message: String| Refused { record, message };
+        let record = u32::try_from(record)
+            .ok()
+            .filter(|&r| r < u32::MAX)
+            .ok_or_else(|| refuse("more than 4,294,967,294 answers in one report".into()))?;
+        let row_number = u32::try_from(row.row)
+            .map_err(|_| refuse(format!("row {} is beyond the 32-bit row numbers", row.row)))?;
+        let key = (row.variant.clone(), row.version.clone(), row.model.clone());
+        let group = match self.index.get(&key) {
+            Some(&group) => group,
+            None => {
+                self.groups.push(Group {
+                    variant: row.variant.clone(),
+                    of: row.version.clone(),
+                    model: row.model.clone(),
+                    records: Vec::new(),
+                    tally: Tally::default(),
+                });
+                self.index.insert(key, self.groups.len() - 1);
+                self.groups.len() - 1
+            }
+        };
+        let group = &mut self.groups[group];
+        group.records.push(record);
+        group.tally.add(row);
+        let expected = match self.expected.get_mut(&row.variant) {
+            Some(values) => values.id(&row.expected),
+            None => self
+                .expected
+                .entry(row.variant.clone())
+                .or_default()
+                .id(&row.expected),
+        };
+        self.answers.push(Answer {
+            row: row_number,
+            sample: row.sample,
+            expected,
+            answered: row.error.is_empty(),
+            score: row.score,
+            output: output_hash(&row.output),
+        });
+        Ok(())
+    }
+
+    /// Sorts each group's records by row and sample. Refuses a table where one group answers a
+    /// row's sample twice, naming the later of the two records that comes first in the file.
+    pub fn finish(mut self) -> Result<ReplayTable, Refused> {
+        let answers = &self.answers;
+        let mut twice: Option<(u32, u32)> = None;
+        for group in &mut self.groups {
+            group.records.sort_unstable_by_key(|&r| {
+                (answers[r as usize].row, answers[r as usize].sample, r)
+            });
+            for pair in group.records.windows(2) {
+                let (a, b) = (&answers[pair[0] as usize], &answers[pair[1] as usize]);
+                if (a.row, a.sample) == (b.row, b.sample) && twice.is_none_or(|(t, _)| pair[1] < t)
+                {
+                    twice = Some((pair[1], pair[0]));
+                }
+            }
+        }
+        if let Some((record, _)) = twice {
+            let group = self
+                .groups
+                .iter()
+                .find(|g| g.records.contains(&record))
+                .expect("the record was found in a group");
+            let answer = &self.answers[record as usize];
+            return Err(Refused {
+                record: record as usize,
+                message: format!(
+                    "row {} (sample {}) of version {:?} on model {:?} is answered twice",
+                    answer.row,
+                    answer.sample,
+                    group.of.to_string(),
+                    group.model
+                ),
+            });
+        }
+        Ok(ReplayTable {
+            answers: self.answers,
+            groups: self.groups,
+            index: self.index,
+            expected: self.expected,
+        })
+    }
+}
+
+/// A hash of an answer trimmed of white space at its ends.
+fn output_hash(output: &str) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    output.trim().hash(&mut hasher);
+    hasher.finish()
+}
+
+/// The replay's answers, each group's sorted by row and sample.
+#[derive(Debug)]
+pub struct ReplayTable {
+    answers: Vec<Answer>,
+    groups: Vec<Group>,
+    index: HashMap<(String, ReplayOf, String), usize>,
+    expected: HashMap<String, ExpectedValues>,
+}
+
+impl ReplayTable {
+    /// The table of records held in memory (a comparison of prompt files, a test).
+    pub fn of<'a>(rows: impl IntoIterator<Item = &'a ReplayRow>) -> Result<Self, Refused> {
+        let mut table = TableBuilder::default();
+        for row in rows {
+            table.push(row)?;
+        }
+        table.finish()
+    }
+
+    /// Records in the table.
+    pub fn len(&self) -> usize {
+        self.answers.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.answers.is_empty()
+    }
+
+    /// The answers of `of` on `model` in `variant`, by row; none when it gave none.
+    pub fn rows(&self, variant: &str, of: &ReplayOf, model: &str) -> Option<Rows<'_>> {
+        let group = self
+            .index
+            .get(&(variant.to_owned(), of.clone(), model.to_owned()))?;
+        Some(self.rows_of(&self.groups[*group]))
+    }
+
+    /// The answers of a run's `version` on `model` in `variant`, by row.
+    pub fn version(&self, variant: &str, version: Version, model: &str) -> Option<Rows<'_>> {
+        self.rows(variant, &ReplayOf::Version(version), model)
+    }
+
+    fn rows_of<'a>(&'a self, group: &'a Group) -> Rows<'a> {
+        Rows {
+            answers: &self.answers,
+            records: &group.records,
+        }
+    }
+
+    /// The answer of a 0-based record.
+    pub fn answer(&self, record: u32) -> &Answer {
+        &self.answers[record as usize]
+    }
+
+    /// An answer's expected value, when its variant kept it (see [`ExpectedValues`]): trimmed.
+    pub fn expected(&self, variant: &str, answer: &Answer) -> Option<&str> {
+        let values = self.expected.get(variant)?;
+        values
+            .values
+            .get(answer.expected as usize)
+            .map(String::as_str)
+    }
+
+    /// Totals per (variant, version, model) of a run's versions, sorted by those keys as the
+    /// files spell them.
+    pub fn version_totals(&self) -> Vec<VersionTotals> {
+        let mut totals: Vec<VersionTotals> = self
+            .groups
+            .iter()
+            .filter_map(|group| {
+                let version = group.of.version()?;
+                let rows = self.rows_of(group);
+                let (mut row_count, mut samples, mut scored, mut score_sum) = (0u32, 0u32, 0, 0.0);
+                for (_, answers) in rows.iter() {
+                    row_count += 1;
+                    samples = samples.max(answers.asked() as u32);
+                    if let Some(score) = answers.score() {
+                        scored += 1;
+                        score_sum += score;
+                    }
+                }
+                let t = &group.tally;
+                let mean = |sum: f64, n: u32| (n > 0).then(|| sum / f64::from(n));
+                Some(VersionTotals {
+                    variant: group.variant.clone(),
+                    version,
+                    model: group.model.clone(),
+                    rows: row_count,
+                    samples,
+                    asked: t.asked,
+                    answered: t.answered,
+                    errors: t.asked - t.answered,
+                    mean_score: mean(score_sum, scored),
+                    mean_latency_ms: mean(t.latency_sum as f64, t.answered),
+                    max_latency_ms: t.latency_max,
+                    mean_waited_ms: mean(t.waited_sum as f64, t.waited),
+                    mean_prompt_tokens: mean(t.prompt_tokens as f64, t.answered),
+                    mean_completion_tokens: mean(t.completion_tokens as f64, t.answered),
+                    fallbacks: t.fallbacks,
+                })
+            })
+            .collect();
+        totals.sort_by(|a, b| {
+            (&a.variant, a.version.to_string(), &a.model).cmp(&(
+                &b.variant,
+                b.version.to_string(),
+                &b.model,
+            ))
+        });
+        totals
+    }
+}
+
+/// The answers of one version (or prompt file) on one model, by row: each row's samples
+/// together, rows in order.
+#[derive(Debug, Clone, Copy)]
+pub struct Rows<'a> {
+    answers: &'a [Answer],
+    /// Sorted by row and sample.
+    records: &'a [u32],
+}
+
+impl<'a> Rows<'a> {
+    /// Each row with its answers, in row order.
+    pub fn iter(self) -> impl Iterator<Item = (usize, RowAnswers<'a>)> + 'a {
+        let answers = self.answers;
+        self.records
+            .chunk_by(move |&a, &b| answers[a as usize].row == answers[b as usize].row)
+            .map(move |records| {
+                let row = answers[records[0] as usize].row();
+                (row, RowAnswers::new(answers, records))
+            })
+    }
+
+    /// Each row's answers, in row order.
+    pub fn values(self) -> impl Iterator<Item = RowAnswers<'a>> + 'a {
+        self.iter().map(|(_, answers)| answers)
+    }
+
+    /// The answers to `row`, if any.
+    pub fn get(&self, row: usize) -> Option<RowAnswers<'a>> {
+        let answers = self.answers;
+        let row_of = |r: &u32| answers[*r as usize].row();
+        let start = self.records.partition_point(|r| row_of(r) < row);
+        let end = start + self.records[start..].partition_point(|r| row_of(r) == row);
+        (end > start).then(|| RowAnswers::new(answers, &self.records[start..end]))
+    }
+}
+
+/// Whole records of `replay.csv`, by 0-based record: those of the rows a report shows, read
+/// again from the file, or every record of a replay held in memory.
+#[derive(Debug)]
+pub enum Texts<'a> {
+    Read(HashMap<u32, ReplayRow>),
+    All(&'a [ReplayRow]),
+}
+
+impl Texts<'_> {
+    pub fn get(&self, record: u32) -> Option<&ReplayRow> {
+        match self {
+            Self::Read(records) => records.get(&record),
+            Self::All(rows) => rows.get(record as usize),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    pub(crate) fn answer(version: &str, row: usize, sample: u32, score: f64) -> ReplayRow {
+        ReplayRow {
+            variant: "a".into(),
+            version: ReplayOf::Version(version.parse().unwrap()),
+            model: "m".into(),
+            answered_by: if row == 3 { "n".into() } else { "m".into() },
+            row,
+            sample,
+            inputs: BTreeMap::new(),
+            expected: format!(" x{} ", row % 2),
+            output: "x".into(),
+            score,
+            feedback: String::new(),
+            latency_ms: 100 * row as u64,
+            waited_ms: Some(1000 * row as u64),
+            prompt_tokens: 10,
+            completion_tokens: 2,
+            node_id: String::new(),
+            error: String::new(),
+        }
+    }
+
+    #[test]
+    fn totals_leave_errors_out_of_the_means() {
+        let failed = ReplayRow {
+            error: "timeout".into(),
+            ..answer("seed", 3, 1, 0.0)
+        };
+        let rows = [
+            answer("seed", 1, 1, 1.0),
+            answer("seed", 2, 1, 0.0),
+            failed,
+            answer("g2", 1, 1, 1.0),
+            answer("g2", 3, 1, 1.0),
+        ];
+        let totals = ReplayTable::of(&rows).unwrap().version_totals();
+        assert_eq!(totals.len(), 2);
+        assert_eq!(
+            totals[0].version,
+            Version::Generation(2),
+            "g2 sorts before seed"
+        );
+        let seed = &totals[1];
+        assert_eq!((seed.rows, seed.answered, seed.errors), (3, 2, 1));
+        assert_eq!(seed.mean_score, Some(0.5));
+        assert_eq!(seed.mean_latency_ms, Some(150.0));
+        assert_eq!(seed.max_latency_ms, Some(200));
+        assert_eq!(seed.mean_waited_ms, Some(1500.0), "kept apart from latency");
+        assert_eq!(seed.fallbacks, 0, "the fallback row errored");
+        let g2 = &totals[0];
+        assert_eq!((g2.mean_score, g2.fallbacks), (Some(1.0), 1));
+    }
+
+    #[test]
+    fn rows_group_samples_in_row_order_whatever_the_file_order() {
+        let rows = [
+            answer("seed", 5, 2, 1.0),
+            answer("g1", 5, 1, 0.0),
+            answer("seed", 2, 1, 0.0),
+            answer("seed", 5, 1, 0.0),
+            answer("seed", 9, 1, 1.0),
+        ];
+        let table = ReplayTable::of(&rows).unwrap();
+        let seed = table
+            .rows("a", &ReplayOf::Version(Version::Seed), "m")
+            .unwrap();
+        let order: Vec<(usize, usize)> = seed.iter().map(|(row, a)| (row, a.asked())).collect();
+        assert_eq!(order, [(2, 1), (5, 2), (9, 1)]);
+        assert_eq!(seed.get(5).unwrap().score(), Some(0.5));
+        assert!(seed.get(3).is_none() && seed.get(10).is_none() && seed.get(1).is_none());
+        assert!(
+            table
+                .rows("a", &ReplayOf::Version(Version::Seed), "other")
+                .is_none()
+        );
+        let totals = table.version_totals();
+        assert_eq!(
+            (totals[1].rows, totals[1].samples, totals[1].asked),
+            (3, 2, 4)
+        );
+    }
+
+    #[test]
+    fn a_sample_answered_twice_is_refused_at_its_second_record() {
+        let rows = [
+            answer("seed", 1, 1, 1.0),
+            answer("seed", 2, 1, 1.0),
+            answer("g1", 1, 1, 1.0),
+            answer("seed", 1, 1, 0.0),
+            answer("seed", 2, 1, 0.0),
+        ];
+        let refused = ReplayTable::of(&rows).unwrap_err();
+        assert_eq!(refused.record, 3);
+        assert_eq!(
+            refused.message,
+            "row 1 (sample 1) of version \"seed\" on model \"m\" is answered twice"
+        );
+    }
+
+    #[test]
+    fn expected_values_are_kept_trimmed_and_only_while_they_could_be_labels() {
+        let mut long = answer("seed", 7, 1, 1.0);
+        long.expected = "y".repeat(LABEL_CHARS + 1);
+        let rows = [answer("seed", 1, 1, 1.0), answer("seed", 2, 1, 1.0), long];
+        let table = ReplayTable::of(&rows).unwrap();
+        let seed = table
+            .rows("a", &ReplayOf::Version(Version::Seed), "m")
+            .unwrap();
+        let expected: Vec<Option<&str>> = seed
+            .values()
+            .map(|a| table.expected("a", a.first()))
+            .collect();
+        assert_eq!(expected, [Some("x1"), Some("x0"), None]);
+        let mut values = ExpectedValues::default();
+        for i in 0..KEPT_VALUES {
+            assert_eq!(values.id(&i.to_string()), i as u32);
+        }
+        assert_eq!(values.id("one more"), NOT_KEPT);
+        assert_eq!(values.id("7"), 7, "values already kept keep their id");
+    }
+}
