@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
-use crate::store::{ReplayOf, ReplayRow, Version};
+use crate::store::{ReplayAnswer, ReplayOf, ReplayRow, Version};
 
 use super::baseline::LABEL_CHARS;
 use super::samples::RowAnswers;
@@ -93,7 +93,7 @@ struct Tally {
 }
 
 impl Tally {
-    fn add(&mut self, row: &ReplayRow) {
+    fn add(&mut self, row: &ReplayAnswer<'_>) {
         self.asked += 1;
         if !row.error.is_empty() {
             return;
@@ -129,9 +129,14 @@ struct Group {
 pub struct TableBuilder {
     answers: Vec<Answer>,
     groups: Vec<Group>,
-    index: HashMap<(String, ReplayOf, String), usize>,
+    /// Each group by variant, then model, then what it answers for: looked up by the record's
+    /// borrowed texts, without allocating.
+    index: GroupIndex,
     expected: HashMap<String, ExpectedValues>,
 }
+
+/// Groups by variant, then model, then (a short list) what they answer for.
+type GroupIndex = HashMap<String, HashMap<String, Vec<(ReplayOf, usize)>>>;
 
 /// A record the table cannot hold, by 0-based record.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -142,7 +147,7 @@ pub struct Refused {
 
 impl TableBuilder {
     /// Adds the next record of the file.
-    pub fn push(&mut self, row: &ReplayRow) -> Result<(), Refused> {
+    pub fn push(&mut self, row: &ReplayAnswer<'_>) -> Result<(), Refused> {
         let record = self.answers.len();
         let refuse = |message: String| Refused { record, message };
         let record = u32::try_from(record)
@@ -151,31 +156,37 @@ impl TableBuilder {
             .ok_or_else(|| refuse("more than 4,294,967,294 answers in one report".into()))?;
         let row_number = u32::try_from(row.row)
             .map_err(|_| refuse(format!("row {} is beyond the 32-bit row numbers", row.row)))?;
-        let key = (row.variant.clone(), row.version.clone(), row.model.clone());
-        let group = match self.index.get(&key) {
-            Some(&group) => group,
+        let found = lookup(&self.index, row.variant, row.model, &row.version);
+        let group = match found {
+            Some(group) => group,
             None => {
                 self.groups.push(Group {
-                    variant: row.variant.clone(),
+                    variant: row.variant.to_owned(),
                     of: row.version.clone(),
-                    model: row.model.clone(),
+                    model: row.model.to_owned(),
                     records: Vec::new(),
                     tally: Tally::default(),
                 });
-                self.index.insert(key, self.groups.len() - 1);
-                self.groups.len() - 1
+                let group = self.groups.len() - 1;
+                self.index
+                    .entry(row.variant.to_owned())
+                    .or_default()
+                    .entry(row.model.to_owned())
+                    .or_default()
+                    .push((row.version.clone(), group));
+                group
             }
         };
         let group = &mut self.groups[group];
         group.records.push(record);
         group.tally.add(row);
-        let expected = match self.expected.get_mut(&row.variant) {
-            Some(values) => values.id(&row.expected),
+        let expected = match self.expected.get_mut(row.variant) {
+            Some(values) => values.id(row.expected),
             None => self
                 .expected
-                .entry(row.variant.clone())
+                .entry(row.variant.to_owned())
                 .or_default()
-                .id(&row.expected),
+                .id(row.expected),
         };
         self.answers.push(Answer {
             row: row_number,
@@ -183,7 +194,7 @@ impl TableBuilder {
             expected,
             answered: row.error.is_empty(),
             score: row.score,
-            output: output_hash(&row.output),
+            output: output_hash(row.output),
         });
         Ok(())
     }
@@ -232,6 +243,15 @@ impl TableBuilder {
     }
 }
 
+/// The group of (variant, model, what it answers for), if there is one yet.
+fn lookup(index: &GroupIndex, variant: &str, model: &str, of: &ReplayOf) -> Option<usize> {
+    let groups = index.get(variant)?.get(model)?;
+    groups
+        .iter()
+        .find(|(seen, _)| seen == of)
+        .map(|&(_, group)| group)
+}
+
 /// A hash of an answer trimmed of white space at its ends.
 fn output_hash(output: &str) -> u64 {
     let mut hasher = DefaultHasher::new();
@@ -244,7 +264,7 @@ fn output_hash(output: &str) -> u64 {
 pub struct ReplayTable {
     answers: Vec<Answer>,
     groups: Vec<Group>,
-    index: HashMap<(String, ReplayOf, String), usize>,
+    index: GroupIndex,
     expected: HashMap<String, ExpectedValues>,
 }
 
@@ -253,7 +273,7 @@ impl ReplayTable {
     pub fn of<'a>(rows: impl IntoIterator<Item = &'a ReplayRow>) -> Result<Self, Refused> {
         let mut table = TableBuilder::default();
         for row in rows {
-            table.push(row)?;
+            table.push(&row.answer())?;
         }
         table.finish()
     }
@@ -269,10 +289,8 @@ impl ReplayTable {
 
     /// The answers of `of` on `model` in `variant`, by row; none when it gave none.
     pub fn rows(&self, variant: &str, of: &ReplayOf, model: &str) -> Option<Rows<'_>> {
-        let group = self
-            .index
-            .get(&(variant.to_owned(), of.clone(), model.to_owned()))?;
-        Some(self.rows_of(&self.groups[*group]))
+        let group = lookup(&self.index, variant, model, of)?;
+        Some(self.rows_of(&self.groups[group]))
     }
 
     /// The answers of a run's `version` on `model` in `variant`, by row.

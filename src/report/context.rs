@@ -466,10 +466,10 @@ fn reread<'t>(
     let texts = run.texts(
         |record| wanted.contains(&record),
         |record, row| {
-            if let Some(classification) = by_variant.get(row.variant.as_str())
+            if let Some(classification) = by_variant.get(row.variant)
                 && row.error.is_empty()
             {
-                labels.set(record, classification.label_of(&row.output));
+                labels.set(record, classification.label_of(row.output));
             }
         },
     )?;

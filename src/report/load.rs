@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use crate::engine::IterationRecord;
 use crate::experiment::ExecutionPlan;
 use crate::store::{
-    HISTORY_FILE, HistoryRow, ITERATIONS_FILE, IterationRow, REPLAY_FILE, ReplayOf, ReplayRow,
-    RunDir, RunManifest, StoreError, Version, best_by_score,
+    HISTORY_FILE, HistoryRow, ITERATIONS_FILE, IterationRow, REPLAY_FILE, ReplayAnswer, ReplayOf,
+    ReplayRow, RunDir, RunManifest, Version, best_by_score,
 };
 
 use super::ReportError;
@@ -73,26 +73,23 @@ pub struct Execution {
 }
 
 impl RunData {
-    /// Reads `replay.csv` again, one record at a time: gives `each` every record with its
-    /// 0-based number, and keeps those `wanted` says.
+    /// Reads `replay.csv` again, one record at a time: gives `each` every record's answer with
+    /// its 0-based number, and keeps the whole records `wanted` says.
     pub fn texts(
         &self,
         wanted: impl Fn(u32) -> bool,
-        mut each: impl FnMut(u32, &ReplayRow),
+        mut each: impl FnMut(u32, &ReplayAnswer<'_>),
     ) -> Result<Texts<'static>, ReportError> {
         let mut kept = HashMap::new();
-        for (record, row) in RunDir::open(&self.dir)?
-            .csv_records::<ReplayRow>(REPLAY_FILE)?
-            .enumerate()
-        {
-            let row = row?;
+        RunDir::open(&self.dir)?.visit_records(REPLAY_FILE, |index, record| {
             // The first pass refused a file with more records than that.
-            let record = u32::try_from(record).unwrap_or(u32::MAX);
-            each(record, &row);
-            if wanted(record) {
-                kept.insert(record, row);
+            let index = u32::try_from(index).unwrap_or(u32::MAX);
+            each(index, &record.read()?);
+            if wanted(index) {
+                kept.insert(index, record.read::<ReplayRow>()?);
             }
-        }
+            Ok::<_, ReportError>(())
+        })?;
         Ok(Texts::Read(kept))
     }
 
@@ -200,12 +197,7 @@ fn check(
 ) -> Result<(Vec<Execution>, ReplayTable), ReportError> {
     let variants = Variants::of(manifest);
     let mut generations = check_history(&run.file(HISTORY_FILE), &variants, history)?;
-    let (replayed, table) = check_replay(
-        &run.file(REPLAY_FILE),
-        &variants,
-        &generations,
-        run.csv_records::<ReplayRow>(REPLAY_FILE)?,
-    )?;
+    let (replayed, table) = check_replay(run, &variants, &generations)?;
     let executions = manifest
         .executions
         .iter()
@@ -292,20 +284,20 @@ struct Replayed {
 /// a record of an unknown variant or version, a score out of range, a row or sample numbered 0,
 /// or a cell answered twice is refused.
 fn check_replay(
-    path: &Path,
+    run: &RunDir,
     variants: &Variants,
     generations: &[BTreeMap<u32, HistoryRow>],
-    replay: impl Iterator<Item = Result<ReplayRow, StoreError>>,
 ) -> Result<(Vec<Replayed>, ReplayTable), ReportError> {
+    let path = &run.file(REPLAY_FILE);
     let mut replayed: Vec<Replayed> = (0..variants.len()).map(|_| Replayed::default()).collect();
     let mut table = TableBuilder::default();
     let refused = |refused: super::answers::Refused| {
         ReportError::record(path, refused.record, refused.message)
     };
-    for (index, row) in replay.enumerate() {
-        let row = row?;
+    run.visit_records(REPLAY_FILE, |index, record| {
+        let row: ReplayAnswer<'_> = record.read()?;
         let record = |message: String| ReportError::record(path, index, message);
-        let execution = variants.index(&row.variant).map_err(record)?;
+        let execution = variants.index(row.variant).map_err(record)?;
         // Text that is not a version reads as a prompt file's name, which no run holds.
         let version = row.version.to_string();
         let generation = match &row.version {
@@ -337,10 +329,11 @@ fn check_replay(
         table.push(&row).map_err(refused)?;
         let replayed = &mut replayed[execution];
         replayed.versions.insert(generation);
-        if !replayed.models.contains(&row.model) {
-            replayed.models.push(row.model);
+        if !replayed.models.iter().any(|model| model == row.model) {
+            replayed.models.push(row.model.to_owned());
         }
-    }
+        Ok(())
+    })?;
     Ok((replayed, table.finish().map_err(refused)?))
 }
 

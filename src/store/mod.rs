@@ -139,6 +139,74 @@ impl ReplayRow {
     pub fn inputs_json(&self) -> String {
         json_column::text(&self.inputs)
     }
+
+    /// The row's fields that say what it answered and how, borrowed.
+    pub fn answer(&self) -> ReplayAnswer<'_> {
+        ReplayAnswer {
+            variant: &self.variant,
+            version: self.version.clone(),
+            model: &self.model,
+            answered_by: &self.answered_by,
+            row: self.row,
+            sample: self.sample,
+            expected: &self.expected,
+            output: &self.output,
+            score: self.score,
+            latency_ms: self.latency_ms,
+            waited_ms: self.waited_ms,
+            prompt_tokens: self.prompt_tokens,
+            completion_tokens: self.completion_tokens,
+            error: &self.error,
+        }
+    }
+}
+
+/// A [`ReplayRow`] without its inputs, feedback and node id, its texts borrowed from the record
+/// it was read from: what a report's statistics read of each of millions of records, without
+/// parsing the inputs' JSON or copying a text.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ReplayAnswer<'a> {
+    pub variant: &'a str,
+    pub version: ReplayOf,
+    pub model: &'a str,
+    pub answered_by: &'a str,
+    pub row: usize,
+    #[serde(default = "first_sample")]
+    pub sample: u32,
+    pub expected: &'a str,
+    pub output: &'a str,
+    pub score: f64,
+    pub latency_ms: u64,
+    #[serde(default)]
+    pub waited_ms: Option<u64>,
+    pub prompt_tokens: u32,
+    pub completion_tokens: u32,
+    pub error: &'a str,
+}
+
+/// One record of a CSV file being read by [`RunDir::visit_records`], to be read as whichever
+/// type the reader needs.
+pub struct Record<'r> {
+    path: &'r Path,
+    /// 0-based.
+    index: usize,
+    headers: &'r csv::StringRecord,
+    fields: &'r csv::StringRecord,
+}
+
+impl<'r> Record<'r> {
+    /// The record as `T`; a record that is not one is an error naming the file and the record.
+    pub fn read<'de, T: Deserialize<'de>>(&'de self) -> Result<T, StoreError>
+    where
+        'r: 'de,
+    {
+        self.fields
+            .deserialize(Some(self.headers))
+            .map_err(|err| StoreError::Format {
+                path: self.path.to_owned(),
+                message: format!("record {}: {err}", self.index + 1),
+            })
+    }
 }
 
 /// One answered inference request, keyed by a hash of everything that was asked (model,
@@ -432,6 +500,44 @@ impl RunDir {
     /// Reads a CSV file of records; a missing file is an empty table.
     pub fn read_csv<T: for<'de> Deserialize<'de>>(&self, name: &str) -> Result<Vec<T>, StoreError> {
         self.csv_records(name)?.collect()
+    }
+
+    /// Reads a CSV file one record at a time into one buffer, giving `each` every record with
+    /// its 0-based number; a missing file has none. Faster than [`Self::csv_records`] where most
+    /// records are read in part, or borrowed ([`ReplayAnswer`]).
+    pub fn visit_records<E: From<StoreError>>(
+        &self,
+        name: &str,
+        mut each: impl FnMut(usize, &Record<'_>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let path = self.file(name);
+        let file = match crate::input::open_stream(&path) {
+            Ok(file) => file,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(err) => return Err(io(&path)(err).into()),
+        };
+        let format = |index: usize, err: csv::Error| StoreError::Format {
+            path: path.clone(),
+            message: format!("record {}: {err}", index + 1),
+        };
+        let mut reader = csv::Reader::from_reader(file);
+        let headers = reader.headers().map_err(|err| format(0, err))?.clone();
+        let mut fields = csv::StringRecord::new();
+        let mut index = 0;
+        while reader
+            .read_record(&mut fields)
+            .map_err(|err| format(index, err))?
+        {
+            let record = Record {
+                path: &path,
+                index,
+                headers: &headers,
+                fields: &fields,
+            };
+            each(index, &record)?;
+            index += 1;
+        }
+        Ok(())
     }
 
     /// The records of a CSV file, read one at a time; a missing file has none. A bad record is
