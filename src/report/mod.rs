@@ -1,8 +1,13 @@
 //! The report of a run: reads a run directory (and nothing else: no service, no dataset file),
-//! checks it, computes tables (polars) and statistics, draws charts (plotters: SVG, and PNG when
-//! asked) and renders `index.html` and `summary.md` (minijinja), plus `results.json` and
+//! checks it, computes totals and statistics, draws charts (plotters: SVG, and PNG when asked)
+//! and renders `index.html` and `summary.md` (minijinja), plus `results.json` and
 //! `replay.parquet`. `compare` sets the best versions of several runs on the same dataset against
 //! each other.
+//!
+//! It never holds `replay.csv`'s records: `load` keeps 36 bytes per answer (`answers`) and counts
+//! the version totals in one pass, `context::build` reads back the records of the rows the page
+//! shows in a second, and `write` streams `replay.parquet` from the file in a third. So a report's
+//! memory grows by tens of bytes per answer, whatever their texts.
 //!
 //! When the holdout rows' expected values are a small set of labels (a classification), the report
 //! also gives the majority-label baseline and each version's answers per label (`baseline`), and
@@ -15,9 +20,10 @@
 //! run directory it was given.
 //!
 //! ```text
-//! load(run_dir) → RunData ─┬─ tables (polars) ─┬─ context::build → ReportContext ─┬─ html, markdown
-//!                          │                   ├─ replay.parquet                  ├─ results.json
-//!                          └───────────────────┴─ charts::build → Charts ─────────┴─ charts/*.svg (*.png)
+//! load(run_dir) → RunData ─┬─ answers: ReplayTable, VersionTotals ─┬─ context::build ─→ ReportContext ─┬─ html, markdown
+//!   (replay.csv, pass 1)   ├─ tables (polars): HistoryTotals ──────┘   (pass 2: shown rows, labels)   ├─ results.json
+//!                          └─ charts::build → Charts ──────────────────────────────────────────────────┴─ charts/*.svg (*.png)
+//! write: replay.parquet from replay.csv (pass 3, a row group at a time)
 //! ```
 mod answers;
 mod baseline;
