@@ -203,8 +203,9 @@ impl TableBuilder {
     /// row's sample twice, naming the later of the two records that comes first in the file.
     pub fn finish(mut self) -> Result<ReplayTable, Refused> {
         let answers = &self.answers;
-        let mut twice: Option<(u32, u32)> = None;
-        for group in &mut self.groups {
+        // The repeated record that comes first in the file, with its group.
+        let mut twice: Option<(u32, usize)> = None;
+        for (at, group) in self.groups.iter_mut().enumerate() {
             group.records.sort_unstable_by_key(|&r| {
                 (answers[r as usize].row, answers[r as usize].sample, r)
             });
@@ -212,16 +213,12 @@ impl TableBuilder {
                 let (a, b) = (&answers[pair[0] as usize], &answers[pair[1] as usize]);
                 if (a.row, a.sample) == (b.row, b.sample) && twice.is_none_or(|(t, _)| pair[1] < t)
                 {
-                    twice = Some((pair[1], pair[0]));
+                    twice = Some((pair[1], at));
                 }
             }
         }
-        if let Some((record, _)) = twice {
-            let group = self
-                .groups
-                .iter()
-                .find(|g| g.records.contains(&record))
-                .expect("the record was found in a group");
+        if let Some((record, group)) = twice {
+            let group = &self.groups[group];
             let answer = &self.answers[record as usize];
             return Err(Refused {
                 record: record as usize,
