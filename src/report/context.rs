@@ -1375,6 +1375,8 @@ fn slug(text: &str) -> String {
 mod tests {
     use std::path::Path;
 
+    use crate::report::answers::Texts;
+    use crate::report::baseline::Classification;
     use crate::store::{
         HISTORY_FILE, HistoryRow, REPLAY_FILE, ReplayOf, ReplayRow, RunDir, Version,
     };
@@ -1491,6 +1493,46 @@ mod tests {
             results["comparisons"][0]["cautions_a"][1],
             "answers `negative` to 100% of rows"
         );
+    }
+
+    #[test]
+    fn the_second_read_keeps_only_the_shown_rows_records_and_labels_every_answer() {
+        // budget-10 is a sentiment classification; its table shows 3 of its rows here.
+        let temp = fixture_with_replay(|row| {
+            if row.variant == "budget-10" && row.version == ReplayOf::Version(Version::Seed) {
+                row.output = "Negative".into();
+            }
+        });
+        let run = crate::report::load::load(temp.path()).unwrap();
+        let execution = &run.executions[0];
+        let table = super::plan_row_table(&run.replay, execution, &execution.models[0], 3);
+        let classifications: Vec<Option<Classification>> = run
+            .executions
+            .iter()
+            .map(|e| super::classification(&run, e))
+            .collect();
+        assert!(classifications[0].is_some());
+        let (texts, labels) =
+            super::reread(&run, std::slice::from_ref(&table), &classifications).unwrap();
+        let shown: Vec<usize> = table.picked.iter().map(|&(row, _)| row).collect();
+        let versions = execution.versions.iter().filter(|v| v.replayed).count();
+        let Texts::Read(kept) = &texts else {
+            panic!("read from the file")
+        };
+        assert_eq!(
+            kept.len(),
+            shown.len() * versions,
+            "one answer per version and row"
+        );
+        assert!(kept.values().all(|r| shown.contains(&r.row)));
+        // Every seed answer is `negative`, which is a label: each one has it.
+        let seed = run
+            .replay
+            .version(&execution.variant, Version::Seed, &execution.models[0])
+            .unwrap();
+        let counts = classifications[0].as_ref().unwrap().answers(seed, &labels);
+        assert_eq!(counts.other, 0);
+        assert_eq!(counts.top.map(|t| t.label), Some("negative".to_owned()));
     }
 
     #[test]
