@@ -325,13 +325,14 @@ impl ReplayTable {
             .filter_map(|group| {
                 let version = group.of.version()?;
                 let rows = self.rows_of(group);
-                let (mut row_count, mut samples, mut scored, mut score_sum) = (0u32, 0u32, 0, 0.0);
+                let (mut row_count, mut samples, mut scored) = (0u32, 0u32, 0);
+                let mut score_sum = CompensatedSum::default();
                 for (_, answers) in rows.iter() {
                     row_count += 1;
                     samples = samples.max(answers.asked() as u32);
                     if let Some(score) = answers.score() {
                         scored += 1;
-                        score_sum += score;
+                        score_sum.add(score);
                     }
                 }
                 let t = &group.tally;
@@ -345,7 +346,7 @@ impl ReplayTable {
                     asked: t.asked,
                     answered: t.answered,
                     errors: t.asked - t.answered,
-                    mean_score: mean(score_sum, scored),
+                    mean_score: mean(score_sum.total(), scored),
                     mean_latency_ms: mean(t.latency_sum as f64, t.answered),
                     max_latency_ms: t.latency_max,
                     mean_waited_ms: mean(t.waited_sum as f64, t.waited),
@@ -363,6 +364,31 @@ impl ReplayTable {
             ))
         });
         totals
+    }
+}
+
+/// A sum of floats that carries the rounding error of each addition (Neumaier's variant of
+/// Kahan summation), so that a mean over a million rows is the mean of its values, not of their
+/// running rounding: 0.62, not 0.6199999999999992.
+#[derive(Debug, Default, Clone, Copy)]
+struct CompensatedSum {
+    sum: f64,
+    carried: f64,
+}
+
+impl CompensatedSum {
+    fn add(&mut self, value: f64) {
+        let sum = self.sum + value;
+        self.carried += if self.sum.abs() >= value.abs() {
+            (self.sum - sum) + value
+        } else {
+            (value - sum) + self.sum
+        };
+        self.sum = sum;
+    }
+
+    fn total(self) -> f64 {
+        self.sum + self.carried
     }
 }
 
@@ -505,6 +531,18 @@ mod tests {
             (totals[1].rows, totals[1].samples, totals[1].asked),
             (3, 2, 4)
         );
+    }
+
+    #[test]
+    fn a_long_sum_of_scores_carries_its_rounding() {
+        let mut sum = CompensatedSum::default();
+        let mut naive = 0.0;
+        for _ in 0..100_000 {
+            sum.add(0.1);
+            naive += 0.1;
+        }
+        assert_eq!(sum.total(), 10_000.0);
+        assert_ne!(naive, 10_000.0, "what the plain sum gives");
     }
 
     #[test]
