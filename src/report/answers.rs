@@ -34,6 +34,9 @@ pub struct Answer {
     pub(super) output: u64,
 }
 
+// The size the module's documentation and the README promise.
+const _: () = assert!(std::mem::size_of::<Answer>() == 32);
+
 /// The expected value of an answer whose value was not kept (see [`ExpectedValues`]).
 const NOT_KEPT: u32 = u32::MAX;
 
