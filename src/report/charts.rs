@@ -832,7 +832,7 @@ fn binned(
     // Per column: (sum of answered scores, answered, asked).
     let mut bins: Vec<(f64, usize, usize)> = vec![(0.0, 0, 0); rows.len().div_ceil(per_column)];
     for (row, cells) in table.scores.iter() {
-        let Some(Some(score)) = cells.get(at).copied() else {
+        let Some(score) = cells.get(at) else {
             continue;
         };
         let column = rows.binary_search(&row).unwrap_or_default() / per_column;

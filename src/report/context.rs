@@ -232,17 +232,39 @@ pub struct RowTable {
 }
 
 /// Each holdout row's score for each version of a [`RowTable`], rows in order, versions in the
-/// table's: `None` where the version was not asked the row, `Some(None)` where it failed. One
-/// grid, not a list per row: a table of a million rows holds 40 bytes per row of two versions.
+/// table's, for the heatmap's colours: one grid of 4-byte scores, 16 bytes per row of two
+/// versions, since a table may have a million rows. The colours need no more than `f32`; every
+/// statistic reads the exact scores from the replay's answers.
 #[derive(Debug, Clone, Default)]
 pub struct RowScores {
     versions: usize,
     rows: Vec<usize>,
-    /// `versions` cells per row.
-    cells: Vec<Option<Option<f64>>>,
+    /// `versions` cells per row: the score, or [`RowScores::NOT_ASKED`] or
+    /// [`RowScores::FAILED`].
+    cells: Vec<f32>,
+}
+
+/// One row's cells of [`RowScores`].
+#[derive(Debug, Clone, Copy)]
+pub struct RowCells<'a>(&'a [f32]);
+
+impl RowCells<'_> {
+    /// Version `at`'s score: `None` where it was not asked this row, `Some(None)` where it
+    /// failed.
+    pub fn get(&self, at: usize) -> Option<Option<f64>> {
+        match *self.0.get(at)? {
+            RowScores::NOT_ASKED => None,
+            RowScores::FAILED => Some(None),
+            score => Some(Some(f64::from(score))),
+        }
+    }
 }
 
 impl RowScores {
+    /// Scores are from 0 to 1, so these are never one.
+    const NOT_ASKED: f32 = f32::INFINITY;
+    const FAILED: f32 = f32::NEG_INFINITY;
+
     pub fn new(versions: usize) -> Self {
         Self {
             versions,
@@ -250,12 +272,22 @@ impl RowScores {
         }
     }
 
-    /// Adds `row`, after every row already added, with one cell per version.
+    /// Adds `row`, after every row already added, with one cell per version: `None` where the
+    /// version was not asked the row, `Some(None)` where it failed.
     pub fn push(&mut self, row: usize, by_version: impl IntoIterator<Item = Option<Option<f64>>>) {
         self.rows.push(row);
+        self.cells.extend(
+            by_version
+                .into_iter()
+                .take(self.versions)
+                .map(|cell| match cell {
+                    None => Self::NOT_ASKED,
+                    Some(None) => Self::FAILED,
+                    Some(Some(score)) => score as f32,
+                }),
+        );
         self.cells
-            .extend(by_version.into_iter().take(self.versions));
-        self.cells.resize(self.rows.len() * self.versions, None);
+            .resize(self.rows.len() * self.versions, Self::NOT_ASKED);
     }
 
     pub fn len(&self) -> usize {
@@ -272,11 +304,11 @@ impl RowScores {
     }
 
     /// Each row with its cells, in row order.
-    pub fn iter(&self) -> impl Iterator<Item = (usize, &[Option<Option<f64>>])> {
+    pub fn iter(&self) -> impl Iterator<Item = (usize, RowCells<'_>)> {
         self.rows
             .iter()
             .copied()
-            .zip(self.cells.chunks(self.versions.max(1)))
+            .zip(self.cells.chunks(self.versions.max(1)).map(RowCells))
     }
 }
 
@@ -924,28 +956,45 @@ fn plan_row_table(
         .map(|(_, rows)| rows.iter().flat_map(|rows| rows.iter()).peekable())
         .collect();
     let mut scores = RowScores::new(replayed.len());
+    // The first `shown` changed rows and the first `shown` others, in row order: every changed
+    // row comes first, then the others; whatever the table's length, no more is kept.
+    let (mut changed_rows, mut other_rows) = (Vec::new(), Vec::new());
+    let mut changed = 0;
+    let mut by_version: Vec<Option<Option<f64>>> = Vec::with_capacity(replayed.len());
     while let Some(row) = walks
         .iter_mut()
         .filter_map(|walk| walk.peek().map(|(row, _)| *row))
         .min()
     {
-        let by_version = walks
-            .iter_mut()
-            .map(|walk| walk.next_if(|(r, _)| *r == row).map(|(_, a)| a.score()));
-        scores.push(row, by_version);
+        by_version.clear();
+        by_version.extend(
+            walks
+                .iter_mut()
+                .map(|walk| walk.next_if(|(r, _)| *r == row).map(|(_, a)| a.score())),
+        );
+        // On the exact scores.
+        let is_changed = match (seed_at, best_at) {
+            (Some(s), Some(b)) => by_version[s].flatten() != by_version[b].flatten(),
+            _ => false,
+        };
+        if is_changed {
+            changed += 1;
+        }
+        let kept = if is_changed {
+            &mut changed_rows
+        } else {
+            &mut other_rows
+        };
+        if kept.len() < shown {
+            kept.push((row, is_changed));
+        }
+        scores.push(row, by_version.iter().copied());
     }
-    let changed_at = |cells: &[Option<Option<f64>>]| match (seed_at, best_at) {
-        (Some(s), Some(b)) => cells[s].flatten() != cells[b].flatten(),
-        _ => false,
-    };
-    let changed = scores.iter().filter(|(_, cells)| changed_at(cells)).count();
-    // Every changed row first, then the others, each in row order; shown in row order.
-    let mut picked: Vec<(usize, bool)> = scores
-        .iter()
-        .filter(|(_, cells)| changed_at(cells))
-        .chain(scores.iter().filter(|(_, cells)| !changed_at(cells)))
+    // Shown in row order.
+    let mut picked: Vec<(usize, bool)> = changed_rows
+        .into_iter()
+        .chain(other_rows)
         .take(shown)
-        .map(|(row, cells)| (row, changed_at(cells)))
         .collect();
     picked.sort_unstable();
     PlannedTable {
