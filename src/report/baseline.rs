@@ -6,7 +6,7 @@
 //!
 //! Everything here comes from the replay's answers and expected values, compared the way the
 //! replay's scorer compares them ([`LabelRule`]); nothing else is read. It does not decide the
-//! version scores themselves (`samples` and `tables` do) nor how they are shown (`context` and the
+//! version scores themselves (`samples` and `answers` do) nor how they are shown (`context` and the
 //! templates).
 use serde::Serialize;
 

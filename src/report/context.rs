@@ -577,7 +577,7 @@ fn views(
     }
 }
 
-/// Polars totals by (variant, version, model).
+/// Version totals (counted as `replay.csv` was read) by (variant, version, model).
 type Totals<'a> = HashMap<(&'a str, Version, &'a str), &'a VersionTotals>;
 
 /// The run's name, file, id, dates and backend.
@@ -687,7 +687,7 @@ fn version_view(
     }
 }
 
-/// A version's score on one model: the polars totals, the interval of its row scores, how its
+/// A version's score on one model: its totals, the interval of its row scores, how its
 /// repeated answers agree, and its answers per label in a classification.
 fn version_score(
     model: &str,
