@@ -53,6 +53,11 @@ fn run_edited(serve: &Serve, replacements: &[(&str, &str)]) -> (tempfile::TempDi
     (out, output)
 }
 
+/// [`run_command`] resuming the run in `dir`.
+fn resume_command(serve: &Serve, out: &Path, dir: &RunDir) -> Command {
+    run_command(serve, out, &["--resume", dir.path.to_str().unwrap()])
+}
+
 /// `gepa-lab run --backend URL --yes` with fast polling, writing under `out`.
 fn run_command(serve: &Serve, out: &Path, extra: &[&str]) -> Command {
     let mut command = crate::common::command();
@@ -327,13 +332,9 @@ fn kill_and_resume(marker: &str) {
     assert_eq!(dir.read_manifest().unwrap().finished_at, None);
     // What a kill between writing a temporary file and renaming it leaves.
     std::fs::write(dir.file(".gepa-lab-tmpK1ll3d"), "half of run.json").unwrap();
-    let output = run_command(
-        &serve,
-        out.path(),
-        &["--resume", dir.path.to_str().unwrap()],
-    )
-    .output()
-    .expect("resume");
+    let output = resume_command(&serve, out.path(), &dir)
+        .output()
+        .expect("resume");
     assert!(
         output.status.success(),
         "{}\n{}",
@@ -616,13 +617,9 @@ fn a_resume_while_the_service_has_lost_the_executions_keeps_every_generation_and
     );
     // Another serve knows none of these executions: every history request fails (404).
     let stranger = Serve::start(&["sim:seed=4,latency_ms=20"], &[&format!("{KEY}:6000")]);
-    let output = run_command(
-        &stranger,
-        out.path(),
-        &["--resume", dir.path.to_str().unwrap()],
-    )
-    .output()
-    .expect("resume");
+    let output = resume_command(&stranger, out.path(), &dir)
+        .output()
+        .expect("resume");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(3), "{stderr}");
     assert!(
@@ -1092,13 +1089,9 @@ fn a_service_that_does_not_know_a_running_execution_does_not_fail_it() {
 
     // Resumed on another serve, which knows none of them: nothing is marked failed.
     let stranger = Serve::start(&["sim:seed=4"], &[&format!("{KEY}:6000")]);
-    let output = run_command(
-        &stranger,
-        out.path(),
-        &["--resume", dir.path.to_str().unwrap()],
-    )
-    .output()
-    .expect("resume on a stranger");
+    let output = resume_command(&stranger, out.path(), &dir)
+        .output()
+        .expect("resume on a stranger");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success(), "{stderr}");
     assert!(
@@ -1124,13 +1117,9 @@ fn a_service_that_does_not_know_a_running_execution_does_not_fail_it() {
     }
 
     // Resumed on the service that started them, the run completes.
-    let output = run_command(
-        &serve,
-        out.path(),
-        &["--resume", dir.path.to_str().unwrap()],
-    )
-    .output()
-    .expect("resume");
+    let output = resume_command(&serve, out.path(), &dir)
+        .output()
+        .expect("resume");
     assert_succeeded(&output);
     assert_complete(&dir);
 }
@@ -1160,14 +1149,10 @@ fn a_run_started_with_relative_paths_resumes_from_any_folder() {
     }
     // Resumed from another folder, it still finds its dataset.
     let elsewhere = tempfile::tempdir().unwrap();
-    let output = run_command(
-        &serve,
-        out.path(),
-        &["--resume", dir.path.to_str().unwrap()],
-    )
-    .current_dir(elsewhere.path())
-    .output()
-    .expect("resume");
+    let output = resume_command(&serve, out.path(), &dir)
+        .current_dir(elsewhere.path())
+        .output()
+        .expect("resume");
     assert_succeeded(&output);
     assert_complete(&dir);
 }
@@ -1295,11 +1280,7 @@ fn a_resume_without_a_key_ends_at_the_first_refusal_with_its_state_kept() {
     );
     // No key anywhere: none in the environment, no config file.
     let config = tempfile::tempdir().unwrap();
-    let mut resume = run_command(
-        &serve,
-        out.path(),
-        &["--resume", dir.path.to_str().unwrap()],
-    );
+    let mut resume = resume_command(&serve, out.path(), &dir);
     resume
         .env_remove("GEPA_LAB_EVOLUTION_KEY")
         .env_remove("GEPA_LAB_INFERENCE_KEY")
@@ -1372,13 +1353,9 @@ fn a_replay_of_several_chunks_killed_midway_resumes_without_asking_again() {
         "the kill landed before the run finished"
     );
     assert!(!dir.file("replay.csv").exists(), "no half table in place");
-    let output = run_command(
-        &serve,
-        out.path(),
-        &["--resume", dir.path.to_str().unwrap()],
-    )
-    .output()
-    .expect("resume");
+    let output = resume_command(&serve, out.path(), &dir)
+        .output()
+        .expect("resume");
     assert_succeeded(&output);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("removed 1 temporary file"), "{stderr}");
