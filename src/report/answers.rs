@@ -278,15 +278,6 @@ impl ReplayTable {
         table.finish()
     }
 
-    /// Records in the table.
-    pub fn len(&self) -> usize {
-        self.answers.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.answers.is_empty()
-    }
-
     /// The answers of `of` on `model` in `variant`, by row; none when it gave none.
     pub fn rows(&self, variant: &str, of: &ReplayOf, model: &str) -> Option<Rows<'_>> {
         let group = lookup(&self.index, variant, model, of)?;
