@@ -34,22 +34,7 @@ scripts/find-libclang.sh >/dev/null || missing+=(libclang-dev)
 python3 -m pip --version >/dev/null 2>&1 || command -v pip3 >/dev/null || missing+=(python3-pip)
 
 if ((${#missing[@]})); then
-    echo "setup-model: installing ${missing[*]} (needed to build llama.cpp and fetch the model)" >&2
-    if [[ $(id -u) -eq 0 ]]; then
-        sudo=()
-    elif command -v sudo >/dev/null; then
-        sudo=(sudo)
-    else
-        echo "setup-model: not root and no sudo: install ${missing[*]} and run this again" >&2
-        exit 1
-    fi
-    if ! command -v apt-get >/dev/null; then
-        echo "setup-model: no apt-get here: install ${missing[*]} with your package manager" >&2
-        exit 1
-    fi
-    export DEBIAN_FRONTEND=noninteractive
-    "${sudo[@]}" apt-get update -qq
-    "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    scripts/apt-install.sh setup-model "needed to build llama.cpp and fetch the model" "${missing[@]}"
 fi
 
 if [[ -z "${GEPA_LAB_PIP:-}" ]] && ! python3 -m pip --version >/dev/null 2>&1; then
