@@ -20,4 +20,5 @@ pub mod score;
 pub mod server;
 pub mod store;
 pub mod suggest;
+pub mod view;
 pub mod wallet;

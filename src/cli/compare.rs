@@ -123,7 +123,12 @@ struct PromptArgs {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut code = exit::OK;
     let comparison = if args.prompts.is_empty() {
-        match report::compare(&args.run_dirs) {
+        let picks: Vec<report::Pick> = args
+            .run_dirs
+            .iter()
+            .map(|d| report::Pick::best(d))
+            .collect();
+        match report::compare(&picks) {
             Ok(comparison) => comparison,
             Err(err) => return Ok(super::report::report_error(&err)),
         }

@@ -31,6 +31,7 @@ mod schema;
 mod serve;
 mod serve_account;
 mod validate;
+mod view;
 mod wallet_args;
 
 /// Exit codes shared by every subcommand.
@@ -105,6 +106,9 @@ enum Command {
     /// Compare prompt versions on the same rows: the best of several runs, or prompt files
     /// answered on a dataset.
     Compare(compare::Args),
+    /// Browse every run under a folder in a local web app: the runs table, an experiment's
+    /// runs over time, any two runs or versions side by side, and each run's report.
+    View(view::Args),
     /// Install and list the embedded models (`local`, `local:<name>`).
     Model(model::Args),
     /// Print the completion script of a shell: bash, zsh, fish, elvish or powershell.
@@ -193,6 +197,7 @@ pub fn main() -> ExitCode {
         Command::Executions(args) => executions::run(args),
         Command::Batch(args) => batch::run(args),
         Command::Report(args) => report::run(args),
+        Command::View(args) => view::run(args),
         Command::Compare(args) => compare::run(args),
         Command::Model(args) => model::run(args),
         Command::Completions(args) => completions::run(args),

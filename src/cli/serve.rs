@@ -170,7 +170,7 @@ fn all_keys(mut keys: Vec<KeySpec>) -> anyhow::Result<Vec<KeySpec>> {
 }
 
 /// Ctrl-C or SIGTERM; requests in flight are finished first.
-async fn shutdown_signal() {
+pub(super) async fn shutdown_signal() {
     let ctrl_c = async {
         if tokio::signal::ctrl_c().await.is_err() {
             std::future::pending::<()>().await;

@@ -420,6 +420,109 @@ impl Drawing for ScoreByGeneration {
     }
 }
 
+/// One run of an experiment on the chart of its runs: the seed's and the best version's mean
+/// holdout score, when the run has them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunPoint {
+    /// What the x axis says under the run: its date.
+    pub label: String,
+    pub seed: Option<f64>,
+    pub best: Option<f64>,
+}
+
+/// The seed's and the best version's holdout score over an experiment's runs, oldest first
+/// (`gepa-lab view`). SVG only.
+pub fn runs_history(name: &str, runs: &[RunPoint]) -> Result<Chart, ReportError> {
+    chart(
+        format!("{name}: holdout score by run"),
+        format!("history-{}", file_part(name)),
+        &RunsHistory(runs),
+        false,
+    )
+}
+
+struct RunsHistory<'a>(&'a [RunPoint]);
+
+impl Drawing for RunsHistory<'_> {
+    fn size(&self) -> (u32, u32) {
+        (720, 300)
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Drawn {
+        let runs = self.0;
+        let last = runs.len().saturating_sub(1).max(1) as f64;
+        let scores = runs.iter().flat_map(|r| r.seed.into_iter().chain(r.best));
+        let low = scores.clone().fold(1.0, f64::min).min(0.0);
+        let high = scores.fold(0.0, f64::max).max(1.0);
+        let mut chart = ChartBuilder::on(root)
+            .margin(10)
+            .x_label_area_size(40)
+            .y_label_area_size(44)
+            .build_cartesian_2d(-0.5..last + 0.5, low..high * 1.04)
+            .map_err(failed)?;
+        // At most 12 labels: a run's date under whole positions only.
+        let x_labels = runs.len().clamp(2, 12);
+        chart
+            .configure_mesh()
+            .x_desc("run (oldest first)")
+            .y_desc("holdout score")
+            .x_labels(x_labels)
+            .x_label_formatter(&|x| {
+                let index = x.round();
+                if (x - index).abs() > 1e-9 || index < 0.0 {
+                    return String::new();
+                }
+                runs.get(index as usize)
+                    .map(|r| cut(&r.label, 16))
+                    .unwrap_or_default()
+            })
+            .y_label_formatter(&|y| format!("{y:.1}"))
+            .light_line_style(TRANSPARENT)
+            .bold_line_style(GRID)
+            .label_style((FONT, 12))
+            .axis_desc_style((FONT, 13))
+            .draw()
+            .map_err(failed)?;
+        let series = |pick: fn(&RunPoint) -> Option<f64>| -> Vec<(f64, f64)> {
+            runs.iter()
+                .enumerate()
+                .filter_map(|(i, r)| Some((i as f64, pick(r)?)))
+                .collect()
+        };
+        for (points, colour, label) in [
+            (series(|r| r.seed), SEED_COLOUR, "seed"),
+            (series(|r| r.best), BEST_COLOUR, "best version"),
+        ] {
+            chart
+                .draw_series(LineSeries::new(
+                    points.iter().copied(),
+                    colour.stroke_width(2),
+                ))
+                .map_err(failed)?
+                .label(label)
+                .legend(move |(x, y)| {
+                    PathElement::new([(x, y), (x + 16, y)], colour.stroke_width(2))
+                });
+            chart
+                .draw_series(
+                    points
+                        .iter()
+                        .map(move |&point| Circle::new(point, 4, colour.filled())),
+                )
+                .map_err(failed)?;
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
+            .label_font((FONT, 12))
+            .background_style(WHITE.mix(0.85))
+            .border_style(GRID)
+            .draw()
+            .map_err(failed)?;
+        Ok(())
+    }
+}
+
 /// One line of the interval chart.
 struct IntervalRow {
     label: String,

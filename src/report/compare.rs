@@ -5,13 +5,14 @@
 //!   otherwise the rows are not the same rows and a paired test would compare nothing.
 //! - prompt files answered on one dataset ([`compare_prompts`]): each prompt against the first,
 //!   from the replay rows the runner produced for them.
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
 use super::answers::{ReplayTable, Rows, Texts};
-use super::context::{ComparisonView, adjust_family};
+use super::context::{ComparisonView, ROWS_ON_PAGE, adjust_family};
+use super::diff::{DiffStats, Segment, word_diff};
 use super::format::number;
 use super::load::{RunData, load};
 use super::samples::{self, Agreement, RowAnswers};
@@ -45,6 +46,16 @@ pub struct Contender {
     /// How often a row's repeated answers agree; none with one answer per row.
     pub agreement: Option<Agreement>,
     pub prompt: String,
+    /// The word diff of `prompt` against the first contender's; none for the first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diff: Option<PromptDiff>,
+}
+
+/// A contender's prompt against the reference's, word by word.
+#[derive(Debug, Clone, Serialize)]
+pub struct PromptDiff {
+    pub segments: Vec<Segment>,
+    pub stats: DiffStats,
 }
 
 impl Contender {
@@ -53,6 +64,15 @@ impl Contender {
         match &self.execution {
             Some(execution) => format!("{execution} · {}", self.version),
             None => self.version.clone(),
+        }
+    }
+
+    /// The version as comparisons name it: `<run directory> <version>` for a run, the prompt
+    /// file for a prompt.
+    fn title(&self) -> String {
+        match &self.execution {
+            Some(_) => format!("{} {}", self.source, self.version),
+            None => self.source.clone(),
         }
     }
 
@@ -79,19 +99,24 @@ pub struct CompareReport {
     pub contenders: Vec<Contender>,
     /// Every contender after the first against the first, paired on rows both answered.
     pub comparisons: Vec<ComparisonView>,
-    /// For prompt files: each contender after the first against the first, the rows they
-    /// scored differently on, with both answers. Empty for runs.
+    /// Each contender after the first against the first: the rows they scored differently
+    /// on, with both answers.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub differing: Vec<DifferingRows>,
 }
 
-/// The rows two prompts scored differently on.
+/// The rows two versions scored differently on, in row order: all of them, or the first
+/// [`ROWS_ON_PAGE`] when there are more.
 #[derive(Debug, Clone, Serialize)]
 pub struct DifferingRows {
-    /// The reference (the first prompt) and the other.
+    /// The reference (the first contender) and the other.
     pub a: String,
     pub b: String,
     pub rows: Vec<RowPair>,
+    /// Rows scored differently in all; more than `rows.len()` when the list was cut.
+    pub total: usize,
+    /// Rows both answered (a failed answer counts as an answer here).
+    pub paired: usize,
 }
 
 /// One dataset row answered by two prompts.
@@ -137,38 +162,82 @@ fn prompt_rows<'a>(table: &'a ReplayTable, prompt: &str, model: &str) -> Option<
     table.rows("", &ReplayOf::PromptFile(prompt.to_owned()), model)
 }
 
-/// The rows where `b`'s score differs from `a`'s (a failed answer counts as differing).
-fn differing(
-    a: &str,
-    b: &str,
-    table: &ReplayTable,
-    texts: &Texts<'_>,
-    model: &str,
-) -> DifferingRows {
-    let (rows_a, rows_b) = (prompt_rows(table, a, model), prompt_rows(table, b, model));
-    let rows = rows_a
-        .zip(rows_b)
-        .into_iter()
-        .flat_map(|(rows_a, rows_b)| rows_a.iter().map(move |(row, ra)| (row, ra, rows_b)))
-        .filter_map(|(row, ra, rows_b)| {
-            let rb = rows_b.get(row)?;
-            let (sa, sb) = (Answer::of(&ra, texts), Answer::of(&rb, texts));
-            let shown = ra.shown_row(texts);
-            (sa.score != sb.score).then(|| RowPair {
-                row,
-                inputs: shown
-                    .map(|r| r.inputs.clone().into_iter().collect())
-                    .unwrap_or_default(),
-                expected: shown.map(|r| r.expected.clone()).unwrap_or_default(),
-                a: sa,
-                b: sb,
+/// The rows both versions have answers for, and the first [`ROWS_ON_PAGE`] of those where
+/// `b`'s score differs from `a`'s (a row whose every answer failed differs from a scored one).
+struct Differences {
+    rows: Vec<usize>,
+    total: usize,
+    paired: usize,
+}
+
+impl Differences {
+    fn of(a: Option<Rows<'_>>, b: Option<Rows<'_>>) -> Self {
+        let mut found = Self {
+            rows: Vec::new(),
+            total: 0,
+            paired: 0,
+        };
+        let (Some(a), Some(b)) = (a, b) else {
+            return found;
+        };
+        for (row, ra, rb) in samples::both(a, b) {
+            found.paired += 1;
+            if ra.score() != rb.score() {
+                found.total += 1;
+                if found.rows.len() < ROWS_ON_PAGE {
+                    found.rows.push(row);
+                }
+            }
+        }
+        found
+    }
+
+    /// The records of `rows`' answers to these rows, which the table needs read back.
+    fn records(&self, rows: Option<Rows<'_>>) -> Vec<u32> {
+        let mut records = Vec::new();
+        for answers in rows
+            .into_iter()
+            .flat_map(|rows| self.rows.iter().filter_map(move |&row| rows.get(row)))
+        {
+            records.extend(answers.samples().map(|(record, _)| record));
+        }
+        records
+    }
+
+    /// The table of these rows with both versions' answers.
+    fn table(
+        self,
+        (a, rows_a, texts_a): (&str, Option<Rows<'_>>, &Texts<'_>),
+        (b, rows_b, texts_b): (&str, Option<Rows<'_>>, &Texts<'_>),
+    ) -> DifferingRows {
+        let rows = rows_a
+            .zip(rows_b)
+            .into_iter()
+            .flat_map(|(rows_a, rows_b)| {
+                self.rows
+                    .iter()
+                    .filter_map(move |&row| Some((row, rows_a.get(row)?, rows_b.get(row)?)))
             })
-        })
-        .collect();
-    DifferingRows {
-        a: a.to_owned(),
-        b: b.to_owned(),
-        rows,
+            .map(|(row, ra, rb)| {
+                let shown = ra.shown_row(texts_a);
+                RowPair {
+                    row,
+                    inputs: shown
+                        .map(|r| r.inputs.clone().into_iter().collect())
+                        .unwrap_or_default(),
+                    expected: shown.map(|r| r.expected.clone()).unwrap_or_default(),
+                    a: Answer::of(&ra, texts_a),
+                    b: Answer::of(&rb, texts_b),
+                }
+            })
+            .collect();
+        DifferingRows {
+            a: a.to_owned(),
+            b: b.to_owned(),
+            rows,
+            total: self.total,
+            paired: self.paired,
+        }
     }
 }
 
@@ -316,16 +385,121 @@ impl CompareReport {
     }
 }
 
-/// The best version of one run (as in the run's own headline, by [`RunData::best`]), on its
-/// execution's first replay model: (execution, version, model).
-fn best_of(run: &RunData) -> Option<(usize, usize, String)> {
-    let (execution, version) = run.best()?;
-    let model = run.executions[execution].models.first()?.clone();
-    Some((execution, version, model))
+/// A prompt version of a run directory, to compare.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pick {
+    pub dir: PathBuf,
+    /// The version, by its execution's label and its own (`experiment`, `g2`); none for the
+    /// version the run's report recommends ([`RunData::recommended`]).
+    pub version: Option<(String, String)>,
 }
 
-pub fn compare(dirs: &[PathBuf]) -> Result<CompareReport, ReportError> {
-    let runs: Vec<RunData> = dirs.iter().map(|dir| load(dir)).collect::<Result<_, _>>()?;
+impl Pick {
+    /// The best version of the run in `dir`.
+    pub fn best(dir: &Path) -> Self {
+        Self {
+            dir: dir.to_owned(),
+            version: None,
+        }
+    }
+}
+
+/// A picked version found in its run: (run, execution, version, model), on the execution's
+/// first replay model, as in the run's own headline.
+struct Found {
+    run: usize,
+    execution: usize,
+    version: usize,
+    model: String,
+}
+
+impl Found {
+    fn rows<'a>(&self, runs: &'a [RunData]) -> Option<Rows<'a>> {
+        let run = &runs[self.run];
+        let execution = &run.executions[self.execution];
+        let version = execution.versions[self.version].version;
+        run.replay.version(&execution.variant, version, &self.model)
+    }
+}
+
+/// Finds what `pick` names in `run` (loaded as `runs[index]`).
+fn find(pick: &Pick, runs: &[RunData], index: usize) -> Result<Found, ReportError> {
+    let run = &runs[index];
+    let (execution, version) = match &pick.version {
+        None => run.recommended().ok_or_else(|| {
+            nothing(
+                &run.dir,
+                "replay.csv holds no answer of this run's prompts (a run stopped before its \
+                 replay: `gepa-lab run --resume` asks for them); nothing to compare",
+            )
+        })?,
+        Some((execution_label, version_label)) => {
+            let execution = run
+                .executions
+                .iter()
+                .find(|e| e.label == *execution_label)
+                .ok_or_else(|| {
+                    let known: Vec<&str> =
+                        run.executions.iter().map(|e| e.label.as_str()).collect();
+                    nothing(
+                        &run.dir,
+                        &format!(
+                            "no execution {execution_label:?} in this run; it has {}",
+                            known.join(", ")
+                        ),
+                    )
+                })?;
+            let version = execution
+                .versions
+                .iter()
+                .position(|v| v.label == *version_label)
+                .ok_or_else(|| {
+                    let known: Vec<&str> = execution
+                        .versions
+                        .iter()
+                        .map(|v| v.label.as_str())
+                        .collect();
+                    nothing(
+                        &run.dir,
+                        &format!(
+                            "execution {execution_label:?} has no replayed version \
+                             {version_label:?}; it has {}",
+                            known.join(", ")
+                        ),
+                    )
+                })?;
+            (execution.index, version)
+        }
+    };
+    let model = run.executions[execution]
+        .models
+        .first()
+        .cloned()
+        .ok_or_else(|| nothing(&run.dir, "its replay names no model; nothing to compare"))?;
+    Ok(Found {
+        run: index,
+        execution,
+        version,
+        model,
+    })
+}
+
+/// Prompt versions of runs against the first, on the holdout rows both answered: by default
+/// each run's best (`compare RUN_DIR...`), or any version of any run (`gepa-lab view`'s side by
+/// side). Each directory is read once however many of its versions are picked.
+pub fn compare(picks: &[Pick]) -> Result<CompareReport, ReportError> {
+    let mut runs: Vec<RunData> = Vec::new();
+    let mut found = Vec::with_capacity(picks.len());
+    for pick in picks {
+        let index = match runs.iter().position(|run| run.dir == pick.dir) {
+            Some(index) => index,
+            None => {
+                runs.push(load(&pick.dir)?);
+                runs.len() - 1
+            }
+        };
+        found.push(find(pick, &runs, index)?);
+    }
     let Some(first) = runs.first() else {
         return Err(ReportError::NothingToCompare {
             run: PathBuf::from("."),
@@ -363,19 +537,11 @@ pub fn compare(dirs: &[PathBuf]) -> Result<CompareReport, ReportError> {
     }
 
     let mut picked = Vec::new();
-    for run in &runs {
-        let (execution, version, model) = best_of(run).ok_or_else(|| {
-            nothing(
-                &run.dir,
-                "replay.csv holds no scored answer of this run's prompts (a run stopped before \
-                 its replay: `gepa-lab run --resume` asks for them); nothing to compare",
-            )
-        })?;
-        let execution = &run.executions[execution];
-        let version = &execution.versions[version];
-        let rows = run
-            .replay
-            .version(&execution.variant, version.version, &model);
+    for f in &found {
+        let run = &runs[f.run];
+        let execution = &run.executions[f.execution];
+        let version = &execution.versions[f.version];
+        let rows = f.rows(&runs);
         let scores = rows.map(samples::row_scores).unwrap_or_default();
         picked.push((
             Contender {
@@ -384,7 +550,7 @@ pub fn compare(dirs: &[PathBuf]) -> Result<CompareReport, ReportError> {
                 run_id: Some(run.manifest.run_id.clone()),
                 execution: Some(execution.label.clone()),
                 version: version.label.clone(),
-                model,
+                model: f.model.clone(),
                 validation_score: version.validation_score,
                 simulated: run.manifest.simulated,
                 prompt: version.prompt.clone(),
@@ -394,15 +560,70 @@ pub fn compare(dirs: &[PathBuf]) -> Result<CompareReport, ReportError> {
             scores,
         ));
     }
+    let comparisons = against_first(&picked, "compare", "holdout");
+
+    // The rows each contender scored differently from the first; their texts are read back
+    // from each run's replay.csv in one more pass per directory.
+    let differences: Vec<Differences> = found
+        .iter()
+        .skip(1)
+        .map(|f| Differences::of(found[0].rows(&runs), f.rows(&runs)))
+        .collect();
+    let mut wanted: Vec<HashSet<u32>> = vec![HashSet::new(); runs.len()];
+    for (f, difference) in found.iter().skip(1).zip(&differences) {
+        wanted[found[0].run].extend(difference.records(found[0].rows(&runs)));
+        wanted[f.run].extend(difference.records(f.rows(&runs)));
+    }
+    let texts: Vec<Texts<'static>> = runs
+        .iter()
+        .zip(&wanted)
+        .map(|(run, wanted)| run.texts(|record| wanted.contains(&record), |_, _| {}))
+        .collect::<Result<_, _>>()?;
+    let reference = &picked[0].0;
+    let differing = found
+        .iter()
+        .zip(&picked)
+        .skip(1)
+        .zip(differences)
+        .map(|((f, (contender, _)), difference)| {
+            difference.table(
+                (
+                    &reference.title(),
+                    found[0].rows(&runs),
+                    &texts[found[0].run],
+                ),
+                (&contender.title(), f.rows(&runs), &texts[f.run]),
+            )
+        })
+        .collect();
     Ok(CompareReport {
         subject: "run".to_owned(),
         dataset_file: file,
         dataset_sha256: sha256,
         settings: Vec::new(),
-        comparisons: against_first(&picked, "compare", "holdout"),
-        contenders: picked.into_iter().map(|(contender, _)| contender).collect(),
-        differing: Vec::new(),
+        comparisons,
+        contenders: with_diffs(picked),
+        differing,
     })
+}
+
+/// The contenders, each after the first with its prompt's diff against the first's.
+fn with_diffs(picked: Vec<(Contender, BTreeMap<usize, f64>)>) -> Vec<Contender> {
+    let reference = picked
+        .first()
+        .map(|(contender, _)| contender.prompt.clone())
+        .unwrap_or_default();
+    picked
+        .into_iter()
+        .enumerate()
+        .map(|(i, (mut contender, _))| {
+            if i > 0 {
+                let (segments, stats) = word_diff(&reference, &contender.prompt);
+                contender.diff = Some(PromptDiff { segments, stats });
+            }
+            contender
+        })
+        .collect()
 }
 
 /// The dataset and settings every prompt of a [`compare_prompts`] shared.
@@ -453,26 +674,29 @@ pub fn compare_prompts(
         })
         .collect();
     let comparisons = against_first(&picked, "compare", "dataset");
-    let differing = prompts
-        .iter()
-        .skip(1)
-        .filter_map(|prompt| {
-            let first = prompts.first()?;
-            Some(differing(
-                &first.file,
-                &prompt.file,
-                &table,
-                &texts,
-                &setting.model,
-            ))
-        })
-        .collect();
+    let differing = match prompts.first() {
+        Some(first) => {
+            let rows_a = prompt_rows(&table, &first.file, &setting.model);
+            prompts
+                .iter()
+                .skip(1)
+                .map(|prompt| {
+                    let rows_b = prompt_rows(&table, &prompt.file, &setting.model);
+                    Differences::of(rows_a, rows_b).table(
+                        (&first.file, rows_a, &texts),
+                        (&prompt.file, rows_b, &texts),
+                    )
+                })
+                .collect()
+        }
+        None => Vec::new(),
+    };
     Ok(CompareReport {
         subject: "prompt".to_owned(),
         dataset_file: setting.dataset_file,
         dataset_sha256: setting.dataset_sha256,
         settings: setting.settings,
-        contenders: picked.into_iter().map(|(contender, _)| contender).collect(),
+        contenders: with_diffs(picked),
         comparisons,
         differing,
     })
@@ -498,6 +722,7 @@ impl Contender {
             ci_high: interval.map(|i| i.high),
             agreement: None,
             prompt: String::new(),
+            diff: None,
         }
     }
 }
@@ -520,10 +745,6 @@ fn against_first(
                 .filter_map(|(row, a)| scores.get(row).map(|b| (*a, *b)))
                 .unzip();
             let paired = stats::compare_paired(&a, &b);
-            let name = |c: &Contender| match &c.execution {
-                Some(_) => format!("{} {}", c.source, c.version),
-                None => c.source.clone(),
-            };
             let model = if contender.model == reference.model {
                 contender.model.clone()
             } else {
@@ -532,8 +753,8 @@ fn against_first(
             ComparisonView::new(
                 contender.execution.as_deref().unwrap_or(execution),
                 &model,
-                &name(reference),
-                &name(contender),
+                &reference.title(),
+                &contender.title(),
                 &paired,
                 scope,
             )

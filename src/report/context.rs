@@ -1327,12 +1327,7 @@ fn headline(run: &RunData, comparisons: &[ComparisonView]) -> Option<ComparisonV
 
 /// The version the run recommends (see [`ReportContext::best`]).
 fn recommend(run: &RunData, versions: &[VersionView]) -> Option<Recommendation> {
-    let (execution, version) = run.best().or_else(|| {
-        run.executions
-            .iter()
-            .find(|e| e.versions[0].replayed)
-            .map(|e| (e.index, 0))
-    })?;
+    let (execution, version) = run.recommended()?;
     let execution = &run.executions[execution];
     let label = &execution.versions[version].label;
     let model = execution.models.first()?;

@@ -60,7 +60,10 @@ pub fn render_compare(report: &CompareReport) -> Result<String, ReportError> {
     render_page("compare.html", COMPARE_TEMPLATE, &page)
 }
 
-fn render_page(
+/// Renders the template `text` (named `name`, whose extension decides the escaping) with the
+/// report's filters, and the shared style as `style.css` to include. `gepa-lab view` renders its
+/// pages with it too, so they look like the reports they link to.
+pub fn render_page(
     name: &'static str,
     text: &'static str,
     page: &impl Serialize,

@@ -93,6 +93,19 @@ impl RunData {
         Ok(Texts::Read(kept))
     }
 
+    /// The version the run recommends, as (execution, version) indices: its [`Self::best`], or,
+    /// when no evolved version was replayed, the first execution's replayed seed. The report's
+    /// `best`, `run --fail-under` and `compare` all go by this one rule. `None` when nothing
+    /// was replayed.
+    pub fn recommended(&self) -> Option<(usize, usize)> {
+        self.best().or_else(|| {
+            self.executions
+                .iter()
+                .find(|e| e.versions[0].replayed)
+                .map(|e| (e.index, 0))
+        })
+    }
+
     /// The best version of the whole run, as (execution, version) indices: of each execution's
     /// best, the one the ranking rule puts first (ties to the earlier execution). `None` when no
     /// execution has a best version (nothing evolved was replayed).

@@ -51,15 +51,17 @@ use thiserror::Error;
 use crate::store::{REPLAY_FILE, RunDir, StoreError, write_atomic, write_atomic_with};
 
 pub use baseline::{AnswerCounts, Baseline, Classification, LabelCount, Matching};
-pub use charts::{Chart, Charts};
-pub use compare::{CompareReport, Contender, PromptSetting, compare, compare_prompts};
+pub use charts::{Chart, Charts, RunPoint, runs_history};
+pub use compare::{
+    CompareReport, Contender, Pick, PromptDiff, PromptSetting, compare, compare_prompts,
+};
 pub use context::{
     Cell, ComparisonView, ExecutionView, ExperimentView, FORMAT_VERSION, InputField, MethodView,
     Recommendation, ReplayView, ReportContext, RowTable, RowView, VersionScore, VersionView,
 };
 pub use diff::{DiffStats, Segment, SegmentKind, word_diff};
 pub use export::{REPLAY_PARQUET_FILE, RESULTS_FILE, Results};
-pub use html::render_compare;
+pub use html::{render_compare, render_page};
 pub use junit::junit;
 pub use load::{Execution, IterationLog, PromptVersion, RunData, load};
 pub use search::{LineageNode, OutcomeClass, ProposalView, ReasonCount, SearchSummary, SearchView};

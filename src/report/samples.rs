@@ -194,19 +194,23 @@ pub fn row_scores(rows: Rows<'_>) -> BTreeMap<usize, f64> {
 
 /// The scores of `a` and `b` on the rows both have a score for, in row order.
 pub fn paired(a: Rows<'_>, b: Rows<'_>) -> (Vec<f64>, Vec<f64>) {
-    let (mut pairs_a, mut pairs_b) = (Vec::new(), Vec::new());
+    both(a, b)
+        .filter_map(|(_, answers_a, answers_b)| Some((answers_a.score()?, answers_b.score()?)))
+        .unzip()
+}
+
+/// The rows both `a` and `b` have answers for, in row order, with both sets of answers (scored
+/// or not): one merge walk over the two sorted lists.
+pub fn both<'a>(
+    a: Rows<'a>,
+    b: Rows<'a>,
+) -> impl Iterator<Item = (usize, RowAnswers<'a>, RowAnswers<'a>)> + 'a {
     let mut b_rows = b.iter().peekable();
-    for (row, answers_a) in a.iter() {
+    a.iter().filter_map(move |(row, answers_a)| {
         while b_rows.next_if(|(other, _)| *other < row).is_some() {}
-        let Some((_, answers_b)) = b_rows.next_if(|(other, _)| *other == row) else {
-            continue;
-        };
-        if let (Some(score_a), Some(score_b)) = (answers_a.score(), answers_b.score()) {
-            pairs_a.push(score_a);
-            pairs_b.push(score_b);
-        }
-    }
-    (pairs_a, pairs_b)
+        let (_, answers_b) = b_rows.next_if(|(other, _)| *other == row)?;
+        Some((row, answers_a, answers_b))
+    })
 }
 
 /// How often the repeated answers of one version agree, over its rows with two or more answers.

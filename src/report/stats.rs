@@ -6,7 +6,7 @@
 //!
 //! Everything here is a pure function of its inputs and a fixed seed, so a report re-rendered
 //! next year shows the same numbers.
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Bootstrap resamples for every interval. 10,000 keeps the Monte-Carlo error of a 2.5 %
 /// percentile to about ±0.003 on a difference of means of 0/1 scores over 30 rows, well below
@@ -234,7 +234,7 @@ pub fn mcnemar_exact(only_a: usize, only_b: usize) -> McNemar {
 }
 
 /// What the report may say about `b` against `a`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     /// `b` scores higher, and the test says the difference is unlikely to be chance.

@@ -156,7 +156,10 @@ fn prompt_files_are_answered_scored_and_compared_on_the_dataset() {
         "self-contained"
     );
     assert!(
-        page.contains(&format!("{} rows scored differently", 40 - a_right)),
+        page.contains(&format!(
+            "{} of 40 paired rows scored differently",
+            40 - a_right
+        )),
         "{page}"
     );
     assert!(page.contains("better (significant)"));

@@ -19,3 +19,4 @@ mod report;
 mod run;
 mod setup;
 mod validate;
+mod view;

@@ -11,7 +11,7 @@ use gepa_lab::store::{ExecutionState, HistoryRow, ReplayRow, RunDir};
 
 use crate::common::{Serve, output_within, root};
 
-const KEY: &str = "run-test-key";
+pub const KEY: &str = "run-test-key";
 
 fn experiment() -> PathBuf {
     root().join("tests/fixtures/run_experiments/two_variants.toml")
@@ -19,7 +19,7 @@ fn experiment() -> PathBuf {
 
 /// The two-variant experiment written to `dir/name` with its dataset path made absolute and
 /// each (from, to) replacement made.
-fn edited_experiment(dir: &Path, name: &str, replacements: &[(&str, &str)]) -> PathBuf {
+pub fn edited_experiment(dir: &Path, name: &str, replacements: &[(&str, &str)]) -> PathBuf {
     let dataset = root().join("tests/fixtures/data/tiny.csv");
     let mut text = std::fs::read_to_string(experiment())
         .unwrap()
@@ -33,7 +33,7 @@ fn edited_experiment(dir: &Path, name: &str, replacements: &[(&str, &str)]) -> P
 }
 
 /// Fails the test with the command's stderr unless it exited 0.
-fn assert_succeeded(output: &Output) {
+pub fn assert_succeeded(output: &Output) {
     assert!(
         output.status.success(),
         "exit {:?}: {}",
@@ -59,7 +59,7 @@ fn resume_command(serve: &Serve, out: &Path, dir: &RunDir) -> Command {
 }
 
 /// `gepa-lab run --backend URL --yes` with fast polling, writing under `out`.
-fn run_command(serve: &Serve, out: &Path, extra: &[&str]) -> Command {
+pub fn run_command(serve: &Serve, out: &Path, extra: &[&str]) -> Command {
     let mut command = crate::common::command();
     command
         .current_dir(root())
