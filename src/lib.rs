@@ -20,5 +20,6 @@ pub mod score;
 pub mod server;
 pub mod store;
 pub mod suggest;
+pub mod tracking;
 pub mod view;
 pub mod wallet;

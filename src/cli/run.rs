@@ -13,6 +13,7 @@ use crate::experiment::{Plan, validate_file};
 use crate::inference::embedded::CatalogModel;
 use crate::runner::{self, Outcome};
 use crate::store::{RunDir, RunManifest};
+use crate::tracking::Tracker;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -77,6 +78,12 @@ pub struct Args {
     /// Either way every answer's model, latency, wait and error are in `replay.csv`.
     #[arg(long, value_enum, value_name = "WHICH", default_value_t = AnswerEventsArg::Failed)]
     answer_events: AnswerEventsArg,
+    /// Log each execution as a run of this MLflow tracking server (`http://host:port`), in the
+    /// MLflow experiment named after the experiment: parameters, the score per generation, the
+    /// holdout results, the report. Overrides the file's `[tracking]`. A resumed run continues
+    /// the same MLflow runs. An unreachable server is a warning; the run goes on.
+    #[arg(long, value_name = "URL", value_parser = super::ranges::http_url)]
+    mlflow: Option<String>,
     #[command(flatten)]
     settings: super::SettingsArgs,
 }
@@ -251,12 +258,28 @@ fn run_one(
         &engine_models,
         &dir.file(crate::store::ENGINE_FILE),
     )?;
+    let warn = &mut |warning: String| eprintln!("warning: MLflow: {warning}");
+    let tracker = runtime.block_on(Tracker::start(
+        &dir,
+        &manifest,
+        args.mlflow.as_deref(),
+        warn,
+    ));
+    if let Some(tracker) = &tracker {
+        for (custom_id, run_id) in tracker.runs(&manifest) {
+            eprintln!("MLflow: {custom_id} is run {run_id}");
+        }
+    }
     let progress = Progress::new();
     let path = dir.path.clone();
     let local = matches!(manifest.backend, crate::store::Backend::Local);
+    let tracked_manifest = tracker.as_ref().map(|_| manifest.clone());
     let job = runner::execute(dir, manifest, &backends, options, &progress);
     let Some(outcome) = super::until_interrupted(runtime, job) else {
         progress.finish();
+        if let (Some(tracker), Some(manifest)) = (&tracker, &tracked_manifest) {
+            runtime.block_on(tracker.finish(manifest, None, true, warn));
+        }
         eprintln!(
             "\ninterrupted: everything received so far is kept in {} (states in run.json, \
              answers in cache.jsonl). Continue with:\n  gepa-lab run --resume {}{}",
@@ -273,12 +296,16 @@ fn run_one(
     };
     let outcome = outcome.context("running the experiment")?;
     let options = crate::report::RenderOptions { png: args.png };
+    let context = render_report(&outcome, options)?;
+    if let Some(tracker) = &tracker {
+        runtime.block_on(tracker.finish(&outcome.manifest, context.as_ref(), false, warn));
+    }
     Ok(Ok(finish(
         &outcome,
+        context.as_ref().and_then(|c| c.best.as_ref()),
         args.fail_under,
         args.allow_missing,
-        options,
-    )?))
+    )))
 }
 
 /// Validates one file, applies the cost guard, and creates its run directory. `Err(code)` means
@@ -402,13 +429,14 @@ fn larger_installed(
         .min_by_key(|candidate| candidate.bytes)
 }
 
+/// The exit status the run earns, with what the user should know about it; `recommendation`
+/// is the report's best version, for `--fail-under`.
 fn finish(
     outcome: &Outcome,
+    recommendation: Option<&crate::report::Recommendation>,
     fail_under: Option<f64>,
     allow_missing: bool,
-    options: crate::report::RenderOptions,
-) -> anyhow::Result<u8> {
-    let recommendation = render_report(outcome, options)?;
+) -> u8 {
     println!("run directory: {}", outcome.dir.path.display());
     let mut code = exit::OK;
     let failed: Vec<&str> = outcome
@@ -454,7 +482,7 @@ fn finish(
         code = exit::FAILURE;
     }
     if let Some(threshold) = fail_under {
-        let (passed, message) = gate(recommendation.as_ref(), threshold);
+        let (passed, message) = gate(recommendation, threshold);
         eprintln!("{message}");
         if !passed {
             code = exit::GATE_MISSED;
@@ -464,16 +492,16 @@ fn finish(
     if code == exit::MISSING_ANSWERS {
         eprintln!("exit 6 because answers are missing (--allow-missing makes it 0)");
     }
-    Ok(code)
+    code
 }
 
 /// Renders and writes the run's report, from the run directory alone exactly as `gepa-lab
-/// report` does, and prints its summary; returns the recommended version. A report that cannot
-/// be rendered is said, not fatal: the run directory holds everything to render it later.
+/// report` does, and prints its summary; returns the report's context. A report that cannot be
+/// rendered is said, not fatal: the run directory holds everything to render it later.
 fn render_report(
     outcome: &Outcome,
     options: crate::report::RenderOptions,
-) -> anyhow::Result<Option<crate::report::Recommendation>> {
+) -> anyhow::Result<Option<crate::report::ReportContext>> {
     Ok(match crate::report::build(&outcome.dir.path, options) {
         Ok(report) => {
             crate::report::write(&report, &outcome.dir.path)?;
@@ -485,7 +513,7 @@ fn render_report(
                 "report: {}",
                 outcome.dir.file(crate::report::HTML_FILE).display()
             );
-            report.context.best.clone()
+            Some(report.context)
         }
         Err(err) => {
             eprintln!("the report could not be rendered: {err}");

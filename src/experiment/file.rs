@@ -37,6 +37,20 @@ pub struct Experiment {
     /// Settings of gepa-lab's engine, for `--backend local` and `gepa-lab serve` only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine: Option<EngineSection>,
+    /// Where runs are tracked: each execution is logged as an MLflow run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracking: Option<TrackingSection>,
+}
+
+/// An MLflow tracking server that logs every run of the experiment (`run --mlflow URL` gives
+/// one on the command line instead).
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct TrackingSection {
+    /// The tracking server's address: `http://host:port` (or https, with a path).
+    pub mlflow: String,
+    /// The MLflow experiment the runs go to (default: the experiment's `name`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub experiment: Option<String>,
 }
 
 /// Settings of gepa-lab's own GEPA engine (the built-in one, and `gepa-lab serve`'s). The

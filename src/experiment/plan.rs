@@ -73,7 +73,18 @@ pub struct ExecutionPlan {
     pub dataset: DatasetPlan,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replay: Option<ReplayPlan>,
+    /// Where the execution is logged (`[tracking]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracking: Option<TrackingPlan>,
     pub estimate: Estimate,
+}
+
+/// Where an execution is logged: an MLflow tracking server, and the MLflow experiment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrackingPlan {
+    /// `http://host:port`, without a trailing slash.
+    pub url: String,
+    pub experiment: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -83,6 +83,7 @@ rules! {
     EngineReflectionModel => "engine-reflection-model", "`engine.reflection_model` is a non-empty model id";
     EngineReflectionTemplate => "engine-reflection-template", "`engine.reflection_template` is a readable file containing <curr_instructions> and <inputs_outputs_feedback>";
     EngineReflectionTemplateFence => "engine-reflection-template-fence", "(warning) the reflection template asks for the new prompt in a fenced block";
+    TrackingMlflow => "tracking-mlflow", "`tracking.mlflow` is an http(s) URL of an MLflow tracking server and `tracking.experiment`, when given, 1 to 500 characters";
     VariantName => "variant-name", "a variant name uses only a-z, 0-9, `_` and `-`";
     VariantNameUnique => "variant-name-unique", "variant names are unique";
 }

@@ -16,6 +16,7 @@ use super::diagnostic::{Diagnostic, Location};
 use super::file::DatasetSection;
 use super::file::{
     EngineSection, EvaluatorSection, EvolutionSection, Experiment, PromptSection, ReplaySection,
+    TrackingSection,
 };
 use super::rules::Rule;
 use super::schema::{TableShape, json_schema};
@@ -379,6 +380,7 @@ fn resolve_one(
     let evaluator: Option<EvaluatorSection> = reader.required("evaluator");
     let replay: Option<ReplaySection> = reader.optional("replay");
     let engine: Option<EngineSection> = reader.optional("engine");
+    let tracking: Option<TrackingSection> = reader.optional("tracking");
     let experiment = match (name, prompt, dataset, evolution, evaluator) {
         (Some(name), Some(prompt), Some(dataset), Some(evolution), Some(evaluator))
             if !reader.failed =>
@@ -392,6 +394,7 @@ fn resolve_one(
                 evaluator,
                 replay,
                 engine,
+                tracking,
             })
         }
         _ => None,

@@ -18,5 +18,6 @@ mod plan;
 mod report;
 mod run;
 mod setup;
+mod tracking;
 mod validate;
 mod view;

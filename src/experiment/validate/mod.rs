@@ -8,8 +8,9 @@ use sha2::{Digest, Sha256};
 use super::diagnostic::{Diagnostic, Location};
 use super::file::{
     DatasetSection, EngineSection, Experiment, Holdout, PromptSection, ReplaySection,
+    TrackingSection,
 };
-use super::plan::{DatasetPlan, Estimate, ExecutionPlan, Plan, ReplayPlan};
+use super::plan::{DatasetPlan, Estimate, ExecutionPlan, Plan, ReplayPlan, TrackingPlan};
 use super::rules::Rule;
 use super::source::{Loaded, Resolved, load};
 use crate::dataset::{self, HoldoutSize, Split};
@@ -134,6 +135,7 @@ struct Draft {
     start: StartExecution,
     dataset: DatasetPlan,
     replay: Option<ReplayPlan>,
+    tracking: Option<TrackingPlan>,
     estimate: Estimate,
 }
 
@@ -474,6 +476,10 @@ impl<'a> Checker<'a> {
         if let (Some(replay), Some((plan, _))) = (&replay, &dataset) {
             check_holdout_for_replay(&mut scope, replay, plan);
         }
+        let tracking = match &experiment.tracking {
+            Some(section) => check_tracking(&mut scope, section, &experiment.name),
+            None => Some(None),
+        };
         if let (Some((plan, _)), Some((_, _, budget))) = (&dataset, &evolution) {
             // [engine]'s reflection minibatch when it sets one (a range error is reported above).
             let reflection_minibatch = experiment
@@ -487,8 +493,9 @@ impl<'a> Checker<'a> {
             check_budget_room(&mut scope, plan, *budget, reflection_minibatch);
         }
         let failed = scope.failed;
-        let (prompt, (dataset, items), (strategy, model, budget), evaluator, engine) =
-            (prompt?, dataset?, evolution?, evaluator?, engine?);
+        let (prompt, (dataset, items), (strategy, model, budget), evaluator, engine, tracking) = (
+            prompt?, dataset?, evolution?, evaluator?, engine?, tracking?,
+        );
         if failed {
             return None;
         }
@@ -525,6 +532,7 @@ impl<'a> Checker<'a> {
             },
             dataset,
             replay,
+            tracking,
             estimate,
         })
     }
@@ -698,11 +706,60 @@ impl<'a> Checker<'a> {
                 start,
                 dataset: draft.dataset,
                 replay: draft.replay,
+                tracking: draft.tracking,
                 estimate: draft.estimate,
             });
         }
         Some(executions)
     }
+}
+
+/// `[tracking]`: an http(s) URL with a host, and an experiment name of 1 to 500 characters (the
+/// default: the experiment's own name).
+fn check_tracking(
+    scope: &mut Scope<'_, '_>,
+    section: &TrackingSection,
+    name: &str,
+) -> Option<Option<TrackingPlan>> {
+    let url = section.mlflow.trim();
+    let usable = reqwest::Url::parse(url)
+        .ok()
+        .filter(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some());
+    let mut ok = true;
+    if usable.is_none() {
+        ok = false;
+        scope.report(
+            "tracking.mlflow",
+            Diagnostic::error(
+                Rule::TrackingMlflow,
+                "tracking.mlflow must be the http(s) address of an MLflow tracking server",
+            )
+            .seen(url)
+            .help("for example \"http://127.0.0.1:5000\" (what `mlflow server` prints)"),
+        );
+    }
+    let experiment = section
+        .experiment
+        .clone()
+        .unwrap_or_else(|| name.to_owned());
+    let length = experiment.trim().chars().count();
+    if !(1..=500).contains(&length) {
+        ok = false;
+        scope.report(
+            "tracking.experiment",
+            Diagnostic::error(
+                Rule::TrackingMlflow,
+                format!("tracking.experiment must be 1 to 500 characters; it has {length}"),
+            )
+            .seen(&experiment),
+        );
+    }
+    ok.then(|| {
+        Some(TrackingPlan {
+            url: url.trim_end_matches('/').to_owned(),
+            experiment: experiment.trim().to_owned(),
+        })
+    })
 }
 
 /// With [replay], the holdout has at least 1 row.
