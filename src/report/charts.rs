@@ -489,9 +489,10 @@ impl Drawing for RunsHistory<'_> {
                 .filter_map(|(i, r)| Some((i as f64, pick(r)?)))
                 .collect()
         };
-        for (points, colour, label) in [
-            (series(|r| r.seed), SEED_COLOUR, "seed"),
-            (series(|r| r.best), BEST_COLOUR, "best version"),
+        // The best first, the seed over it as rings: a run whose best is its seed shows both.
+        for (points, colour, label, ring) in [
+            (series(|r| r.best), BEST_COLOUR, "best version", false),
+            (series(|r| r.seed), SEED_COLOUR, "seed", true),
         ] {
             chart
                 .draw_series(LineSeries::new(
@@ -503,11 +504,16 @@ impl Drawing for RunsHistory<'_> {
                 .legend(move |(x, y)| {
                     PathElement::new([(x, y), (x + 16, y)], colour.stroke_width(2))
                 });
+            let (radius, style) = if ring {
+                (6, colour.stroke_width(2))
+            } else {
+                (4, colour.filled())
+            };
             chart
                 .draw_series(
                     points
                         .iter()
-                        .map(move |&point| Circle::new(point, 4, colour.filled())),
+                        .map(move |&point| Circle::new(point, radius, style)),
                 )
                 .map_err(failed)?;
         }

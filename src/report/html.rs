@@ -68,11 +68,25 @@ pub fn render_page(
     text: &'static str,
     page: &impl Serialize,
 ) -> Result<String, ReportError> {
+    render_page_with(&[], name, text, page)
+}
+
+/// [`render_page`], with more templates (name, text) that `text` may extend or include.
+pub fn render_page_with(
+    partials: &[(&'static str, &'static str)],
+    name: &'static str,
+    text: &'static str,
+    page: &impl Serialize,
+) -> Result<String, ReportError> {
     let mut env = Environment::new();
     format::register_filters(&mut env);
     format::register_html_filters(&mut env);
     env.add_template("style.css", STYLE)
         .map_err(ReportError::template("style.css"))?;
+    for (partial, body) in partials {
+        env.add_template(partial, body)
+            .map_err(ReportError::template(partial))?;
+    }
     env.add_template(name, text)
         .map_err(ReportError::template(name))?;
     let template = env

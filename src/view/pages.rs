@@ -9,6 +9,8 @@ use super::catalog::{BackendKind, RunEntry, RunSummary};
 use crate::report::stats::Verdict;
 use crate::report::{self, ReportError, RunPoint};
 
+/// The head and frame every page of the viewer extends.
+const BASE: (&str, &str) = ("base.html", include_str!("templates/base.html"));
 const RUNS_TEMPLATE: &str = include_str!("templates/runs.html");
 const EXPERIMENT_TEMPLATE: &str = include_str!("templates/experiment.html");
 const MESSAGE_TEMPLATE: &str = include_str!("templates/message.html");
@@ -412,7 +414,7 @@ pub fn runs_page(
         backends: BACKENDS.iter().map(|b| b.word()).collect(),
         clear_href: "/".into(),
     };
-    report::render_page("runs.html", RUNS_TEMPLATE, &page)
+    report::render_page_with(&[BASE], "runs.html", RUNS_TEMPLATE, &page)
 }
 
 /// One run on an experiment's page.
@@ -494,7 +496,7 @@ pub fn experiment_page(
         }
         .href(|_| {}),
     };
-    report::render_page("experiment.html", EXPERIMENT_TEMPLATE, &page)
+    report::render_page_with(&[BASE], "experiment.html", EXPERIMENT_TEMPLATE, &page)
 }
 
 #[derive(Debug, Serialize)]
@@ -505,7 +507,8 @@ struct MessagePage<'a> {
 
 /// A page that says what went wrong (a run that is not there, runs that cannot be compared).
 pub fn message_page(title: &str, message: &str) -> Result<String, ReportError> {
-    report::render_page(
+    report::render_page_with(
+        &[BASE],
         "message.html",
         MESSAGE_TEMPLATE,
         &MessagePage { title, message },
