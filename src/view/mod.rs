@@ -6,6 +6,7 @@
 //! - `/compare?a=&b=`: two runs' best versions, or any two replayed versions
 //!   (`RUN|EXECUTION|VERSION`), side by side: the page `compare --prompts` writes, built by the
 //!   same [`crate::report::compare`] as `gepa-lab compare`;
+//! - `/rows?run=&page=`: a run's answers, a page of `replay.csv` at a time ([`rows`]);
 //! - `/runs/<run>/<file>`: a run's own report files, served as they are.
 //!
 //! Nothing is written. The folder is read again on every request ([`catalog::Catalog`]), so runs
@@ -13,6 +14,7 @@
 //! done on tokio's blocking threads; connections are bounded as `serve`'s are.
 pub mod catalog;
 pub mod pages;
+pub mod rows;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -73,6 +75,7 @@ pub fn router(catalog: Arc<Catalog>) -> Router {
         .route("/", get(runs))
         .route("/experiment", get(experiment))
         .route("/compare", get(compare))
+        .route("/rows", get(rows_of_run))
         .route("/runs/{*path}", get(run_file))
         .with_state(catalog)
 }
@@ -225,6 +228,44 @@ async fn compare(State(catalog): State<Arc<Catalog>>, Query(query): Query<Compar
             Err(err) => Page::problem(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "These two cannot be compared",
+                err.to_string(),
+            ),
+        }
+    })
+    .await
+}
+
+#[derive(Deserialize)]
+struct RowsQuery {
+    run: String,
+    page: Option<usize>,
+}
+
+async fn rows_of_run(State(catalog): State<Arc<Catalog>>, Query(query): Query<RowsQuery>) -> Page {
+    if query.page == Some(0) {
+        return Page::problem(
+            StatusCode::BAD_REQUEST,
+            "No such page",
+            "page 0: pages are numbered from 1",
+        );
+    }
+    blocking(move || {
+        let Some(run) = catalog.run(&query.run) else {
+            return Page::problem(
+                StatusCode::NOT_FOUND,
+                "No such run",
+                format!(
+                    "there is no run directory {:?} under {}",
+                    query.run,
+                    catalog.root().display()
+                ),
+            );
+        };
+        match rows::replay_page(&run.dir, query.page.unwrap_or(1), rows::PAGE_RECORDS) {
+            Ok(page) => Page::rendered(pages::rows_page(&run, &page)),
+            Err(err) => Page::problem(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "The answers cannot be read",
                 err.to_string(),
             ),
         }

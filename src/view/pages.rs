@@ -6,6 +6,7 @@ use std::cmp::Ordering;
 use serde::{Deserialize, Serialize};
 
 use super::catalog::{BackendKind, RunEntry, RunSummary};
+use super::rows::{PAGE_RECORDS, ReplayPage};
 use crate::report::stats::Verdict;
 use crate::report::{self, ReportError, RunPoint};
 
@@ -14,6 +15,7 @@ const BASE: (&str, &str) = ("base.html", include_str!("templates/base.html"));
 const RUNS_TEMPLATE: &str = include_str!("templates/runs.html");
 const EXPERIMENT_TEMPLATE: &str = include_str!("templates/experiment.html");
 const MESSAGE_TEMPLATE: &str = include_str!("templates/message.html");
+const ROWS_TEMPLATE: &str = include_str!("templates/rows.html");
 
 /// The runs table's columns a user can sort by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -265,6 +267,8 @@ fn sorted<'a>(runs: &'a [std::sync::Arc<RunEntry>], query: &RunsQuery) -> Vec<&'
 struct RunRow<'a> {
     key: &'a str,
     report_href: Option<String>,
+    /// Its answers, a page at a time.
+    rows_href: String,
     experiment_href: Option<String>,
     /// Why the run cannot be summarised, instead of the fields below.
     error: Option<&'a str>,
@@ -300,6 +304,7 @@ impl<'a> RunRow<'a> {
         }
         Self {
             key: &run.key,
+            rows_href: rows_href(&run.key, 1),
             report_href: summary
                 .filter(|s| s.has_report)
                 .map(|_| run_href(&run.key, crate::report::HTML_FILE)),
@@ -497,6 +502,38 @@ pub fn experiment_page(
         .href(|_| {}),
     };
     report::render_page_with(&[BASE], "experiment.html", EXPERIMENT_TEMPLATE, &page)
+}
+
+#[derive(Debug, Serialize)]
+struct RowsPage<'a> {
+    key: &'a str,
+    report_href: Option<String>,
+    rows: &'a ReplayPage,
+    page_records: usize,
+    previous_href: Option<String>,
+    next_href: Option<String>,
+}
+
+/// A page of a run's answers (see [`super::rows`]).
+pub fn rows_page(run: &RunEntry, rows: &ReplayPage) -> Result<String, ReportError> {
+    let has_report = run.summary.as_ref().is_ok_and(|s| s.has_report);
+    let page = RowsPage {
+        key: &run.key,
+        report_href: has_report.then(|| run_href(&run.key, crate::report::HTML_FILE)),
+        rows,
+        page_records: PAGE_RECORDS,
+        previous_href: (rows.page > 1).then(|| rows_href(&run.key, rows.page - 1)),
+        next_href: rows.more.then(|| rows_href(&run.key, rows.page + 1)),
+    };
+    report::render_page_with(&[BASE], "rows.html", ROWS_TEMPLATE, &page)
+}
+
+/// The link to page `page` of a run's answers.
+pub fn rows_href(key: &str, page: usize) -> String {
+    let page = page.to_string();
+    let query =
+        serde_urlencoded::to_string([("run", key), ("page", page.as_str())]).unwrap_or_default();
+    format!("/rows?{query}")
 }
 
 #[derive(Debug, Serialize)]

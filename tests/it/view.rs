@@ -257,6 +257,27 @@ fn the_viewer_shows_two_runs_their_trend_and_a_side_by_side() {
         assert_eq!(status, 404, "{file} was served");
     }
 
+    // A run's answers, a page of replay.csv at a time: every record of the run, then none.
+    let records = std::fs::read_to_string(runs[1].1.join("replay.csv"))
+        .unwrap()
+        .lines()
+        .count()
+        - 1;
+    let (status, page) = viewer.get(&format!("/rows?run={}", runs[1].0));
+    assert_eq!(status, 200);
+    assert!(
+        page.contains(&format!("records 1 to {records} · page 1")),
+        "{page}"
+    );
+    let (status, page) = viewer.get(&format!("/rows?run={}&page=2", runs[1].0));
+    assert_eq!(status, 200);
+    assert!(page.contains("No record on page 2"));
+    assert_eq!(
+        viewer.get(&format!("/rows?run={}&page=0", runs[1].0)).0,
+        400
+    );
+    assert_eq!(viewer.get("/rows?run=nope").0, 404);
+
     // In a real browser: every page renders, with no console message, and a screenshot of each.
     let Some(chromium) = chromium() else { return };
     let shots = root().join("target/view-check");
@@ -269,6 +290,11 @@ fn the_viewer_shows_two_runs_their_trend_and_a_side_by_side() {
             "Holdout score by run",
         ),
         ("compare", query.clone(), "Rows that differ"),
+        (
+            "answers",
+            format!("/rows?run={}", runs[1].0),
+            "records 1 to",
+        ),
     ] {
         let (dom, console) = browse(
             &chromium,
