@@ -124,6 +124,20 @@ fn paint<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, drawing: &impl Drawi
     root.present().map_err(failed)
 }
 
+/// The legend of the line charts, in their lower right corner.
+fn legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+) -> Drawn {
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .label_font((FONT, 12))
+        .background_style(WHITE.mix(0.85))
+        .border_style(GRID)
+        .draw()
+        .map_err(failed)
+}
+
 /// Draws a chart as SVG and, if `png`, as PNG too.
 fn chart(
     title: String,
@@ -408,15 +422,7 @@ impl Drawing for ScoreByGeneration {
             .map_err(failed)?
             .label("generation")
             .legend(|(x, y)| Circle::new((x + 8, y), 4, POINT_COLOUR.filled()));
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .label_font((FONT, 12))
-            .background_style(WHITE.mix(0.85))
-            .border_style(GRID)
-            .draw()
-            .map_err(failed)?;
-        Ok(())
+        legend(&mut chart)
     }
 }
 
@@ -517,15 +523,7 @@ impl Drawing for RunsHistory<'_> {
                 )
                 .map_err(failed)?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .label_font((FONT, 12))
-            .background_style(WHITE.mix(0.85))
-            .border_style(GRID)
-            .draw()
-            .map_err(failed)?;
-        Ok(())
+        legend(&mut chart)
     }
 }
 
