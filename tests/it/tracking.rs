@@ -2,6 +2,7 @@
 //! `scripts/setup-test-tools.sh`) started on 127.0.0.1: each execution is an MLflow run with its
 //! parameters, its score per generation, its holdout results and its report; a resume continues
 //! the same MLflow runs without logging a step twice; an unreachable server is a warning.
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -45,7 +46,10 @@ impl Mlflow {
             .unwrap()
             .port();
         let log = std::fs::File::create(dir.path().join("mlflow.log")).unwrap();
+        // `mlflow server` starts uvicorn and job workers as children: in a process group of
+        // their own, they all end with it (see Drop).
         let child = Command::new(program)
+            .process_group(0)
             .args(["server", "--host", "127.0.0.1", "--port", &port.to_string()])
             .arg("--backend-store-uri")
             .arg(format!(
@@ -150,7 +154,11 @@ impl Mlflow {
 
 impl Drop for Mlflow {
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        // The whole group: the server's workers would outlive the `mlflow` process alone.
+        if let Ok(group) = i32::try_from(self.child.id()) {
+            // SAFETY: kill only sends a signal, to the group this test started.
+            unsafe { libc::kill(-group, libc::SIGKILL) };
+        }
         let _ = self.child.wait();
     }
 }
