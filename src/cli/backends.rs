@@ -36,13 +36,7 @@ impl FromStr for BackendChoice {
             url if url.starts_with("http://") || url.starts_with("https://") => {
                 // Checked here, before anything is created: a URL the clients cannot use would
                 // otherwise fail after the run directory exists, leaving it to block the next run.
-                match reqwest::Url::parse(url) {
-                    Ok(parsed) if parsed.host().is_some() => {
-                        Ok(Self::Url(url.trim_end_matches('/').to_owned()))
-                    }
-                    Ok(_) => Err(format!("the URL {url:?} names no host")),
-                    Err(err) => Err(format!("{url:?} is not a usable URL: {err}")),
-                }
+                crate::http::server_url(url).map(Self::Url)
             }
             other => Err(format!(
                 "expected remote, local or an http(s) URL; seen {other:?}"

@@ -27,19 +27,6 @@ pub fn score(text: &str) -> Result<f64, String> {
     Ok(value)
 }
 
-/// The http(s) address of a server, without a trailing slash (`run --mlflow`).
-pub fn http_url(text: &str) -> Result<String, String> {
-    let usable = reqwest::Url::parse(text.trim())
-        .ok()
-        .filter(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some());
-    match usable {
-        Some(_) => Ok(text.trim().trim_end_matches('/').to_owned()),
-        None => Err(format!(
-            "must be an http(s) address such as http://127.0.0.1:5000, got {text:?}"
-        )),
-    }
-}
-
 /// Credits, 0 or more (`--max-credits`).
 pub fn credits(text: &str) -> Result<f64, String> {
     let value = number(text)?;

@@ -82,7 +82,7 @@ pub struct Args {
     /// MLflow experiment named after the experiment: parameters, the score per generation, the
     /// holdout results, the report. Overrides the file's `[tracking]`. A resumed run continues
     /// the same MLflow runs. An unreachable server is a warning; the run goes on.
-    #[arg(long, value_name = "URL", value_parser = super::ranges::http_url)]
+    #[arg(long, value_name = "URL", value_parser = crate::http::server_url)]
     mlflow: Option<String>,
     #[command(flatten)]
     settings: super::SettingsArgs,
@@ -266,19 +266,18 @@ fn run_one(
         warn,
     ));
     if let Some(tracker) = &tracker {
-        for (custom_id, run_id) in tracker.runs(&manifest) {
+        for (custom_id, run_id) in tracker.runs() {
             eprintln!("MLflow: {custom_id} is run {run_id}");
         }
     }
     let progress = Progress::new();
     let path = dir.path.clone();
     let local = matches!(manifest.backend, crate::store::Backend::Local);
-    let tracked_manifest = tracker.as_ref().map(|_| manifest.clone());
     let job = runner::execute(dir, manifest, &backends, options, &progress);
     let Some(outcome) = super::until_interrupted(runtime, job) else {
         progress.finish();
-        if let (Some(tracker), Some(manifest)) = (&tracker, &tracked_manifest) {
-            runtime.block_on(tracker.finish(manifest, None, true, warn));
+        if let Some(tracker) = &tracker {
+            runtime.block_on(tracker.interrupted(warn));
         }
         eprintln!(
             "\ninterrupted: everything received so far is kept in {} (states in run.json, \
@@ -298,7 +297,7 @@ fn run_one(
     let options = crate::report::RenderOptions { png: args.png };
     let context = render_report(&outcome, options)?;
     if let Some(tracker) = &tracker {
-        runtime.block_on(tracker.finish(&outcome.manifest, context.as_ref(), false, warn));
+        runtime.block_on(tracker.finish(&outcome.manifest, context.as_ref(), warn));
     }
     Ok(Ok(finish(
         &outcome,

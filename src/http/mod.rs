@@ -233,6 +233,26 @@ impl fmt::Debug for HttpClient {
     }
 }
 
+/// The address of a server as every option and file names one (`run --backend URL`, `run
+/// --mlflow URL`, `[tracking] mlflow`): an absolute http(s) URL with a host, given back trimmed
+/// and without a trailing slash; otherwise why not.
+pub fn server_url(text: &str) -> Result<String, String> {
+    let text = text.trim();
+    match Url::parse(text) {
+        Ok(url) if !matches!(url.scheme(), "http" | "https") => Err(format!(
+            "{text:?} is not an http(s) address (such as http://127.0.0.1:5000)"
+        )),
+        Ok(url) if url.host_str().is_none_or(str::is_empty) => {
+            Err(format!("the URL {text:?} names no host"))
+        }
+        Ok(_) => Ok(text.trim_end_matches('/').to_owned()),
+        Err(err) => Err(format!(
+            "{text:?} is not a usable URL ({err}); an http(s) address such as \
+             http://127.0.0.1:5000 is"
+        )),
+    }
+}
+
 impl HttpClient {
     pub fn new(config: ClientConfig) -> Result<Self, ApiError> {
         let inner = client_builder()
@@ -447,6 +467,22 @@ fn jitter_seed() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_server_url_is_http_with_a_host_and_loses_its_trailing_slash() {
+        assert_eq!(
+            server_url(" http://127.0.0.1:5000/ ").unwrap(),
+            "http://127.0.0.1:5000"
+        );
+        assert_eq!(
+            server_url("https://mlflow.example/team").unwrap(),
+            "https://mlflow.example/team"
+        );
+        for bad in ["mlruns", "file:///tmp/mlruns", "ftp://host", "http://"] {
+            let err = server_url(bad).unwrap_err();
+            assert!(err.contains(bad.trim_end_matches('/')), "{bad}: {err}");
+        }
+    }
 
     #[test]
     fn secrets_never_print() {

@@ -324,8 +324,12 @@ impl Mlflow {
         Ok(())
     }
 
-    /// The steps at which `key` was logged already.
-    pub async fn metric_steps(&self, run_id: &str, key: &str) -> Result<Vec<i64>, TrackingError> {
+    /// The (step, value) points of `key` logged already.
+    pub async fn metric_points(
+        &self,
+        run_id: &str,
+        key: &str,
+    ) -> Result<Vec<(i64, f64)>, TrackingError> {
         let answer = self
             .get(
                 "metrics/get-history",
@@ -333,18 +337,16 @@ impl Mlflow {
                 "reading a metric's history",
             )
             .await?;
+        // The REST API's JSON sends 64-bit integers as numbers or strings.
+        let point = |m: &Value| {
+            let step = m["step"]
+                .as_i64()
+                .or_else(|| m["step"].as_str()?.parse().ok())?;
+            Some((step, m["value"].as_f64()?))
+        };
         Ok(answer["metrics"]
             .as_array()
-            .map(|metrics| {
-                metrics
-                    .iter()
-                    .filter_map(|m| {
-                        m["step"]
-                            .as_i64()
-                            .or_else(|| m["step"].as_str()?.parse().ok())
-                    })
-                    .collect()
-            })
+            .map(|metrics| metrics.iter().filter_map(point).collect())
             .unwrap_or_default())
     }
 

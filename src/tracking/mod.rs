@@ -69,8 +69,16 @@ pub fn targets(manifest: &RunManifest, flag: Option<&str>) -> Vec<(usize, Target
 /// The MLflow runs of one gepa-lab run, started or found again.
 pub struct Tracker {
     dir: PathBuf,
-    /// Execution index, its server, and its MLflow run.
-    runs: Vec<(usize, Mlflow, RunInfo)>,
+    runs: Vec<Tracked>,
+}
+
+/// One execution and its MLflow run.
+struct Tracked {
+    /// Its position in the run's executions, and its customId.
+    index: usize,
+    custom_id: String,
+    client: Mlflow,
+    run: RunInfo,
 }
 
 fn now_ms() -> i64 {
@@ -134,7 +142,12 @@ impl Tracker {
             let execution = &manifest.executions[index];
             let client = Mlflow::new(&target.url);
             match start_one(&client, &mut record, dir, manifest, execution, &target).await {
-                Ok(run) => runs.push((index, client, run)),
+                Ok(run) => runs.push(Tracked {
+                    index,
+                    custom_id: execution.custom_id.clone(),
+                    client,
+                    run,
+                }),
                 Err(err) => warn(format!(
                     "{}: not tracked in MLflow: {err}; the run goes on without it",
                     execution.custom_id
@@ -147,55 +160,107 @@ impl Tracker {
         })
     }
 
-    /// Logs what the run ended with and sets each MLflow run's status: finished, failed, or
-    /// killed when the run was interrupted.
+    /// Logs what the run ended with, then sets each MLflow run's status: finished, or failed
+    /// for an execution that did not finish. `context` is the report's, when it was rendered.
     pub async fn finish(
         &self,
         manifest: &RunManifest,
         context: Option<&ReportContext>,
-        interrupted: bool,
         warn: &mut impl FnMut(String),
     ) {
-        let history: Vec<HistoryRow> = RunDir::open(&self.dir)
-            .and_then(|dir| dir.read_csv(HISTORY_FILE))
-            .unwrap_or_default();
-        for (index, client, run) in &self.runs {
-            let execution = &manifest.executions[*index];
-            let status = if interrupted {
-                RunStatus::Killed
-            } else if execution.state.is_finished() {
+        let history: Vec<HistoryRow> =
+            match RunDir::open(&self.dir).and_then(|dir| dir.read_csv(HISTORY_FILE)) {
+                Ok(history) => history,
+                Err(err) => {
+                    warn(format!("no score per generation is logged: {err}"));
+                    Vec::new()
+                }
+            };
+        for tracked in &self.runs {
+            let execution = &manifest.executions[tracked.index];
+            let status = if execution.state.is_finished() {
                 RunStatus::Finished
             } else {
                 RunStatus::Failed
             };
+            let ending = Ending::of(context, execution);
             let logged = async {
-                if !interrupted {
-                    log_end(client, run, &self.dir, manifest, *index, &history, context).await?;
-                }
-                client.set_status(&run.run_id, status, Some(now_ms())).await
+                log_end(tracked, &self.dir, manifest, execution, &history, ending).await?;
+                tracked
+                    .client
+                    .set_status(&tracked.run.run_id, status, Some(now_ms()))
+                    .await
             };
             if let Err(err) = logged.await {
-                warn(format!(
-                    "{}: MLflow run {} is incomplete: {err}; `gepa-lab run --resume {}` logs it again",
-                    execution.custom_id,
-                    run.run_id,
-                    self.dir.display()
-                ));
+                warn(self.incomplete(tracked, &err));
             }
         }
     }
 
+    /// Marks each MLflow run killed: the run was interrupted (Ctrl-C).
+    pub async fn interrupted(&self, warn: &mut impl FnMut(String)) {
+        for tracked in &self.runs {
+            let killed = tracked
+                .client
+                .set_status(&tracked.run.run_id, RunStatus::Killed, Some(now_ms()))
+                .await;
+            if let Err(err) = killed {
+                warn(self.incomplete(tracked, &err));
+            }
+        }
+    }
+
+    fn incomplete(&self, tracked: &Tracked, err: &TrackingError) -> String {
+        format!(
+            "{}: MLflow run {} is incomplete: {err}; `gepa-lab run --resume {}` logs it again",
+            tracked.custom_id,
+            tracked.run.run_id,
+            self.dir.display()
+        )
+    }
+
     /// Each tracked execution's MLflow run: (custom id, run id).
-    pub fn runs<'a>(
-        &'a self,
-        manifest: &'a RunManifest,
-    ) -> impl Iterator<Item = (&'a str, &'a str)> {
-        self.runs.iter().map(|(index, _, run)| {
-            (
-                manifest.executions[*index].custom_id.as_str(),
-                run.run_id.as_str(),
-            )
-        })
+    pub fn runs(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.runs
+            .iter()
+            .map(|t| (t.custom_id.as_str(), t.run.run_id.as_str()))
+    }
+}
+
+/// What the report says of one execution: the report's context and the execution's label in
+/// it (looked up once).
+#[derive(Clone, Copy)]
+struct Ending<'a> {
+    context: &'a ReportContext,
+    label: &'a str,
+}
+
+impl<'a> Ending<'a> {
+    fn of(context: Option<&'a ReportContext>, execution: &ExecutionRecord) -> Option<Self> {
+        let context = context?;
+        let label = context
+            .executions
+            .iter()
+            .find(|e| e.custom_id == execution.custom_id)?
+            .label
+            .as_str();
+        Some(Self { context, label })
+    }
+
+    fn versions(self) -> impl Iterator<Item = &'a crate::report::VersionView> {
+        let label = self.label;
+        self.context
+            .versions
+            .iter()
+            .filter(move |v| v.execution == label)
+    }
+
+    fn comparisons(self) -> impl Iterator<Item = &'a crate::report::ComparisonView> {
+        let label = self.label;
+        self.context
+            .comparisons
+            .iter()
+            .filter(move |c| c.execution == label)
     }
 }
 
@@ -369,66 +434,49 @@ fn key(parts: &[&str]) -> String {
 fn end_metrics(
     execution: &ExecutionRecord,
     history: &[HistoryRow],
-    context: Option<&ReportContext>,
+    ending: Option<Ending<'_>>,
     now: i64,
 ) -> Vec<Metric> {
     let variant = execution.plan.variant.as_deref().unwrap_or("");
+    let at = |key: &str, value: f64, step: i64| Metric {
+        key: key.to_owned(),
+        value,
+        timestamp: now,
+        step,
+    };
     let mut metrics = Vec::new();
     for row in history.iter().filter(|r| r.variant == variant) {
         let step = i64::from(row.generation);
-        metrics.push(Metric {
-            key: "evolution_score".into(),
-            value: row.score,
-            timestamp: now,
-            step,
-        });
+        metrics.push(at("evolution_score", row.score, step));
         if let Some(used) = row.budget_used {
-            metrics.push(Metric {
-                key: "budget_used".into(),
-                value: used as f64,
-                timestamp: now,
-                step,
-            });
+            metrics.push(at("budget_used", used as f64, step));
         }
     }
-    let Some(context) = context else {
+    let Some(ending) = ending else {
         return metrics;
     };
-    let label = context
-        .executions
-        .iter()
-        .find(|e| e.custom_id == execution.custom_id)
-        .map(|e| e.label.clone());
-    let Some(label) = label else {
-        return metrics;
-    };
-    let single = |key: String, value: f64| Metric {
-        key,
-        value,
-        timestamp: now,
-        step: 0,
-    };
-    for version in context.versions.iter().filter(|v| v.execution == label) {
+    for version in ending.versions() {
         for score in &version.scores {
             if let Some(mean) = score.mean {
-                metrics.push(single(
-                    key(&["holdout", &version.label, &score.model]),
+                metrics.push(at(
+                    &key(&["holdout", &version.label, &score.model]),
                     mean,
+                    0,
                 ));
             }
         }
     }
-    for comparison in context.comparisons.iter().filter(|c| c.execution == label) {
+    for comparison in ending.comparisons() {
         let prefix = |what: &str| key(&["holdout", "best_vs_seed", &comparison.model, what]);
-        metrics.push(single(prefix("difference"), comparison.difference));
-        metrics.push(single(prefix("rows"), comparison.rows as f64));
+        metrics.push(at(&prefix("difference"), comparison.difference, 0));
+        metrics.push(at(&prefix("rows"), comparison.rows as f64, 0));
         for (what, value) in [
             ("ci_low", comparison.ci_low),
             ("ci_high", comparison.ci_high),
             ("p_value", comparison.p_value),
         ] {
             if let Some(value) = value {
-                metrics.push(single(prefix(what), value));
+                metrics.push(at(&prefix(what), value, 0));
             }
         }
     }
@@ -437,75 +485,53 @@ fn end_metrics(
 
 /// The tags of an execution's end: whether a stand-in model answered (known only once answers
 /// came), the verdicts of its comparisons and its best version.
-fn end_tags(
-    manifest: &RunManifest,
-    execution: &ExecutionRecord,
-    context: Option<&ReportContext>,
-) -> Vec<(String, String)> {
-    let simulated = (
+fn end_tags(manifest: &RunManifest, ending: Option<Ending<'_>>) -> Vec<(String, String)> {
+    let mut tags = vec![(
         "gepa_lab.simulated".to_owned(),
         manifest.simulated.to_string(),
+    )];
+    let Some(ending) = ending else {
+        return tags;
+    };
+    tags.extend(
+        ending
+            .comparisons()
+            .map(|c| (key(&["gepa_lab.verdict", &c.model]), c.verdict_text.clone())),
     );
-    let Some(context) = context else {
-        return vec![simulated];
-    };
-    let Some(label) = context
-        .executions
-        .iter()
-        .find(|e| e.custom_id == execution.custom_id)
-        .map(|e| e.label.as_str())
-    else {
-        return vec![simulated];
-    };
-    let mut tags: Vec<(String, String)> = context
-        .comparisons
-        .iter()
-        .filter(|c| c.execution == label)
-        .map(|c| (key(&["gepa_lab.verdict", &c.model]), c.verdict_text.clone()))
-        .chain([simulated])
-        .collect();
-    if let Some(best) = &context.best {
+    if let Some(best) = &ending.context.best {
         tags.push((
             "gepa_lab.run_best".into(),
             format!("{} · {}", best.execution, best.version),
         ));
     }
-    if let Some(best) = context
-        .versions
-        .iter()
-        .find(|v| v.execution == label && v.is_best)
-    {
+    if let Some(best) = ending.versions().find(|v| v.is_best) {
         tags.push(("gepa_lab.best_version".into(), best.label.clone()));
     }
     tags
 }
 
 async fn log_end(
-    client: &Mlflow,
-    run: &RunInfo,
+    tracked: &Tracked,
     dir: &Path,
     manifest: &RunManifest,
-    index: usize,
+    execution: &ExecutionRecord,
     history: &[HistoryRow],
-    context: Option<&ReportContext>,
+    ending: Option<Ending<'_>>,
 ) -> Result<(), TrackingError> {
-    let execution = &manifest.executions[index];
-    let mut metrics = end_metrics(execution, history, context, now_ms());
-    // A resumed run logs its end again: steps already in a metric's history are left out.
+    let (client, run) = (&tracked.client, &tracked.run);
+    let mut metrics = end_metrics(execution, history, ending, now_ms());
+    // A resumed run logs its end again: a point already logged with the same value is left
+    // out, so no history is doubled; a value that changed (answers asked again) is logged anew
+    // and, being newer, is the one MLflow shows.
     let mut keys: Vec<String> = metrics.iter().map(|m| m.key.clone()).collect();
     keys.sort();
     keys.dedup();
     for metric_key in keys {
-        let logged = client.metric_steps(&run.run_id, &metric_key).await?;
-        metrics.retain(|m| m.key != metric_key || !logged.contains(&m.step));
+        let logged = client.metric_points(&run.run_id, &metric_key).await?;
+        metrics.retain(|m| m.key != metric_key || !logged.contains(&(m.step, m.value)));
     }
     client
-        .log_batch(
-            &run.run_id,
-            &metrics,
-            &[],
-            &end_tags(manifest, execution, context),
-        )
+        .log_batch(&run.run_id, &metrics, &[], &end_tags(manifest, ending))
         .await?;
     for (path, file, kind) in artifacts(dir) {
         let bytes = match crate::input::read_bytes(&file, 256 << 20) {
@@ -514,26 +540,15 @@ async fn log_end(
         };
         client.upload(run, &path, bytes, kind).await?;
     }
-    if let Some(context) = context {
-        let label = context
-            .executions
-            .iter()
-            .find(|e| e.custom_id == execution.custom_id)
-            .map(|e| e.label.clone());
-        for version in context
-            .versions
-            .iter()
-            .filter(|v| Some(&v.execution) == label.as_ref())
-        {
-            client
-                .upload(
-                    run,
-                    &format!("prompts/{}.txt", key(&[&version.label])),
-                    version.prompt.clone().into_bytes(),
-                    "text/plain; charset=utf-8",
-                )
-                .await?;
-        }
+    for version in ending.into_iter().flat_map(Ending::versions) {
+        client
+            .upload(
+                run,
+                &format!("prompts/{}.txt", key(&[&version.label])),
+                version.prompt.clone().into_bytes(),
+                "text/plain; charset=utf-8",
+            )
+            .await?;
     }
     Ok(())
 }

@@ -721,20 +721,17 @@ fn check_tracking(
     section: &TrackingSection,
     name: &str,
 ) -> Option<Option<TrackingPlan>> {
-    let url = section.mlflow.trim();
-    let usable = reqwest::Url::parse(url)
-        .ok()
-        .filter(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some());
+    let url = crate::http::server_url(&section.mlflow);
     let mut ok = true;
-    if usable.is_none() {
+    if let Err(why) = &url {
         ok = false;
         scope.report(
             "tracking.mlflow",
             Diagnostic::error(
                 Rule::TrackingMlflow,
-                "tracking.mlflow must be the http(s) address of an MLflow tracking server",
+                format!("tracking.mlflow must be the address of an MLflow tracking server: {why}"),
             )
-            .seen(url)
+            .seen(section.mlflow.trim())
             .help("for example \"http://127.0.0.1:5000\" (what `mlflow server` prints)"),
         );
     }
@@ -754,12 +751,11 @@ fn check_tracking(
             .seen(&experiment),
         );
     }
-    ok.then(|| {
-        Some(TrackingPlan {
-            url: url.trim_end_matches('/').to_owned(),
-            experiment: experiment.trim().to_owned(),
-        })
-    })
+    let url = url.ok().filter(|_| ok)?;
+    Some(Some(TrackingPlan {
+        url,
+        experiment: experiment.trim().to_owned(),
+    }))
 }
 
 /// With [replay], the holdout has at least 1 row.
