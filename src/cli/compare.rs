@@ -1,7 +1,7 @@
 //! `gepa-lab compare`: prompt versions against a reference on the same rows, with the paired
 //! statistics of the report.
-//! - `compare RUN_DIR...`: the best version of each run against the first run's best, offline,
-//!   from the run directories alone.
+//! - `compare RUN_DIR...`: the version each run's report recommends against the first run's,
+//!   offline, from the run directories alone.
 //! - `compare --prompts A.txt B.txt --dataset FILE`: each prompt file answers every row of the
 //!   dataset on one model, the answers are scored, and each prompt is set against the first.
 //!   Tables go to a folder named after the comparison; answers to a cache shared by every
@@ -126,7 +126,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let picks: Vec<report::Pick> = args
             .run_dirs
             .iter()
-            .map(|d| report::Pick::best(d))
+            .map(|d| report::Pick::recommended(d))
             .collect();
         match report::compare(&picks) {
             Ok(comparison) => comparison,

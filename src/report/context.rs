@@ -1393,14 +1393,7 @@ fn method() -> MethodView {
 }
 
 fn backend_text(backend: &Backend, simulated: bool) -> String {
-    let text = match backend {
-        Backend::Remote {
-            evolution_url,
-            inference_url,
-        } => format!("public services (evolution {evolution_url}, inference {inference_url})"),
-        Backend::Local => "local engine and embedded model".to_owned(),
-        Backend::Url { url } => format!("gepa-lab serve at {url}"),
-    };
+    let text = backend.to_string();
     if simulated {
         format!("{text}; answers from the test stand-in model")
     } else {

@@ -61,9 +61,8 @@ pub fn render_compare(report: &CompareReport) -> Result<String, ReportError> {
 }
 
 /// Renders the template `text` (named `name`, whose extension decides the escaping) with the
-/// report's filters, and the shared style as `style.css` to include. `gepa-lab view` renders its
-/// pages with it too, so they look like the reports they link to.
-pub fn render_page(
+/// report's filters, and the shared style as `style.css` to include.
+fn render_page(
     name: &'static str,
     text: &'static str,
     page: &impl Serialize,
@@ -72,6 +71,7 @@ pub fn render_page(
 }
 
 /// [`render_page`], with more templates (name, text) that `text` may extend or include.
+/// `gepa-lab view` renders its pages with it, so they look like the reports they link to.
 pub fn render_page_with(
     partials: &[(&'static str, &'static str)],
     name: &'static str,

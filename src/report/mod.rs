@@ -61,7 +61,7 @@ pub use context::{
 };
 pub use diff::{DiffStats, Segment, SegmentKind, word_diff};
 pub use export::{REPLAY_PARQUET_FILE, RESULTS_FILE, Results};
-pub use html::{render_compare, render_page, render_page_with};
+pub use html::{render_compare, render_page_with};
 pub use junit::junit;
 pub use load::{Execution, IterationLog, PromptVersion, RunData, load};
 pub use search::{LineageNode, OutcomeClass, ProposalView, ReasonCount, SearchSummary, SearchView};

@@ -34,6 +34,23 @@ pub enum Backend {
     Url { url: String },
 }
 
+impl std::fmt::Display for Backend {
+    /// Where the services were, as reports and `gepa-lab view` say it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Remote {
+                evolution_url,
+                inference_url,
+            } => write!(
+                f,
+                "public services (evolution {evolution_url}, inference {inference_url})"
+            ),
+            Self::Local => f.write_str("local engine and embedded model"),
+            Self::Url { url } => write!(f, "gepa-lab serve at {url}"),
+        }
+    }
+}
+
 /// Where one execution stands, as far as the run knows. Each state carries exactly what it
 /// needs: only a started execution has an evolutionId, only a failed one has a reason.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -140,7 +140,8 @@ pub struct RunSummary {
     /// `index.html` is there to open.
     pub has_report: bool,
     /// The holdout results of the rendered report; none before it is rendered, the reason
-    /// when `results.json` cannot be read.
+    /// when `results.json` cannot be read. Pages read it through [`RunSummary::results`].
+    #[serde(skip)]
     pub holdout: Option<Result<Holdout, String>>,
 }
 
@@ -264,11 +265,6 @@ impl RunSummary {
             .map_err(|err| err.to_string())?;
         let results = dir.join(RESULTS_FILE);
         let holdout = results.is_file().then(|| Holdout::read(&results));
-        let backend_text = match &manifest.backend {
-            Backend::Local => "local engine and embedded model".to_owned(),
-            Backend::Url { url } => format!("gepa-lab serve at {url}"),
-            Backend::Remote { evolution_url, .. } => format!("public services ({evolution_url})"),
-        };
         Ok(Self {
             experiment: manifest.plan.name.clone(),
             file: manifest.plan.file.display().to_string(),
@@ -276,7 +272,7 @@ impl RunSummary {
             run_id: manifest.run_id.clone(),
             created_at: manifest.created_at,
             backend: BackendKind::of(&manifest.backend),
-            backend_text,
+            backend_text: manifest.backend.to_string(),
             simulated: manifest.simulated,
             state: RunState::of(&manifest),
             executions: manifest.executions.len(),
@@ -295,12 +291,15 @@ impl RunSummary {
         })
     }
 
+    /// The report's holdout results, when it is rendered and readable.
+    pub fn results(&self) -> Option<&Holdout> {
+        self.holdout.as_ref()?.as_ref().ok()
+    }
+
     /// The seed's and the best version's holdout means, when the report has them.
     pub fn scores(&self) -> (Option<f64>, Option<f64>) {
-        match &self.holdout {
-            Some(Ok(holdout)) => (holdout.seed, holdout.best),
-            _ => (None, None),
-        }
+        self.results()
+            .map_or((None, None), |holdout| (holdout.seed, holdout.best))
     }
 }
 
@@ -349,21 +348,15 @@ impl Catalog {
         let mut found = Vec::new();
         find_runs(&self.root, 0, &mut found);
         let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
-        let mut runs = Vec::with_capacity(found.len());
         let mut seen = HashMap::with_capacity(found.len());
-        for dir in found {
-            let stamp = Stamp::of(&dir);
-            let entry = match kept.get(&dir) {
-                Some((was, entry)) if *was == stamp => Arc::clone(entry),
-                _ => Arc::new(RunEntry {
-                    key: key_of(&self.root, &dir),
-                    summary: RunSummary::read(&dir),
-                    dir: dir.clone(),
-                }),
-            };
-            seen.insert(dir, (stamp, Arc::clone(&entry)));
-            runs.push(entry);
-        }
+        let mut runs: Vec<Arc<RunEntry>> = found
+            .into_iter()
+            .map(|dir| {
+                let (stamp, entry) = self.read(&kept, dir.clone());
+                seen.insert(dir, (stamp, Arc::clone(&entry)));
+                entry
+            })
+            .collect();
         // Runs deleted since are forgotten.
         *kept = seen;
         runs.sort_by(|a, b| created(b).cmp(&created(a)).then(a.key.cmp(&b.key)));
@@ -372,7 +365,49 @@ impl Catalog {
 
     /// The run named `key`, as it is now.
     pub fn run(&self, key: &str) -> Option<Arc<RunEntry>> {
-        self.runs().into_iter().find(|run| run.key == key)
+        let (run, rest) = self.run_in(key)?;
+        rest.is_empty().then_some(run)
+    }
+
+    /// The run directory a path under the folder starts with (`<run>/<rest>`), and the rest:
+    /// found by its names, as [`find_runs`] would find it, without reading the whole folder.
+    pub fn run_in<'p>(&self, path: &'p str) -> Option<(Arc<RunEntry>, &'p str)> {
+        let mut dir = self.root.clone();
+        let mut end = 0;
+        for (depth, name) in path.split('/').enumerate() {
+            // Names only: never `.`, `..` or a hidden folder, which the scan skips too.
+            if depth >= MAX_DEPTH || name.is_empty() || name.starts_with('.') {
+                return None;
+            }
+            dir.push(name);
+            end += name.len() + usize::from(depth > 0);
+            if dir.join(MANIFEST_FILE).is_file() {
+                let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+                let (stamp, entry) = self.read(&kept, dir.clone());
+                kept.insert(dir, (stamp, Arc::clone(&entry)));
+                let rest = path[end..].strip_prefix('/').unwrap_or(&path[end..]);
+                return Some((entry, rest));
+            }
+        }
+        None
+    }
+
+    /// The run in `dir`: kept from an earlier read while its files are unchanged, else read.
+    fn read(
+        &self,
+        kept: &HashMap<PathBuf, (Stamp, Arc<RunEntry>)>,
+        dir: PathBuf,
+    ) -> (Stamp, Arc<RunEntry>) {
+        let stamp = Stamp::of(&dir);
+        let entry = match kept.get(&dir) {
+            Some((was, entry)) if *was == stamp => Arc::clone(entry),
+            _ => Arc::new(RunEntry {
+                key: key_of(&self.root, &dir),
+                summary: RunSummary::read(&dir),
+                dir,
+            }),
+        };
+        (stamp, entry)
     }
 }
 
@@ -493,6 +528,25 @@ pub(super) mod tests {
     }
 
     #[test]
+    fn a_run_is_found_by_its_names_and_nothing_outside_the_folder_is() {
+        let root = folder();
+        let catalog = Catalog::new(root.path());
+        let (run, rest) = catalog.run_in("sentiment/done/charts/a.svg").unwrap();
+        assert_eq!((run.key.as_str(), rest), ("sentiment/done", "charts/a.svg"));
+        assert_eq!(catalog.run("sentiment/open").unwrap().key, "sentiment/open");
+        for outside in [
+            "sentiment",
+            "sentiment/done/x",
+            "../x",
+            ".hidden/copy",
+            "/etc",
+            "",
+        ] {
+            assert!(catalog.run(outside).is_none(), "{outside}");
+        }
+    }
+
+    #[test]
     fn a_results_file_of_another_format_says_to_render_again() {
         let root = folder();
         let results = root.path().join("sentiment/done").join(RESULTS_FILE);
@@ -515,5 +569,14 @@ pub(super) mod tests {
             err.contains("format_version 99") && err.contains("gepa-lab report"),
             "{err}"
         );
+        // The runs table says so in the run's row.
+        let catalog = Catalog::new(root.path());
+        let page = crate::view::pages::runs_page(
+            root.path(),
+            &catalog.runs(),
+            &crate::view::pages::RunsQuery::default(),
+        )
+        .unwrap();
+        assert!(page.contains("results.json: format_version 99"), "{page}");
     }
 }

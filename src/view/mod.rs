@@ -273,15 +273,10 @@ async fn rows_of_run(State(catalog): State<Arc<Catalog>>, Query(query): Query<Ro
     .await
 }
 
-/// The run and the file a `/runs/` path names: the longest run key it starts with, then one of
+/// The run and the file a `/runs/` path names: the run directory it starts with, then one of
 /// [`SERVED`] or `charts/<name>.svg|png`.
 fn run_file_path(catalog: &Catalog, path: &str) -> Option<(PathBuf, &'static str)> {
-    let runs = catalog.runs();
-    let run = runs
-        .iter()
-        .filter(|r| path.starts_with(&format!("{}/", r.key)))
-        .max_by_key(|r| r.key.len())?;
-    let file = &path[run.key.len() + 1..];
+    let (run, file) = catalog.run_in(path)?;
     if let Some(name) = SERVED.iter().find(|name| **name == file) {
         let kind = if name.ends_with(".html") {
             "text/html; charset=utf-8"

@@ -5,7 +5,7 @@ use std::cmp::Ordering;
 
 use serde::{Deserialize, Serialize};
 
-use super::catalog::{BackendKind, RunEntry, RunSummary};
+use super::catalog::{BackendKind, Holdout, RunEntry, RunSummary};
 use super::rows::{PAGE_RECORDS, ReplayPage};
 use crate::report::stats::Verdict;
 use crate::report::{self, ReportError, RunPoint};
@@ -169,11 +169,7 @@ impl RunsQuery {
             run.key,
             summary.backend_text,
             summary.state.text(),
-            summary
-                .holdout
-                .as_ref()
-                .and_then(|h| h.as_ref().ok())
-                .map_or("", |h| h.best_version.as_str()),
+            summary.results().map_or("", |h| h.best_version.as_str()),
         );
         self.has_words(&haystack)
     }
@@ -207,7 +203,6 @@ impl RunsQuery {
 /// Compares two runs by `key`, ascending; runs without the value sort after those with it in
 /// either order (see [`sorted`]).
 fn compare_by(key: SortKey, a: &RunSummary, b: &RunSummary) -> Option<Ordering> {
-    let holdout = |s: &RunSummary| s.holdout.as_ref().and_then(|h| h.as_ref().ok()).cloned();
     let number = |x: Option<f64>, y: Option<f64>| Some(x?.total_cmp(&y?));
     Some(match key {
         SortKey::Experiment => a.experiment.cmp(&b.experiment),
@@ -217,11 +212,11 @@ fn compare_by(key: SortKey, a: &RunSummary, b: &RunSummary) -> Option<Ordering> 
         SortKey::Seed => number(a.scores().0, b.scores().0)?,
         SortKey::Best => number(a.scores().1, b.scores().1)?,
         SortKey::Difference => number(
-            holdout(a).and_then(|h| h.difference),
-            holdout(b).and_then(|h| h.difference),
+            a.results().and_then(|h| h.difference),
+            b.results().and_then(|h| h.difference),
         )?,
         SortKey::Verdict => {
-            verdict_rank(holdout(a)?.verdict?).cmp(&verdict_rank(holdout(b)?.verdict?))
+            verdict_rank(a.results()?.verdict?).cmp(&verdict_rank(b.results()?.verdict?))
         }
         SortKey::Budget => a.budget_used?.cmp(&b.budget_used?),
         SortKey::State => a.state.cmp(&b.state),
@@ -276,7 +271,9 @@ struct RunRow<'a> {
     date: String,
     budget: String,
     state: String,
-    /// Why `results.json` cannot be read.
+    /// The report's holdout results, or why `results.json` cannot be read; neither before the
+    /// report is rendered.
+    results: Option<&'a Holdout>,
     results_error: Option<&'a str>,
     /// Values of the compare radio buttons: the run's best, then each replayed version.
     picks: Vec<Pick>,
@@ -319,6 +316,7 @@ impl<'a> RunRow<'a> {
                 None => format!("– of {}", s.budget),
             }),
             state: summary.map_or_else(String::new, |s| s.state.text()),
+            results: summary.and_then(RunSummary::results),
             results_error: match holdout {
                 Some(Err(err)) => Some(err),
                 _ => None,
@@ -354,7 +352,6 @@ struct RunsPage<'a> {
     experiments: Vec<&'a str>,
     states: [&'static str; 3],
     backends: Vec<&'static str>,
-    clear_href: String,
 }
 
 /// The runs table: every run under the folder the query keeps.
@@ -417,7 +414,6 @@ pub fn runs_page(
         experiments,
         states: STATES,
         backends: BACKENDS.iter().map(|b| b.word()).collect(),
-        clear_href: "/".into(),
     };
     report::render_page_with(&[BASE], "runs.html", RUNS_TEMPLATE, &page)
 }
