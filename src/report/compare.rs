@@ -706,7 +706,7 @@ impl Contender {
     /// A contender with only its scores filled in: the row count, mean and 95% interval.
     fn scored(scores: &BTreeMap<usize, f64>) -> Contender {
         let values: Vec<f64> = scores.values().copied().collect();
-        let interval = stats::mean_interval(&values);
+        let interval = stats::mean_interval(&values).map(|(interval, _)| interval);
         Contender {
             source: String::new(),
             name: String::new(),

@@ -142,7 +142,9 @@ pub struct ComparisonView {
     /// Rows only the seed got right, and only the best got right (binary scores).
     pub only_a: Option<usize>,
     pub only_b: Option<usize>,
-    pub test: String,
+    pub test: stats::PairedTest,
+    /// The test as the page names it: `exact McNemar`, `paired bootstrap`, …
+    pub test_text: &'static str,
     pub verdict: Verdict,
     pub verdict_text: String,
     /// The comparison in one sentence, as every output prints it.
@@ -195,8 +197,9 @@ pub struct VersionScore {
     pub mean: Option<f64>,
     pub ci_low: Option<f64>,
     pub ci_high: Option<f64>,
-    /// `wilson` for binary scores, `bootstrap` otherwise.
-    pub ci_method: Option<String>,
+    /// `wilson` for binary scores, `bootstrap` otherwise (`normal` for many-valued scores on
+    /// many rows; see [`stats::IntervalMethod`]).
+    pub ci_method: Option<stats::IntervalMethod>,
     /// Send to answer of the request that was answered: the model and the network.
     pub mean_latency_ms: Option<f64>,
     /// Rate pacing, retries and queues before that request was sent.
@@ -707,15 +710,9 @@ fn version_score(
         errors: totals.errors,
         answered_rows: u32::try_from(scores.len()).unwrap_or(u32::MAX),
         mean: totals.mean_score,
-        ci_low: interval.map(|i| i.low),
-        ci_high: interval.map(|i| i.high),
-        ci_method: interval.map(|_| {
-            if stats::is_binary(&scores) {
-                "wilson".into()
-            } else {
-                "bootstrap".into()
-            }
-        }),
+        ci_low: interval.map(|(i, _)| i.low),
+        ci_high: interval.map(|(i, _)| i.high),
+        ci_method: interval.map(|(_, method)| method),
         mean_latency_ms: totals.mean_latency_ms,
         mean_waited_ms: totals.mean_waited_ms,
         mean_prompt_tokens: totals.mean_prompt_tokens,
@@ -1118,7 +1115,8 @@ impl ComparisonView {
             p_text: p_text(c),
             only_a: c.mcnemar.map(|m| m.only_a),
             only_b: c.mcnemar.map(|m| m.only_b),
-            test: c.test.to_owned(),
+            test: c.test,
+            test_text: c.test.text(),
             verdict: c.verdict,
             verdict_text: c.verdict.text().to_owned(),
             sentence: sentence(execution, model, a, b, c, scope),
@@ -1197,8 +1195,8 @@ fn sentence(
             m.only_b,
             m.only_a
         ),
-        None if c.p_value.is_some() => format!("paired bootstrap {}", p_phrase(c.p_value)),
-        None => "paired bootstrap".to_owned(),
+        None if c.p_value.is_some() => format!("{} {}", c.test.text(), p_phrase(c.p_value)),
+        None => c.test.text().to_owned(),
     };
     if let Adjustment::Holm {
         family,
@@ -1362,15 +1360,23 @@ fn method() -> MethodView {
             format!(
                 "Differences are paired: both versions on the same holdout rows and model, rows \
                  with an error in either left out. The 95% interval of the difference is a \
-                 percentile bootstrap over rows ({} resamples, fixed seed).",
-                stats::RESAMPLES
+                 percentile bootstrap over rows ({} resamples, fixed seed). Beyond {} rows whose \
+                 differences take more than {} values, it is the normal approximation that \
+                 bootstrap tends to (mean ± 1.96 standard errors), whose error there is smaller \
+                 than the resampling's; the page then names the test \"paired normal \
+                 approximation\".",
+                stats::RESAMPLES,
+                stats::ROW_BY_ROW_ROWS,
+                stats::MANY_VALUES
             ),
             format!(
                 "For 0/1 scores the verdict is the exact McNemar test (two-sided binomial test on \
                  the rows where exactly one version is right), at the 5% level; with fewer than {} \
                  such rows it cannot reach 5%, and the report makes no call. For other scores the \
                  verdict is the paired bootstrap's p-value (twice the share of resamples on the \
-                 far side of 0), below 5% just when the interval leaves 0 out.",
+                 far side of 0), below 5% just when the interval leaves 0 out; with its normal \
+                 approximation, twice the normal tail beyond the difference over its standard \
+                 error.",
                 stats::MIN_DISCORDANT
             ),
             "The headline (the best version by its Pareto score against the seed, chosen before \
@@ -1385,8 +1391,9 @@ fn method() -> MethodView {
                 stats::MIN_PAIRED_ROWS
             ),
             "A version's own 95% interval is the Wilson score interval for 0/1 scores, and a \
-             percentile bootstrap of the mean otherwise. Comparing two versions by whether their \
-             own intervals overlap is weaker than the paired test; use the paired result."
+             percentile bootstrap of the mean otherwise (or its normal approximation, as above). \
+             Comparing two versions by whether their own intervals overlap is weaker than the \
+             paired test; use the paired result."
                 .to_owned(),
         ],
     }
