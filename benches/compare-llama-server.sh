@@ -18,9 +18,10 @@
 # Which llama.cpp: llama-cpp-sys-2 vendors llama.cpp's libraries but not the server's sources.
 # The server's sources come from the llama.cpp that llama-cpp-python 0.3.36 vendors (a pinned
 # PyPI sdist, SHA-256 checked) and are built on the crate's vendored libraries, with the same
-# CPU flags as gepa-lab's build (x86-64 with AVX2, FMA, F16C, BMI2; OpenMP). One line of the
-# server is adapted to the crate's `common` (fs_open_ifstream, a std::ifstream on Linux).
-# The build is kept in target/llama-server/ (about 10 minutes the first time on 2 cores).
+# CPU flags as gepa-lab's build (the GGML_* options of .cargo/config.toml, or of the
+# environment, which wins, as it does for cargo; OpenMP). One line of the server is adapted to
+# the crate's `common` (fs_open_ifstream, a std::ifstream on Linux). The build is kept in
+# target/llama-server/, one per set of flags (about 10 minutes the first time on 2 cores).
 #
 # Settings: GEPA_LAB_THREADS (default: the cores), GEPA_LAB_SLOTS (default: gepa-lab's).
 set -euo pipefail
@@ -34,8 +35,15 @@ sdist_sha256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
 target_dir="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')"
 vendored="$(cargo metadata --format-version 1 --locked |
     python3 -c 'import json,sys,os; m=json.load(sys.stdin); p=[p for p in m["packages"] if p["name"]=="llama-cpp-sys-2"][0]; print(os.path.join(os.path.dirname(p["manifest_path"]), "llama.cpp"))')"
+# The CPU options cargo gives llama.cpp's build: .cargo/config.toml's, overridden by the
+# environment.
+cpu_flags=()
+while read -r variable value; do
+    cpu_flags+=("-D$variable=${!variable:-$value}")
+done < <(sed -n 's/^\(GGML_[A-Z0-9_]*\) *= *"\(.*\)"/\1 \2/p' .cargo/config.toml)
 work="$target_dir/llama-server"
-server="$work/build/bin/llama-server"
+build="$work/build-$(printf '%s\n' "${cpu_flags[@]}" | sha256sum | cut -c1-12)"
+server="$build/bin/llama-server"
 
 if [[ ! -x "$server" ]]; then
     echo "building llama-server in $work (once)" >&2
@@ -63,12 +71,13 @@ if [[ ! -x "$server" ]]; then
         >"$work/src/llama.cpp/tools/CMakeLists.txt"
     sed -i 's/fs_open_ifstream(\([^,]*\), /std::ifstream(\1, /' \
         "$work/src/llama.cpp/tools/server/server-mcp.cpp"
-    cmake -S "$work/src/llama.cpp" -B "$work/build" -DCMAKE_BUILD_TYPE=Release \
-        -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
-        -DGGML_BMI2=ON -DGGML_OPENMP=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+    echo "CPU options: ${cpu_flags[*]}" >&2
+    cmake -S "$work/src/llama.cpp" -B "$build" -DCMAKE_BUILD_TYPE=Release \
+        -DGGML_NATIVE=OFF "${cpu_flags[@]}" \
+        -DGGML_OPENMP=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
         -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF \
         -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_APP=OFF >/dev/null
-    cmake --build "$work/build" --target llama-server -j "$(nproc)" >/dev/null
+    cmake --build "$build" --target llama-server -j "$(nproc)" >/dev/null
 fi
 
 cargo bench --locked --quiet --bench batching --no-run 2>/dev/null

@@ -3,6 +3,8 @@
 #
 #   scripts/setup-model.sh [--tools-only] [NAME...]
 #
+# 0. The CPU has the instructions llama.cpp is compiled for (scripts/check-cpu.sh: AVX2, and
+#    AVX-512 with VNNI by default); if not, the script says which variables to export and stops.
 # 1. Build tools for llama.cpp, which gepa-lab compiles from source: cmake, a C++ compiler and
 #    libclang (for bindgen). Missing ones are installed with apt-get when running as root or
 #    with sudo; otherwise the script says what to install and stops.
@@ -25,6 +27,8 @@ if [[ "${1:-}" == "--tools-only" ]]; then
     tools_only=true
     shift
 fi
+
+scripts/check-cpu.sh
 
 missing=()
 command -v cmake >/dev/null || missing+=(cmake)

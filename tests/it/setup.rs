@@ -82,3 +82,68 @@ fn every_name_bindgen_loads_is_found_where_it_looks() {
     let empty = tempfile::tempdir().expect("temp dir");
     assert_eq!(find_libclang(empty.path()), None);
 }
+
+/// What `scripts/check-cpu.sh CPUINFO` said of a CPU with these flags: its exit code and
+/// standard error. The `GGML_*` variables given are the environment's; the rest come from
+/// `.cargo/config.toml`, as they do for cargo.
+fn check_cpu(flags: &str, env: &[(&str, &str)]) -> (i32, String) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cpuinfo = dir.path().join("cpuinfo");
+    std::fs::write(
+        &cpuinfo,
+        format!("processor\t: 0\nmodel name\t: test\nflags\t\t: {flags}\n\nprocessor\t: 1\n"),
+    )
+    .unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/check-cpu.sh");
+    let mut command = Command::new("bash");
+    command.arg(script).arg(&cpuinfo);
+    for (key, _) in std::env::vars() {
+        if key.starts_with("GGML_") {
+            command.env_remove(key);
+        }
+    }
+    command.envs(env.iter().copied());
+    let output = command.output().expect("run check-cpu.sh");
+    (
+        output.status.code().expect("exit code"),
+        String::from_utf8(output.stderr).expect("utf-8"),
+    )
+}
+
+const AVX2_CPU: &str = "fpu sse sse2 ssse3 fma sse4_1 sse4_2 popcnt avx f16c bmi1 avx2 bmi2";
+const ZEN4_CPU: &str = "fpu sse sse2 ssse3 fma sse4_1 sse4_2 popcnt avx f16c bmi1 avx2 bmi2 \
+    avx512f avx512dq avx512ifma avx512cd avx512bw avx512vl avx512_bf16 avx512vbmi avx512_vnni";
+
+#[test]
+fn a_cpu_without_the_instructions_llama_cpp_is_built_for_is_stopped_before_the_build() {
+    let (code, message) = check_cpu(AVX2_CPU, &[]);
+    assert_eq!(code, 1, "{message}");
+    assert!(
+        message.contains(
+            "lacks instructions llama.cpp would be built for: GGML_AVX512 GGML_AVX512_VNNI"
+        ),
+        "{message}"
+    );
+    assert!(
+        message.contains("export GGML_AVX512=OFF GGML_AVX512_VNNI=OFF"),
+        "{message}"
+    );
+    // Skylake-X: AVX-512 without VNNI.
+    let skylake = AVX2_CPU.to_owned() + " avx512f avx512dq avx512cd avx512bw avx512vl";
+    let (code, message) = check_cpu(&skylake, &[]);
+    assert_eq!(code, 1, "{message}");
+    assert!(
+        message.contains("built for: GGML_AVX512_VNNI\n"),
+        "{message}"
+    );
+}
+
+#[test]
+fn the_environment_turns_an_option_off_or_on_as_it_does_for_cargo() {
+    let off = [("GGML_AVX512", "OFF"), ("GGML_AVX512_VNNI", "OFF")];
+    assert_eq!(check_cpu(AVX2_CPU, &off), (0, String::new()));
+    assert_eq!(check_cpu(ZEN4_CPU, &[]), (0, String::new()));
+    let (code, message) = check_cpu(ZEN4_CPU, &[("GGML_AVX_VNNI", "1")]);
+    assert_eq!(code, 1, "{message}");
+    assert!(message.contains("built for: GGML_AVX_VNNI\n"), "{message}");
+}

@@ -27,6 +27,7 @@ use super::{ChunkStream, Inference, InferenceError, check_request, validate_answ
 use crate::http::ApiError;
 
 pub mod catalog;
+mod cpu;
 pub mod install;
 mod template;
 mod worker;
@@ -68,6 +69,9 @@ pub enum EmbeddedError {
     },
     #[error("llama.cpp: {0}")]
     Backend(String),
+    /// llama.cpp was compiled for instructions this CPU lacks (see `cpu`).
+    #[error("{0}")]
+    UnsupportedCpu(String),
     #[error("chat template: {0}")]
     Template(String),
     #[error(

@@ -194,7 +194,9 @@ fn per_sec(tokens: u32, time: Duration) -> f64 {
 }
 
 /// llama.cpp's backend may be initialised once per process, and is then shared by every model.
+/// The CPU is checked first: ggml compiled for instructions it lacks would stop the process.
 fn backend() -> Result<&'static LlamaBackend, EmbeddedError> {
+    super::cpu::check().map_err(EmbeddedError::UnsupportedCpu)?;
     static BACKEND: OnceLock<Result<LlamaBackend, String>> = OnceLock::new();
     BACKEND
         .get_or_init(|| {
