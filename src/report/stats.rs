@@ -896,24 +896,29 @@ mod tests {
         );
     }
 
+    /// The draws' mean is within 4 standard errors of trials · p, and their variance within
+    /// `relative` of trials · p · (1 − p).
+    fn assert_binomial_moments(draws: &[u64], trials: u64, p: f64, relative: f64) {
+        let draws: Vec<f64> = draws.iter().map(|&d| d as f64).collect();
+        let m = mean(&draws);
+        let var = draws.iter().map(|d| (d - m).powi(2)).sum::<f64>() / draws.len() as f64;
+        let (em, ev) = (trials as f64 * p, trials as f64 * p * (1.0 - p));
+        assert!(
+            (m - em).abs() < 4.0 * (ev / draws.len() as f64).sqrt(),
+            "{trials} {p}: mean {m} vs {em}"
+        );
+        assert!(
+            (var / ev - 1.0).abs() < relative,
+            "{trials} {p}: variance {var} vs {ev}"
+        );
+    }
+
     #[test]
     fn binomial_draws_have_the_right_mean_and_variance() {
         let mut rng = SplitMix64(3);
         for (trials, p) in [(100u64, 0.13), (100, 0.87), (30, 0.5), (600, 0.4)] {
-            let draws: Vec<f64> = (0..20_000)
-                .map(|_| rng.binomial(trials, p) as f64)
-                .collect();
-            let m = mean(&draws);
-            let var = draws.iter().map(|d| (d - m).powi(2)).sum::<f64>() / draws.len() as f64;
-            let (em, ev) = (trials as f64 * p, trials as f64 * p * (1.0 - p));
-            assert!(
-                (m - em).abs() < 4.0 * (ev / 20_000.0).sqrt(),
-                "{trials} {p}: mean {m}"
-            );
-            assert!(
-                (var / ev - 1.0).abs() < 0.05,
-                "{trials} {p}: variance {var} vs {ev}"
-            );
+            let draws: Vec<u64> = (0..20_000).map(|_| rng.binomial(trials, p)).collect();
+            assert_binomial_moments(&draws, trials, p, 0.05);
         }
         // (1 − p)^trials underflows here: transformed rejection.
         let draws: Vec<f64> = (0..300).map(|_| rng.binomial(3000, 0.5) as f64).collect();
@@ -968,18 +973,7 @@ mod tests {
         let mut rng = SplitMix64(11);
         for (trials, p) in [(60u64, 0.25), (1000, 0.5), (1000, 0.3), (1_000_000, 0.02)] {
             let draws: Vec<u64> = (0..100_000).map(|_| rng.btrs(trials, p)).collect();
-            let as_f64: Vec<f64> = draws.iter().map(|&d| d as f64).collect();
-            let m = mean(&as_f64);
-            let var = as_f64.iter().map(|d| (d - m).powi(2)).sum::<f64>() / 100_000.0;
-            let (em, ev) = (trials as f64 * p, trials as f64 * p * (1.0 - p));
-            assert!(
-                (m - em).abs() < 4.0 * (ev / 100_000.0).sqrt(),
-                "{trials} {p}: mean {m} vs {em}"
-            );
-            assert!(
-                (var / ev - 1.0).abs() < 0.02,
-                "{trials} {p}: variance {var} vs {ev}"
-            );
+            assert_binomial_moments(&draws, trials, p, 0.02);
             let (statistic, cells) = chi_square(&draws, trials, p);
             // The 0.999 quantile of chi-square with d degrees of freedom is below
             // d + 3.1·√(2d) + 10 for every d here (Wilson–Hilferty).

@@ -27,63 +27,33 @@ impl BuildOption {
     }
 }
 
+/// A [`BuildOption`] for `GGML_*` variable `$variable`, with its value at compile time.
+macro_rules! build_option {
+    ($variable:literal, $features:expr) => {
+        BuildOption {
+            variable: $variable,
+            value: option_env!($variable),
+            features: $features,
+        }
+    };
+}
+
 /// The instruction-set options ggml's CPU backend reads on x86-64, as this build set them.
 pub(super) const BUILD_OPTIONS: [BuildOption; 11] = [
-    BuildOption {
-        variable: "GGML_SSE42",
-        value: option_env!("GGML_SSE42"),
-        features: &["sse4.2"],
-    },
-    BuildOption {
-        variable: "GGML_AVX",
-        value: option_env!("GGML_AVX"),
-        features: &["avx"],
-    },
-    BuildOption {
-        variable: "GGML_AVX2",
-        value: option_env!("GGML_AVX2"),
-        features: &["avx2"],
-    },
-    BuildOption {
-        variable: "GGML_AVX_VNNI",
-        value: option_env!("GGML_AVX_VNNI"),
-        features: &["avxvnni"],
-    },
-    BuildOption {
-        variable: "GGML_FMA",
-        value: option_env!("GGML_FMA"),
-        features: &["fma"],
-    },
-    BuildOption {
-        variable: "GGML_F16C",
-        value: option_env!("GGML_F16C"),
-        features: &["f16c"],
-    },
-    BuildOption {
-        variable: "GGML_BMI2",
-        value: option_env!("GGML_BMI2"),
-        features: &["bmi2"],
-    },
-    BuildOption {
-        variable: "GGML_AVX512",
-        value: option_env!("GGML_AVX512"),
-        features: &["avx512f", "avx512cd", "avx512vl", "avx512dq", "avx512bw"],
-    },
-    BuildOption {
-        variable: "GGML_AVX512_VBMI",
-        value: option_env!("GGML_AVX512_VBMI"),
-        features: &["avx512vbmi"],
-    },
-    BuildOption {
-        variable: "GGML_AVX512_VNNI",
-        value: option_env!("GGML_AVX512_VNNI"),
-        features: &["avx512vnni"],
-    },
-    BuildOption {
-        variable: "GGML_AVX512_BF16",
-        value: option_env!("GGML_AVX512_BF16"),
-        features: &["avx512bf16"],
-    },
+    build_option!("GGML_SSE42", &["sse4.2"]),
+    build_option!("GGML_AVX", &["avx"]),
+    build_option!("GGML_AVX2", &["avx2"]),
+    build_option!("GGML_AVX_VNNI", &["avxvnni"]),
+    build_option!("GGML_FMA", &["fma"]),
+    build_option!("GGML_F16C", &["f16c"]),
+    build_option!("GGML_BMI2", &["bmi2"]),
+    build_option!(
+        "GGML_AVX512",
+        &["avx512f", "avx512cd", "avx512vl", "avx512dq", "avx512bw"]
+    ),
+    build_option!("GGML_AVX512_VBMI", &["avx512vbmi"]),
+    build_option!("GGML_AVX512_VNNI", &["avx512vnni"]),
+    build_option!("GGML_AVX512_BF16", &["avx512bf16"]),
 ];
 
 /// The options that are on but need a feature `has` says the CPU lacks, each with the first
