@@ -341,9 +341,9 @@ pub fn inference_backend(
     models: &[String],
     remote: Option<Arc<dyn Inference>>,
 ) -> anyhow::Result<Arc<dyn Inference>> {
-    let embedded = EmbeddedModel::load_ids(models).context(
-        "loading the embedded model (install it with scripts/setup-model.sh or `gepa-lab model install`)",
-    )?;
+    // Each error says what to do itself (a model not installed names the install command; a
+    // CPU without the build's instructions, the variables to build without them).
+    let embedded = EmbeddedModel::load_ids(models).context("loading the embedded model")?;
     Ok(match remote {
         Some(remote) if embedded.is_empty() => remote,
         remote => Arc::new(ModelRouter::new(embedded, remote)),
