@@ -126,8 +126,9 @@ const FEW_VALUES: usize = 8;
 /// interval), counts cost about one binomial per value. Below it, row by row is fast enough and
 /// keeps the random stream of earlier reports.
 pub const ROW_BY_ROW_ROWS: usize = 20_000;
-/// Most distinct values drawn as counts beyond [`ROW_BY_ROW_ROWS`] rows: the differences of the
-/// built-in scorers' scores (a `json_match` over up to 31 fields, a judge's 1 to 10) fit.
+/// Most distinct values drawn as counts beyond [`ROW_BY_ROW_ROWS`] rows: the differences of 0/1
+/// scorers, `numeric`, a `json_match` over up to 31 fields and a judge's 1 to 10 fit; `f1` and
+/// command scorers may not.
 pub const MANY_VALUES: usize = 64;
 
 /// Percentile bootstrap interval of the mean of `values`.
