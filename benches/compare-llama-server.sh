@@ -35,12 +35,11 @@ sdist_sha256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
 target_dir="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')"
 vendored="$(cargo metadata --format-version 1 --locked |
     python3 -c 'import json,sys,os; m=json.load(sys.stdin); p=[p for p in m["packages"] if p["name"]=="llama-cpp-sys-2"][0]; print(os.path.join(os.path.dirname(p["manifest_path"]), "llama.cpp"))')"
-# The CPU options cargo gives llama.cpp's build: .cargo/config.toml's, overridden by the
-# environment.
+# The CPU options cargo gives llama.cpp's build.
 cpu_flags=()
 while read -r variable value; do
-    cpu_flags+=("-D$variable=${!variable:-$value}")
-done < <(sed -n 's/^\(GGML_[A-Z0-9_]*\) *= *"\(.*\)"/\1 \2/p' .cargo/config.toml)
+    cpu_flags+=("-D$variable=$value")
+done < <(scripts/ggml-options.sh)
 work="$target_dir/llama-server"
 build="$work/build-$(printf '%s\n' "${cpu_flags[@]}" | sha256sum | cut -c1-12)"
 server="$build/bin/llama-server"

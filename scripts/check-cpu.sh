@@ -4,7 +4,7 @@
 #   scripts/check-cpu.sh [CPUINFO]
 #
 # .cargo/config.toml turns ggml's GGML_* instruction-set options on (AVX2, and AVX-512 with VNNI);
-# a variable of the same name in the environment wins. A CPU without one of them would stop
+# a variable of the same name in the environment wins (scripts/ggml-options.sh lists them). A CPU without one of them would stop
 # gepa-lab with an illegal instruction (the embedded model checks again when it loads:
 # src/inference/embedded/cpu.rs holds the same table). Exits 1 naming what is missing and the
 # variables to export; 0 on other architectures, whose builds ignore these options. CPUINFO (a
@@ -34,19 +34,15 @@ declare -A needs=(
 
 flags=" $(grep -m1 '^flags' "$cpuinfo" | cut -d: -f2) "
 missing=()
-for variable in "${!needs[@]}"; do
-    value="${!variable:-}"
-    if [[ -z "$value" ]]; then
-        value="$(sed -n "s/^$variable *= *\"\\(.*\\)\"/\\1/p" .cargo/config.toml)"
-    fi
+while read -r variable value; do
     case "${value,,}" in on | true | yes | y | 1) ;; *) continue ;; esac
-    for flag in ${needs[$variable]}; do
+    for flag in ${needs[$variable]:-}; do
         if [[ "$flags" != *" $flag "* ]]; then
             missing+=("$variable")
             break
         fi
     done
-done
+done < <(scripts/ggml-options.sh)
 
 if ((${#missing[@]})); then
     IFS=$'\n' sorted=($(sort <<<"${missing[*]}"))

@@ -1,8 +1,9 @@
 //! `compare`: prompt versions set against a reference on the same rows, with the paired
 //! statistics of the report. The versions come from one of two places:
 //! - run directories ([`compare`]): a version of each run (by default the one its report
-//!   recommends) against the first run's, on the holdout rows both answered. Runs must use the same dataset file (by SHA-256):
-//!   otherwise the rows are not the same rows and a paired test would compare nothing.
+//!   recommends) against the first run's, on the holdout rows both answered. Runs must use the
+//!   same dataset file (by SHA-256): otherwise the rows are not the same rows and a paired test
+//!   would compare nothing.
 //! - prompt files answered on one dataset ([`compare_prompts`]): each prompt against the first,
 //!   from the replay rows the runner produced for them.
 use std::collections::{BTreeMap, HashSet};
@@ -485,8 +486,9 @@ fn find(pick: &Pick, runs: &[RunData], index: usize) -> Result<Found, ReportErro
 }
 
 /// Prompt versions of runs against the first, on the holdout rows both answered: by default
-/// the version each run's report recommends (`compare RUN_DIR...`), or any version of any run (`gepa-lab view`'s side by
-/// side). Each directory is read once however many of its versions are picked.
+/// the version each run's report recommends (`compare RUN_DIR...`), or any version of any run
+/// (`gepa-lab view`'s side by side). Each directory is read once however many of its versions
+/// are picked.
 pub fn compare(picks: &[Pick]) -> Result<CompareReport, ReportError> {
     let mut runs: Vec<RunData> = Vec::new();
     let mut found = Vec::with_capacity(picks.len());

@@ -93,16 +93,6 @@ pub enum IntervalMethod {
     Normal,
 }
 
-impl IntervalMethod {
-    pub fn text(self) -> &'static str {
-        match self {
-            Self::Wilson => "Wilson",
-            Self::Bootstrap => "bootstrap",
-            Self::Normal => "normal approximation",
-        }
-    }
-}
-
 /// 95 % interval of a version's mean score and how it was computed: Wilson for binary scores,
 /// otherwise the percentile bootstrap of the mean (or its normal approximation, see
 /// [`Sampling`]).
@@ -438,8 +428,8 @@ pub struct PairedComparison {
     pub mcnemar: Option<McNemar>,
     /// Which test decided.
     pub test: PairedTest,
-    /// Two-sided p-value of that test (the McNemar one, or [`bootstrap_p_value`]); none when
-    /// there are too few rows to test (the verdict says which).
+    /// Two-sided p-value of that test (the McNemar one, [`bootstrap_p_value`], or the normal
+    /// approximation's); none when there are too few rows to test (the verdict says which).
     pub p_value: Option<f64>,
     /// [`Adjustment::None`] from [`compare_paired`]; [`holm`] sets the family's.
     pub adjustment: Adjustment,

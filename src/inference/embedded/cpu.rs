@@ -4,10 +4,12 @@
 //! ggml is compiled with the `GGML_*` options of `.cargo/config.toml` (or of the environment of
 //! the build, which wins): AVX2 and AVX-512 with VNNI by default, since every machine of this
 //! project has them and with AVX-512 llama.cpp evaluates prompts about 1.5 times as fast (the
-//! README's batched replay, 1.33 times). A CPU without one of them would stop the process with an illegal instruction the first
-//! time ggml runs; this check names what is missing and how to build without it instead. The
-//! options are read when gepa-lab is compiled, from the same environment cargo gives llama.cpp's
-//! build, so the check follows whatever the build used.
+//! README's batched replay, 1.33 times). A CPU without one of them would stop the process with
+//! an illegal instruction the first time ggml runs; this check names what is missing and how to
+//! build without it instead. The options are read when gepa-lab is compiled, from the same
+//! environment cargo gives llama.cpp's build, so the check follows whatever the build used.
+//! `scripts/check-cpu.sh` holds the same table in /proc/cpuinfo's names, to stop a build before
+//! it starts.
 
 /// A `GGML_*` build option, its value when gepa-lab was compiled, and the CPU features its
 /// compiler flags assume (`ggml/src/ggml-cpu/CMakeLists.txt`).
