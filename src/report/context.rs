@@ -16,7 +16,7 @@ use super::format::{self, p_phrase};
 use super::load::{Execution, IterationLog, PromptVersion, RunData};
 use super::samples::{self, Agreement, RowAnswers};
 use super::search::{self, SearchView};
-use super::stats::{self, Adjustment, PairedComparison, Verdict};
+use super::stats::{self, Adjustment, PairedComparison, Pairs, Values, Verdict};
 use super::tables::{HistoryTotals, VersionTotals};
 
 /// Version of the context's (and `results.json`'s) shape; bumped when a field changes meaning
@@ -698,10 +698,13 @@ fn version_score(
     rows: Option<Rows<'_>>,
     classification: Option<(&Classification, &Labels)>,
 ) -> VersionScore {
-    let scores: Vec<f64> = rows
-        .map(|rows| rows.values().filter_map(|row| row.score()).collect())
-        .unwrap_or_default();
-    let interval = stats::mean_interval(&scores);
+    let mut scores = Values::default();
+    for row in rows.iter().flat_map(|rows| rows.values()) {
+        if let Some(score) = row.score() {
+            scores.push(score);
+        }
+    }
+    let interval = scores.interval();
     VersionScore {
         model: model.to_owned(),
         rows: totals.rows,
@@ -734,9 +737,9 @@ fn seed_against_best(
     model: &str,
     versions: &[VersionView],
 ) -> ComparisonView {
-    let (a, b) = paired_scores(answers, execution, Version::Seed, best.version, model);
+    let pairs = paired_scores(answers, execution, Version::Seed, best.version, model);
     let (seed, best) = (Version::Seed.to_string(), best.label.as_str());
-    let comparison = stats::compare_paired(&a, &b);
+    let comparison = pairs.compare();
     let mut view =
         ComparisonView::new(&execution.label, model, &seed, best, &comparison, "holdout");
     view.cautions_a = cautions(versions, &execution.label, &seed, model);
@@ -878,20 +881,20 @@ fn caution_note(c: &ComparisonView) -> Option<String> {
     (!parts.is_empty()).then(|| format!("{} on {}: {}.", c.execution, c.model, parts.join("; ")))
 }
 
-/// Row scores of `a` and `b` on the rows both answered, in row order.
+/// Row scores of `a` and `b` on the rows both answered.
 fn paired_scores(
     answers: &ReplayTable,
     execution: &Execution,
     a: Version,
     b: Version,
     model: &str,
-) -> (Vec<f64>, Vec<f64>) {
+) -> Pairs {
     match (
         answers.version(&execution.variant, a, model),
         answers.version(&execution.variant, b, model),
     ) {
         (Some(a), Some(b)) => samples::paired(a, b),
-        _ => (Vec::new(), Vec::new()),
+        _ => Pairs::default(),
     }
 }
 
@@ -1272,13 +1275,12 @@ fn variant_comparisons(run: &RunData, notes: &mut Vec<String>) -> Vec<Comparison
         ) else {
             continue;
         };
-        let (a, b) = samples::paired(a, b);
         out.push(ComparisonView::new(
             "variants",
             model,
             &format!("{} {}", first.label, first_best.label),
             &format!("{} {}", other.label, best.label),
-            &stats::compare_paired(&a, &b),
+            &samples::paired(a, b).compare(),
             "holdout",
         ));
     }

@@ -11,6 +11,7 @@ use serde::Serialize;
 use crate::store::ReplayRow;
 
 use super::answers::{Answer, Rows, Texts};
+use super::stats::Pairs;
 
 /// The answers one version gave to one row on one model, in sample order.
 #[derive(Debug, Clone, Copy)]
@@ -192,11 +193,15 @@ pub fn row_scores(rows: Rows<'_>) -> BTreeMap<usize, f64> {
         .collect()
 }
 
-/// The scores of `a` and `b` on the rows both have a score for, in row order.
-pub fn paired(a: Rows<'_>, b: Rows<'_>) -> (Vec<f64>, Vec<f64>) {
-    both(a, b)
-        .filter_map(|(_, answers_a, answers_b)| Some((answers_a.score()?, answers_b.score()?)))
-        .unzip()
+/// The scores of `a` and `b` on the rows both have a score for, added in row order.
+pub fn paired(a: Rows<'_>, b: Rows<'_>) -> Pairs {
+    let mut pairs = Pairs::default();
+    for (_, answers_a, answers_b) in both(a, b) {
+        if let (Some(a), Some(b)) = (answers_a.score(), answers_b.score()) {
+            pairs.push(a, b);
+        }
+    }
+    pairs
 }
 
 /// The rows both `a` and `b` have answers for, in row order, with both sets of answers (scored
@@ -392,9 +397,11 @@ mod tests {
             .rows("", &ReplayOf::Version(Version::Generation(1)), "m")
             .unwrap();
         // Row 2 failed for the seed, row 3 only g1 answered, row 4 only the seed.
+        let pairs = paired(seed_rows(&table), g1).compare();
         assert_eq!(
-            paired(seed_rows(&table), g1),
-            (vec![1.0, 0.5], vec![0.0, 1.0])
+            (pairs.rows, pairs.mean_a, pairs.mean_b),
+            (2, 0.75, 0.5),
+            "seed 1.0 and 0.5 against g1 0.0 and 1.0"
         );
     }
 }

@@ -39,11 +39,6 @@ impl Interval {
     }
 }
 
-/// True when every score is exactly 0 or 1: correctness, for which McNemar and Wilson apply.
-pub fn is_binary(scores: &[f64]) -> bool {
-    scores.iter().all(|&s| s == 0.0 || s == 1.0)
-}
-
 pub fn mean(values: &[f64]) -> f64 {
     if values.is_empty() {
         return f64::NAN;
@@ -97,15 +92,7 @@ pub enum IntervalMethod {
 /// otherwise the percentile bootstrap of the mean (or its normal approximation, see
 /// [`Sampling`]).
 pub fn mean_interval(scores: &[f64]) -> Option<(Interval, IntervalMethod)> {
-    if scores.is_empty() {
-        return None;
-    }
-    if is_binary(scores) {
-        let successes = scores.iter().filter(|&&s| s == 1.0).count();
-        return wilson(successes, scores.len()).map(|i| (i, IntervalMethod::Wilson));
-    }
-    let sampling = Sampling::of(scores, RESAMPLES, SEED);
-    Some((sampling.interval(), sampling.method()))
+    Values::of(scores).interval()
 }
 
 /// Most distinct values for which a resample is drawn as category counts rather than row by row.
@@ -131,8 +118,156 @@ pub const MANY_VALUES: usize = 64;
 /// holds for up to [`MANY_VALUES`] distinct values. The distribution is exactly that of drawing
 /// rows one by one; only the random stream differs.
 pub fn bootstrap_mean(values: &[f64], resamples: usize, seed: u64) -> Interval {
-    let counts = value_counts(values).unwrap_or_default();
-    percentile_interval(&bootstrap_means(values, counts, resamples, seed))
+    let counts = Values::of(values).counts().unwrap_or_default();
+    percentile_interval(&bootstrap_means(
+        values,
+        values.len(),
+        counts,
+        resamples,
+        seed,
+    ))
+}
+
+/// The values of a mean (a version's row scores, or the paired differences of two versions),
+/// added one at a time in memory that does not grow with their number: every value while there
+/// are at most [`ROW_BY_ROW_ROWS`] (a resample may then draw them row by row), the distinct
+/// values with their counts while there are at most [`MANY_VALUES`], and the sums the normal
+/// approximation needs. What [`Sampling`] draws from them is what it would draw from the values
+/// themselves, so a report of a million rows holds a few kilobytes per mean.
+#[derive(Debug, Clone)]
+pub struct Values {
+    n: usize,
+    /// Every value, in the order added, while there are at most [`ROW_BY_ROW_ROWS`]; none
+    /// beyond.
+    kept: Vec<f64>,
+    /// The distinct values in the order first seen, with how many times each was added; `None`
+    /// once there are more than [`MANY_VALUES`].
+    distinct: Option<Vec<(f64, usize)>>,
+    /// The sum, added in order, as [`mean`] adds.
+    sum: f64,
+    /// Welford's running mean and sum of squared deviations from it.
+    running_mean: f64,
+    squares: f64,
+    /// Whether every value is 0 or 1, and how many are 1.
+    binary: bool,
+    ones: usize,
+}
+
+impl Default for Values {
+    fn default() -> Self {
+        Self {
+            n: 0,
+            kept: Vec::new(),
+            distinct: Some(Vec::new()),
+            // What `Iterator::sum` starts from, so that a sum of zeros is the same zero.
+            sum: -0.0,
+            running_mean: 0.0,
+            squares: 0.0,
+            binary: true,
+            ones: 0,
+        }
+    }
+}
+
+impl Values {
+    pub fn of(values: &[f64]) -> Self {
+        let mut all = Self::default();
+        for &value in values {
+            all.push(value);
+        }
+        all
+    }
+
+    pub fn push(&mut self, value: f64) {
+        self.n += 1;
+        if self.n <= ROW_BY_ROW_ROWS {
+            self.kept.push(value);
+        } else if !self.kept.is_empty() {
+            self.kept = Vec::new();
+        }
+        if let Some(distinct) = &mut self.distinct {
+            if let Some((_, count)) = distinct.iter_mut().find(|(v, _)| *v == value) {
+                *count += 1;
+            } else if distinct.len() < MANY_VALUES {
+                distinct.push((value, 1));
+            } else {
+                self.distinct = None;
+            }
+        }
+        self.sum += value;
+        let delta = value - self.running_mean;
+        self.running_mean += delta / self.n as f64;
+        self.squares += delta * (value - self.running_mean);
+        if value == 1.0 {
+            self.ones += 1;
+        } else if value != 0.0 {
+            self.binary = false;
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// The mean; NaN without values.
+    pub fn mean(&self) -> f64 {
+        if self.n == 0 {
+            return f64::NAN;
+        }
+        self.sum / self.n as f64
+    }
+
+    /// 95 % interval of the mean and how it was computed: Wilson for binary values, otherwise
+    /// the percentile bootstrap (or its normal approximation, see [`Sampling`]). None without
+    /// values.
+    pub fn interval(&self) -> Option<(Interval, IntervalMethod)> {
+        if self.n == 0 {
+            return None;
+        }
+        if self.binary {
+            return wilson(self.ones, self.n).map(|i| (i, IntervalMethod::Wilson));
+        }
+        let sampling = self.sampling(RESAMPLES, SEED);
+        Some((sampling.interval(), sampling.method()))
+    }
+
+    /// The distinct values and how many times each was added, most common last (it takes
+    /// whatever the binomials leave), when a resample is drawn as counts: up to [`FEW_VALUES`]
+    /// values, or [`MANY_VALUES`] beyond [`ROW_BY_ROW_ROWS`] values. `None`: row by row.
+    fn counts(&self) -> Option<Vec<(f64, usize)>> {
+        let most = if self.n > ROW_BY_ROW_ROWS {
+            MANY_VALUES
+        } else {
+            FEW_VALUES
+        };
+        let mut distinct = self.distinct.clone().filter(|d| d.len() <= most)?;
+        // Stable: values with equal counts stay in the order first seen.
+        distinct.sort_by_key(|&(_, count)| count);
+        Some(distinct)
+    }
+
+    /// The distribution of the mean over resampled values: the percentile bootstrap, or beyond
+    /// [`ROW_BY_ROW_ROWS`] values with more than [`MANY_VALUES`] distinct ones its normal
+    /// approximation.
+    fn sampling(&self, resamples: usize, seed: u64) -> Sampling {
+        match self.counts() {
+            None if self.n > ROW_BY_ROW_ROWS => Sampling::Normal {
+                mean: self.mean(),
+                standard_error: (self.squares / self.n as f64 / self.n as f64).sqrt(),
+            },
+            counts => Sampling::Resampled(bootstrap_means(
+                &self.kept,
+                self.n,
+                counts.unwrap_or_default(),
+                resamples,
+                seed,
+            )),
+        }
+    }
 }
 
 /// The distribution of a mean over rows drawn again with replacement, from which an interval
@@ -153,26 +288,6 @@ enum Sampling {
 const Z_95: f64 = 1.959_963_984_540_054;
 
 impl Sampling {
-    fn of(values: &[f64], resamples: usize, seed: u64) -> Sampling {
-        let n = values.len();
-        match value_counts(values) {
-            None if n > ROW_BY_ROW_ROWS => {
-                let mean = mean(values);
-                let variance = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n as f64;
-                Sampling::Normal {
-                    mean,
-                    standard_error: (variance / n as f64).sqrt(),
-                }
-            }
-            counts => Sampling::Resampled(bootstrap_means(
-                values,
-                counts.unwrap_or_default(),
-                resamples,
-                seed,
-            )),
-        }
-    }
-
     fn method(&self) -> IntervalMethod {
         match self {
             Sampling::Resampled(_) => IntervalMethod::Bootstrap,
@@ -220,15 +335,17 @@ fn percentile_interval(sorted: &[f64]) -> Interval {
     }
 }
 
-/// The resampled means of [`bootstrap_mean`], sorted: drawn as counts of `distinct` (see
-/// [`value_counts`]), or row by row when it is empty.
+/// The resampled means of [`bootstrap_mean`] over `n` values, sorted: drawn as counts of
+/// `distinct` (see [`Values::counts`]), or row by row from `values` (all `n` of them) when it is
+/// empty.
 fn bootstrap_means(
     values: &[f64],
+    n: usize,
     distinct: Vec<(f64, usize)>,
     resamples: usize,
     seed: u64,
 ) -> Vec<f64> {
-    let n = values.len();
+    debug_assert!(!distinct.is_empty() || values.len() == n);
     let mut rng = SplitMix64(seed);
     let mut means: Vec<f64> = (0..resamples)
         .map(|_| {
@@ -259,29 +376,6 @@ fn bootstrap_means(
     means
 }
 
-/// The distinct values and how many rows have each, most common last (it takes whatever the
-/// binomials leave), when a resample is drawn as counts: up to [`FEW_VALUES`] values, or
-/// [`MANY_VALUES`] beyond [`ROW_BY_ROW_ROWS`] rows. `None`: row by row.
-fn value_counts(values: &[f64]) -> Option<Vec<(f64, usize)>> {
-    let most = if values.len() > ROW_BY_ROW_ROWS {
-        MANY_VALUES
-    } else {
-        FEW_VALUES
-    };
-    let mut distinct: Vec<(f64, usize)> = Vec::new();
-    for &value in values {
-        if let Some((_, count)) = distinct.iter_mut().find(|(v, _)| *v == value) {
-            *count += 1;
-        } else if distinct.len() < most {
-            distinct.push((value, 1));
-        } else {
-            return None;
-        }
-    }
-    distinct.sort_by_key(|&(_, count)| count);
-    Some(distinct)
-}
-
 /// Paired bootstrap of the difference `b - a`: rows are resampled as pairs, so the interval keeps
 /// the correlation between two prompts answering the same rows (which makes it much narrower than
 /// comparing two independent intervals).
@@ -291,8 +385,11 @@ pub fn paired_bootstrap(a: &[f64], b: &[f64], resamples: usize, seed: u64) -> In
 
 /// The distribution of the mean difference `b - a` over resampled pairs.
 fn paired_differences(a: &[f64], b: &[f64], resamples: usize, seed: u64) -> Sampling {
-    let differences: Vec<f64> = a.iter().zip(b).map(|(a, b)| b - a).collect();
-    Sampling::of(&differences, resamples, seed)
+    let mut differences = Values::default();
+    for (a, b) in a.iter().zip(b) {
+        differences.push(b - a);
+    }
+    differences.sampling(resamples, seed)
 }
 
 /// Two-sided p-value of "no difference" from sorted resampled mean differences: twice the share
@@ -495,55 +592,114 @@ pub fn holm(family: &mut [&mut PairedComparison]) {
     }
 }
 
-/// Compares `b` against `a` on paired scores (`a[i]` and `b[i]` are the same row). Binary scores
-/// are decided by the exact McNemar test; other scores by whether the paired bootstrap interval
-/// excludes 0.
+/// Compares `b` against `a` on paired scores (`a[i]` and `b[i]` are the same row): see
+/// [`Pairs::compare`].
 pub fn compare_paired(a: &[f64], b: &[f64]) -> PairedComparison {
-    let rows = a.len().min(b.len());
-    let (a, b) = (&a[..rows], &b[..rows]);
-    let (mean_a, mean_b) = (mean(a), mean(b));
-    let difference = mean_b - mean_a;
-    let sampling = (rows > 0).then(|| paired_differences(a, b, RESAMPLES, SEED));
-    let interval = sampling.as_ref().map(Sampling::interval);
-    let binary = is_binary(a) && is_binary(b);
-    let mcnemar = binary.then(|| {
-        let only_a = a.iter().zip(b).filter(|(a, b)| **a > **b).count();
-        let only_b = a.iter().zip(b).filter(|(a, b)| **b > **a).count();
-        mcnemar_exact(only_a, only_b)
-    });
-    let (verdict, p_value) = if rows < MIN_PAIRED_ROWS {
-        (Verdict::TooFewRows, None)
-    } else if let Some(test) = mcnemar {
-        if test.only_a + test.only_b < MIN_DISCORDANT {
-            (Verdict::TooFewDiscordant, None)
-        } else {
-            (Verdict::NotSignificant, Some(test.p_value))
+    let mut pairs = Pairs::default();
+    for (&a, &b) in a.iter().zip(b) {
+        pairs.push(a, b);
+    }
+    pairs.compare()
+}
+
+/// Two versions' scores on the rows both answered, added a row at a time in memory that does not
+/// grow with the rows: what [`Pairs::compare`] needs.
+#[derive(Debug, Clone)]
+pub struct Pairs {
+    rows: usize,
+    /// Sums added in row order, as [`mean`] adds.
+    sum_a: f64,
+    sum_b: f64,
+    /// Whether every score of both is 0 or 1.
+    binary: bool,
+    /// Rows where `a` scored higher, and where `b` did.
+    only_a: usize,
+    only_b: usize,
+    /// `b - a`, row by row.
+    differences: Values,
+}
+
+impl Default for Pairs {
+    fn default() -> Self {
+        Self {
+            rows: 0,
+            sum_a: -0.0,
+            sum_b: -0.0,
+            binary: true,
+            only_a: 0,
+            only_b: 0,
+            differences: Values::default(),
         }
-    } else {
-        (
-            Verdict::NotSignificant,
-            sampling.as_ref().map(Sampling::p_value),
-        )
-    };
-    let test = match &sampling {
-        _ if binary => PairedTest::McnemarExact,
-        Some(Sampling::Normal { .. }) => PairedTest::PairedNormal,
-        _ => PairedTest::PairedBootstrap,
-    };
-    let mut comparison = PairedComparison {
-        rows,
-        mean_a,
-        mean_b,
-        difference,
-        interval,
-        mcnemar,
-        test,
-        p_value,
-        adjustment: Adjustment::None,
-        verdict,
-    };
-    comparison.decide();
-    comparison
+    }
+}
+
+impl Pairs {
+    /// Adds one row: `a`'s score and `b`'s.
+    pub fn push(&mut self, a: f64, b: f64) {
+        self.rows += 1;
+        self.sum_a += a;
+        self.sum_b += b;
+        let binary = |s: f64| s == 0.0 || s == 1.0;
+        self.binary &= binary(a) && binary(b);
+        if a > b {
+            self.only_a += 1;
+        } else if b > a {
+            self.only_b += 1;
+        }
+        self.differences.push(b - a);
+    }
+
+    /// Compares `b` against `a`. Binary scores are decided by the exact McNemar test; other
+    /// scores by whether the paired bootstrap interval excludes 0.
+    pub fn compare(&self) -> PairedComparison {
+        let rows = self.rows;
+        let mean = |sum: f64| {
+            if rows == 0 {
+                f64::NAN
+            } else {
+                sum / rows as f64
+            }
+        };
+        let (mean_a, mean_b) = (mean(self.sum_a), mean(self.sum_b));
+        let difference = mean_b - mean_a;
+        let sampling = (rows > 0).then(|| self.differences.sampling(RESAMPLES, SEED));
+        let interval = sampling.as_ref().map(Sampling::interval);
+        let binary = self.binary;
+        let mcnemar = binary.then(|| mcnemar_exact(self.only_a, self.only_b));
+        let (verdict, p_value) = if rows < MIN_PAIRED_ROWS {
+            (Verdict::TooFewRows, None)
+        } else if let Some(test) = mcnemar {
+            if test.only_a + test.only_b < MIN_DISCORDANT {
+                (Verdict::TooFewDiscordant, None)
+            } else {
+                (Verdict::NotSignificant, Some(test.p_value))
+            }
+        } else {
+            (
+                Verdict::NotSignificant,
+                sampling.as_ref().map(Sampling::p_value),
+            )
+        };
+        let test = match &sampling {
+            _ if binary => PairedTest::McnemarExact,
+            Some(Sampling::Normal { .. }) => PairedTest::PairedNormal,
+            _ => PairedTest::PairedBootstrap,
+        };
+        let mut comparison = PairedComparison {
+            rows,
+            mean_a,
+            mean_b,
+            difference,
+            interval,
+            mcnemar,
+            test,
+            p_value,
+            adjustment: Adjustment::None,
+            verdict,
+        };
+        comparison.decide();
+        comparison
+    }
 }
 
 /// SplitMix64 (Steele, Lea and Flood 2014): written out rather than taken from `rand` so that a
@@ -993,17 +1149,17 @@ mod tests {
         let sd = (values.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (values.len() - 1) as f64)
             .sqrt();
         let half = 1.96 * sd / (values.len() as f64).sqrt();
-        assert_eq!(value_counts(&values).map(|c| c.len()), Some(11));
+        assert_eq!(Values::of(&values).counts().map(|c| c.len()), Some(11));
         let interval = bootstrap_mean(&values, RESAMPLES, SEED);
         assert!(close(interval.low, m - half, 0.001), "{interval:?}");
         assert!(close(interval.high, m + half, 0.001), "{interval:?}");
         // Fewer rows, or more values, go row by row, as before.
-        assert_eq!(value_counts(&values[..ROW_BY_ROW_ROWS]), None);
+        assert_eq!(Values::of(&values[..ROW_BY_ROW_ROWS]).counts(), None);
         let many: Vec<f64> = (0..50_000).map(|i| f64::from(i % 65)).collect();
-        assert_eq!(value_counts(&many), None);
-        assert_eq!(value_counts(&many[..1000]).map(|c| c.len()), None);
+        assert_eq!(Values::of(&many).counts(), None);
+        assert_eq!(Values::of(&many[..1000]).counts().map(|c| c.len()), None);
         let sixty_four: Vec<f64> = (0..50_000).map(|i| f64::from(i % 64)).collect();
-        assert_eq!(value_counts(&sixty_four).map(|c| c.len()), Some(64));
+        assert_eq!(Values::of(&sixty_four).counts().map(|c| c.len()), Some(64));
     }
 
     #[test]
@@ -1013,7 +1169,7 @@ mod tests {
         let values: Vec<f64> = (0..=ROW_BY_ROW_ROWS + 5_000)
             .map(|_| (rng.unit().powi(3) * 10_000.0).round() / 10_000.0)
             .collect();
-        let sampling = Sampling::of(&values, RESAMPLES, SEED);
+        let sampling = Values::of(&values).sampling(RESAMPLES, SEED);
         let Sampling::Normal {
             mean: m,
             standard_error,
@@ -1025,7 +1181,13 @@ mod tests {
         // The bootstrap it stands for, drawn row by row, gives the same bounds up to its own
         // Monte-Carlo error (with 2,500 resamples, a standard deviation of 0.054 standard
         // errors for either bound).
-        let resampled = percentile_interval(&bootstrap_means(&values, Vec::new(), 2_500, SEED));
+        let resampled = percentile_interval(&bootstrap_means(
+            &values,
+            values.len(),
+            Vec::new(),
+            2_500,
+            SEED,
+        ));
         let normal = sampling.interval();
         for (got, want) in [(normal.low, resampled.low), (normal.high, resampled.high)] {
             assert!(
@@ -1101,5 +1263,32 @@ mod tests {
                 high: 0.5
             }
         );
+    }
+
+    #[test]
+    fn values_hold_a_bounded_summary_that_gives_the_two_pass_moments() {
+        let mut rng = SplitMix64(11);
+        let values: Vec<f64> = (0..ROW_BY_ROW_ROWS * 3)
+            .map(|_| (rng.unit().powi(2) * 1000.0).round() / 1000.0)
+            .collect();
+        let all = Values::of(&values);
+        assert_eq!(all.len(), values.len());
+        assert!(
+            all.kept.is_empty() && all.kept.capacity() == 0,
+            "dropped beyond the rows"
+        );
+        assert!(all.distinct.is_none(), "more than {MANY_VALUES} values");
+        assert_eq!(all.mean(), mean(&values), "summed in the same order");
+        let m = mean(&values);
+        let variance = values.iter().map(|v| (v - m).powi(2)).sum::<f64>() / values.len() as f64;
+        assert!(close(all.squares / values.len() as f64, variance, 1e-12));
+        // Below the threshold every value is kept, in order, for the row-by-row resampling.
+        let few = Values::of(&values[..100]);
+        assert_eq!(few.kept, values[..100]);
+        // A 0/1 score counts its ones.
+        let binary = Values::of(&[1.0, 0.0, 1.0, 1.0]);
+        assert!(binary.binary);
+        assert_eq!(binary.ones, 3);
+        assert!(!Values::of(&[1.0, 0.5]).binary);
     }
 }
