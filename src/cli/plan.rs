@@ -65,8 +65,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .start
                 .dataset
                 .iter()
-                .enumerate()
-                .map(|(row, item)| (row, item.expected_output.as_str()));
+                .map(|item| item.expected_output.as_str());
             if let Some(labels) = crate::report::Classification::of(&replay.scorer, expected, 0) {
                 println!("feedback and Pareto rows: {}", labels.baseline().sentence);
             }

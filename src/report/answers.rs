@@ -1,13 +1,14 @@
-//! The replay's answers as the report holds them, whatever the holdout's size: one 32-byte
-//! [`Answer`] per record of `replay.csv`, in the file's order, and for each (variant, prompt
-//! version, model) its records sorted by row and sample ([`Rows`]).
+//! The replay's answers as the report holds them, whatever the holdout's size: one compact
+//! [`Answer`] per record of `replay.csv`, sorted by (variant, prompt version, model), row and
+//! sample, in memory while they fit in one chunk and in a temporary file beyond
+//! ([`sorted`]), so that a million-row holdout takes no more memory than a hundred-thousand-row
+//! one. Each (variant, prompt version, model) reads its answers row by row ([`Rows`]), and
+//! several walk together in row order ([`walk`]).
 //!
 //! What an answer says (its inputs, expected value, output, feedback and error) stays in the
 //! file. The statistics need only its row, sample and score, whether it was answered, a hash of
 //! its output to tell equal answers apart, and its expected value where that may be a label. The
-//! report reads whole records again only for the rows it shows ([`Texts`]). A parsed record takes
-//! about a kilobyte; an answer here takes 36 bytes, so a million-row holdout fits in tens of
-//! megabytes.
+//! report reads whole records again only for the rows it shows ([`Texts`]).
 //!
 //! The totals of each version and model ([`VersionTotals`]) are counted as records are added, in
 //! the same pass.
@@ -20,22 +21,29 @@ use super::baseline::LABEL_CHARS;
 use super::samples::RowAnswers;
 use super::tables::VersionTotals;
 
+mod sorted;
+
+pub(super) use sorted::read_exact_at;
+use sorted::{Cursor, Keyed, Sorter, Store};
+
 /// One answer of the replay, without its text.
 #[derive(Debug, Clone, Copy)]
 pub struct Answer {
     pub(super) row: u32,
     pub(super) sample: u32,
+    /// Its 0-based record in `replay.csv`.
+    pub(super) record: u32,
     /// Its variant's [`ExpectedValues`] id, or [`NOT_KEPT`].
     expected: u32,
-    pub(super) answered: bool,
     /// Meaningful only when answered.
     pub(super) score: f64,
     /// A hash of the output trimmed of white space at its ends: equal hashes, equal answers.
     pub(super) output: u64,
+    pub(super) answered: bool,
 }
 
 // The size the module's documentation and the README promise.
-const _: () = assert!(std::mem::size_of::<Answer>() == 32);
+const _: () = assert!(std::mem::size_of::<Answer>() == 40);
 
 /// The expected value of an answer whose value was not kept (see [`ExpectedValues`]).
 const NOT_KEPT: u32 = u32::MAX;
@@ -80,8 +88,8 @@ impl ExpectedValues {
     }
 }
 
-/// What a group's answers add up to before their rows are sorted: the parts of
-/// [`VersionTotals`] that do not need the rows.
+/// What a group's answers add up to without their rows: the parts of [`VersionTotals`] that do
+/// not need the rows.
 #[derive(Debug, Default, Clone)]
 struct Tally {
     asked: u32,
@@ -122,15 +130,18 @@ struct Group {
     variant: String,
     of: ReplayOf,
     model: String,
-    /// Records, sorted by row and sample once the table is finished.
-    records: Vec<u32>,
+    /// Its answers, and the position of the first in the sorted answers (the groups lie one
+    /// after the other, in the order first seen).
+    count: u64,
+    start: u64,
     tally: Tally,
 }
 
 /// The replay's answers, being read in file order; [`TableBuilder::finish`] sorts them.
 #[derive(Debug, Default)]
 pub struct TableBuilder {
-    answers: Vec<Answer>,
+    sorter: Sorter,
+    records: u32,
     groups: Vec<Group>,
     /// Each group by variant, then model, then what it answers for: looked up by the record's
     /// borrowed texts, without allocating.
@@ -148,15 +159,53 @@ pub struct Refused {
     pub message: String,
 }
 
+/// Why the table could not be built: a record it cannot hold, or a temporary file that could
+/// not be written or read.
+#[derive(Debug)]
+pub enum TableError {
+    Refused(Refused),
+    Disk(std::io::Error),
+}
+
+impl TableError {
+    /// The report's error: a refused record of `path` (the file read), or the temporary
+    /// directory that could not be written or read.
+    pub fn at(self, path: &std::path::Path) -> super::ReportError {
+        match self {
+            Self::Refused(refused) => {
+                super::ReportError::record(path, refused.record, refused.message)
+            }
+            Self::Disk(source) => super::ReportError::Io {
+                path: std::env::temp_dir(),
+                source,
+            },
+        }
+    }
+}
+
+impl From<Refused> for TableError {
+    fn from(refused: Refused) -> Self {
+        Self::Refused(refused)
+    }
+}
+
+impl From<std::io::Error> for TableError {
+    fn from(err: std::io::Error) -> Self {
+        Self::Disk(err)
+    }
+}
+
 impl TableBuilder {
     /// Adds the next record of the file.
-    pub fn push(&mut self, row: &ReplayAnswer<'_>) -> Result<(), Refused> {
-        let record = self.answers.len();
-        let refuse = |message: String| Refused { record, message };
-        let record = u32::try_from(record)
-            .ok()
-            .filter(|&r| r < u32::MAX)
-            .ok_or_else(|| refuse("more than 4,294,967,294 answers in one report".into()))?;
+    pub fn push(&mut self, row: &ReplayAnswer<'_>) -> Result<(), TableError> {
+        let record = self.records;
+        let refuse = |message: String| Refused {
+            record: record as usize,
+            message,
+        };
+        if record == u32::MAX {
+            return Err(refuse("more than 4,294,967,294 answers in one report".into()).into());
+        }
         let row_number = u32::try_from(row.row)
             .map_err(|_| refuse(format!("row {} is beyond the 32-bit row numbers", row.row)))?;
         let found = lookup(&self.index, row.variant, row.model, &row.version);
@@ -167,7 +216,8 @@ impl TableBuilder {
                     variant: row.variant.to_owned(),
                     of: row.version.clone(),
                     model: row.model.to_owned(),
-                    records: Vec::new(),
+                    count: 0,
+                    start: 0,
                     tally: Tally::default(),
                 });
                 let group = self.groups.len() - 1;
@@ -180,9 +230,6 @@ impl TableBuilder {
                 group
             }
         };
-        let group = &mut self.groups[group];
-        group.records.push(record);
-        group.tally.add(row);
         let expected = match self.expected.get_mut(row.variant) {
             Some(values) => values.id(row.expected),
             None => self
@@ -191,40 +238,45 @@ impl TableBuilder {
                 .or_default()
                 .id(row.expected),
         };
-        self.answers.push(Answer {
-            row: row_number,
-            sample: row.sample,
-            expected,
-            answered: row.error.is_empty(),
-            score: row.score,
-            output: output_hash(row.output),
-        });
+        self.sorter.push(Keyed {
+            group: group as u32,
+            answer: Answer {
+                row: row_number,
+                sample: row.sample,
+                record,
+                expected,
+                score: row.score,
+                output: output_hash(row.output),
+                answered: row.error.is_empty(),
+            },
+        })?;
+        let group = &mut self.groups[group];
+        group.count += 1;
+        group.tally.add(row);
+        self.records += 1;
         Ok(())
     }
 
-    /// Sorts each group's records by row and sample. Refuses a table where one group answers a
+    /// Sorts the answers by group, row and sample. Refuses a table where one group answers a
     /// row's sample twice, naming the later of the two records that comes first in the file.
-    pub fn finish(mut self) -> Result<ReplayTable, Refused> {
-        let answers = &self.answers;
+    pub fn finish(mut self) -> Result<ReplayTable, TableError> {
         // The repeated record that comes first in the file, with its group.
-        let mut twice: Option<(u32, usize)> = None;
-        for (at, group) in self.groups.iter_mut().enumerate() {
-            group.records.sort_unstable_by_key(|&r| {
-                (answers[r as usize].row, answers[r as usize].sample, r)
-            });
-            for pair in group.records.windows(2) {
-                let (a, b) = (&answers[pair[0] as usize], &answers[pair[1] as usize]);
-                if (a.row, a.sample) == (b.row, b.sample) && twice.is_none_or(|(t, _)| pair[1] < t)
-                {
-                    twice = Some((pair[1], at));
-                }
+        let mut twice: Option<(Answer, u32)> = None;
+        let mut previous: Option<Keyed> = None;
+        let sorted = self.sorter.finish(|keyed| {
+            if let Some(before) = previous
+                && (before.group, before.answer.row, before.answer.sample)
+                    == (keyed.group, keyed.answer.row, keyed.answer.sample)
+                && twice.is_none_or(|(t, _)| keyed.answer.record < t.record)
+            {
+                twice = Some((keyed.answer, keyed.group));
             }
-        }
-        if let Some((record, group)) = twice {
-            let group = &self.groups[group];
-            let answer = &self.answers[record as usize];
+            previous = Some(*keyed);
+        })?;
+        if let Some((answer, group)) = twice {
+            let group = &self.groups[group as usize];
             return Err(Refused {
-                record: record as usize,
+                record: answer.record as usize,
                 message: format!(
                     "row {} (sample {}) of version {:?} on model {:?} is answered twice",
                     answer.row,
@@ -232,10 +284,16 @@ impl TableBuilder {
                     group.of.to_string(),
                     group.model
                 ),
-            });
+            }
+            .into());
+        }
+        let mut start = 0;
+        for group in &mut self.groups {
+            group.start = start;
+            start += group.count;
         }
         Ok(ReplayTable {
-            answers: self.answers,
+            store: Store::new(sorted),
             groups: self.groups,
             index: self.index,
             expected: self.expected,
@@ -262,7 +320,7 @@ fn output_hash(output: &str) -> u64 {
 /// The replay's answers, each group's sorted by row and sample.
 #[derive(Debug)]
 pub struct ReplayTable {
-    answers: Vec<Answer>,
+    store: Store,
     groups: Vec<Group>,
     index: GroupIndex,
     expected: HashMap<String, ExpectedValues>,
@@ -270,7 +328,7 @@ pub struct ReplayTable {
 
 impl ReplayTable {
     /// The table of records held in memory (a comparison of prompt files, a test).
-    pub fn of<'a>(rows: impl IntoIterator<Item = &'a ReplayRow>) -> Result<Self, Refused> {
+    pub fn of<'a>(rows: impl IntoIterator<Item = &'a ReplayRow>) -> Result<Self, TableError> {
         let mut table = TableBuilder::default();
         for row in rows {
             table.push(&row.answer())?;
@@ -289,16 +347,12 @@ impl ReplayTable {
         self.rows(variant, &ReplayOf::Version(version), model)
     }
 
-    fn rows_of<'a>(&'a self, group: &'a Group) -> Rows<'a> {
+    fn rows_of(&self, group: &Group) -> Rows<'_> {
         Rows {
-            answers: &self.answers,
-            records: &group.records,
+            store: &self.store,
+            start: group.start,
+            end: group.start + group.count,
         }
-    }
-
-    /// The answer of a 0-based record.
-    pub fn answer(&self, record: u32) -> &Answer {
-        &self.answers[record as usize]
     }
 
     /// An answer's expected value, when its variant kept it (see [`ExpectedValues`]): trimmed.
@@ -308,6 +362,13 @@ impl ReplayTable {
             .values
             .get(answer.expected as usize)
             .map(String::as_str)
+    }
+
+    /// The first error met reading the sorted answers back from their temporary file, if any
+    /// (taken): every [`Rows`] read after it ended early, so nothing built from them may be
+    /// shown.
+    pub fn failure(&self) -> Option<std::io::Error> {
+        self.store.failure()
     }
 
     /// Totals per (variant, version, model) of a run's versions, sorted by those keys as the
@@ -387,39 +448,93 @@ impl CompensatedSum {
 }
 
 /// The answers of one version (or prompt file) on one model, by row: each row's samples
-/// together, rows in order.
+/// together, rows in order. Read from the table each time they are walked.
 #[derive(Debug, Clone, Copy)]
 pub struct Rows<'a> {
-    answers: &'a [Answer],
-    /// Sorted by row and sample.
-    records: &'a [u32],
+    store: &'a Store,
+    /// Positions of its answers in the store, sorted by row and sample.
+    start: u64,
+    end: u64,
 }
 
 impl<'a> Rows<'a> {
     /// Each row with its answers, in row order.
-    pub fn iter(self) -> impl Iterator<Item = (usize, RowAnswers<'a>)> + 'a {
-        let answers = self.answers;
-        self.records
-            .chunk_by(move |&a, &b| answers[a as usize].row == answers[b as usize].row)
-            .map(move |records| {
-                let row = answers[records[0] as usize].row();
-                (row, RowAnswers::new(answers, records))
-            })
+    pub fn iter(self) -> RowIter<'a> {
+        RowIter {
+            answers: self.store.cursor(self.start..self.end),
+        }
     }
 
     /// Each row's answers, in row order.
-    pub fn values(self) -> impl Iterator<Item = RowAnswers<'a>> + 'a {
+    pub fn values(self) -> impl Iterator<Item = RowAnswers> + 'a {
         self.iter().map(|(_, answers)| answers)
     }
 
-    /// The answers to `row`, if any.
-    pub fn get(&self, row: usize) -> Option<RowAnswers<'a>> {
-        let answers = self.answers;
-        let row_of = |r: &u32| answers[*r as usize].row();
-        let start = self.records.partition_point(|r| row_of(r) < row);
-        let end = start + self.records[start..].partition_point(|r| row_of(r) == row);
-        (end > start).then(|| RowAnswers::new(answers, &self.records[start..end]))
+    /// The answers to `row`, if any: found by bisection, reading a few answers.
+    pub fn get(&self, row: usize) -> Option<RowAnswers> {
+        let row = u32::try_from(row).ok()?;
+        // The first position whose row is not below `row`.
+        let (mut low, mut high) = (self.start, self.end);
+        while low < high {
+            let middle = low + (high - low) / 2;
+            if self.store.get(middle)?.row < row {
+                low = middle + 1;
+            } else {
+                high = middle;
+            }
+        }
+        let (found, answers) = RowIter {
+            answers: self.store.cursor(low..self.end),
+        }
+        .next()?;
+        (found == row as usize).then_some(answers)
     }
+}
+
+/// The rows of a [`Rows`], in order, each with its answers.
+#[derive(Debug)]
+pub struct RowIter<'a> {
+    answers: Cursor<'a>,
+}
+
+impl Iterator for RowIter<'_> {
+    type Item = (usize, RowAnswers);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let first = self.answers.next()?;
+        let mut answers = RowAnswers::one(first);
+        while let Some(next) = self.answers.peek() {
+            if next.row != first.row {
+                break;
+            }
+            let next = *next;
+            self.answers.next();
+            answers.push(next);
+        }
+        Some((first.row(), answers))
+    }
+}
+
+/// Several versions' answers walked together in row order: each row that any of them answered
+/// (or failed), with each one's answers to it, `None` where it has none (or no answers at all).
+pub fn walk<'a>(
+    versions: &[Option<Rows<'a>>],
+) -> impl Iterator<Item = (usize, Vec<Option<RowAnswers>>)> + 'a {
+    let mut walks: Vec<_> = versions
+        .iter()
+        .map(|rows| rows.map(Rows::iter).into_iter().flatten().peekable())
+        .collect();
+    std::iter::from_fn(move || {
+        let row = walks
+            .iter_mut()
+            .filter_map(|walk| walk.peek().map(|(row, _)| *row))
+            .min()?;
+        let answers = walks
+            .iter_mut()
+            .map(|walk| walk.next_if(|(r, _)| *r == row).map(|(_, a)| a))
+            .collect();
+        Some((row, answers))
+    })
 }
 
 /// Whole records of `replay.csv`, by 0-based record: those of the rows a report shows, read
@@ -548,7 +663,9 @@ mod tests {
             answer("seed", 1, 1, 0.0),
             answer("seed", 2, 1, 0.0),
         ];
-        let refused = ReplayTable::of(&rows).unwrap_err();
+        let Err(TableError::Refused(refused)) = ReplayTable::of(&rows) else {
+            panic!("refused")
+        };
         assert_eq!(refused.record, 3);
         assert_eq!(
             refused.message,
@@ -576,5 +693,48 @@ mod tests {
         }
         assert_eq!(values.id("one more"), NOT_KEPT);
         assert_eq!(values.id("7"), 7, "values already kept keep their id");
+    }
+
+    #[test]
+    fn a_table_beyond_one_chunk_reads_the_same_from_its_temporary_file() {
+        // Two versions of 70,000 rows each, written in the file's chunked order (every row of a
+        // chunk for the seed, then for g1), with row 5 answered twice by g1 near the end.
+        let rows_per_version = 70_000usize;
+        let mut rows = Vec::new();
+        for chunk in (1..=rows_per_version).collect::<Vec<_>>().chunks(1024) {
+            for version in ["seed", "g1"] {
+                rows.extend(
+                    chunk
+                        .iter()
+                        .map(|&row| answer(version, row, 1, (row % 2) as f64)),
+                );
+            }
+        }
+        assert!(rows.len() > sorted::CHUNK);
+        let table = ReplayTable::of(&rows).unwrap();
+        let seed = table.version("a", Version::Seed, "m").unwrap();
+        let g1 = table.version("a", Version::Generation(1), "m").unwrap();
+        let order: Vec<usize> = seed.iter().map(|(row, _)| row).collect();
+        assert_eq!(order, (1..=rows_per_version).collect::<Vec<_>>());
+        assert_eq!(g1.get(69_999).unwrap().score(), Some(1.0));
+        assert!(g1.get(70_001).is_none() && g1.get(0).is_none());
+        let walked: Vec<(usize, usize)> = walk(&[Some(seed), None, Some(g1)])
+            .map(|(row, answers)| (row, answers.iter().flatten().count()))
+            .take(3)
+            .collect();
+        assert_eq!(walked, [(1, 2), (2, 2), (3, 2)]);
+        let totals = table.version_totals();
+        assert_eq!((totals[0].rows, totals[0].mean_score), (70_000, Some(0.5)));
+        assert!(table.failure().is_none());
+
+        rows.push(answer("g1", 5, 1, 0.0));
+        let Err(TableError::Refused(refused)) = ReplayTable::of(&rows) else {
+            panic!("refused")
+        };
+        assert_eq!(
+            refused.record,
+            rows.len() - 1,
+            "found across the merged runs"
+        );
     }
 }

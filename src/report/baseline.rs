@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::score::ScorerSpec;
 
-use super::answers::Rows;
+use super::answers::{Answer, Rows};
 use super::format;
 use super::samples::RowAnswers;
 
@@ -152,59 +152,43 @@ pub struct Classification {
     rule: LabelRule,
     /// Sorted.
     labels: Vec<String>,
-    /// Each scored row's expected label (an index in `labels`), by row.
-    expected: Vec<(usize, usize)>,
     baseline: Baseline,
 }
 
 impl Classification {
-    /// Reads the expected values of the scored rows (by row) as labels: none when the scorer
-    /// has no [`LabelRule`] or the values are not a label set (see [`MAX_LABELS`]).
+    /// Reads the expected values of the scored rows (one value per row) as labels: none when
+    /// the scorer has no [`LabelRule`] or the values are not a label set (see [`MAX_LABELS`]).
     pub fn of<'a>(
         scorer: &ScorerSpec,
-        expected: impl IntoIterator<Item = (usize, &'a str)>,
+        expected: impl IntoIterator<Item = &'a str>,
         holdout_rows: usize,
     ) -> Option<Self> {
         let rule = LabelRule::of(scorer)?;
-        // Labels in the order first seen; more than MAX_LABELS and it is no label set.
-        let mut seen: Vec<String> = Vec::new();
-        let mut rows: Vec<(usize, usize)> = Vec::new();
-        for (row, value) in expected {
+        // Labels in the order first seen, with their rows; more than MAX_LABELS and it is no
+        // label set.
+        let mut seen: Vec<(String, usize)> = Vec::new();
+        for value in expected {
             let key = rule.key(value);
-            let label = match seen.iter().position(|label| *label == key) {
-                Some(label) => label,
+            match seen.iter().position(|(label, _)| *label == key) {
+                Some(at) => seen[at].1 += 1,
                 None if seen.len() == MAX_LABELS => return None,
-                None => {
-                    seen.push(key);
-                    seen.len() - 1
-                }
-            };
-            rows.push((row, label));
+                None => seen.push((key, 1)),
+            }
         }
-        let mut labels = seen.clone();
-        labels.sort();
-        let sorted_at: Vec<usize> = seen
-            .iter()
-            .map(|label| labels.binary_search(label).unwrap_or_default())
-            .collect();
-        let mut expected: Vec<(usize, usize)> = rows
-            .into_iter()
-            .map(|(row, label)| (row, sorted_at[label]))
-            .collect();
-        expected.sort_unstable();
-        expected.dedup_by_key(|&mut (row, _)| row);
-        let few = labels.len() * 2 <= expected.len();
+        seen.sort();
+        let (labels, counts): (Vec<String>, Vec<usize>) = seen.into_iter().unzip();
+        let scored_rows: usize = counts.iter().sum();
+        let few = labels.len() * 2 <= scored_rows;
         let short = labels
             .iter()
             .all(|label| !label.is_empty() && label.chars().count() <= LABEL_CHARS);
         if labels.is_empty() || !few || !short {
             return None;
         }
-        let baseline = baseline(rule, &labels, &expected, scorer, holdout_rows);
+        let baseline = baseline(rule, &labels, &counts, scorer, holdout_rows);
         Some(Self {
             rule,
             labels,
-            expected,
             baseline,
         })
     }
@@ -224,7 +208,7 @@ impl Classification {
 
     /// A row's label: its most common one over its answered samples (ties to the one given
     /// first); `Some(None)` for an answer that is no label, none when no sample was answered.
-    fn row_label(&self, answers: &RowAnswers<'_>, labels: &Labels) -> Option<Option<usize>> {
+    fn row_label(&self, answers: &RowAnswers, labels: &Labels) -> Option<Option<usize>> {
         let mut tally: Vec<(Option<usize>, usize)> = Vec::new();
         for (record, _) in answers.answered() {
             let label = labels.get(record);
@@ -242,9 +226,19 @@ impl Classification {
         best.map(|(label, _)| label)
     }
 
+    /// The label an expected value is (every scored row's is one of them).
+    fn expected_label(&self, value: &str) -> Option<usize> {
+        self.labels.binary_search(&self.rule.key(value)).ok()
+    }
+
     /// How one version answered on one model: its answers by row, each answer's label in
-    /// `labels`.
-    pub fn answers(&self, rows: Rows<'_>, labels: &Labels) -> AnswerCounts {
+    /// `labels`, each row's expected value as `expected` gives it.
+    pub fn answers<'e>(
+        &self,
+        rows: Rows<'_>,
+        labels: &Labels,
+        expected: impl Fn(&Answer) -> Option<&'e str>,
+    ) -> AnswerCounts {
         let mut counts = vec![0usize; self.labels.len()];
         let mut other = 0;
         let mut asked = 0;
@@ -257,7 +251,7 @@ impl Classification {
             .iter()
             .map(|label| self.rule.hits(&self.baseline.label, label))
             .collect();
-        for (row, answers) in rows.iter() {
+        for (_, answers) in rows.iter() {
             asked += 1;
             let (Some(score), Some(label)) = (answers.score(), self.row_label(&answers, labels))
             else {
@@ -269,8 +263,8 @@ impl Classification {
                 Some(i) => counts[i] += 1,
                 None => other += 1,
             }
-            if let Ok(at) = self.expected.binary_search_by_key(&row, |&(row, _)| row)
-                && baseline_hits_label[self.expected[at].1]
+            if let Some(label) = expected(answers.first()).and_then(|v| self.expected_label(v))
+                && baseline_hits_label[label]
             {
                 baseline_hits += 1;
             }
@@ -321,43 +315,126 @@ impl Classification {
 /// Each answer's label in its execution's [`Classification`], by record of `replay.csv`, read
 /// in one pass over the file. An answer without a label (none of them, or not in a
 /// classification) has none.
+///
+/// One byte a record: in memory up to [`LABELS_IN_MEMORY`] records, and beyond that in an
+/// anonymous temporary file read back a block at a time, so that a million-row replay takes no
+/// more memory than a small one. Records are set in file order.
 #[derive(Debug, Default)]
-pub struct Labels(Vec<u8>);
+pub struct Labels {
+    /// The labels of records `0..memory.len()`, until they spill to `file`.
+    memory: Vec<u8>,
+    /// Every label set, once there are more than [`LABELS_IN_MEMORY`]; then `written` of them.
+    file: Option<std::io::BufWriter<std::fs::File>>,
+    written: u64,
+    /// The block of the file last read: its first record and its labels.
+    block: std::cell::RefCell<(u64, Vec<u8>)>,
+    /// The first error met writing or reading the file; the report fails on it.
+    failed: std::cell::RefCell<Option<std::io::Error>>,
+}
+
+/// Labels held in memory before they go to a temporary file: a megabyte.
+const LABELS_IN_MEMORY: usize = 1 << 20;
+/// Labels read from the file at a time.
+const LABELS_BLOCK: usize = 1 << 16;
 
 impl Labels {
     /// Stands for "no label": a classification has at most [`MAX_LABELS`].
     const NONE: u8 = u8::MAX;
 
+    /// Sets the label of `record`, after every record set before it; records skipped have none.
     pub fn set(&mut self, record: u32, label: Option<usize>) {
-        let record = record as usize;
-        if self.0.len() <= record {
-            self.0.resize(record + 1, Self::NONE);
-        }
-        self.0[record] = label
+        let label = label
             .and_then(|label| u8::try_from(label).ok())
             .unwrap_or(Self::NONE);
+        let record = u64::from(record);
+        let before = self.written + self.memory.len() as u64;
+        if record < before {
+            return;
+        }
+        self.memory
+            .extend(std::iter::repeat_n(Self::NONE, (record - before) as usize));
+        self.memory.push(label);
+        if self.memory.len() > LABELS_IN_MEMORY
+            && let Err(err) = self.spill()
+        {
+            self.fail(err);
+        }
+    }
+
+    /// Appends the labels in memory to the file.
+    fn spill(&mut self) -> std::io::Result<()> {
+        use std::io::Write;
+        let file = match &mut self.file {
+            Some(file) => file,
+            None => self
+                .file
+                .insert(std::io::BufWriter::new(tempfile::tempfile()?)),
+        };
+        file.write_all(&self.memory)?;
+        self.written += self.memory.len() as u64;
+        self.memory.clear();
+        Ok(())
+    }
+
+    /// Ends the setting: what is left in memory goes to the file, if there is one.
+    pub fn finish(&mut self) {
+        if self.file.is_some() {
+            let flushed = self.spill().and_then(|()| match &mut self.file {
+                Some(file) => std::io::Write::flush(file),
+                None => Ok(()),
+            });
+            if let Err(err) = flushed {
+                self.fail(err);
+            }
+        }
+    }
+
+    fn fail(&self, err: std::io::Error) {
+        self.failed.borrow_mut().get_or_insert(err);
+    }
+
+    /// The first error met writing or reading the temporary file, if any (taken).
+    pub fn failure(&self) -> Option<std::io::Error> {
+        self.failed.borrow_mut().take()
     }
 
     fn get(&self, record: u32) -> Option<usize> {
-        self.0
-            .get(record as usize)
-            .filter(|&&label| label != Self::NONE)
-            .map(|&label| usize::from(label))
+        let label = match &self.file {
+            None => self.memory.get(record as usize).copied(),
+            Some(file) => self.read(file.get_ref(), u64::from(record)),
+        }?;
+        (label != Self::NONE).then_some(usize::from(label))
+    }
+
+    /// A label from the file, through the block last read.
+    fn read(&self, file: &std::fs::File, record: u64) -> Option<u8> {
+        if record >= self.written {
+            return None;
+        }
+        let mut block = self.block.borrow_mut();
+        let (start, labels) = &mut *block;
+        if record < *start || record >= *start + labels.len() as u64 {
+            *start = record - record % LABELS_BLOCK as u64;
+            let length = (self.written - *start).min(LABELS_BLOCK as u64) as usize;
+            labels.resize(length, Self::NONE);
+            if let Err(err) = super::answers::read_exact_at(file, labels, *start) {
+                labels.clear();
+                self.fail(err);
+                return None;
+            }
+        }
+        labels.get((record - *start) as usize).copied()
     }
 }
 
 fn baseline(
     rule: LabelRule,
     labels: &[String],
-    expected: &[(usize, usize)],
+    counts: &[usize],
     scorer: &ScorerSpec,
     holdout_rows: usize,
 ) -> Baseline {
-    let mut counts = vec![0usize; labels.len()];
-    for &(_, label) in expected {
-        counts[label] += 1;
-    }
-    let ranked = ranked(labels, &counts);
+    let ranked = ranked(labels, counts);
     // `ranked` keeps character order among equal counts: the first is the tie's winner.
     let top = ranked[0].clone();
     let tied_with: Vec<String> = ranked[1..]
@@ -365,12 +442,14 @@ fn baseline(
         .take_while(|l| l.rows == top.rows)
         .map(|l| l.label.clone())
         .collect();
-    let scored_rows = expected.len();
+    let scored_rows: usize = counts.iter().sum();
     let score = rule.scored.then(|| {
-        let hits = expected
+        let hits: usize = labels
             .iter()
-            .filter(|&&(_, label)| rule.hits(&top.label, &labels[label]))
-            .count();
+            .zip(counts)
+            .filter(|(label, _)| rule.hits(&top.label, label))
+            .map(|(_, rows)| rows)
+            .sum();
         hits as f64 / scored_rows as f64
     });
     let missing_rows = holdout_rows.saturating_sub(scored_rows);
@@ -507,7 +586,7 @@ mod tests {
             labels.set(record as u32, c.label_of(&row.output));
         }
         let rows = table.rows("", &ReplayOf::Version(Version::Seed), "m");
-        c.answers(rows.unwrap(), &labels)
+        c.answers(rows.unwrap(), &labels, |answer| table.expected("", answer))
     }
 
     fn answer(row: usize, sample: u32, expected: &str, output: &str, score: f64) -> ReplayRow {
@@ -540,13 +619,9 @@ mod tests {
         }
     }
 
-    /// Expected values by row, 1-based.
-    fn rows(expected: &[&'static str]) -> Vec<(usize, &'static str)> {
-        expected
-            .iter()
-            .enumerate()
-            .map(|(i, e)| (i + 1, *e))
-            .collect()
+    /// Expected values, one per row.
+    fn rows(expected: &[&'static str]) -> Vec<&'static str> {
+        expected.to_vec()
     }
 
     fn classify(scorer: &str, expected: &[&'static str]) -> Option<Classification> {
@@ -810,5 +885,33 @@ mod tests {
         assert_eq!(counts.baseline_score, None);
         assert!(!counts.at_or_below_baseline);
         assert_eq!(counts.cautions, ["answers `yes` to 100% of rows"]);
+    }
+
+    #[test]
+    fn labels_beyond_a_megabyte_go_to_a_file_and_read_back() {
+        let mut labels = Labels::default();
+        let records = LABELS_IN_MEMORY as u32 * 2 + 5;
+        // Every third record has no label set: skipped.
+        for record in (0..records).filter(|r| r % 3 != 0) {
+            labels.set(record, Some(record as usize % 5));
+        }
+        labels.finish();
+        assert!(labels.file.is_some() && labels.memory.is_empty());
+        for record in [
+            0,
+            1,
+            2,
+            3,
+            65_535,
+            65_536,
+            records / 2,
+            records - 2,
+            records - 1,
+        ] {
+            let expected = (record % 3 != 0).then_some(record as usize % 5);
+            assert_eq!(labels.get(record), expected, "record {record}");
+        }
+        assert_eq!(labels.get(records), None, "beyond the last");
+        assert!(labels.failure().is_none());
     }
 }

@@ -24,6 +24,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde::Serialize;
 
 use super::ReportError;
+use super::answers::{self, Rows};
 use super::context::{ReportContext, RowTable};
 use super::load::{Execution, RunData};
 
@@ -244,7 +245,7 @@ pub fn build(run: &RunData, context: &ReportContext, png: bool) -> Result<Charts
         charts.heatmaps.push(chart(
             format!("Per-row correctness on {model} (rows × versions)"),
             format!("heatmap-{}", file_part(model)),
-            &Heatmap::new(&tables),
+            &Heatmap::of_model(run, &tables),
             png,
         )?);
     }
@@ -881,38 +882,76 @@ struct Line {
 }
 
 impl Heatmap {
-    fn new(tables: &[&RowTable]) -> Self {
+    /// The heatmap of the row tables on one model: a line per version of each table, its
+    /// answers read from the run's replay.
+    fn of_model(run: &RunData, tables: &[&RowTable]) -> Self {
         let several = tables.len() > 1;
-        let mut rows: Vec<usize> = tables
-            .iter()
-            .flat_map(|t| t.scores.rows().iter().copied())
-            .collect();
-        rows.sort_unstable();
-        rows.dedup();
-        let lines_count: usize = tables.iter().map(|t| t.versions.len()).sum();
+        let mut lines = Vec::new();
+        for table in tables {
+            let execution = run.executions.iter().find(|e| e.label == table.execution);
+            for version in &table.versions {
+                let rows = execution.and_then(|e| {
+                    let v = e.versions.iter().find(|v| v.label == *version)?;
+                    run.replay.version(&e.variant, v.version, &table.model)
+                });
+                let label = if several {
+                    format!("{} · {version}", table.execution)
+                } else {
+                    version.clone()
+                };
+                let best = table.best.as_deref() == Some(version.as_str());
+                lines.push((label, best, rows));
+            }
+        }
+        Self::new(lines)
+    }
+
+    /// The heatmap of `lines` (label, best, answers): every row some line answered, in row
+    /// order, binned into columns of consecutive rows; for each line and column it was asked
+    /// on, the mean score of its answered rows there (`None` when all of them failed). Read in
+    /// two passes, the first counting the rows, so that no row is held.
+    fn new(lines: Vec<(String, bool, Option<Rows<'_>>)>) -> Self {
+        let versions: Vec<Option<Rows<'_>>> = lines.iter().map(|(_, _, rows)| *rows).collect();
+        let total = answers::walk(&versions).count();
         let most =
-            (HEATMAP_CELLS / lines_count.max(1)).clamp(HEATMAP_COLUMNS_MIN, HEATMAP_COLUMNS_MAX);
-        let per_column = rows.len().div_ceil(most).max(1);
-        let columns: Vec<(usize, usize)> = rows
-            .chunks(per_column)
-            .map(|bin| (bin[0], bin[bin.len() - 1]))
-            .collect();
-        let lines: Vec<Line> = tables
-            .iter()
-            .flat_map(|table| {
-                let rows = &rows;
-                table.versions.iter().enumerate().map(move |(at, version)| {
-                    let label = if several {
-                        format!("{} · {version}", table.execution)
-                    } else {
-                        version.clone()
-                    };
-                    Line {
-                        label,
-                        best: table.best.as_deref() == Some(version.as_str()),
-                        cells: binned(table, at, rows, per_column),
-                    }
-                })
+            (HEATMAP_CELLS / lines.len().max(1)).clamp(HEATMAP_COLUMNS_MIN, HEATMAP_COLUMNS_MAX);
+        let per_column = total.div_ceil(most).max(1);
+        let column_count = total.div_ceil(per_column);
+        let mut columns: Vec<(usize, usize)> = Vec::with_capacity(column_count);
+        // Per line and column: (sum of answered scores, answered, asked).
+        let mut bins = vec![vec![(0.0, 0usize, 0usize); column_count]; lines.len()];
+        for (rank, (row, answers)) in answers::walk(&versions).enumerate() {
+            let column = rank / per_column;
+            if rank % per_column == 0 {
+                columns.push((row, row));
+            } else if let Some(last) = columns.last_mut() {
+                last.1 = row;
+            }
+            for (line, answers) in answers.iter().enumerate() {
+                let (Some(answers), Some(bin)) = (answers, bins[line].get_mut(column)) else {
+                    continue;
+                };
+                if let Some(score) = answers.score() {
+                    bin.0 += score;
+                    bin.1 += 1;
+                }
+                bin.2 += 1;
+            }
+        }
+        let lines: Vec<Line> = lines
+            .into_iter()
+            .zip(bins)
+            .map(|((label, best, _), bins)| Line {
+                label,
+                best,
+                cells: bins
+                    .into_iter()
+                    .enumerate()
+                    .filter(|(_, (_, _, asked))| *asked > 0)
+                    .map(|(column, (sum, answered, _))| {
+                        (column, (answered > 0).then(|| sum / answered as f64))
+                    })
+                    .collect(),
             })
             .collect();
         Self {
@@ -925,36 +964,6 @@ impl Heatmap {
             lines,
         }
     }
-}
-
-/// Version `at` of `table` per column of `per_column` consecutive rows of `rows` (sorted, every
-/// row of the chart): for each column it was asked on, the mean score of its answered rows
-/// there, `None` when all of them failed.
-fn binned(
-    table: &RowTable,
-    at: usize,
-    rows: &[usize],
-    per_column: usize,
-) -> Vec<(usize, Option<f64>)> {
-    // Per column: (sum of answered scores, answered, asked).
-    let mut bins: Vec<(f64, usize, usize)> = vec![(0.0, 0, 0); rows.len().div_ceil(per_column)];
-    for (row, cells) in table.scores.iter() {
-        let Some(score) = cells.get(at) else {
-            continue;
-        };
-        let column = rows.binary_search(&row).unwrap_or_default() / per_column;
-        let bin = &mut bins[column];
-        if let Some(score) = score {
-            bin.0 += score;
-            bin.1 += 1;
-        }
-        bin.2 += 1;
-    }
-    bins.into_iter()
-        .enumerate()
-        .filter(|(_, (_, _, asked))| *asked > 0)
-        .map(|(column, (sum, answered, _))| (column, (answered > 0).then(|| sum / answered as f64)))
-        .collect()
 }
 
 impl Drawing for Heatmap {
@@ -1034,6 +1043,8 @@ impl Drawing for Heatmap {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::answers::ReplayTable;
+    use crate::store::Version;
 
     #[test]
     fn colours_run_from_red_through_yellow_to_green() {
@@ -1042,22 +1053,66 @@ mod tests {
         assert_eq!(score_colour(1.0), RGBColor(0x1a, 0x98, 0x50));
     }
 
-    fn table(rows: Vec<(usize, Vec<Option<Option<f64>>>)>) -> RowTable {
-        let mut scores = crate::report::context::RowScores::new(2);
-        for (row, by_version) in rows {
-            scores.push(row, by_version);
-        }
-        RowTable {
-            id: "t".into(),
-            execution: "experiment".into(),
-            model: "m".into(),
-            versions: vec!["seed".into(), "g1".into()],
-            best: Some("g1".into()),
-            total_rows: scores.len(),
-            changed: 0,
-            rows: Vec::new(),
-            scores,
-        }
+    /// The replay records of one table's `rows`, each with a cell per version (seed, g1):
+    /// `None` where the version was not asked the row, `Some(None)` where it failed.
+    fn records(
+        variant: &str,
+        rows: &[(usize, Vec<Option<Option<f64>>>)],
+    ) -> Vec<crate::store::ReplayRow> {
+        use crate::store::{ReplayOf, ReplayRow, Version};
+        let versions = [Version::Seed, Version::Generation(1)];
+        rows.iter()
+            .flat_map(|(row, cells)| {
+                cells
+                    .iter()
+                    .zip(versions)
+                    .filter_map(move |(cell, version)| {
+                        let cell = (*cell)?;
+                        Some(ReplayRow {
+                            variant: variant.to_owned(),
+                            version: ReplayOf::Version(version),
+                            model: "m".into(),
+                            answered_by: "m".into(),
+                            row: *row,
+                            sample: 1,
+                            inputs: BTreeMap::new(),
+                            expected: "x".into(),
+                            output: "x".into(),
+                            score: cell.unwrap_or(0.0),
+                            feedback: String::new(),
+                            latency_ms: 1,
+                            waited_ms: None,
+                            prompt_tokens: 1,
+                            completion_tokens: 1,
+                            node_id: String::new(),
+                            error: if cell.is_none() {
+                                "failed".into()
+                            } else {
+                                String::new()
+                            },
+                        })
+                    })
+            })
+            .collect()
+    }
+
+    /// The heatmap's lines for `variants` of the table: seed and g1 of each.
+    fn lines<'a>(
+        table: &'a ReplayTable,
+        variants: &[String],
+    ) -> Vec<(String, bool, Option<Rows<'a>>)> {
+        variants
+            .iter()
+            .flat_map(|variant| {
+                [Version::Seed, Version::Generation(1)].map(|version| {
+                    (
+                        format!("{variant} {version}"),
+                        version != Version::Seed,
+                        table.version(variant, version, "m"),
+                    )
+                })
+            })
+            .collect()
     }
 
     #[test]
@@ -1074,8 +1129,8 @@ mod tests {
                 (row, vec![seed, g1])
             })
             .collect();
-        let long = table(rows);
-        let heatmap = Heatmap::new(&[&long]);
+        let table = ReplayTable::of(&records("", &rows)).unwrap();
+        let heatmap = Heatmap::new(lines(&table, &[String::new()]));
         assert_eq!(heatmap.per_column, 5, "1,000 rows in at most 240 columns");
         assert_eq!(heatmap.columns.len(), 200);
         assert_eq!(heatmap.columns[0], (1, 5));
@@ -1087,11 +1142,12 @@ mod tests {
         assert_eq!(g1[0], (0, None), "all of rows 1 to 5 failed");
         assert_eq!(g1[2], (2, Some(1.0)));
         // Few rows: one column each, as before.
-        let small = table(vec![
+        let small = [
             (3, vec![Some(Some(1.0)), None]),
             (8, vec![Some(None), Some(Some(0.5))]),
-        ]);
-        let heatmap = Heatmap::new(&[&small]);
+        ];
+        let table = ReplayTable::of(&records("", &small)).unwrap();
+        let heatmap = Heatmap::new(lines(&table, &[String::new()]));
         assert_eq!((heatmap.per_column, heatmap.columns.len()), (1, 2));
         assert_eq!(heatmap.lines[0].cells, [(0, Some(1.0)), (1, None)]);
         assert_eq!(
@@ -1099,21 +1155,23 @@ mod tests {
             [(1, Some(0.5))],
             "not asked on row 3"
         );
-        // Many lines: fewer columns, so that the chart keeps to its cells.
-        let many: Vec<RowTable> = (0..100)
-            .map(|_| {
-                table(
-                    (1..=1000)
-                        .map(|row| (row, vec![Some(Some(1.0)); 2]))
-                        .collect(),
-                )
-            })
+        // Many lines: fewer columns, so that the chart keeps to its cells. 200,000 answers,
+        // more than one sorting chunk: read back from a temporary file.
+        let variants: Vec<String> = (0..100).map(|v| format!("v{v}")).collect();
+        let all: Vec<(usize, Vec<Option<Option<f64>>>)> = (1..=1000)
+            .map(|row| (row, vec![Some(Some(1.0)); 2]))
             .collect();
-        let refs: Vec<&RowTable> = many.iter().collect();
-        let heatmap = Heatmap::new(&refs);
+        let replay: Vec<_> = variants.iter().flat_map(|v| records(v, &all)).collect();
+        let table = ReplayTable::of(&replay).unwrap();
+        let heatmap = Heatmap::new(lines(&table, &variants));
         assert_eq!(heatmap.lines.len(), 200);
         assert!(heatmap.columns.len() * heatmap.lines.len() <= HEATMAP_CELLS);
         assert_eq!(heatmap.columns.len(), 50);
+        assert!(
+            heatmap.lines.iter().all(|line| line.cells.len() == 50),
+            "every line on every column"
+        );
+        assert!(table.failure().is_none());
     }
 
     #[test]

@@ -143,7 +143,7 @@ pub struct Answer {
 }
 
 impl Answer {
-    fn of(answers: &RowAnswers<'_>, texts: &Texts<'_>) -> Self {
+    fn of(answers: &RowAnswers, texts: &Texts<'_>) -> Self {
         Self {
             output: answers.output(texts).to_owned(),
             score: answers.score(),
@@ -647,9 +647,7 @@ pub fn compare_prompts(
     prompts: &[PromptFile],
     replay: &[ReplayRow],
 ) -> Result<CompareReport, ReportError> {
-    let table = ReplayTable::of(replay).map_err(|refused| {
-        ReportError::record(Path::new(REPLAY_FILE), refused.record, refused.message)
-    })?;
+    let table = ReplayTable::of(replay).map_err(|err| err.at(Path::new(REPLAY_FILE)))?;
     let texts = Texts::All(replay);
     let picked: Vec<(Contender, BTreeMap<usize, f64>)> = prompts
         .iter()

@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::store::{Backend, ExecutionRecord, ITERATIONS_FILE, RunManifest, Version};
 
 use super::ReportError;
-use super::answers::{ReplayTable, Rows, Texts};
+use super::answers::{self, ReplayTable, Rows, Texts};
 use super::baseline::{AnswerCounts, Baseline, Classification, Labels};
 use super::diff::{DiffStats, Segment, word_diff};
 use super::format::{self, p_phrase};
@@ -213,8 +213,9 @@ pub struct VersionScore {
     pub answers: Option<AnswerCounts>,
 }
 
-/// The holdout rows of one execution on one model, with each version's answer: every row's
-/// score for the heatmap, and the answers themselves of at most a page's share of rows.
+/// The holdout rows of one execution on one model, with each version's answer: the answers
+/// themselves of at most a page's share of rows (the heatmap reads every row's score from the
+/// replay).
 #[derive(Debug, Clone, Serialize)]
 pub struct RowTable {
     pub id: String,
@@ -229,90 +230,6 @@ pub struct RowTable {
     /// The rows shown, in row order: every changed row first, then the others in row order,
     /// up to the table's share of [`ROWS_ON_PAGE`]. All of them when there are fewer.
     pub rows: Vec<RowView>,
-    /// Every row's scores, in row order, for the heatmap.
-    #[serde(skip)]
-    pub scores: RowScores,
-}
-
-/// Each holdout row's score for each version of a [`RowTable`], rows in order, versions in the
-/// table's, for the heatmap's colours: one grid of 4-byte scores, 16 bytes per row of two
-/// versions, since a table may have a million rows. The colours need no more than `f32`; every
-/// statistic reads the exact scores from the replay's answers.
-#[derive(Debug, Clone, Default)]
-pub struct RowScores {
-    versions: usize,
-    rows: Vec<usize>,
-    /// `versions` cells per row: the score, or [`RowScores::NOT_ASKED`] or
-    /// [`RowScores::FAILED`].
-    cells: Vec<f32>,
-}
-
-/// One row's cells of [`RowScores`].
-#[derive(Debug, Clone, Copy)]
-pub struct RowCells<'a>(&'a [f32]);
-
-impl RowCells<'_> {
-    /// Version `at`'s score: `None` where it was not asked this row, `Some(None)` where it
-    /// failed.
-    pub fn get(&self, at: usize) -> Option<Option<f64>> {
-        match *self.0.get(at)? {
-            RowScores::NOT_ASKED => None,
-            RowScores::FAILED => Some(None),
-            score => Some(Some(f64::from(score))),
-        }
-    }
-}
-
-impl RowScores {
-    /// Scores are from 0 to 1, so these are never one.
-    const NOT_ASKED: f32 = f32::INFINITY;
-    const FAILED: f32 = f32::NEG_INFINITY;
-
-    pub fn new(versions: usize) -> Self {
-        Self {
-            versions,
-            ..Self::default()
-        }
-    }
-
-    /// Adds `row`, after every row already added, with one cell per version: `None` where the
-    /// version was not asked the row, `Some(None)` where it failed.
-    pub fn push(&mut self, row: usize, by_version: impl IntoIterator<Item = Option<Option<f64>>>) {
-        self.rows.push(row);
-        self.cells.extend(
-            by_version
-                .into_iter()
-                .take(self.versions)
-                .map(|cell| match cell {
-                    None => Self::NOT_ASKED,
-                    Some(None) => Self::FAILED,
-                    Some(Some(score)) => score as f32,
-                }),
-        );
-        self.cells
-            .resize(self.rows.len() * self.versions, Self::NOT_ASKED);
-    }
-
-    pub fn len(&self) -> usize {
-        self.rows.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.rows.is_empty()
-    }
-
-    /// The rows, in order.
-    pub fn rows(&self) -> &[usize] {
-        &self.rows
-    }
-
-    /// Each row with its cells, in row order.
-    pub fn iter(&self) -> impl Iterator<Item = (usize, RowCells<'_>)> {
-        self.rows
-            .iter()
-            .copied()
-            .zip(self.cells.chunks(self.versions.max(1)).map(RowCells))
-    }
 }
 
 /// The most rows the page's row tables show in all, so that the page opens at once whatever the
@@ -422,6 +339,14 @@ pub fn build(
         notes.push(note);
     }
     notes.extend(run_notes(run, version_totals, &comparisons));
+    // A temporary file that failed to be read ended some walk early: nothing built on it may be
+    // shown.
+    if let Some(source) = run.replay.failure().or_else(|| labels.failure()) {
+        return Err(ReportError::Io {
+            path: std::env::temp_dir(),
+            source,
+        });
+    }
     let best = recommend(run, &versions);
     let seed_is_best = run
         .best()
@@ -446,25 +371,44 @@ pub fn build(
 }
 
 /// The classification of an execution's holdout rows, when they are one (see
-/// [`Classification::of`]).
+/// [`Classification::of`]): each scored row's expected value, from its earliest answered
+/// record.
 fn classification(run: &RunData, execution: &Execution) -> Option<Classification> {
     let plan = &run.manifest.executions[execution.index].plan;
     let scorer = &plan.replay.as_ref()?.scorer;
-    let rows = scored_rows(&run.replay, execution);
-    let expected = |record: u32| {
-        run.replay
-            .expected(&execution.variant, run.replay.answer(record))
-    };
+    let groups = execution_rows(&run.replay, execution);
     // A value that was not kept is no label (see `ReplayTable::expected`).
-    if rows.iter().any(|&(_, record)| expected(record).is_none()) {
-        return None;
-    }
-    Classification::of(
-        scorer,
-        rows.iter()
-            .map(|&(row, record)| (row as usize, expected(record).unwrap_or_default())),
-        plan.dataset.holdout_rows,
-    )
+    let mut kept = true;
+    let expected = answers::walk(&groups)
+        .filter_map(|(_, answers)| {
+            answers
+                .iter()
+                .flatten()
+                .filter(|a| a.score().is_some())
+                .map(|a| *a.first())
+                .min_by_key(|a| a.record)
+        })
+        .map_while(|answer| {
+            let value = run.replay.expected(&execution.variant, &answer);
+            kept &= value.is_some();
+            value
+        });
+    let classification = Classification::of(scorer, expected, plan.dataset.holdout_rows);
+    classification.filter(|_| kept)
+}
+
+/// The answers of every version of an execution on every model.
+fn execution_rows<'a>(answers: &'a ReplayTable, execution: &Execution) -> Vec<Option<Rows<'a>>> {
+    execution
+        .versions
+        .iter()
+        .flat_map(|v| {
+            execution
+                .models
+                .iter()
+                .map(move |model| answers.version(&execution.variant, v.version, model))
+        })
+        .collect()
 }
 
 /// Reads `replay.csv` again: the whole records of the rows the tables show, and each answer's
@@ -508,6 +452,7 @@ fn reread<'t>(
             }
         },
     )?;
+    labels.finish();
     Ok((texts, labels))
 }
 
@@ -666,12 +611,13 @@ fn version_view(
         .filter_map(|model| {
             let variant = execution.variant.as_str();
             let totals = totals.get(&(variant, version.version, model.as_str()))?;
-            Some(version_score(
-                model,
-                totals,
-                answers.version(variant, version.version, model),
-                classification,
-            ))
+            let rows = answers.version(variant, version.version, model);
+            let counts = classification
+                .zip(rows)
+                .map(|((classification, labels), rows)| {
+                    classification.answers(rows, labels, |answer| answers.expected(variant, answer))
+                });
+            Some(version_score(model, totals, rows, counts))
         })
         .collect();
     VersionView {
@@ -691,18 +637,20 @@ fn version_view(
 }
 
 /// A version's score on one model: its totals, the interval of its row scores, how its
-/// repeated answers agree, and its answers per label in a classification.
+/// repeated answers agree, and its answers per label in a classification (`answers`).
 fn version_score(
     model: &str,
     totals: &VersionTotals,
     rows: Option<Rows<'_>>,
-    classification: Option<(&Classification, &Labels)>,
+    answers: Option<AnswerCounts>,
 ) -> VersionScore {
     let mut scores = Values::default();
+    let mut agreement = Agreement::default();
     for row in rows.iter().flat_map(|rows| rows.values()) {
         if let Some(score) = row.score() {
             scores.push(score);
         }
+        agreement.add(&row);
     }
     let interval = scores.interval();
     VersionScore {
@@ -721,10 +669,8 @@ fn version_score(
         mean_prompt_tokens: totals.mean_prompt_tokens,
         mean_completion_tokens: totals.mean_completion_tokens,
         fallbacks: totals.fallbacks,
-        agreement: rows.and_then(|rows| Agreement::of(rows.values())),
-        answers: classification
-            .zip(rows)
-            .map(|((classification, labels), rows)| classification.answers(rows, labels)),
+        agreement: agreement.finish(),
+        answers,
     }
 }
 
@@ -829,29 +775,6 @@ fn run_notes(
     notes
 }
 
-/// Each holdout row of an execution that some version answered on some model, with the record
-/// whose expected value it takes (the earliest in the file): the rows a classification's baseline
-/// is counted over, in row order. Eight bytes a row, since a holdout may have millions.
-fn scored_rows(answers: &ReplayTable, execution: &Execution) -> Vec<(u32, u32)> {
-    let mut rows: Vec<(u32, u32)> = Vec::new();
-    for version in &execution.versions {
-        for model in &execution.models {
-            let Some(version_rows) = answers.version(&execution.variant, version.version, model)
-            else {
-                continue;
-            };
-            for (row, row_answers) in version_rows.iter() {
-                if row_answers.score().is_some() {
-                    rows.push((row as u32, row_answers.shown()));
-                }
-            }
-        }
-    }
-    rows.sort_unstable();
-    rows.dedup_by_key(|&mut (row, _)| row);
-    rows
-}
-
 /// The cautions of one version on one model (see [`AnswerCounts::cautions`]).
 fn cautions(versions: &[VersionView], execution: &str, label: &str, model: &str) -> Vec<String> {
     versions
@@ -950,31 +873,17 @@ fn plan_row_table(
     let best = execution.best.map(|i| execution.versions[i].version);
     let seed_at = replayed.iter().position(|(v, _)| v.is_seed());
     let best_at = best.and_then(|b| replayed.iter().position(|(v, _)| v.version == b));
-    // Each version's row scores, walked together in row order.
-    let mut walks: Vec<_> = replayed
-        .iter()
-        .map(|(_, rows)| rows.iter().flat_map(|rows| rows.iter()).peekable())
-        .collect();
-    let mut scores = RowScores::new(replayed.len());
+    let versions: Vec<Option<Rows<'_>>> = replayed.iter().map(|(_, rows)| *rows).collect();
     // The first `shown` changed rows and the first `shown` others, in row order: every changed
     // row comes first, then the others; whatever the table's length, no more is kept.
     let (mut changed_rows, mut other_rows) = (Vec::new(), Vec::new());
-    let mut changed = 0;
-    let mut by_version: Vec<Option<Option<f64>>> = Vec::with_capacity(replayed.len());
-    while let Some(row) = walks
-        .iter_mut()
-        .filter_map(|walk| walk.peek().map(|(row, _)| *row))
-        .min()
-    {
-        by_version.clear();
-        by_version.extend(
-            walks
-                .iter_mut()
-                .map(|walk| walk.next_if(|(r, _)| *r == row).map(|(_, a)| a.score())),
-        );
+    let (mut total_rows, mut changed) = (0, 0);
+    for (row, answers) in answers::walk(&versions) {
+        total_rows += 1;
         // On the exact scores.
+        let score = |at: usize| answers[at].as_ref().and_then(RowAnswers::score);
         let is_changed = match (seed_at, best_at) {
-            (Some(s), Some(b)) => by_version[s].flatten() != by_version[b].flatten(),
+            (Some(s), Some(b)) => score(s) != score(b),
             _ => false,
         };
         if is_changed {
@@ -988,7 +897,6 @@ fn plan_row_table(
         if kept.len() < shown {
             kept.push((row, is_changed));
         }
-        scores.push(row, by_version.iter().copied());
     }
     // Shown in row order.
     let mut picked: Vec<(usize, bool)> = changed_rows
@@ -1007,10 +915,9 @@ fn plan_row_table(
             model: model.to_owned(),
             versions: replayed.iter().map(|(v, _)| v.label.clone()).collect(),
             best: best.map(|version| version.to_string()),
-            total_rows: scores.len(),
+            total_rows,
             changed,
             rows: Vec::new(),
-            scores,
         },
     }
 }
@@ -1023,7 +930,7 @@ impl PlannedTable {
             .picked
             .iter()
             .map(|&(row, changed)| {
-                let found: Vec<Option<RowAnswers<'_>>> = replayed
+                let found: Vec<Option<RowAnswers>> = replayed
                     .iter()
                     .map(|(_, rows)| rows.and_then(|rows| rows.get(row)))
                     .collect();
@@ -1035,12 +942,7 @@ impl PlannedTable {
 }
 
 /// One row of a row table: its inputs and expected value, and each version's answer.
-fn row_view(
-    row: usize,
-    changed: bool,
-    found: &[Option<RowAnswers<'_>>],
-    texts: &Texts<'_>,
-) -> RowView {
+fn row_view(row: usize, changed: bool, found: &[Option<RowAnswers>], texts: &Texts<'_>) -> RowView {
     let first = found
         .iter()
         .flatten()
@@ -1064,7 +966,7 @@ fn row_view(
         cells: found
             .iter()
             .map(|answers| {
-                answers.map(|answers| {
+                answers.as_ref().map(|answers| {
                     let shown = answers.shown_row(texts);
                     Cell {
                         output: answers.output(texts).to_owned(),
@@ -1576,7 +1478,12 @@ mod tests {
             .replay
             .version(&execution.variant, Version::Seed, &execution.models[0])
             .unwrap();
-        let counts = classifications[0].as_ref().unwrap().answers(seed, &labels);
+        let counts = classifications[0]
+            .as_ref()
+            .unwrap()
+            .answers(seed, &labels, |answer| {
+                run.replay.expected(&execution.variant, answer)
+            });
         assert_eq!(counts.other, 0);
         assert_eq!(counts.top.map(|t| t.label), Some("negative".to_owned()));
     }
@@ -1602,9 +1509,9 @@ mod tests {
         let shown = full.changed + 2;
         let short = table(shown);
         assert_eq!(
-            (short.total_rows, short.changed, short.scores.len()),
-            (full.total_rows, full.changed, full.total_rows),
-            "the counts and the heatmap's scores cover every row"
+            (short.total_rows, short.changed),
+            (full.total_rows, full.changed),
+            "the counts cover every row"
         );
         // Every changed row, then the first unchanged ones, shown in row order.
         let mut expected: Vec<usize> = full

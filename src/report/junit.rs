@@ -29,9 +29,7 @@ pub fn junit(
     pass_score: f64,
     comparisons: &[ComparisonView],
 ) -> Result<String, ReportError> {
-    let table = ReplayTable::of(rows).map_err(|refused| {
-        ReportError::record(Path::new(REPLAY_FILE), refused.record, refused.message)
-    })?;
+    let table = ReplayTable::of(rows).map_err(|err| err.at(Path::new(REPLAY_FILE)))?;
     let texts = Texts::All(rows);
     let mut out = String::from(
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"gepa-lab compare\">\n",
@@ -39,13 +37,13 @@ pub fn junit(
     for prompt in prompts {
         let of = ReplayOf::PromptFile(prompt.file.clone());
         // A comparison asks one model: the prompt's rows are those of the model its rows name.
-        let own: Vec<(usize, RowAnswers<'_>)> = rows
+        let own: Vec<(usize, RowAnswers)> = rows
             .iter()
             .find(|r| r.version == of)
             .and_then(|r| table.rows(&r.variant, &of, &r.model))
             .map(|rows| rows.iter().collect())
             .unwrap_or_default();
-        let passed = |answers: &RowAnswers<'_>| answers.score().is_some_and(|s| s >= pass_score);
+        let passed = |answers: &RowAnswers| answers.score().is_some_and(|s| s >= pass_score);
         let failures = own.iter().filter(|(_, a)| !passed(a)).count();
         let _ = writeln!(
             out,
@@ -86,7 +84,7 @@ pub fn junit(
 
 /// The failure of a row's case: its message (the score against the pass score, or no answer)
 /// and text (each answer with its feedback, or its error, then the expected output).
-fn failure(answers: &RowAnswers<'_>, texts: &Texts<'_>, pass_score: f64) -> (String, String) {
+fn failure(answers: &RowAnswers, texts: &Texts<'_>, pass_score: f64) -> (String, String) {
     let expected = answers.shown_row(texts).map_or("", |r| r.expected.as_str());
     let each: Vec<String> = answers
         .samples()

@@ -304,9 +304,7 @@ fn check_replay(
     let path = &run.file(REPLAY_FILE);
     let mut replayed: Vec<Replayed> = (0..variants.len()).map(|_| Replayed::default()).collect();
     let mut table = TableBuilder::default();
-    let refused = |refused: super::answers::Refused| {
-        ReportError::record(path, refused.record, refused.message)
-    };
+    let refused = |err: super::answers::TableError| err.at(path);
     run.visit_records(REPLAY_FILE, |index, record| {
         let row: ReplayAnswer<'_> = record.read()?;
         let record = |message: String| ReportError::record(path, index, message);

@@ -14,27 +14,47 @@ use super::answers::{Answer, Rows, Texts};
 use super::stats::Pairs;
 
 /// The answers one version gave to one row on one model, in sample order.
-#[derive(Debug, Clone, Copy)]
-pub struct RowAnswers<'a> {
-    answers: &'a [Answer],
-    /// This row's records, in sample order.
-    records: &'a [u32],
+#[derive(Debug, Clone)]
+pub struct RowAnswers {
+    samples: Samples,
 }
 
-impl<'a> RowAnswers<'a> {
-    pub(super) fn new(answers: &'a [Answer], records: &'a [u32]) -> Self {
-        debug_assert!(!records.is_empty());
-        Self { answers, records }
+/// A row's answers: nearly always one, so that one needs no allocation.
+#[derive(Debug, Clone)]
+enum Samples {
+    One(Answer),
+    Many(Vec<Answer>),
+}
+
+impl RowAnswers {
+    pub(super) fn one(answer: Answer) -> Self {
+        Self {
+            samples: Samples::One(answer),
+        }
+    }
+
+    /// Adds the next sample.
+    pub(super) fn push(&mut self, answer: Answer) {
+        match &mut self.samples {
+            Samples::One(first) => self.samples = Samples::Many(vec![*first, answer]),
+            Samples::Many(all) => all.push(answer),
+        }
+    }
+
+    fn all(&self) -> &[Answer] {
+        match &self.samples {
+            Samples::One(answer) => std::slice::from_ref(answer),
+            Samples::Many(all) => all,
+        }
     }
 
     /// Every sample's record in `replay.csv` with its answer, in sample order.
-    pub fn samples(&self) -> impl Iterator<Item = (u32, &'a Answer)> + 'a {
-        let answers = self.answers;
-        self.records.iter().map(move |&r| (r, &answers[r as usize]))
+    pub fn samples(&self) -> impl Iterator<Item = (u32, &Answer)> {
+        self.all().iter().map(|answer| (answer.record, answer))
     }
 
     /// Answered samples: those without an error.
-    pub fn answered(&self) -> impl Iterator<Item = (u32, &'a Answer)> + 'a {
+    pub fn answered(&self) -> impl Iterator<Item = (u32, &Answer)> {
         self.samples().filter(|(_, a)| a.answered)
     }
 
@@ -51,19 +71,23 @@ impl<'a> RowAnswers<'a> {
     pub fn shown(&self) -> u32 {
         self.answered()
             .next()
-            .map_or(self.records[0], |(record, _)| record)
+            .map_or(self.all()[0].record, |(record, _)| record)
     }
 
     /// The shown sample's answer (see [`Self::shown`]).
-    pub fn first(&self) -> &'a Answer {
-        &self.answers[self.shown() as usize]
+    pub fn first(&self) -> &Answer {
+        let shown = self.shown();
+        self.all()
+            .iter()
+            .find(|answer| answer.record == shown)
+            .unwrap_or(&self.all()[0])
     }
 
     /// The record whose answer a table shows: the row's one answer, or with repeats its most
     /// common one (ties to the one given first), since the score beside it is the mean of all
     /// of them.
     pub fn output_record(&self) -> u32 {
-        if self.records.len() < 2 {
+        if self.all().len() < 2 {
             return self.shown();
         }
         self.distinct()
@@ -77,7 +101,7 @@ impl<'a> RowAnswers<'a> {
         let output = texts
             .get(self.output_record())
             .map_or("", |r| r.output.as_str());
-        if self.records.len() < 2 {
+        if self.all().len() < 2 {
             output
         } else {
             output.trim()
@@ -93,14 +117,14 @@ impl<'a> RowAnswers<'a> {
     /// has its own and the summary lists them.
     pub fn feedback<'t>(&self, texts: &'t Texts<'_>) -> &'t str {
         match self.shown_row(texts) {
-            Some(row) if self.records.len() < 2 => &row.feedback,
+            Some(row) if self.all().len() < 2 => &row.feedback,
             _ => "",
         }
     }
 
     /// Samples asked for this row.
     pub fn asked(&self) -> usize {
-        self.records.len()
+        self.all().len()
     }
 
     /// The share of answered samples that gave the most common answer (answers compared after
@@ -149,7 +173,7 @@ impl<'a> RowAnswers<'a> {
     /// One line on the repeats of this row, for the row tables: how many answers, which ones,
     /// how many failed. None for a row answered once.
     pub fn summary(&self, texts: &Texts<'_>) -> Option<String> {
-        if self.records.len() < 2 {
+        if self.all().len() < 2 {
             return None;
         }
         const SHOWN: usize = 3;
@@ -158,7 +182,7 @@ impl<'a> RowAnswers<'a> {
         let answered: usize = answers.iter().map(|(_, n)| n).sum();
         let mut text = format!(
             "{answered} of {} answers: {} distinct",
-            self.records.len(),
+            self.all().len(),
             answers.len()
         );
         if !answers.is_empty() {
@@ -209,7 +233,7 @@ pub fn paired(a: Rows<'_>, b: Rows<'_>) -> Pairs {
 pub fn both<'a>(
     a: Rows<'a>,
     b: Rows<'a>,
-) -> impl Iterator<Item = (usize, RowAnswers<'a>, RowAnswers<'a>)> + 'a {
+) -> impl Iterator<Item = (usize, RowAnswers, RowAnswers)> + 'a {
     let mut b_rows = b.iter().peekable();
     a.iter().filter_map(move |(row, answers_a)| {
         while b_rows.next_if(|(other, _)| *other < row).is_some() {}
@@ -219,7 +243,7 @@ pub fn both<'a>(
 }
 
 /// How often the repeated answers of one version agree, over its rows with two or more answers.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct Agreement {
     /// Rows with at least two answers, which the other fields rest on.
     pub rows: usize,
@@ -233,16 +257,31 @@ pub struct Agreement {
 
 impl Agreement {
     /// Over the given rows; none when no row has two answers.
-    pub fn of<'a>(rows: impl IntoIterator<Item = RowAnswers<'a>>) -> Option<Self> {
-        let (shares, same_score): (Vec<f64>, Vec<bool>) = rows
-            .into_iter()
-            .filter_map(|row| Some((row.agreement()?, row.same_score()?)))
-            .unzip();
-        (!shares.is_empty()).then(|| Agreement {
-            rows: shares.len(),
-            unanimous: shares.iter().filter(|&&share| share == 1.0).count(),
-            same_score: same_score.iter().filter(|&&same| same).count(),
-            mean_share: shares.iter().sum::<f64>() / shares.len() as f64,
+    pub fn of(rows: impl IntoIterator<Item = RowAnswers>) -> Option<Self> {
+        let mut agreement = Self::default();
+        for row in rows {
+            agreement.add(&row);
+        }
+        agreement.finish()
+    }
+
+    /// Counts one more row, when it has two answers or more.
+    pub fn add(&mut self, row: &RowAnswers) {
+        let (Some(share), Some(same_score)) = (row.agreement(), row.same_score()) else {
+            return;
+        };
+        self.rows += 1;
+        self.unanimous += usize::from(share == 1.0);
+        self.same_score += usize::from(same_score);
+        // The sum of the shares until `finish` divides it.
+        self.mean_share += share;
+    }
+
+    /// The agreement over the rows added; none when no row had two answers.
+    pub fn finish(mut self) -> Option<Self> {
+        (self.rows > 0).then(|| {
+            self.mean_share /= self.rows as f64;
+            self
         })
     }
 
