@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 use thiserror::Error;
 
-pub use split::{HoldoutSize, Split, SplitError};
+pub use split::{HoldoutSize, RowSet, Split, SplitError};
 
 /// A problem that stops a file from being read at all.
 #[derive(Debug, Error)]
@@ -415,38 +415,37 @@ fn row_of(record: &csv::StringRecord, index: usize, columns: &Columns) -> Row {
 }
 
 /// The rows at some data-row positions, read in file order a few at a time in one pass over the
-/// file, so that a holdout of any size is never held whole: only the positions asked for (8
-/// bytes each) and the rows of the current chunk are in memory.
+/// file, so that a holdout of any size is never held whole: only the set of positions asked for
+/// (a range, or a bit per row) and the rows of the current chunk are in memory.
 pub struct RowStream {
     path: std::path::PathBuf,
     columns: Columns,
     reader: csv::Reader<crate::input::LineLimited<std::io::BufReader<std::fs::File>>>,
     record: csv::StringRecord,
-    /// The positions asked for, sorted, without repeats.
-    wanted: Vec<usize>,
-    /// How many of `wanted` were read.
+    /// The positions asked for.
+    wanted: RowSet,
+    /// How many of `wanted` were read, and the next one to read.
     taken: usize,
+    next: Option<usize>,
     /// The data-row position of the next record of the file.
     index: usize,
 }
 
 impl RowStream {
-    pub fn open(path: &Path, columns: &Columns, indices: &[usize]) -> Result<Self, DatasetError> {
+    pub fn open(path: &Path, columns: &Columns, wanted: &RowSet) -> Result<Self, DatasetError> {
         let file = crate::input::open_stream(path).map_err(|source| DatasetError::Open {
             path: path.to_owned(),
             source,
         })?;
         let mut reader = csv_reader(file);
         header_of(path, &mut reader)?;
-        let mut wanted = indices.to_vec();
-        wanted.sort_unstable();
-        wanted.dedup();
         Ok(Self {
             path: path.to_owned(),
             columns: columns.clone(),
             reader,
             record: csv::StringRecord::new(),
-            wanted,
+            next: wanted.next_from(0),
+            wanted: wanted.clone(),
             taken: 0,
             index: 0,
         })
@@ -481,9 +480,10 @@ impl RowStream {
                     ),
                 });
             }
-            if self.wanted[self.taken] == self.index {
+            if self.next == Some(self.index) {
                 rows.push(row_of(&self.record, self.index, &self.columns));
                 self.taken += 1;
+                self.next = self.wanted.next_from(self.index + 1);
             }
             self.index += 1;
         }
@@ -513,7 +513,8 @@ mod tests {
     #[test]
     fn a_row_stream_yields_the_rows_asked_for_in_file_order_a_chunk_at_a_time() {
         let (_dir, path, columns) = file(20);
-        let mut stream = RowStream::open(&path, &columns, &[17, 3, 9, 3, 12, 0]).unwrap();
+        let mut stream =
+            RowStream::open(&path, &columns, &RowSet::of([17, 3, 9, 3, 12, 0])).unwrap();
         assert_eq!(stream.len(), 5, "a repeated position counts once");
         let chunk = |stream: &mut RowStream, n| -> Vec<usize> {
             stream
@@ -528,7 +529,7 @@ mod tests {
         assert_eq!(chunk(&mut stream, 2), [17]);
         assert!(chunk(&mut stream, 2).is_empty());
         // The same rows as `read_rows` reads, field for field.
-        let mut again = RowStream::open(&path, &columns, &[12]).unwrap();
+        let mut again = RowStream::open(&path, &columns, &RowSet::of([12])).unwrap();
         assert_eq!(
             again.next_chunk(10).unwrap(),
             read_rows(&path, &columns, &[12]).unwrap()
@@ -538,7 +539,7 @@ mod tests {
     #[test]
     fn a_row_stream_over_a_file_that_got_shorter_is_an_error() {
         let (_dir, path, columns) = file(5);
-        let mut stream = RowStream::open(&path, &columns, &[1, 7]).unwrap();
+        let mut stream = RowStream::open(&path, &columns, &RowSet::of([1, 7])).unwrap();
         let err = stream.next_chunk(10).unwrap_err().to_string();
         assert!(
             err.contains("asked for 2 rows") && err.contains("changed"),

@@ -24,12 +24,97 @@ pub enum SplitError {
     HoldoutTooLarge { asked: usize, left: usize },
 }
 
-/// Row indices (0-based data rows of the file) of each part, in the order they are used.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// Row indices (0-based data rows of the file) of each part: the minibatch and Pareto rows in
+/// the order they are used, the holdout rows as a set (the replay reads them in file order).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Split {
     pub minibatch: Vec<usize>,
     pub pareto: Vec<usize>,
-    pub holdout: Vec<usize>,
+    pub holdout: RowSet,
+}
+
+/// A set of data rows (0-based positions in the file) in memory that does not grow with a run
+/// of consecutive rows: the holdout of an unshuffled split is one range of rows, whatever its
+/// length; any other set takes one bit per row up to its last (125 KB for a million rows).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RowSet {
+    Range(std::ops::Range<usize>),
+    Bits {
+        /// Bit `i % 64` of word `i / 64` is set when row `i` is in the set.
+        words: Vec<u64>,
+        len: usize,
+    },
+}
+
+impl RowSet {
+    /// The set of `rows`, in any order; a row given twice is in it once.
+    pub fn of(rows: impl IntoIterator<Item = usize>) -> Self {
+        let mut words: Vec<u64> = Vec::new();
+        let mut len = 0;
+        for row in rows {
+            let (word, bit) = (row / 64, 1u64 << (row % 64));
+            if words.len() <= word {
+                words.resize(word + 1, 0);
+            }
+            if words[word] & bit == 0 {
+                words[word] |= bit;
+                len += 1;
+            }
+        }
+        Self::Bits { words, len }
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            Self::Range(range) => range.len(),
+            Self::Bits { len, .. } => *len,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn contains(&self, row: usize) -> bool {
+        match self {
+            Self::Range(range) => range.contains(&row),
+            Self::Bits { words, .. } => words
+                .get(row / 64)
+                .is_some_and(|word| word & (1 << (row % 64)) != 0),
+        }
+    }
+
+    /// The first row of the set at `row` or after it.
+    pub fn next_from(&self, row: usize) -> Option<usize> {
+        match self {
+            Self::Range(range) => {
+                let next = row.max(range.start);
+                (next < range.end).then_some(next)
+            }
+            Self::Bits { words, .. } => {
+                let mut at = row / 64;
+                // The bits of the first word from `row` on.
+                let mut word = words.get(at)? & (u64::MAX << (row % 64));
+                loop {
+                    if word != 0 {
+                        return Some(at * 64 + word.trailing_zeros() as usize);
+                    }
+                    at += 1;
+                    word = *words.get(at)?;
+                }
+            }
+        }
+    }
+
+    /// The rows, in file order.
+    pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        let mut next = 0;
+        std::iter::from_fn(move || {
+            let row = self.next_from(next)?;
+            next = row + 1;
+            Some(row)
+        })
+    }
 }
 
 impl Split {
@@ -55,15 +140,38 @@ impl Split {
             }
             HoldoutSize::Count(asked) => asked,
         };
-        let mut order: Vec<usize> = (0..rows).collect();
-        if let Some(seed) = shuffle_seed {
-            shuffle(&mut order, seed);
-        }
-        order.truncate(needed + holdout_len);
-        let holdout = order.split_off(needed);
-        let pareto = order.split_off(minibatch);
+        let Some(seed) = shuffle_seed else {
+            // File order: the holdout is one range of rows, held as two numbers.
+            return Ok(Self {
+                minibatch: (0..minibatch).collect(),
+                pareto: (minibatch..needed).collect(),
+                holdout: RowSet::Range(needed..needed + holdout_len),
+            });
+        };
+        // The permutation needs every row for a moment: 4 bytes each when they fit in 32 bits.
+        let (minibatch, pareto, holdout) = match u32::try_from(rows) {
+            Ok(_) => {
+                let mut order: Vec<u32> = (0..rows as u32).collect();
+                shuffle(&mut order, seed);
+                let part = |range: std::ops::Range<usize>| order[range].iter().map(|&r| r as usize);
+                (
+                    part(0..minibatch).collect(),
+                    part(minibatch..needed).collect(),
+                    RowSet::of(part(needed..needed + holdout_len)),
+                )
+            }
+            Err(_) => {
+                let mut order: Vec<usize> = (0..rows).collect();
+                shuffle(&mut order, seed);
+                (
+                    order[..minibatch].to_vec(),
+                    order[minibatch..needed].to_vec(),
+                    RowSet::of(order[needed..needed + holdout_len].iter().copied()),
+                )
+            }
+        };
         Ok(Self {
-            minibatch: order,
+            minibatch,
             pareto,
             holdout,
         })
@@ -72,7 +180,7 @@ impl Split {
 
 /// Fisher–Yates with ChaCha8, written out so that the split of a given seed never changes with a
 /// `rand` upgrade: a published experiment must split the same way next year.
-fn shuffle(items: &mut [usize], seed: u64) {
+fn shuffle<T>(items: &mut [T], seed: u64) {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     for i in (1..items.len()).rev() {
         let j = below(&mut rng, i as u64 + 1) as usize;
@@ -100,7 +208,8 @@ mod tests {
         let split = Split::new(10, 2, 3, HoldoutSize::Count(4), None).unwrap();
         assert_eq!(split.minibatch, vec![0, 1]);
         assert_eq!(split.pareto, vec![2, 3, 4]);
-        assert_eq!(split.holdout, vec![5, 6, 7, 8]);
+        assert_eq!(split.holdout, RowSet::Range(5..9));
+        assert_eq!(split.holdout.iter().collect::<Vec<_>>(), [5, 6, 7, 8]);
     }
 
     #[test]
@@ -109,7 +218,7 @@ mod tests {
             Split::new(6, 1, 1, HoldoutSize::Rest, None)
                 .unwrap()
                 .holdout,
-            vec![2, 3, 4, 5]
+            RowSet::Range(2..6)
         );
         assert!(
             Split::new(6, 1, 1, HoldoutSize::None, None)
@@ -124,17 +233,38 @@ mod tests {
         let a = Split::new(50, 4, 8, HoldoutSize::Rest, Some(7)).unwrap();
         let b = Split::new(50, 4, 8, HoldoutSize::Rest, Some(7)).unwrap();
         assert_eq!(a, b);
-        let mut all: Vec<usize> =
-            [a.minibatch.clone(), a.pareto.clone(), a.holdout.clone()].concat();
+        let holdout: Vec<usize> = a.holdout.iter().collect();
+        let mut all: Vec<usize> = [a.minibatch.clone(), a.pareto.clone(), holdout].concat();
         assert_ne!(all, (0..50).collect::<Vec<_>>(), "seed 7 should move rows");
         all.sort_unstable();
         assert_eq!(all, (0..50).collect::<Vec<_>>());
         // Pinned so that an accidental change of the algorithm shows up here, not in users' runs.
         assert_eq!(a.minibatch, SEED_7_MINIBATCH);
+        assert_eq!(a.pareto, SEED_7_PARETO);
+        // A holdout of a count takes the first rows of the shuffled rest.
+        let counted = Split::new(50, 4, 8, HoldoutSize::Count(3), Some(7)).unwrap();
+        assert_eq!(counted.holdout.len(), 3);
+        assert!(counted.holdout.iter().all(|row| a.holdout.contains(row)));
         assert_ne!(Split::new(50, 4, 8, HoldoutSize::Rest, Some(8)).unwrap(), a);
     }
 
     const SEED_7_MINIBATCH: [usize; 4] = [36, 27, 11, 31];
+    const SEED_7_PARETO: [usize; 8] = [49, 7, 28, 3, 4, 40, 18, 12];
+
+    #[test]
+    fn a_row_set_is_a_range_or_a_bit_per_row() {
+        let set = RowSet::of([130, 3, 64, 3, 63]);
+        assert_eq!(set.len(), 4, "3 counts once");
+        assert_eq!(set.iter().collect::<Vec<_>>(), [3, 63, 64, 130]);
+        assert_eq!(set.next_from(4), Some(63));
+        assert_eq!(set.next_from(65), Some(130));
+        assert_eq!(set.next_from(131), None);
+        assert!(set.contains(64) && !set.contains(65) && !set.contains(10_000));
+        let range = RowSet::Range(5..8);
+        assert_eq!(range.iter().collect::<Vec<_>>(), [5, 6, 7]);
+        assert_eq!((range.next_from(0), range.next_from(8)), (Some(5), None));
+        assert!(RowSet::of([]).is_empty() && RowSet::Range(4..4).is_empty());
+    }
 
     #[test]
     fn too_few_rows_and_too_large_holdout_are_errors() {

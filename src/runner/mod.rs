@@ -286,7 +286,7 @@ fn load_holdouts(executions: &[ExecutionRecord]) -> Result<Vec<Option<Holdout>>,
             Some(_) => Some(Holdout {
                 file: dataset.file.clone(),
                 columns,
-                indices: dataset.split()?.holdout,
+                rows: dataset.split()?.holdout,
             }),
             None => None,
         });

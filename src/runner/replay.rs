@@ -626,7 +626,7 @@ pub(super) struct Holdout {
     pub file: std::path::PathBuf,
     pub columns: Columns,
     /// 0-based data-row positions; the replay goes through them in file order.
-    pub indices: Vec<usize>,
+    pub rows: crate::dataset::RowSet,
 }
 
 /// What a replay produced: how many rows `replay.csv` got and how many of them have no answer,
@@ -777,7 +777,7 @@ impl<'a> Table<'a> {
                     streams.push(RowStream::open(
                         &holdout.file,
                         &holdout.columns,
-                        &holdout.indices,
+                        &holdout.rows,
                     )?);
                     distinct.push(holdout);
                     distinct.len() - 1
@@ -1010,15 +1010,15 @@ mod tests {
             .unwrap()
             .columns(&["review".to_owned()], "label")
             .unwrap();
-        let holdout = |indices: Vec<usize>| Holdout {
+        let holdout = |rows: crate::dataset::RowSet| Holdout {
             file: file.clone(),
             columns: columns.clone(),
-            indices,
+            rows,
         };
         let (a, b, c) = (
-            holdout((0..3_000).collect()),
-            holdout((0..3_000).collect()),
-            holdout(vec![5, 1]),
+            holdout(crate::dataset::RowSet::Range(0..3_000)),
+            holdout(crate::dataset::RowSet::Range(0..3_000)),
+            holdout(crate::dataset::RowSet::of([5, 1])),
         );
         let replay = ReplayPlan {
             models: vec!["m".into()],
