@@ -4,10 +4,12 @@
 //! `replay.parquet`. `compare` sets the best versions of several runs on the same dataset against
 //! each other.
 //!
-//! It never holds `replay.csv`'s records: `load` keeps 36 bytes per answer (`answers`) and counts
-//! the version totals in one pass, `context::build` reads back the records of the rows the page
-//! shows in a second, and `write` streams `replay.parquet` from the file in a third. So a report's
-//! memory grows by tens of bytes per answer, whatever their texts.
+//! It never holds `replay.csv`'s records: `load` turns each answer into 37 bytes, sorted by version,
+//! model and row through temporary files past 131,072 of them (`answers`), and counts the version
+//! totals in one pass; `context::build` walks them row by row into summaries of bounded size and
+//! reads back the records of the rows the page shows in a second pass, and `write` streams
+//! `replay.parquet` from the file in a third. So a report's memory does not grow with the
+//! holdout, whatever its texts.
 //!
 //! When the holdout rows' expected values are a small set of labels (a classification), the report
 //! also gives the majority-label baseline and each version's answers per label (`baseline`), and
@@ -17,7 +19,8 @@
 //! execution's search went (`search`): the lineage of its candidates and every proposal.
 //!
 //! It does not own the run directory's format (the store does) and never writes outside the
-//! run directory it was given.
+//! run directory it was given, but for anonymous temporary files in `TMPDIR` (the sorted answers,
+//! the answers' labels) that vanish when it ends.
 //!
 //! ```text
 //! load(run_dir) → RunData ─┬─ answers: ReplayTable, VersionTotals ─┬─ context::build ─→ ReportContext ─┬─ html, markdown
