@@ -175,10 +175,7 @@ impl TableError {
             Self::Refused(refused) => {
                 super::ReportError::record(path, refused.record, refused.message)
             }
-            Self::Disk(source) => super::ReportError::Io {
-                path: std::env::temp_dir(),
-                source,
-            },
+            Self::Disk(source) => super::ReportError::temp_file(source),
         }
     }
 }

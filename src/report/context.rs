@@ -342,10 +342,7 @@ pub fn build(
     // A temporary file that failed to be read ended some walk early: nothing built on it may be
     // shown.
     if let Some(source) = run.replay.failure().or_else(|| labels.failure()) {
-        return Err(ReportError::Io {
-            path: std::env::temp_dir(),
-            source,
-        });
+        return Err(ReportError::temp_file(source));
     }
     let best = recommend(run, &versions);
     let seed_is_best = run

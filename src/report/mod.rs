@@ -101,6 +101,17 @@ pub enum ReportError {
         #[source]
         source: std::io::Error,
     },
+    /// A temporary file of the report (the sorted answers, their labels) that could not be
+    /// written or read back.
+    #[error(
+        "{}: a temporary file of the report could not be written or read back: {source} (set TMPDIR to a writable directory with room for about 74 bytes per replay answer)",
+        dir.display()
+    )]
+    TempFile {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     /// `compare` needs runs on the same data: different datasets make the paired test meaningless.
     #[error("{0}")]
     DifferentDatasets(Box<DatasetMismatch>),
@@ -125,6 +136,14 @@ pub struct DatasetMismatch {
 }
 
 impl ReportError {
+    /// A temporary file's failure, in the system's temporary directory.
+    fn temp_file(source: std::io::Error) -> Self {
+        Self::TempFile {
+            dir: std::env::temp_dir(),
+            source,
+        }
+    }
+
     fn record(path: &Path, index: usize, message: String) -> Self {
         Self::Record {
             path: path.to_owned(),
