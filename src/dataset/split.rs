@@ -149,26 +149,10 @@ impl Split {
             });
         };
         // The permutation needs every row for a moment: 4 bytes each when they fit in 32 bits.
+        let parts = (minibatch, needed, needed + holdout_len);
         let (minibatch, pareto, holdout) = match u32::try_from(rows) {
-            Ok(_) => {
-                let mut order: Vec<u32> = (0..rows as u32).collect();
-                shuffle(&mut order, seed);
-                let part = |range: std::ops::Range<usize>| order[range].iter().map(|&r| r as usize);
-                (
-                    part(0..minibatch).collect(),
-                    part(minibatch..needed).collect(),
-                    RowSet::of(part(needed..needed + holdout_len)),
-                )
-            }
-            Err(_) => {
-                let mut order: Vec<usize> = (0..rows).collect();
-                shuffle(&mut order, seed);
-                (
-                    order[..minibatch].to_vec(),
-                    order[minibatch..needed].to_vec(),
-                    RowSet::of(order[needed..needed + holdout_len].iter().copied()),
-                )
-            }
+            Ok(rows) => shuffled_parts((0..rows).collect(), seed, parts, |r| r as usize),
+            Err(_) => shuffled_parts((0..rows).collect(), seed, parts, |r| r),
         };
         Ok(Self {
             minibatch,
@@ -176,6 +160,23 @@ impl Split {
             holdout,
         })
     }
+}
+
+/// The rows `order` holds, shuffled with `seed`, cut at the ends of the minibatch, the Pareto
+/// rows and the holdout: the first two in their shuffled order, the holdout as a set.
+fn shuffled_parts<T: Copy>(
+    mut order: Vec<T>,
+    seed: u64,
+    (minibatch, pareto, holdout): (usize, usize, usize),
+    row: impl Fn(T) -> usize,
+) -> (Vec<usize>, Vec<usize>, RowSet) {
+    shuffle(&mut order, seed);
+    let part = |range: std::ops::Range<usize>| order[range].iter().map(|&r| row(r));
+    (
+        part(0..minibatch).collect(),
+        part(minibatch..pareto).collect(),
+        RowSet::of(part(pareto..holdout)),
+    )
 }
 
 /// Fisher–Yates with ChaCha8, written out so that the split of a given seed never changes with a

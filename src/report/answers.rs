@@ -361,11 +361,14 @@ impl ReplayTable {
             .map(String::as_str)
     }
 
-    /// The first error met reading the sorted answers back from their temporary file, if any
-    /// (taken): every [`Rows`] read after it ended early, so nothing built from them may be
-    /// shown.
-    pub fn failure(&self) -> Option<std::io::Error> {
-        self.store.failure()
+    /// Fails with the first error met reading the sorted answers back from their temporary
+    /// file, if any: every [`Rows`] read after it ended early, so nothing built from them may be
+    /// shown. Every user of a table calls it once it has read what it needs.
+    pub fn check(&self) -> Result<(), super::ReportError> {
+        match self.store.failure() {
+            Some(source) => Err(super::ReportError::temp_file(source)),
+            None => Ok(()),
+        }
     }
 
     /// Totals per (variant, version, model) of a run's versions, sorted by those keys as the
@@ -722,7 +725,7 @@ mod tests {
         assert_eq!(walked, [(1, 2), (2, 2), (3, 2)]);
         let totals = table.version_totals();
         assert_eq!((totals[0].rows, totals[0].mean_score), (70_000, Some(0.5)));
-        assert!(table.failure().is_none());
+        assert!(table.check().is_ok());
 
         rows.push(answer("g1", 5, 1, 0.0));
         let Err(TableError::Refused(refused)) = ReplayTable::of(&rows) else {

@@ -1171,7 +1171,7 @@ mod tests {
             heatmap.lines.iter().all(|line| line.cells.len() == 50),
             "every line on every column"
         );
-        assert!(table.failure().is_none());
+        assert!(table.check().is_ok());
     }
 
     #[test]

@@ -598,6 +598,9 @@ pub fn compare(picks: &[Pick]) -> Result<CompareReport, ReportError> {
             )
         })
         .collect();
+    for run in &runs {
+        run.replay.check()?;
+    }
     Ok(CompareReport {
         subject: "run".to_owned(),
         dataset_file: file,
@@ -691,6 +694,7 @@ pub fn compare_prompts(
         }
         None => Vec::new(),
     };
+    table.check()?;
     Ok(CompareReport {
         subject: "prompt".to_owned(),
         dataset_file: setting.dataset_file,

@@ -339,9 +339,9 @@ pub fn build(
         notes.push(note);
     }
     notes.extend(run_notes(run, version_totals, &comparisons));
-    // A temporary file that failed to be read ended some walk early: nothing built on it may be
-    // shown.
-    if let Some(source) = run.replay.failure().or_else(|| labels.failure()) {
+    // A temporary file of labels that failed to be read gave some answers none: nothing built
+    // on it may be shown. (The caller checks the answers' own file once the charts read it too.)
+    if let Some(source) = labels.failure() {
         return Err(ReportError::temp_file(source));
     }
     let best = recommend(run, &versions);

@@ -79,6 +79,7 @@ pub fn junit(
     }
     comparison_suite(&mut out, comparisons);
     out.push_str("</testsuites>\n");
+    table.check()?;
     Ok(out)
 }
 

@@ -194,6 +194,7 @@ pub fn render(run: &RunData, options: RenderOptions) -> Result<Report, ReportErr
     let history_totals = tables::history_totals(&tables::history_frame(&run.history)?)?;
     let context = context::build(run, &version_totals, &history_totals)?;
     let charts = charts::build(run, &context, options.png)?;
+    run.replay.check()?;
     let html = html::render(&context, &charts)?;
     let markdown = markdown::render(&context)?;
     let results_json = serde_json::to_string_pretty(&export::results(&context)).map_err(|err| {

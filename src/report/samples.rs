@@ -69,18 +69,14 @@ impl RowAnswers {
     /// The record of the sample whose inputs, expected output, model and error a table shows:
     /// the first answered one, else the first.
     pub fn shown(&self) -> u32 {
-        self.answered()
-            .next()
-            .map_or(self.all()[0].record, |(record, _)| record)
+        self.first().record
     }
 
     /// The shown sample's answer (see [`Self::shown`]).
     pub fn first(&self) -> &Answer {
-        let shown = self.shown();
-        self.all()
-            .iter()
-            .find(|answer| answer.record == shown)
-            .unwrap_or(&self.all()[0])
+        self.answered()
+            .next()
+            .map_or(&self.all()[0], |(_, answer)| answer)
     }
 
     /// The record whose answer a table shows: the row's one answer, or with repeats its most

@@ -173,12 +173,6 @@ pub(super) enum Sorted {
     File(File),
 }
 
-impl Default for Sorted {
-    fn default() -> Self {
-        Self::Memory(Vec::new())
-    }
-}
-
 impl Sorted {
     /// The answers at positions `at..at + count`, appended to `into`.
     fn read(&self, at: u64, count: usize, into: &mut Vec<Answer>) -> io::Result<()> {
@@ -233,7 +227,7 @@ pub(in crate::report) fn read_exact_at(
 
 /// The sorted answers with the first error met reading them, which the report then fails on:
 /// a reader that meets one ends early instead of giving wrong rows.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Store {
     sorted: Sorted,
     failed: RefCell<Option<io::Error>>,
