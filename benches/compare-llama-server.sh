@@ -18,8 +18,7 @@
 # Which llama.cpp: llama-cpp-sys-2 vendors llama.cpp's libraries but not the server's sources.
 # The server's sources come from the llama.cpp that llama-cpp-python 0.3.36 vendors (a pinned
 # PyPI sdist, SHA-256 checked) and are built on the crate's vendored libraries, with the same
-# CPU flags as gepa-lab's build (the GGML_* options of .cargo/config.toml, or of the
-# environment, which wins, as it does for cargo; OpenMP). One line of the server is adapted to
+# CPU flags as gepa-lab's build (GGML_NATIVE; OpenMP). One line of the server is adapted to
 # the crate's `common` (fs_open_ifstream, a std::ifstream on Linux). The build is kept in
 # target/llama-server/, one per set of flags (about 10 minutes the first time on 2 cores).
 #
@@ -35,13 +34,10 @@ sdist_sha256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
 target_dir="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')"
 vendored="$(cargo metadata --format-version 1 --locked |
     python3 -c 'import json,sys,os; m=json.load(sys.stdin); p=[p for p in m["packages"] if p["name"]=="llama-cpp-sys-2"][0]; print(os.path.join(os.path.dirname(p["manifest_path"]), "llama.cpp"))')"
-# The CPU options cargo gives llama.cpp's build.
-cpu_flags=()
-while read -r variable value; do
-    cpu_flags+=("-D$variable=$value")
-done < <(scripts/ggml-options.sh)
+# For this CPU, as cargo builds gepa-lab's llama.cpp (target-cpu=native: GGML_NATIVE).
+cpu_flags=(-DGGML_NATIVE=ON)
 work="$target_dir/llama-server"
-build="$work/build-$(printf '%s\n' "${cpu_flags[@]}" | sha256sum | cut -c1-12)"
+build="$work/build-native"
 server="$build/bin/llama-server"
 
 if [[ ! -x "$server" ]]; then
@@ -72,7 +68,7 @@ if [[ ! -x "$server" ]]; then
         "$work/src/llama.cpp/tools/server/server-mcp.cpp"
     echo "CPU options: ${cpu_flags[*]}" >&2
     cmake -S "$work/src/llama.cpp" -B "$build" -DCMAKE_BUILD_TYPE=Release \
-        -DGGML_NATIVE=OFF "${cpu_flags[@]}" \
+        "${cpu_flags[@]}" \
         -DGGML_OPENMP=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
         -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF \
         -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_APP=OFF >/dev/null

@@ -2,6 +2,8 @@
 # Installs what the test suite needs beyond the build:
 # - headless Chromium (Debian's `chromium`), in which the tests of `gepa-lab view` load its
 #   pages; with apt-get, as root or through sudo, otherwise the script says what to install;
+# - qemu-user (Debian's `qemu-user`), under which a test runs the binary on an emulated older
+#   CPU, to check that a build for this CPU stops with a message there rather than crashing;
 # - an MLflow tracking server (`mlflow` from PyPI, pinned) in its own virtual environment,
 #   target/test-tools/mlflow, which the tests of `run --mlflow` start on 127.0.0.1.
 # CI runs it before the tests; the tests fail under CI (CI set) without them, and elsewhere skip
@@ -27,8 +29,12 @@ fi
 
 missing=()
 command -v chromium >/dev/null || missing+=(chromium)
+command -v qemu-x86_64 >/dev/null || [[ "$(uname -m)" != x86_64 ]] || missing+=(qemu-user)
 if ((${#missing[@]} == 0)); then
     exit 0
 fi
-scripts/apt-install.sh setup-test-tools "the browser checks of the test suite" "${missing[@]}"
+scripts/apt-install.sh setup-test-tools "the browser and older-CPU checks of the test suite" "${missing[@]}"
 command -v chromium >/dev/null || { echo "setup-test-tools: chromium is still missing" >&2; exit 1; }
+if [[ "$(uname -m)" == x86_64 ]]; then
+    command -v qemu-x86_64 >/dev/null || { echo "setup-test-tools: qemu-x86_64 is still missing" >&2; exit 1; }
+fi

@@ -4,6 +4,7 @@
 
 pub mod account;
 pub mod cli;
+pub mod cpu;
 pub mod dataset;
 pub mod engine;
 pub mod env;

@@ -1,5 +1,10 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // First, before any code that may use an instruction this CPU lacks (src/cpu.rs).
+    if let Err(message) = gepa_lab::cpu::check() {
+        eprintln!("error: {message}");
+        return ExitCode::from(3);
+    }
     gepa_lab::cli::main()
 }

@@ -17,6 +17,7 @@ use crate::http::ApiError;
 mod client;
 pub mod embedded;
 mod fallback;
+pub mod grammar;
 mod router;
 mod rules;
 mod sim;

@@ -1380,3 +1380,26 @@ fn a_replay_of_several_chunks_killed_midway_resumes_without_asking_again() {
         "server answered {requests} chat requests for {distinct} distinct replay requests"
     );
 }
+
+/// A build without the embedded model (`--no-default-features`) still runs against a server,
+/// and a run on the embedded model stops before anything starts, saying how to get it.
+#[cfg(not(feature = "embedded"))]
+#[test]
+fn without_the_embedded_model_a_local_run_says_how_to_build_it() {
+    let out = tempfile::tempdir().unwrap();
+    let output = crate::common::command()
+        .args(["run", "--backend", "local", "--yes", "--new", "--out"])
+        .arg(out.path())
+        .arg(root().join("experiments/sentiment.toml"))
+        .env_remove("GEPA_LAB_EVOLUTION_KEY")
+        .env_remove("GEPA_LAB_INFERENCE_KEY")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_ne!(output.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("built without the embedded model"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("cargo build --release"), "{stderr}");
+}

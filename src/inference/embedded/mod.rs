@@ -6,7 +6,7 @@
 //! temperature 0 and llama.cpp's sampling chain otherwise, generation up to `max_tokens` or the
 //! model's end of turn, real token counts in `usage`, `metadata.node_id` = `local/<name>`.
 //! Structured output is constrained while it is generated: the request's JSON Schema becomes a
-//! GBNF grammar (llama.cpp's own converter) that the sampler enforces, and the answer is then
+//! GBNF grammar (`inference::grammar`) that the sampler enforces, and the answer is then
 //! validated against the schema like a remote one (the grammar does not cover every keyword).
 //! A schema the converter cannot handle is generated unconstrained and validated the same way.
 //!
@@ -27,14 +27,16 @@ use super::{ChunkStream, Inference, InferenceError, check_request, validate_answ
 use crate::http::ApiError;
 
 pub mod catalog;
-mod cpu;
 pub mod install;
+mod jobs;
+#[cfg(feature = "embedded")]
 mod template;
+#[cfg(feature = "embedded")]
 mod worker;
 
 pub use catalog::{CATALOG, CatalogModel, DEFAULT_MODEL, REFLECTION_MODEL, models_dir};
 pub use install::{FileState, InstallError, Installed, Pip, file_state, install};
-pub use worker::{Finish, Generation, GenerationStats};
+pub use jobs::{Finish, Generation, GenerationStats};
 
 /// The model id of the default embedded model.
 pub const LOCAL: &str = "local";
@@ -91,6 +93,32 @@ pub enum EmbeddedError {
     TimedOut { limit: Duration },
     #[error("the model's thread has stopped")]
     WorkerGone,
+    /// This binary was built without the `embedded` feature: no llama.cpp inside.
+    #[error(
+        "this gepa-lab was built without the embedded model (cargo's `embedded` feature); \
+         build it with the default features (`cargo build --release`, which compiles llama.cpp: \
+         cmake, a C++ compiler and libclang, installed by scripts/setup-model.sh), or use a model \
+         of a server instead: --backend URL, or an OpenAI-compatible endpoint"
+    )]
+    NotBuilt,
+}
+
+/// Loads the model on its own thread (`worker`) and returns the queue that feeds it.
+#[cfg(feature = "embedded")]
+fn spawn_worker(
+    path: PathBuf,
+    config: jobs::WorkerConfig,
+) -> Result<(mpsc::Sender<jobs::Job>, jobs::Loaded), EmbeddedError> {
+    worker::spawn(path, config)
+}
+
+/// Without the `embedded` feature there is no model to load.
+#[cfg(not(feature = "embedded"))]
+fn spawn_worker(
+    _path: PathBuf,
+    _config: jobs::WorkerConfig,
+) -> Result<(mpsc::Sender<jobs::Job>, jobs::Loaded), EmbeddedError> {
+    Err(EmbeddedError::NotBuilt)
 }
 
 /// Which model to load.
@@ -198,12 +226,12 @@ fn positive(value: &str) -> Option<usize> {
 fn slots(setting: Option<String>, threads: usize) -> Result<usize, EmbeddedError> {
     match setting {
         Some(value) => positive(&value)
-            .filter(|n| *n <= worker::MAX_SLOTS)
+            .filter(|n| *n <= jobs::MAX_SLOTS)
             .ok_or_else(|| EmbeddedError::Setting {
                 variable: crate::env::SLOTS,
                 reason: format!(
                     "expected a whole number of slots from 1 to {}",
-                    worker::MAX_SLOTS
+                    jobs::MAX_SLOTS
                 ),
                 value,
             }),
@@ -253,7 +281,7 @@ pub struct EmbeddedModel {
     /// The ids it answers to; the first is the one it reports.
     ids: Vec<String>,
     info: ModelInfo,
-    jobs: mpsc::Sender<worker::Job>,
+    jobs: mpsc::Sender<jobs::Job>,
 }
 
 impl std::fmt::Debug for EmbeddedModel {
@@ -298,6 +326,10 @@ impl EmbeddedModel {
         choice: ModelChoice,
         config: EmbeddedConfig,
     ) -> Result<Arc<EmbeddedModel>, EmbeddedError> {
+        // Said first: installing the model would not help a build without llama.cpp.
+        if cfg!(not(feature = "embedded")) {
+            return Err(EmbeddedError::NotBuilt);
+        }
         let (ids, name, path) = resolve(&choice, &config.models_dir)?;
         let mut loaded = LOADED
             .lock()
@@ -314,9 +346,9 @@ impl EmbeddedModel {
         let file_bytes = std::fs::metadata(&path)
             .map_err(|_| EmbeddedError::FileMissing(path.clone()))?
             .len();
-        let (jobs, facts) = worker::spawn(
+        let (jobs, facts) = spawn_worker(
             path.clone(),
-            worker::WorkerConfig {
+            jobs::WorkerConfig {
                 threads: config.threads,
                 context_tokens: config.context_tokens,
                 slots: config.slots,
@@ -366,7 +398,7 @@ impl EmbeddedModel {
     pub async fn generate(&self, request: &ChatRequest) -> Result<Answer, InferenceError> {
         let (job, receiver) = {
             let (sender, receiver) = tokio::sync::oneshot::channel();
-            (self.job(request, worker::Reply::Whole(sender))?, receiver)
+            (self.job(request, jobs::Reply::Whole(sender))?, receiver)
         };
         self.jobs.send(job).map_err(|_| EmbeddedError::WorkerGone)?;
         // The worker enforces the request's time limit from when it starts the job; waiting
@@ -417,11 +449,7 @@ impl EmbeddedModel {
     }
 
     /// Checks `request` and turns it into a job for the worker.
-    fn job(
-        &self,
-        request: &ChatRequest,
-        reply: worker::Reply,
-    ) -> Result<worker::Job, InferenceError> {
+    fn job(&self, request: &ChatRequest, reply: jobs::Reply) -> Result<jobs::Job, InferenceError> {
         check_request(request)?;
         if !self.ids.contains(&request.model) {
             return Err(InferenceError::Api(ApiError::Status {
@@ -447,7 +475,7 @@ impl EmbeddedModel {
             })
             .collect();
         let grammar = request.json_schema().and_then(|schema| {
-            match llama_cpp_2::json_schema_to_grammar(&schema.to_string()) {
+            match super::grammar::json_schema_to_gbnf(schema) {
                 Ok(grammar) => Some(grammar),
                 Err(err) => {
                     // Still validated afterwards; only the constraint while generating is lost.
@@ -456,7 +484,7 @@ impl EmbeddedModel {
                 }
             }
         });
-        Ok(worker::Job {
+        Ok(jobs::Job {
             messages,
             max_tokens: request.max_tokens(),
             temperature: request.temperature() as f32,
@@ -539,7 +567,7 @@ impl Inference for EmbeddedModel {
 
     async fn chat_stream(&self, request: &ChatRequest) -> Result<ChunkStream, InferenceError> {
         let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
-        let job = self.job(request, worker::Reply::Stream(sender))?;
+        let job = self.job(request, jobs::Reply::Stream(sender))?;
         self.jobs.send(job).map_err(|_| EmbeddedError::WorkerGone)?;
         let id = response_id();
         let model = self.id().to_owned();
@@ -562,13 +590,13 @@ impl Inference for EmbeddedModel {
             async move {
                 let mut receiver = state?;
                 match receiver.recv().await {
-                    Some(worker::Event::Text(text)) => {
+                    Some(jobs::Event::Text(text)) => {
                         Some((Ok(chunk(Some(text), None)), Some(receiver)))
                     }
-                    Some(worker::Event::Done(generation)) => {
+                    Some(jobs::Event::Done(generation)) => {
                         Some((Ok(chunk(None, Some(generation.finish.as_str()))), None))
                     }
-                    Some(worker::Event::Failed(err)) => Some((Err(err.into()), None)),
+                    Some(jobs::Event::Failed(err)) => Some((Err(err.into()), None)),
                     None => Some((Err(EmbeddedError::WorkerGone.into()), None)),
                 }
             }
@@ -659,6 +687,12 @@ mod tests {
             path,
         };
         let err = EmbeddedModel::load_with(choice, config).unwrap_err();
-        assert!(matches!(err, EmbeddedError::Load { .. }), "{err}");
+        if cfg!(feature = "embedded") {
+            assert!(matches!(err, EmbeddedError::Load { .. }), "{err}");
+        } else {
+            // Without llama.cpp every load says so, and how to get it.
+            assert!(matches!(err, EmbeddedError::NotBuilt), "{err}");
+            assert!(err.to_string().contains("cargo build --release"), "{err}");
+        }
     }
 }
