@@ -27,10 +27,109 @@ pub struct Shape {
     pub labels: Option<BTreeSet<String>>,
     /// Every expected value is a JSON object.
     pub json_objects: bool,
-    /// The keys of those objects, in the order first seen, and whether any value is null.
-    pub json_keys: Vec<String>,
-    pub json_nulls: bool,
+    /// The fields of those objects, in the order first seen, each with the kind of value the
+    /// data holds there.
+    pub json_fields: Vec<JsonField>,
     pub longest_expected: usize,
+}
+
+/// One key of the expected JSON objects and what the data holds under it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JsonField {
+    pub key: String,
+    /// The kind of its non-null values; `None` when every value seen was null.
+    pub kind: Option<JsonKind>,
+    /// Some row holds null here, or lacks the key.
+    pub nullable: bool,
+}
+
+/// The kind of a JSON value, as precise as the rows allow: two rows that disagree make the
+/// wider kind (an integer and a number make a number; anything else makes `Any`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JsonKind {
+    String,
+    Integer,
+    Number,
+    Boolean,
+    Object,
+    /// A list; the kind of its elements (`None` while every list seen was empty).
+    List(Option<Box<JsonKind>>),
+    Any,
+}
+
+impl JsonKind {
+    fn of(value: &serde_json::Value) -> Option<Self> {
+        use serde_json::Value;
+        Some(match value {
+            Value::Null => return None,
+            Value::Bool(_) => Self::Boolean,
+            Value::Number(n) if n.is_i64() || n.is_u64() => Self::Integer,
+            Value::Number(_) => Self::Number,
+            Value::String(_) => Self::String,
+            Value::Object(_) => Self::Object,
+            Value::Array(items) => Self::List(
+                items
+                    .iter()
+                    .filter_map(Self::of)
+                    .reduce(Self::join)
+                    .map(Box::new),
+            ),
+        })
+    }
+
+    /// The kind that holds both.
+    fn join(self, other: Self) -> Self {
+        match (self, other) {
+            (a, b) if a == b => a,
+            (Self::Integer | Self::Number, Self::Integer | Self::Number) => Self::Number,
+            (Self::List(a), Self::List(b)) => Self::List(match (a, b) {
+                (Some(a), Some(b)) => Some(Box::new(a.join(*b))),
+                (a, b) => a.or(b),
+            }),
+            _ => Self::Any,
+        }
+    }
+
+    /// How the seed describes it: "a list of strings", "a number".
+    fn described(&self) -> String {
+        match self {
+            Self::String => "a string".into(),
+            Self::Integer => "a whole number".into(),
+            Self::Number => "a number".into(),
+            Self::Boolean => "true or false".into(),
+            Self::Object => "an object".into(),
+            Self::Any => "a value".into(),
+            Self::List(None) => "a list".into(),
+            Self::List(Some(item)) => format!("a list of {}", item.plural()),
+        }
+    }
+
+    fn plural(&self) -> String {
+        match self {
+            Self::String => "strings".into(),
+            Self::Integer => "whole numbers".into(),
+            Self::Number => "numbers".into(),
+            Self::Boolean => "true or false values".into(),
+            Self::Object => "objects".into(),
+            Self::Any => "values".into(),
+            Self::List(_) => "lists".into(),
+        }
+    }
+
+    /// A made-up value of this kind for the seed's example of the shape: never a row's value,
+    /// so the example shows the form and quotes no input.
+    fn example(&self) -> String {
+        match self {
+            Self::String => "\"...\"".into(),
+            Self::Integer => "0".into(),
+            Self::Number => "0.0".into(),
+            Self::Boolean => "false".into(),
+            Self::Object => "{}".into(),
+            Self::Any => "null".into(),
+            Self::List(None) => "[]".into(),
+            Self::List(Some(item)) => format!("[{}, {}]", item.example(), item.example()),
+        }
+    }
 }
 
 /// At most this many JSON keys are named in the seed; more, and it asks for "the same fields".
@@ -64,8 +163,7 @@ pub fn read_shape(dataset: &Path, expected: Option<&str>) -> Result<Shape, Strin
     let mut labels = BTreeSet::new();
     let mut longest_expected = 0;
     let mut json_objects = true;
-    let mut json_keys: Vec<String> = Vec::new();
-    let mut json_nulls = false;
+    let mut json_fields: Vec<JsonField> = Vec::new();
     for (index, record) in reader.records().enumerate() {
         let record = record.map_err(|e| format!("row {}: {e}", index + 1))?;
         rows += 1;
@@ -73,12 +171,7 @@ pub fn read_shape(dataset: &Path, expected: Option<&str>) -> Result<Shape, Strin
         longest_expected = longest_expected.max(value.len());
         match serde_json::from_str::<serde_json::Value>(value) {
             Ok(serde_json::Value::Object(object)) if json_objects => {
-                for (key, value) in &object {
-                    json_nulls |= value.is_null();
-                    if !json_keys.contains(key) && json_keys.len() <= MAX_JSON_KEYS {
-                        json_keys.push(key.clone());
-                    }
-                }
+                add_json_row(&mut json_fields, &object, rows == 1);
             }
             _ => json_objects = false,
         }
@@ -93,10 +186,38 @@ pub fn read_shape(dataset: &Path, expected: Option<&str>) -> Result<Shape, Strin
         rows,
         labels: (labels.len() <= MAX_LABELS).then_some(labels),
         json_objects: json_objects && rows > 0,
-        json_keys,
-        json_nulls,
+        json_fields,
         longest_expected,
     })
+}
+
+/// Adds one expected object to the fields seen so far (`first`: it is the first row). A key the
+/// row lacks, or holds null, is nullable; at most [`MAX_JSON_KEYS`] + 1 keys are kept (more, and
+/// the seed names none).
+fn add_json_row(
+    fields: &mut Vec<JsonField>,
+    object: &serde_json::Map<String, serde_json::Value>,
+    first: bool,
+) {
+    for field in fields.iter_mut() {
+        field.nullable |= !object.contains_key(&field.key);
+    }
+    for (key, value) in object {
+        let kind = JsonKind::of(value);
+        if let Some(field) = fields.iter_mut().find(|field| field.key == *key) {
+            field.nullable |= kind.is_none();
+            field.kind = match (field.kind.take(), kind) {
+                (Some(a), Some(b)) => Some(a.join(b)),
+                (a, b) => a.or(b),
+            };
+        } else if fields.len() <= MAX_JSON_KEYS {
+            fields.push(JsonField {
+                key: key.clone(),
+                nullable: kind.is_none() || !first,
+                kind,
+            });
+        }
+    }
 }
 
 /// The expected column: the one `--expected` names, else the first header named like one of
@@ -309,7 +430,7 @@ fn seed_prompt(shape: &Shape) -> Result<(String, &'static str, usize), String> {
         // model invented its own ("forecast", "start_date") for every row of the public SNIPS
         // weather sample and scored 0.02.
         _ if shape.json_objects => (
-            json_task(&shape.json_keys, shape.json_nulls),
+            json_task(&shape.json_fields),
             "json_match",
             (shape.longest_expected * 2).max(64),
         ),
@@ -333,7 +454,8 @@ fn seed_prompt(shape: &Shape) -> Result<(String, &'static str, usize), String> {
             (shape.longest_expected + 16).max(64),
         ),
     };
-    seed.push_str(&task);
+    // The task is literal text: a brace in it (a JSON example, a label) is written doubled.
+    seed.push_str(&task.replace('{', "{{").replace('}', "}}"));
     Ok((seed, scorer, max_tokens))
 }
 
@@ -356,8 +478,8 @@ fn notes(shape: &Shape) -> (String, String) {
     };
     let labels_note = match &shape.labels {
         _ if shape.json_objects => {
-            "# The expected column holds JSON objects: answers are scored by the share of the\n\
-             # expected fields they match (json_match).\n"
+            "# The expected column holds JSON objects: answers are scored field by field\n\
+             # (json_match: a value right or wrong, a list by the F1 of its elements).\n"
                 .to_owned()
         }
         Some(labels) => format!(
@@ -371,21 +493,46 @@ fn notes(shape: &Shape) -> (String, String) {
     (unused_note, labels_note)
 }
 
-/// The seed's request for a JSON answer: its keys named when there are few, and null asked for
-/// when the dataset uses it.
-fn json_task(keys: &[String], nulls: bool) -> String {
-    let mut task = if keys.is_empty() || keys.len() > MAX_JSON_KEYS {
-        "Answer with a JSON object only, with the same fields every time.".to_owned()
-    } else {
-        let keys: Vec<String> = keys.iter().map(|key| format!("\"{key}\"")).collect();
-        format!(
-            "Answer with a JSON object only, with the keys {}.",
-            keys.join(", ")
-        )
-    };
-    if nulls {
+/// The seed's request for a JSON answer: each key with the kind of value the data holds there
+/// (lists included, since a small model told only the keys answers a string where a list is
+/// expected), null asked for where the data uses it, and a made-up example of the shape. More
+/// than [`MAX_JSON_KEYS`] keys, and it asks for "the same fields".
+fn json_task(fields: &[JsonField]) -> String {
+    if fields.is_empty() || fields.len() > MAX_JSON_KEYS {
+        return "Answer with a JSON object only, with the same fields every time.".to_owned();
+    }
+    let described: Vec<String> = fields
+        .iter()
+        .map(|field| {
+            let kind = field.kind.as_ref().unwrap_or(&JsonKind::Any).described();
+            let null = if field.nullable { ", or null" } else { "" };
+            format!("\"{}\" ({kind}{null})", field.key)
+        })
+        .collect();
+    let mut task = format!(
+        "Answer with a JSON object only, with the keys {}.",
+        described.join(", ")
+    );
+    if fields.iter().any(|field| field.nullable) {
         task.push_str(" Use null for a value the input does not give.");
     }
+    if fields
+        .iter()
+        .any(|field| matches!(field.kind, Some(JsonKind::List(_))))
+    {
+        task.push_str(" Use an empty list [] when the input has none.");
+    }
+    let example: Vec<String> = fields
+        .iter()
+        .map(|field| {
+            let value = field.kind.as_ref().unwrap_or(&JsonKind::Any).example();
+            format!("{}: {value}", serde_json::Value::String(field.key.clone()))
+        })
+        .collect();
+    task.push_str(&format!(
+        "\nThe shape of the answer (the values are made up): {{{}}}",
+        example.join(", ")
+    ));
     task
 }
 
@@ -438,21 +585,75 @@ mod tests {
         }
     }
 
+    /// The fields `read_shape` would find in these expected objects.
+    fn fields(rows: &[&str]) -> Vec<JsonField> {
+        let mut fields = Vec::new();
+        for (at, row) in rows.iter().enumerate() {
+            let serde_json::Value::Object(object) = serde_json::from_str(row).unwrap() else {
+                panic!("not an object: {row}");
+            };
+            add_json_row(&mut fields, &object, at == 0);
+        }
+        fields
+    }
+
     #[test]
-    fn a_json_seed_names_the_keys_it_saw_and_null_when_the_data_uses_it() {
-        let keys: Vec<String> = ["city", "time"].map(String::from).to_vec();
+    fn a_json_seed_states_each_keys_kind_as_the_data_holds_it() {
+        // Keys come in the order serde_json's map keeps them: sorted.
+        let fields = fields(&[
+            r#"{"persons": [], "city": "Oslo", "year": 2001, "score": 1}"#,
+            r#"{"persons": ["Ana", "Bo"], "city": null, "year": 1999, "score": 0.5}"#,
+        ]);
+        let field = |key: &str| fields.iter().find(|f| f.key == key).unwrap();
         assert_eq!(
-            json_task(&keys, true),
-            "Answer with a JSON object only, with the keys \"city\", \"time\". Use null for a \
-             value the input does not give."
+            field("persons").kind,
+            Some(JsonKind::List(Some(Box::new(JsonKind::String))))
         );
+        assert!(!field("persons").nullable);
+        assert!(field("city").nullable, "city is null in a row");
+        assert_eq!(field("year").kind, Some(JsonKind::Integer));
         assert_eq!(
-            json_task(&keys, false),
-            "Answer with a JSON object only, with the keys \"city\", \"time\"."
+            field("score").kind,
+            Some(JsonKind::Number),
+            "1 and 0.5 make a number"
         );
-        let many: Vec<String> = (0..=MAX_JSON_KEYS).map(|k| format!("k{k}")).collect();
+        let task = json_task(&fields);
         assert_eq!(
-            json_task(&many, false),
+            task,
+            "Answer with a JSON object only, with the keys \"city\" (a string, or null), \
+             \"persons\" (a list of strings), \"score\" (a number), \"year\" (a whole number). \
+             Use null for a value the input does not give. Use an empty list [] when the input \
+             has none.\nThe shape of the answer (the values are made up): {\"city\": \"...\", \
+             \"persons\": [\"...\", \"...\"], \"score\": 0.0, \"year\": 0}"
+        );
+        // The example is JSON of the stated shape, with none of the rows' values.
+        let example = task.split("made up): ").nth(1).unwrap();
+        let parsed: serde_json::Value = serde_json::from_str(example).unwrap();
+        assert_eq!(parsed["persons"], serde_json::json!(["...", "..."]));
+        assert!(!example.contains("Ana") && !example.contains("Oslo"));
+    }
+
+    #[test]
+    fn a_key_missing_from_a_later_row_is_nullable_and_too_many_keys_name_none() {
+        let fields = fields(&[r#"{"a": "x", "b": true}"#, r#"{"a": "y", "c": [1]}"#]);
+        let field = |key: &str| fields.iter().find(|f| f.key == key).unwrap();
+        assert!(!field("a").nullable);
+        assert!(field("b").nullable, "b is missing from the second row");
+        assert!(field("c").nullable, "c is missing from the first row");
+        assert_eq!(field("b").kind, Some(JsonKind::Boolean));
+        assert_eq!(
+            JsonKind::of(&serde_json::json!(["a", 1])),
+            Some(JsonKind::List(Some(Box::new(JsonKind::Any))))
+        );
+        let many: Vec<JsonField> = (0..=MAX_JSON_KEYS)
+            .map(|k| JsonField {
+                key: format!("k{k}"),
+                kind: Some(JsonKind::String),
+                nullable: false,
+            })
+            .collect();
+        assert_eq!(
+            json_task(&many),
             "Answer with a JSON object only, with the same fields every time."
         );
     }

@@ -389,15 +389,16 @@ fn json_match(output: &str, expected: &str) -> Score {
     if want.is_empty() {
         return Score::binary(got.is_empty(), "the expected object is empty");
     }
-    let wrong: Vec<String> = want
-        .iter()
-        .filter(|(key, value)| got.get(*key) != Some(value))
-        .map(|(key, value)| match got.get(key) {
-            Some(seen) => format!("{key}: expected {value}, got {seen}"),
-            None => format!("{key}: missing (expected {value})"),
-        })
-        .collect();
-    let value = (want.len() - wrong.len()) as f64 / want.len() as f64;
+    let mut total = 0.0;
+    let mut wrong = Vec::new();
+    for (key, value) in &want {
+        let (credit, problem) = field_match(value, got.get(key));
+        total += credit;
+        if let Some(problem) = problem {
+            wrong.push(format!("{key}: {problem}"));
+        }
+    }
+    let value = total / want.len() as f64;
     let feedback = if wrong.is_empty() {
         "correct: every field matches".to_owned()
     } else {
@@ -409,6 +410,93 @@ fn json_match(output: &str, expected: &str) -> Score {
         )
     };
     Score { value, feedback }
+}
+
+/// The credit of one field of `json_match`, in [0, 1], and what is wrong with it. A scalar is
+/// right or wrong. A list gets partial credit, the F1 of its elements (each matched once;
+/// strings trimmed and compared ignoring case), so a model that finds some of the names scores
+/// above one that finds none and the engine has a gradient; a string where a list is expected
+/// is read as the list of its comma-separated parts, at half the credit, and said to be the
+/// wrong shape.
+fn field_match(want: &serde_json::Value, got: Option<&serde_json::Value>) -> (f64, Option<String>) {
+    use serde_json::Value;
+    let serde_json::Value::Array(want_items) = want else {
+        return match got {
+            Some(seen) if seen == want => (1.0, None),
+            Some(seen) => (0.0, Some(format!("expected {want}, got {seen}"))),
+            None => (0.0, Some(format!("missing (expected {want})"))),
+        };
+    };
+    let (got_items, shape_factor, shape_note) = match got {
+        Some(Value::Array(items)) => (items.clone(), 1.0, ""),
+        Some(Value::String(text)) => (
+            text.split([',', ';'])
+                .map(str::trim)
+                .filter(|part| !part.is_empty())
+                .map(|part| Value::String(part.to_owned()))
+                .collect(),
+            0.5,
+            " (the answer is a string; a list was expected)",
+        ),
+        Some(Value::Null) | None => (Vec::new(), 0.5, " (a list was expected, [] when empty)"),
+        Some(other) => {
+            return (0.0, Some(format!("expected the list {want}, got {other}")));
+        }
+    };
+    if want_items.is_empty() && got_items.is_empty() {
+        return if shape_factor < 1.0 {
+            (
+                shape_factor,
+                Some(format!("expected [], got {}{shape_note}", shown(got))),
+            )
+        } else {
+            (1.0, None)
+        };
+    }
+    let key = |value: &Value| match value {
+        Value::String(text) => text.trim().to_lowercase(),
+        other => other.to_string(),
+    };
+    let mut unmatched: Vec<String> = want_items.iter().map(key).collect();
+    let mut extra = Vec::new();
+    for item in &got_items {
+        match unmatched.iter().position(|w| *w == key(item)) {
+            Some(at) => {
+                unmatched.swap_remove(at);
+            }
+            None => extra.push(item.to_string()),
+        }
+    }
+    let common = got_items.len() - extra.len();
+    let f1 = if common == 0 {
+        0.0
+    } else {
+        let precision = common as f64 / got_items.len() as f64;
+        let recall = common as f64 / want_items.len() as f64;
+        2.0 * precision * recall / (precision + recall)
+    };
+    let credit = f1 * shape_factor;
+    if credit >= 1.0 {
+        return (1.0, None);
+    }
+    let missing: Vec<String> = want_items
+        .iter()
+        .filter(|item| unmatched.contains(&key(item)))
+        .map(Value::to_string)
+        .collect();
+    let mut problem = format!("expected {want}, got {}{shape_note}", shown(got));
+    if !missing.is_empty() {
+        problem.push_str(&format!("; missing {}", missing.join(", ")));
+    }
+    if !extra.is_empty() {
+        problem.push_str(&format!("; not expected {}", extra.join(", ")));
+    }
+    (credit, Some(problem))
+}
+
+/// A field's value as feedback shows it.
+fn shown(value: Option<&serde_json::Value>) -> String {
+    value.map_or_else(|| "nothing".to_owned(), serde_json::Value::to_string)
 }
 
 /// Lower case, no punctuation, no articles, split on white space (the SQuAD evaluation's rules).
@@ -573,6 +661,54 @@ mod tests {
         assert_eq!(score("numeric:0.1", "about 3.14", "3.2").value, 1.0);
         assert_eq!(score("numeric", "3.14", "3.2").value, 0.0);
         assert_eq!(score("numeric", "none", "3").value, 0.0);
+    }
+
+    #[test]
+    fn json_match_gives_list_fields_the_f1_of_their_elements() {
+        let expected = r#"{"persons":["Ana Lima","Bo"],"places":[]}"#;
+        // (answer, score, what the feedback says)
+        let cases = [
+            // Order, case and spaces aside: exact.
+            (
+                r#"{"persons":["bo","ana lima "],"places":[]}"#,
+                1.0,
+                "correct",
+            ),
+            // One of two names and one made up: F1 1/2 on persons, places right.
+            (
+                r#"{"persons":["Ana Lima","Cy"],"places":[]}"#,
+                0.75,
+                "missing \"Bo\"",
+            ),
+            (
+                r#"{"persons":["Ana Lima","Cy"],"places":[]}"#,
+                0.75,
+                "not expected \"Cy\"",
+            ),
+            // The right names as a string: the wrong shape, half the credit, and said so.
+            (
+                r#"{"persons":"Ana Lima, Bo","places":[]}"#,
+                0.75,
+                "a list was expected",
+            ),
+            // null for an empty list: half; a number for a list: nothing.
+            (
+                r#"{"persons":["Ana Lima","Bo"],"places":null}"#,
+                0.75,
+                "places: expected []",
+            ),
+            (r#"{"persons":3,"places":[]}"#, 0.5, "expected the list"),
+            (
+                r#"{"persons":[],"places":["Oslo"]}"#,
+                0.0,
+                "2 of 2 fields wrong",
+            ),
+        ];
+        for (answer, value, said) in cases {
+            let got = score("json_match", answer, expected);
+            assert!((got.value - value).abs() < 1e-9, "{answer}: {}", got.value);
+            assert!(got.feedback.contains(said), "{answer}: {}", got.feedback);
+        }
     }
 
     #[test]
