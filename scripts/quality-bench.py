@@ -87,6 +87,44 @@ def pairs(word_list):
     return {(a, b) for a, b in zip(word_list, word_list[1:])}
 
 
+# The block of worked examples the engine writes into a prompt (src/engine/demonstrations.rs):
+# rows shown by design, which the measure leaves out ("outside demonstrations").
+DEMO_HEADING = "Examples of inputs with their correct answers:"
+DEMO_END = "End of examples."
+FRAME_WORDS = set("rules answer answers input inputs label labels example examples about".split())
+
+
+def without_demonstrations(prompt):
+    """The prompt without its block of demonstrations, and how many it shows."""
+    lines = prompt.split("\n")
+    heads = [i for i, line in enumerate(lines) if line.strip() == DEMO_HEADING]
+    if not heads:
+        return prompt, 0
+    start = heads[0]
+    ends = [i for i in range(start, len(lines)) if lines[i].strip() == DEMO_END]
+    if not ends:
+        return prompt, 0
+    shown = sum(1 for line in lines[start:ends[0]] if line.startswith("Answer: "))
+    return "\n".join(lines[:start] + lines[ends[0] + 1:]), shown
+
+
+def rare_words(prompts, rows, columns):
+    """The single words of 5+ letters the evolved prompts add (absent from the seed, not a stop
+    or frame word) that occur in only 1 or 2 rows' inputs: the shared tool's second count."""
+    seed_words = set(words(prompts[0])) if prompts else set()
+    rows_with = {}
+    for row in rows:
+        for word in set(words(" ".join(row.get(c) or "" for c in columns))):
+            rows_with[word] = rows_with.get(word, 0) + 1
+    rare = set()
+    for prompt in prompts[1:]:
+        for word in set(words(prompt)):
+            if (len(word) >= 5 and word not in seed_words and word not in STOP_WORDS
+                    and word not in FRAME_WORDS and 1 <= rows_with.get(word, 0) <= 2):
+                rare.add(word)
+    return sorted(rare)
+
+
 def quoted_pairs(prompts, rows, columns):
     """The pairs the evolved prompts (all but the first, the seed) add that occur in the inputs
     of 1 to 3 rows, as sorted "word word" strings. `rows` are dicts, `columns` the inputs."""
@@ -112,12 +150,16 @@ def read_csv(path):
 
 
 def run_quoted_pairs(run_dir, dataset_file, inputs):
-    """The measure for one run directory: its history's prompts against its dataset."""
+    """The measure for one run directory, its history's prompts without their demonstrations
+    against its dataset: (quoted pairs, rare words, the most demonstrations a prompt shows)."""
     history = run_dir / "history.csv"
     if not history.exists() or not dataset_file or not pathlib.Path(dataset_file).exists():
         return None
-    prompts = [r["prompt"] for r in read_csv(history)]
-    return quoted_pairs(prompts, read_csv(dataset_file), inputs)
+    stripped = [without_demonstrations(r["prompt"]) for r in read_csv(history)]
+    prompts = [text for text, _ in stripped]
+    rows = read_csv(dataset_file)
+    return (quoted_pairs(prompts, rows, inputs), rare_words(prompts, rows, inputs),
+            max((shown for _, shown in stripped), default=0))
 
 
 def self_test(tool):
@@ -394,10 +436,13 @@ def summarise(row):
     if is_classification(row.get("kind")):
         row["majority_baseline"] = majority_baseline(results)
     if run_dir and row.get("inputs"):
-        flagged = run_quoted_pairs(run_dir, row.get("dataset_file"), row["inputs"])
-        if flagged is not None:
+        measured = run_quoted_pairs(run_dir, row.get("dataset_file"), row["inputs"])
+        if measured is not None:
+            flagged, rare, shown = measured
             row["quoted_pairs"] = flagged
             row["quoted"] = len(flagged)
+            row["rare_words"] = rare
+            row["demonstrations"] = shown
     row["outcome"], row["outcome_detail"] = outcome(row, results is not None)
     return row
 
@@ -441,8 +486,8 @@ def table(rows):
     lines = [
         "| dataset or experiment | kind | run seed | holdout rows | majority baseline"
         " | seed score | best | best score | difference (95% CI) | p | outcome | accepted"
-        " | quoted pairs | calls spent | wall | peak RSS |",
-        "|" + "---|" * 16,
+        " | quoted pairs / rare words | demos | calls spent | wall | peak RSS |",
+        "|" + "---|" * 17,
     ]
     for r in rows:
         interval = (f"{fmt(r.get('difference'), signed=True)} ({fmt(r.get('ci_low'), signed=True)}"
@@ -463,7 +508,9 @@ def table(rows):
             f" | {fmt(r.get('majority_baseline'))}"
             f" | {fmt(r.get('seed_score'))} | {r.get('best_version') or '–'}"
             f" | {fmt(r.get('best_score'))} | {interval} | {fmt(r.get('p_value'))}"
-            f" | {cell(result)} | {r.get('accepted', '–')} | {r.get('quoted', '–')} | {spent}"
+            f" | {cell(result)} | {r.get('accepted', '–')}"
+            f" | {r.get('quoted', '–')} / {len(r['rare_words']) if 'rare_words' in r else '–'}"
+            f" | {r.get('demonstrations', '–')} | {spent}"
             f" | {wall} | {rss} |")
     return lines
 

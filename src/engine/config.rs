@@ -45,6 +45,11 @@ pub struct EngineConfig {
     /// best candidate with its instruction first and its input last (`reflection::input_last`),
     /// without a reflection, judged on the Pareto set.
     pub input_last: bool,
+    /// At most this many labelled feedback rows shown in the prompt as worked examples (one per
+    /// label of a classification, else up to three): the engine offers the best candidate with
+    /// them, then now and then with one of them swapped, each judged on the Pareto set
+    /// (`demonstrations`). 0 turns them off.
+    pub demonstrations: usize,
     /// The request [`Proposer::Rewrite`] sends, when the user has one of their own; `None`
     /// sends the built-in one. [`Proposer::Rules`] does not use it.
     pub reflection_template: Option<ReflectionTemplate>,
@@ -63,6 +68,11 @@ pub struct EngineConfig {
     /// so this changes speed, never the run.
     pub parallel_calls: usize,
 }
+
+/// Demonstrations the local engine offers by default (one per label, up to this many).
+pub const DEFAULT_DEMONSTRATIONS: usize = 8;
+/// The most demonstrations a prompt may show.
+pub const MAX_DEMONSTRATIONS: usize = 16;
 
 /// Task calls in flight at once by default. It hides most of a remote model's latency (the
 /// `http` layer paces requests per minute), and it fills the embedded model's slots, 16 by
@@ -85,6 +95,7 @@ impl EngineConfig {
             proposer: Proposer::Rewrite,
             label_glossary: false,
             input_last: false,
+            demonstrations: 0,
             reflection_template: None,
             merge: None,
             on_task_error: OnTaskError::Fail,
@@ -117,6 +128,13 @@ impl EngineConfig {
                 "reflection_minibatch",
                 "0".into(),
                 "the reflection model needs at least 1 example",
+            );
+        }
+        if self.demonstrations > MAX_DEMONSTRATIONS {
+            return rule(
+                "demonstrations",
+                self.demonstrations.to_string(),
+                "must be at most 16",
             );
         }
         if self.parallel_calls == 0 {

@@ -18,6 +18,7 @@
 mod budget;
 mod cache;
 mod config;
+mod demonstrations;
 mod error;
 mod merge;
 mod placeholders;
@@ -33,13 +34,14 @@ mod task;
 
 pub use budget::{Spent, reflections_assured};
 pub use config::{
-    DEFAULT_PARALLEL_CALLS, DEFAULT_REFLECTION_MINIBATCH, EngineConfig, MergeConfig, OnTaskError,
-    Proposer,
+    DEFAULT_DEMONSTRATIONS, DEFAULT_PARALLEL_CALLS, DEFAULT_REFLECTION_MINIBATCH, EngineConfig,
+    MAX_DEMONSTRATIONS, MergeConfig, OnTaskError, Proposer,
 };
 pub use error::{EngineError, TaskError};
 pub use records::{
     Best, CallKind, CandidateRecord, EngineEvent, Failure, IterationRecord, MergeRecord,
-    MutationKind, MutationRecord, Outcome, Progress, ProposalFailure, Run, StopReason,
+    MutationKind, MutationRecord, Outcome, PARETO_ACCEPT_P, Progress, ProposalFailure, Run,
+    StopReason, sign_test, wins_and_losses,
 };
 pub use reflection::{MissingPlaceholders, ReflectionTemplate};
 pub use run::run;

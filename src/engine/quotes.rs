@@ -37,10 +37,21 @@ use super::records::ProposalFailure;
 /// A pair found in at most this many inputs is tied to those inputs, not to the task.
 pub(crate) const RARE_INPUTS: usize = 3;
 
+/// A word of at least this many letters, in exactly one of the inputs seen and not in the seed,
+/// is a quote of that input ([`Quote::Word`]): a glossary of such words ("vertigo, prism,
+/// phenylalanine, meteorologists" from a public question sample) lists single inputs, and no
+/// pair of it is in any input. The project's measure counts a word of 5+ letters in 1 or 2 of
+/// the whole file's inputs; the engine sees about a third of the rows, so a word in one of them
+/// is likely in 1 to 3 of the file, and a word in two or more likely in more.
+pub(crate) const RARE_WORD_LETTERS: usize = 5;
+
 /// Words too common to tie a pair to an input (the measure's own list).
 const STOP_WORDS: &str = "a an the is are was were be been of in on at to for from by with and \
     or not no there it its this that these those when if then as any all some every each do does \
     did has have had i you he she we they me my your our their his her them us";
+
+/// Words of the prompts themselves, never a quote alone (the shared measure's list).
+const FRAME_WORDS: &str = "rules answer answers input inputs label labels example examples about";
 
 /// The word pairs of the inputs the engine sees, each with the number of inputs it occurs in.
 #[derive(Debug, Clone, Default)]
@@ -149,7 +160,10 @@ impl InputPairs {
                 };
                 let word_inputs = self.inputs_with_word.get(word).copied().unwrap_or(0);
                 let inputs = count(first, second);
-                let rare = inputs <= RARE_INPUTS;
+                // A stop word beside a word many inputs use ("technology or", "oil or" of a
+                // news topic task) is a general rule's English; beside a word of a few, it is
+                // how those few put it.
+                let rare = inputs <= RARE_INPUTS && word_inputs <= RARE_INPUTS;
                 (word_inputs > 0 && !self.common.contains(word) && rare).then(|| Quote::Phrase {
                     pair: format!("{first} {second}"),
                     word: word.clone(),
@@ -174,7 +188,24 @@ impl InputPairs {
                     })
                 })
         };
-        pair.or_else(phrase).or_else(span)
+        let word = || {
+            // The engine's own lines and the words every prompt of this kind uses are not
+            // quotes of an input (the shared measure leaves the same frame words out).
+            let written: Vec<&str> = prompt
+                .lines()
+                .filter(|line| !self.own_lines.iter().any(|own| own == line.trim()))
+                .collect();
+            self::words(&written.join("\n"))
+                .into_iter()
+                .find_map(|word| {
+                    let single = self.inputs_with_word.get(&word).copied() == Some(1);
+                    let ours =
+                        self.common.contains(&word) || FRAME_WORDS.split(' ').any(|f| f == word);
+                    (single && word.chars().count() >= RARE_WORD_LETTERS && !ours)
+                        .then_some(Quote::Word { word })
+                })
+        };
+        pair.or_else(phrase).or_else(span).or_else(word)
     }
 }
 
@@ -193,6 +224,8 @@ pub(crate) enum Quote {
     },
     /// A span in quotation marks whose words stand in that order in 1 to [`RARE_INPUTS`] inputs.
     Span { span: String, inputs: usize },
+    /// A word of [`RARE_WORD_LETTERS`] or more found in exactly one input.
+    Word { word: String },
 }
 
 impl From<Quote> for ProposalFailure {
@@ -201,6 +234,10 @@ impl From<Quote> for ProposalFailure {
             Quote::Pair { pair, inputs } | Quote::Span { span: pair, inputs } => {
                 Self::QuotesInputs { pair, inputs }
             }
+            Quote::Word { word } => Self::QuotesInputs {
+                pair: word,
+                inputs: 1,
+            },
             Quote::Phrase {
                 pair,
                 word,
@@ -409,7 +446,7 @@ mod tests {
         assert_eq!(common.quoted("When it is so happy, answer joy."), None);
         // The engine's own wording is not a phrase of the inputs: in round 8 "is about" of the
         // glossary's heading refused every subject of a CLINC glossary.
-        let about = InputPairs::new(SEED, ["tell me about taxes"]);
+        let about = InputPairs::new(SEED, ["tell me about taxes", "taxes are due"]);
         let glossary = format!("What each answer is about:\n- joy: taxes\n\n{SEED}");
         assert!(matches!(
             about.quoted(&glossary),
@@ -422,6 +459,47 @@ mod tests {
                 .quoted("- When it is about money, answer joy.")
                 .is_some()
         );
+    }
+
+    #[test]
+    fn a_stop_word_beside_a_word_many_inputs_use_is_general_english() {
+        // "technology" in four inputs: "technology or" says what the task is about.
+        let mut inputs = vec!["new technology stocks rise"; 4];
+        inputs.push("oil prices fall");
+        let inputs = InputPairs::new(SEED, inputs);
+        let rule = format!("{SEED}\n- When the text is about technology or science, answer joy.");
+        assert_eq!(inputs.quoted(&rule), None);
+        // "oil" is in one input: "oil or" is still how that one input may put it.
+        let rule = format!("{SEED}\n- When the text is about oil or gas, answer joy.");
+        assert!(matches!(inputs.quoted(&rule), Some(Quote::Phrase { .. })));
+    }
+
+    #[test]
+    fn a_long_word_of_a_single_input_is_a_quote_and_a_short_or_shared_one_is_not() {
+        let inputs = InputPairs::new(
+            SEED,
+            [
+                "what is phenylalanine",
+                "define vertigo",
+                "what causes vertigo",
+                "why is the sky blue",
+            ],
+        );
+        let glossary = format!("What each answer is about:\n- joy: phenylalanine\n\n{SEED}");
+        let inputs = inputs.with_own_wording(&["What each answer is about:"]);
+        assert_eq!(
+            inputs.quoted(&glossary),
+            Some(Quote::Word {
+                word: "phenylalanine".into()
+            })
+        );
+        let failure = ProposalFailure::from(inputs.quoted(&glossary).unwrap());
+        assert_eq!(failure.label(), "quotes_inputs");
+        // In two inputs, or shorter than five letters, or in none: not tied to one row.
+        for subject in ["vertigo", "sky", "chemistry"] {
+            let glossary = format!("What each answer is about:\n- joy: {subject}\n\n{SEED}");
+            assert_eq!(inputs.quoted(&glossary), None, "{subject}");
+        }
     }
 
     #[test]

@@ -84,13 +84,14 @@ impl IterationRecord {
         }
     }
 
-    /// `mutation`, `glossary`, `layout` or `merge`.
+    /// `mutation`, `glossary`, `layout`, `demonstrations` or `merge`.
     pub fn kind(&self) -> &'static str {
         match self {
             Self::Mutation(record) => match record.written_from {
                 MutationKind::Reflection => "mutation",
                 MutationKind::Glossary => "glossary",
                 MutationKind::Layout => "layout",
+                MutationKind::Demonstrations => "demonstrations",
             },
             Self::Merge(_) => "merge",
         }
@@ -108,6 +109,22 @@ impl IterationRecord {
     /// description the terminal and the report show.
     pub fn explain(&self) -> String {
         match self {
+            Self::Mutation(record)
+                if record.outcome == Outcome::Rejected
+                    && record.written_from.judged_on_pareto()
+                    && sum(&record.child_scores) > sum(&record.parent_scores) =>
+            {
+                let (wins, losses) = wins_and_losses(&record.parent_scores, &record.child_scores);
+                format!(
+                    "rejected: the child scored {:.2} against the parent's {:.2} on {} Pareto \
+                     rows, higher on {wins} and lower on {losses}: sign test p = {:.2}, which \
+                     chance gives too often (it must be at most {PARETO_ACCEPT_P})",
+                    sum(&record.child_scores),
+                    sum(&record.parent_scores),
+                    record.minibatch.len(),
+                    sign_test(wins, losses)
+                )
+            }
             Self::Mutation(record)
                 if record.outcome == Outcome::Rejected
                     && sum(&record.child_scores) > sum(&record.parent_scores) =>
@@ -170,12 +187,63 @@ pub enum MutationKind {
     /// The best candidate with its instruction moved above the input, written without a
     /// reflection; the child is judged on the Pareto set (see `EngineConfig::input_last`).
     Layout,
+    /// The best candidate with labelled feedback rows shown as worked examples, chosen or one
+    /// of them swapped by the engine without a reflection; the child is judged on the Pareto set
+    /// (see `EngineConfig::demonstrations`).
+    Demonstrations,
 }
 
 impl MutationKind {
     fn is_reflection(&self) -> bool {
         *self == Self::Reflection
     }
+
+    /// Whether the child is judged on the Pareto set (where the parent's scores are known)
+    /// rather than on a minibatch.
+    pub fn judged_on_pareto(&self) -> bool {
+        !self.is_reflection()
+    }
+}
+
+/// How strong the evidence must be for a child judged on the Pareto set: the one-sided sign
+/// test's p-value of its wins against its losses (rows where it scores higher, and lower, than
+/// its parent) at most this. With 2 wins and no loss p = 0.25; with 3 wins and 1 loss p = 0.31,
+/// which is refused: a gain of one row net out of four changed rows is what chance gives.
+pub const PARETO_ACCEPT_P: f64 = 0.25;
+
+/// The one-sided sign test: the chance of at least `wins` heads in `wins + losses` fair coin
+/// flips. 1 when nothing changed.
+pub fn sign_test(wins: usize, losses: usize) -> f64 {
+    let n = wins + losses;
+    if n == 0 {
+        return 1.0;
+    }
+    // Sum of C(n, k) / 2^n for k >= wins, in logs so that large n stays finite.
+    let ln_choose = |n: usize, k: usize| -> f64 {
+        (1..=k)
+            .map(|i| ((n - k + i) as f64).ln() - (i as f64).ln())
+            .sum()
+    };
+    let total: f64 = (wins..=n)
+        .map(|k| (ln_choose(n, k) - n as f64 * std::f64::consts::LN_2).exp())
+        .sum();
+    total.min(1.0)
+}
+
+/// Rows where `child` scores above `parent`, and below.
+pub fn wins_and_losses(parent: &[f64], child: &[f64]) -> (usize, usize) {
+    parent
+        .iter()
+        .zip(child)
+        .fold((0, 0), |(wins, losses), (p, c)| {
+            if c > p {
+                (wins + 1, losses)
+            } else if c < p {
+                (wins, losses + 1)
+            } else {
+                (wins, losses)
+            }
+        })
 }
 
 /// A reflective mutation: the parent ran on a minibatch of feedback examples, the reflection
@@ -237,7 +305,9 @@ impl MutationRecord {
     fn rows_judged(&self) -> &'static str {
         match self.written_from {
             MutationKind::Reflection => "minibatch rows",
-            MutationKind::Glossary | MutationKind::Layout => "Pareto rows",
+            MutationKind::Glossary | MutationKind::Layout | MutationKind::Demonstrations => {
+                "Pareto rows"
+            }
         }
     }
 
@@ -246,7 +316,16 @@ impl MutationRecord {
     /// reflection model was not shown. A rule that fixes the rows it was written from by breaking
     /// others moves a bias from one answer to another; it is not kept. With every row shown (a
     /// rewrite) the second part holds trivially.
+    ///
+    /// A child judged on the Pareto set (a glossary, a layout, demonstrations) changes how every
+    /// row is read, and there many rows are known: it must score higher in sum and win more rows
+    /// than it loses by more than chance would ([`PARETO_ACCEPT_P`]).
     pub fn improves(&self) -> bool {
+        if self.written_from.judged_on_pareto() {
+            let (wins, losses) = wins_and_losses(&self.parent_scores, &self.child_scores);
+            return sum(&self.child_scores) > sum(&self.parent_scores)
+                && sign_test(wins, losses) <= PARETO_ACCEPT_P;
+        }
         let (parent, child) = self.unshown_sums();
         sum(&self.child_scores) > sum(&self.parent_scores) && child >= parent
     }
@@ -619,6 +698,54 @@ impl Run {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_sign_test_counts_the_changed_rows() {
+        assert_eq!(sign_test(0, 0), 1.0);
+        assert!((sign_test(2, 0) - 0.25).abs() < 1e-12);
+        assert!((sign_test(3, 1) - 5.0 / 16.0).abs() < 1e-12);
+        assert!((sign_test(4, 1) - 6.0 / 32.0).abs() < 1e-12);
+        assert!((sign_test(0, 3) - 1.0).abs() < 1e-12);
+        // Large counts stay finite: 600 wins of 1,000 is far beyond chance.
+        assert!(sign_test(600, 400) < 1e-9);
+        assert_eq!(wins_and_losses(&[1.0, 0.0, 0.5], &[1.0, 1.0, 0.0]), (1, 1));
+    }
+
+    #[test]
+    fn a_child_judged_on_the_pareto_set_needs_more_than_a_row_of_luck() {
+        let record = |parent: Vec<f64>, child: Vec<f64>| MutationRecord {
+            iteration: 1,
+            parent: 0,
+            written_from: MutationKind::Demonstrations,
+            minibatch: (10..10 + parent.len()).collect(),
+            shown: vec![0, 1],
+            parent_scores: parent,
+            child_prompt: Some("child".into()),
+            child_scores: child,
+            outcome: Outcome::Rejected,
+            spent: Spent::default(),
+            cost: Spent::default(),
+            best: Best::default(),
+        };
+        // Three rows won, one lost: +2 in sum, p = 0.31.
+        let lucky = record(vec![0., 0., 0., 1., 1., 1.], vec![1., 1., 1., 0., 1., 1.]);
+        assert!(!lucky.improves());
+        let text = IterationRecord::Mutation(lucky).explain();
+        assert!(
+            text.contains("higher on 3 and lower on 1: sign test p = 0.31"),
+            "{text}"
+        );
+        // Three won, none lost: p = 0.125.
+        let clear = record(vec![0., 0., 0., 1.], vec![1., 1., 1., 1.]);
+        assert!(clear.improves());
+        // The same rows judged on a minibatch take the paper's rule: any gain in sum.
+        let minibatch = MutationRecord {
+            written_from: MutationKind::Reflection,
+            shown: Vec::new(),
+            ..record(vec![0., 0., 0., 1., 1., 1.], vec![1., 1., 1., 0., 1., 1.])
+        };
+        assert!(minibatch.improves());
+    }
 
     /// The short names the terminal and events use are the names the records are written with.
     #[test]

@@ -11,6 +11,7 @@ use rand_chacha::ChaCha8Rng;
 use super::budget::Budget;
 use super::cache::{EvaluationCache, PromptId};
 use super::config::{EngineConfig, OnTaskError, Proposer};
+use super::demonstrations;
 use super::error::{EngineError, TaskError};
 use super::merge::{self, MergeScheduler, Triplet};
 use super::placeholders::Placeholders;
@@ -33,6 +34,12 @@ const PERFECT: f64 = 1.0;
 const SELECTION_STREAM: u64 = 0;
 const SAMPLER_STREAM: u64 = 1;
 const MERGE_STREAM: u64 = 2;
+const DEMONSTRATION_STREAM: u64 = 3;
+
+/// Iterations between two offers of demonstrations (a first set, then swaps).
+const DEMONSTRATIONS_EVERY: usize = 4;
+/// Offers of demonstrations in one run, at most: each costs a pass over the Pareto set.
+const DEMONSTRATION_OFFERS: usize = 4;
 
 /// Runs GEPA from `seed_prompt` on `task` and returns its records.
 ///
@@ -112,6 +119,7 @@ struct Engine<'a, T, O> {
     sampler: EpochSampler,
     selection_rng: ChaCha8Rng,
     merge_rng: ChaCha8Rng,
+    demonstration_rng: ChaCha8Rng,
     merges: Option<MergeScheduler>,
     pareto_examples: Vec<usize>,
     // The distinct expected outputs of a task that picks from a small set of answers
@@ -121,6 +129,13 @@ struct Engine<'a, T, O> {
     input_pairs: InputPairs,
     // By generation.
     candidate_prompts: Vec<PromptId>,
+    // By generation: the feedback rows each candidate shows as demonstrations (empty: none).
+    candidate_demonstrations: Vec<Vec<usize>>,
+    // The rows of the demonstrations child being judged, for `add_candidate`.
+    pending_demonstrations: Option<Vec<usize>>,
+    // Demonstrations offered so far, and the iteration the next one is due at.
+    demonstration_offers: usize,
+    next_demonstrations: usize,
     best: Option<(usize, f64)>,
     iterations: Vec<IterationRecord>,
     // The current iteration; 0 while the seed is scored.
@@ -225,12 +240,17 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             ),
             selection_rng: random_stream(config.seed, SELECTION_STREAM),
             merge_rng: random_stream(config.seed, MERGE_STREAM),
+            demonstration_rng: random_stream(config.seed, DEMONSTRATION_STREAM),
             merges: config.merge.as_ref().map(MergeScheduler::new),
             labels: label_set(expected),
             input_pairs: InputPairs::new(seed_prompt, texts.iter().map(String::as_str))
                 .with_own_wording(&reflection::OWN_WORDING),
             pareto_examples: (config.minibatch..examples).collect(),
             candidate_prompts: Vec::new(),
+            candidate_demonstrations: Vec::new(),
+            pending_demonstrations: None,
+            demonstration_offers: 0,
+            next_demonstrations: 0,
             best: None,
             iterations: Vec::new(),
             iteration: 0,
@@ -259,6 +279,7 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             }
         };
         let record = self.candidate_record(0, &seed, pareto_scores, Vec::new());
+        self.candidate_demonstrations.push(Vec::new());
         let mut pool = Pool::new(record.clone());
         self.candidate_added(&pool, seed, record);
 
@@ -376,6 +397,19 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
                     .map(IterationRecord::Mutation);
             }
         }
+        // Now and then, the best prompt with worked examples; no reflection, the child on the
+        // Pareto set.
+        if self.demonstrations_due() && self.afford(pareto).is_ok() {
+            self.demonstration_offers += 1;
+            self.next_demonstrations = self.iteration + DEMONSTRATIONS_EVERY;
+            if let Some((text, rows)) = self.demonstrations_child(pool) {
+                self.iteration += 1;
+                return self
+                    .show_demonstrations(pool, text, rows)
+                    .await
+                    .map(IterationRecord::Mutation);
+            }
+        }
         let parent = pool.select_parent(&mut self.selection_rng);
         let mut minibatch = self.sampler.next_batch();
         let parent_prompt = self.candidate_prompts[parent].clone();
@@ -394,6 +428,17 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
                 && worst_case(&self.cache, &minibatch) as u64 > self.budget.remaining()
             {
                 minibatch.pop();
+            }
+            // What is left is the rows already known; if the parent is perfect on them, the
+            // iteration would skip, spend nothing, and the next would draw the same rows: the
+            // budget left cannot teach anything.
+            let known_perfect = minibatch.iter().all(|&example| {
+                self.cache
+                    .get(&parent_prompt, example)
+                    .is_some_and(|evaluation| evaluation.score >= PERFECT)
+            });
+            if known_perfect {
+                return Err(Halt::Budget);
             }
         }
         self.afford(worst_case(&self.cache, &minibatch))?;
@@ -463,13 +508,11 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
                     .collect();
                 let failures: Vec<&Shown> = focus.failures.iter().map(|&at| &shown[at]).collect();
                 let contrasts: Vec<&Shown> = focus.contrasts.iter().map(|&at| &shown[at]).collect();
+                // The reflection model reads the instruction; the worked examples are the
+                // engine's to choose, and would only lengthen the request.
+                let instruction = demonstrations::without_demonstrations(parent_prompt.text());
                 (
-                    reflection::rules_request(
-                        parent_prompt.text(),
-                        &failures,
-                        &contrasts,
-                        &self.labels,
-                    ),
+                    reflection::rules_request(&instruction, &failures, &contrasts, &self.labels),
                     Reading::RulesFor {
                         parent: parent_prompt.text(),
                         correct: failures.first().map_or("", |f| f.view.expected.as_str()),
@@ -517,6 +560,61 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
     /// classification.
     fn layout_due(&self) -> bool {
         self.config.input_last && self.config.proposer == Proposer::Rules && !self.labels.is_empty()
+    }
+
+    /// Whether demonstrations are offered in this iteration: asked for, not offered too often,
+    /// and not before the glossary and the layout have had their turn.
+    fn demonstrations_due(&self) -> bool {
+        self.config.demonstrations > 0
+            && self.demonstration_offers < DEMONSTRATION_OFFERS
+            && self.iteration >= self.next_demonstrations
+            && (self.layout_offered || !self.layout_due())
+    }
+
+    /// The best candidate with demonstrations: a first set when it shows none, else its set
+    /// with one row swapped; `None` when there is nothing to show or swap.
+    fn demonstrations_child(&mut self, pool: &Pool) -> Option<(String, Vec<usize>)> {
+        let parent = pool.best();
+        let views: Vec<ExampleView> = (0..self.config.minibatch)
+            .map(|example| self.task.describe(example))
+            .collect();
+        let current = &self.candidate_demonstrations[parent];
+        let rows = if current.is_empty() {
+            demonstrations::choose(
+                &views,
+                &self.labels,
+                self.config.demonstrations,
+                &mut self.demonstration_rng,
+            )
+        } else {
+            demonstrations::swap_one(&views, &self.labels, current, &mut self.demonstration_rng)?
+        };
+        if rows.is_empty() {
+            return None;
+        }
+        let shown: Vec<&ExampleView> = rows.iter().map(|&row| &views[row]).collect();
+        let text =
+            demonstrations::add_demonstrations(self.candidate_prompts[parent].text(), &shown)?;
+        Some((text, rows))
+    }
+
+    /// The demonstrations child, judged like a glossary on the Pareto set; `shown` records the
+    /// feedback rows it shows.
+    async fn show_demonstrations(
+        &mut self,
+        pool: &mut Pool,
+        text: String,
+        rows: Vec<usize>,
+    ) -> Result<MutationRecord, Halt> {
+        let parent = pool.best();
+        let parent_scores = pool.get(parent).pareto_scores.clone();
+        let mut record = self.pareto_record(parent, MutationKind::Demonstrations, parent_scores);
+        record.shown = rows.clone();
+        let child = self.vet(text);
+        self.pending_demonstrations = Some(rows);
+        let record = self.settle(pool, record, child).await;
+        self.pending_demonstrations = None;
+        record
     }
 
     /// The layout child: the best candidate's `text` with its instruction moved above its input
@@ -754,7 +852,11 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
         if let Err(reason) = self.placeholders.check(&text) {
             return rejection(text, reason);
         }
-        if let Some(quote) = self.input_pairs.quoted(&text) {
+        // Demonstrations show rows by design; the rest of the prompt may not quote them.
+        if let Some(quote) = self
+            .input_pairs
+            .quoted(&demonstrations::without_demonstrations(&text))
+        {
             return rejection(text, quote.into());
         }
         let child = self.cache.intern(&text);
@@ -788,6 +890,21 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
         parents: Vec<usize>,
     ) -> Result<usize, Halt> {
         let pareto_scores = self.score_on_pareto(&prompt).await?;
+        // A child keeps its first parent's demonstrations unless it was written to change them,
+        // and has none once its text lost them (a rewrite).
+        let shown = self.pending_demonstrations.take().unwrap_or_else(|| {
+            parents
+                .first()
+                .map(|&parent| self.candidate_demonstrations[parent].clone())
+                .unwrap_or_default()
+        });
+        self.candidate_demonstrations.push(
+            if demonstrations::count(prompt.text()) == shown.len() {
+                shown
+            } else {
+                Vec::new()
+            },
+        );
         let generation = pool.len();
         let record = self.candidate_record(generation, &prompt, pareto_scores, parents);
         pool.add(record.clone());

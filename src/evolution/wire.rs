@@ -35,6 +35,9 @@ pub struct EngineSettings {
     /// Task calls in flight at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parallel_calls: Option<usize>,
+    /// Worked examples the engine may show in a prompt; 0 turns them off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub demonstrations: Option<usize>,
     /// The text of a reflection request of the user's own, with the placeholders
     /// `<curr_instructions>` and `<inputs_outputs_feedback>` (see `engine::ReflectionTemplate`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -68,6 +71,7 @@ impl EngineSettings {
             ("on_error", self.on_error.is_some()),
             ("merge", self.merge.is_some()),
             ("parallel_calls", self.parallel_calls.is_some()),
+            ("demonstrations", self.demonstrations.is_some()),
             ("reflection_template", self.reflection_template.is_some()),
             ("seed", self.seed.is_some()),
         ];

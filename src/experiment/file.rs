@@ -99,6 +99,13 @@ pub struct EngineSection {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 64))]
     pub parallel_calls: Option<i64>,
+    /// At most this many labelled feedback rows shown in the prompt as worked examples, 0 to 16
+    /// (one per label of a classification, else 3). Default: 8 when the built-in engine's
+    /// reflection model is an embedded one (it writes rules), else 0 (off). The engine offers the best prompt with them, and later with one swapped, each
+    /// judged on the Pareto rows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 16))]
+    pub demonstrations: Option<i64>,
     /// A file holding a reflection request of your own, relative to the experiment file. It must
     /// contain `<curr_instructions>` (the current prompt) and `<inputs_outputs_feedback>` (the
     /// minibatch), the reference implementation's placeholders, and should ask for the new

@@ -43,8 +43,8 @@ use chrono::{SecondsFormat, Utc};
 use tokio::sync::Semaphore;
 
 use crate::engine::{
-    self, CandidateRecord, DEFAULT_REFLECTION_MINIBATCH, EngineConfig, EngineEvent,
-    IterationRecord, MergeConfig, OnTaskError, Proposer, ReflectionTemplate,
+    self, CandidateRecord, DEFAULT_DEMONSTRATIONS, DEFAULT_REFLECTION_MINIBATCH, EngineConfig,
+    EngineEvent, IterationRecord, MergeConfig, OnTaskError, Proposer, ReflectionTemplate,
 };
 use crate::evolution::PAGE_LIMIT;
 use crate::evolution::rules::validate_start;
@@ -553,6 +553,9 @@ fn apply_engine_settings(
     if let Some(parallel) = settings.parallel_calls {
         config.parallel_calls = parallel;
     }
+    if let Some(demonstrations) = settings.demonstrations {
+        config.demonstrations = demonstrations;
+    }
     Ok(())
 }
 
@@ -768,9 +771,13 @@ impl Inner {
         // proposal, not the whole evolution; a run of failures still stops it, with the reason.
         config.on_task_error = OnTaskError::ScoreZero;
         config.proposer = self.settings.proposer;
-        // The rules proposer is the small reflection model's; so are the glossary and the layout.
+        // The rules proposer is the small reflection model's; so are the glossary, the layout
+        // and the demonstrations (`[engine] demonstrations` turns them on for any proposer).
         config.label_glossary = config.proposer == Proposer::Rules;
         config.input_last = config.proposer == Proposer::Rules;
+        if config.proposer == Proposer::Rules {
+            config.demonstrations = DEFAULT_DEMONSTRATIONS;
+        }
         config.reflection_minibatch = self.settings.reflection_minibatch;
         if Strategy::parse(&request.strategy) == Some(Strategy::Sam) {
             config.merge = Some(MergeConfig::default());

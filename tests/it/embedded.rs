@@ -556,7 +556,12 @@ async fn a_tiny_gepa_run_on_real_rows_stays_within_its_budget() {
         prompt: "Is this review positive or negative? Answer with one word.\nReview: {review}"
             .into(),
         custom_id: Some("tiny-real".into()),
-        engine: None,
+        // One reflection iteration is what this test pays for; worked examples would take the
+        // budget first.
+        engine: Some(gepa_lab::evolution::wire::EngineSettings {
+            demonstrations: Some(0),
+            ..Default::default()
+        }),
     };
     let counted = Arc::new(Counted {
         inner: model,

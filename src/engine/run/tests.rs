@@ -978,3 +978,45 @@ async fn a_classification_prompt_with_its_input_first_is_offered_once_with_its_i
         .expect("run");
     assert_eq!(first_kind(&run_last), "mutation");
 }
+
+#[tokio::test]
+async fn demonstrations_of_each_label_are_offered_and_judged_on_the_pareto_set() {
+    let task = StandIn::new(&ROWS);
+    let mut config = config(40);
+    config.demonstrations = 8;
+    config.stall_iterations = Some(1);
+    let run = run_quietly(&task, &config).await.expect("run");
+    let IterationRecord::Mutation(record) = &run.iterations()[0] else {
+        panic!("merge is off");
+    };
+    assert_eq!(record.written_from, MutationKind::Demonstrations);
+    assert_eq!(run.iterations()[0].kind(), "demonstrations");
+    // Judged on the Pareto set; shown: one feedback row of each label, never a Pareto row.
+    assert_eq!(record.minibatch, (6..12).collect::<Vec<_>>());
+    assert_eq!(record.shown.len(), 3, "{:?}", record.shown);
+    assert!(
+        record.shown.iter().all(|&row| row < 6),
+        "{:?}",
+        record.shown
+    );
+    let labels: BTreeSet<&str> = record.shown.iter().map(|&row| ROWS[row]).collect();
+    assert_eq!(labels.len(), 3, "one of each label: {labels:?}");
+    // Every keyword shown as an answer: the child is right on all six Pareto rows.
+    assert_eq!(record.child_scores, vec![1.0; 6]);
+    assert_eq!(record.outcome, Outcome::Accepted { generation: 1 });
+    let child = &run.candidates()[1].prompt;
+    assert!(
+        child.starts_with("Examples of inputs with their correct answers:\nAnswer "),
+        "{child}"
+    );
+    assert!(
+        child.ends_with("End of examples.\n\nAnswer {question}."),
+        "{child}"
+    );
+    for keyword in ["alpha", "bravo", "charlie"] {
+        assert!(child.contains(&format!("Answer: {keyword}\n")), "{child}");
+    }
+    // No reflection: the seed's Pareto scores were known, so only the child ran.
+    assert_eq!(record.cost.reflection_calls, 0);
+    assert_eq!(record.cost.task_calls, 6);
+}

@@ -1220,6 +1220,12 @@ fn check_engine(
     let max_seconds = whole("max_seconds", engine.max_seconds, 1, 604_800);
     let stall_iterations = whole("stall_iterations", engine.stall_iterations, 1, 10_000);
     let parallel_calls = whole("parallel_calls", engine.parallel_calls, 1, 64);
+    let demonstrations = whole(
+        "demonstrations",
+        engine.demonstrations,
+        0,
+        crate::engine::MAX_DEMONSTRATIONS as i64,
+    );
     let seed = whole("seed", engine.seed, 0, i64::MAX);
     let mut fraction = |key: &str, value: Option<f64>, max: f64| -> Option<f64> {
         let value = value?;
@@ -1257,6 +1263,7 @@ fn check_engine(
         on_error,
         merge: engine.merge,
         parallel_calls: parallel_calls.map(|n| n as usize),
+        demonstrations: demonstrations.map(|n| n as usize),
         reflection_template,
         seed,
     };

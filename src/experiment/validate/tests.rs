@@ -245,6 +245,7 @@ fn every_engine_number_is_checked_at_both_ends_of_its_range() {
         ("max_seconds", "1", "604800", "0", "604801"),
         ("stall_iterations", "1", "10000", "0", "10001"),
         ("parallel_calls", "1", "64", "0", "65"),
+        ("demonstrations", "0", "16", "-1", "17"),
         ("reflection_temperature", "0.0", "2.0", "-0.5", "2.5"),
         ("score_threshold", "0.0", "1.0", "-0.1", "1.1"),
     ];
