@@ -29,9 +29,9 @@ pub(crate) const UNLABELLED_COUNT: usize = 3;
 
 /// The feedback rows a first set of demonstrations shows, at most `most` of them: with a label
 /// set, one row of each label (the labels most common among the feedback rows first), so that
-/// no answer is shown more than another; without, random rows. Rows whose inputs are longer than
-/// the median feedback row are passed over where a shorter one will do, so that the prompt stays
-/// short.
+/// no answer is shown more than another; without, random rows among those whose answers are
+/// longer than the median's. Rows whose inputs are longer than the median feedback row are
+/// passed over where a shorter one will do, so that the prompt stays short.
 pub(crate) fn choose(
     views: &[ExampleView],
     labels: &[String],
@@ -40,7 +40,13 @@ pub(crate) fn choose(
 ) -> Vec<usize> {
     let short = short_rows(views);
     if labels.is_empty() {
-        let mut pool = short.clone();
+        // An example with an empty or short answer shows little of the task (measured on
+        // CoNLL-2003 entities: short rows were those with no entity, and three answers of empty
+        // lists taught the model to answer empty lists); so the rows with answers longer than
+        // the median's, the shorter inputs among them where there are any.
+        let rich = rich_rows(views);
+        let both: Vec<usize> = rich.iter().copied().filter(|r| short.contains(r)).collect();
+        let mut pool = if both.is_empty() { rich } else { both };
         let mut chosen = Vec::new();
         while chosen.len() < most.min(UNLABELLED_COUNT) && !pool.is_empty() {
             let at = rng.random_range(0..pool.len());
@@ -117,6 +123,23 @@ fn pick_of_label(
     let any = of_label(&mut (0..views.len()));
     let pool = if shorter.is_empty() { any } else { shorter };
     pool.choose(rng).copied()
+}
+
+/// The rows whose expected answers are longer than the median row's (as long, when none is):
+/// where most answers are empty, the rows that are not.
+fn rich_rows(views: &[ExampleView]) -> Vec<usize> {
+    let length = |row: usize| views[row].expected.trim().len();
+    let mut lengths: Vec<usize> = (0..views.len()).map(length).collect();
+    lengths.sort_unstable();
+    let Some(&median) = lengths.get(lengths.len() / 2) else {
+        return Vec::new();
+    };
+    let longer: Vec<usize> = (0..views.len()).filter(|&r| length(r) > median).collect();
+    if longer.is_empty() {
+        (0..views.len()).filter(|&r| length(r) >= median).collect()
+    } else {
+        longer
+    }
 }
 
 /// The rows whose inputs are no longer than the median row's.
@@ -275,6 +298,26 @@ mod tests {
                 two.iter().all(|&r| views[r].expected != "weather"),
                 "{two:?}"
             );
+        }
+    }
+
+    #[test]
+    fn without_labels_the_rows_with_fuller_answers_are_shown() {
+        let empty = r#"{"persons": []}"#;
+        let views = vec![
+            view("Total 730.0", empty),
+            view("Sorghum unq", empty),
+            view("Ana met Bo in Oslo", r#"{"persons": ["Ana", "Bo"]}"#),
+            view("Cy spoke", r#"{"persons": ["Cy"]}"#),
+            view("14-1 Draw", empty),
+        ];
+        for seed in 0..20 {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let chosen = choose(&views, &[], 8, &mut rng);
+            assert!(!chosen.is_empty());
+            for row in &chosen {
+                assert_ne!(views[*row].expected, empty, "{chosen:?}");
+            }
         }
     }
 
