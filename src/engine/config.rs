@@ -69,8 +69,6 @@ pub struct EngineConfig {
     pub parallel_calls: usize,
 }
 
-/// Demonstrations the local engine offers by default (one per label, up to this many).
-pub const DEFAULT_DEMONSTRATIONS: usize = 8;
 /// The most demonstrations a prompt may show.
 pub const MAX_DEMONSTRATIONS: usize = 16;
 

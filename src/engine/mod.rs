@@ -34,8 +34,8 @@ mod task;
 
 pub use budget::{Spent, reflections_assured};
 pub use config::{
-    DEFAULT_DEMONSTRATIONS, DEFAULT_PARALLEL_CALLS, DEFAULT_REFLECTION_MINIBATCH, EngineConfig,
-    MAX_DEMONSTRATIONS, MergeConfig, OnTaskError, Proposer,
+    DEFAULT_PARALLEL_CALLS, DEFAULT_REFLECTION_MINIBATCH, EngineConfig, MAX_DEMONSTRATIONS,
+    MergeConfig, OnTaskError, Proposer,
 };
 pub use error::{EngineError, TaskError};
 pub use records::{
