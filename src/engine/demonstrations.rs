@@ -17,6 +17,7 @@ use std::fmt::Write;
 use rand::Rng;
 use rand::seq::IndexedRandom;
 
+use super::reflection::has_placeholder;
 use super::task::ExampleView;
 use crate::prompt::Template;
 
@@ -225,10 +226,6 @@ pub(crate) fn count(prompt: &str) -> usize {
 /// `text` as literal template text: braces doubled.
 fn literal(text: &str) -> String {
     text.replace('{', "{{").replace('}', "}}")
-}
-
-fn has_placeholder(line: &str) -> bool {
-    Template::parse(line).is_ok_and(|template| !template.variables().is_empty())
 }
 
 #[cfg(test)]

@@ -669,7 +669,7 @@ fn without_rules(prompt: &str) -> String {
 
 /// The line holds a `{variable}` placeholder (a line that is not a template on its own, such as
 /// half of a brace pair split over two lines, does not count).
-fn has_placeholder(line: &str) -> bool {
+pub(crate) fn has_placeholder(line: &str) -> bool {
     Template::parse(line).is_ok_and(|template| !template.variables().is_empty())
 }
 
