@@ -76,10 +76,13 @@ pub struct ServiceAccount {
     pub pay_to: Option<Address>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct UserConfig {
     /// By normalised base URL (see `service_id`).
     pub services: BTreeMap<String, ServiceAccount>,
+    /// `[providers.<name>]` tables, as written: experiments read them (`experiment`'s own
+    /// reader checks them, with their lines); here they are only kept when the file is saved.
+    pub providers: toml::Table,
 }
 
 /// The config file's location, from the environment.
@@ -207,7 +210,10 @@ impl UserConfig {
             };
             services.insert(service_id(&service), account);
         }
-        Ok(UserConfig { services })
+        Ok(UserConfig {
+            services,
+            providers: raw.providers,
+        })
     }
 
     /// Writes the whole file atomically (a temporary file in the same folder, then a rename),
@@ -258,6 +264,7 @@ impl UserConfig {
                     (service.clone(), raw)
                 })
                 .collect(),
+            providers: self.providers.clone(),
         };
         // A map of strings, numbers and optional strings always serialises.
         let body = toml::to_string(&raw).unwrap_or_default();
@@ -278,6 +285,8 @@ impl UserConfig {
 struct RawConfig {
     #[serde(default)]
     services: BTreeMap<String, RawService>,
+    #[serde(default, skip_serializing_if = "toml::Table::is_empty")]
+    providers: toml::Table,
 }
 
 #[derive(Serialize, Deserialize, Default)]
@@ -395,6 +404,23 @@ mod tests {
         changed.service_mut("http://127.0.0.1:8080").tier = Some("paid".into());
         changed.save(&path).unwrap();
         assert_eq!(UserConfig::load(&path).unwrap(), changed);
+    }
+
+    #[test]
+    fn providers_are_kept_when_the_file_is_saved() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        let text = "[providers.ollama]\nurl = \"http://127.0.0.1:11434/v1\"\nrpm = 60\n";
+        let mut config = UserConfig::parse(text, &path).unwrap();
+        assert!(config.providers.contains_key("ollama"));
+        config.service_mut("http://127.0.0.1:8080").tier = Some("free".into());
+        config.save(&path).unwrap();
+        let saved = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            saved.contains("[providers.ollama]") && saved.contains("rpm = 60"),
+            "{saved}"
+        );
+        assert_eq!(UserConfig::load(&path).unwrap(), config);
     }
 
     #[test]

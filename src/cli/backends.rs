@@ -1,5 +1,6 @@
 //! Choosing and building the services a run talks to: the public APIs, the built-in engine with
 //! the embedded model, or a `gepa-lab serve` (or any deployment of both APIs) at one address.
+use std::collections::BTreeMap;
 use std::num::NonZeroU32;
 use std::path::Path;
 use std::str::FromStr;
@@ -9,14 +10,16 @@ use anyhow::Context;
 
 use super::keys::{self, Credential};
 use crate::evolution::{EvolutionConfig, HttpEvolution};
+use crate::experiment::{ModelRoles, Plan};
 use crate::inference::embedded::{LOCAL, REFLECTION_MODEL, models_dir};
 use crate::inference::{
-    EmbeddedModel, HttpInference, Inference, InferenceConfig, ModelRouter, is_local_model,
+    EmbeddedModel, HttpInference, Inference, InferenceConfig, ModelRef, ModelRouter, Provider,
+    ProviderName,
 };
 use crate::local::{FileExecutions, LocalEvolution, LocalSettings, ModelSettings};
 use crate::runner::{Backends, RunOptions};
 use crate::score::ScorerSpec;
-use crate::store::Backend;
+use crate::store::{Backend, RunManifest};
 
 /// `--backend`: `remote`, `local`, or the URL of a server that speaks both APIs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -146,50 +149,118 @@ fn reflection_model_id() -> String {
             eprintln!(
                 "warning: the reflection model {REFLECTION_MODEL} is not installed, so the default \
                  model ({LOCAL}) proposes the new prompts, and rarely writes a usable one; install \
-                 it with `gepa-lab model install {REFLECTION_MODEL}` (or set \
-                 GEPA_LAB_REFLECTION_MODEL)"
+                 it with `gepa-lab model install {REFLECTION_MODEL}`, set \
+                 GEPA_LAB_REFLECTION_MODEL, or name a provider's model in [engine] reflection_model"
             );
             LOCAL.to_owned()
         }
     }
 }
 
-/// The task model of a local evolution: the first replay model, so that the prompt is evolved
-/// on the model it is then replayed on (and will be used with); `local` without one.
-fn local_task_model(replay_models: &[String]) -> String {
-    replay_models
-        .first()
-        .cloned()
-        .unwrap_or_else(|| LOCAL.to_owned())
+/// The models a run uses, as its record names them: each execution's roles, and the declared
+/// providers they name. Runs recorded before roles existed have them read from their plans.
+#[derive(Debug, Clone, Default)]
+pub struct RunModels {
+    pub providers: BTreeMap<ProviderName, Provider>,
+    pub roles: Vec<ModelRoles>,
 }
 
-/// Builds the backends; the embedded models named by `replay_models` (and, for a local run, the
-/// task and reflection models) are loaded once, here. A local run's engine keeps its executions
-/// in `engine_file` (the run directory's `engine.jsonl`), and continues those the file shows
-/// unfinished: call this inside the runtime that will run them. A local run's engine scores with
-/// `replay_scorer` (unless it is the judge, which needs a model and rubric of its own) rather
-/// than with what the evaluator's metric maps to: the extraction example's `exact_match`
-/// metric scored every answer of the small model 0, which left the engine nothing to learn.
+impl RunModels {
+    pub fn of(manifest: &RunManifest) -> Self {
+        let providers = manifest.plan.providers.clone();
+        let parse =
+            |text: &str| ModelRef::parse(text, |name| providers.keys().any(|p| p.as_str() == name));
+        let roles = manifest
+            .executions
+            .iter()
+            .map(|execution| {
+                let plan = &execution.plan;
+                let mut roles = plan.models.clone();
+                let engine = plan.start.engine.as_ref();
+                if roles.replay.is_empty() {
+                    let replay = plan.replay.iter().flat_map(|r| &r.models);
+                    roles.replay = replay.map(|m| parse(m)).collect();
+                }
+                roles.task = roles
+                    .task
+                    .or_else(|| engine?.task_model.as_deref().map(parse));
+                roles.reflection = roles
+                    .reflection
+                    .or_else(|| engine?.reflection_model.as_deref().map(parse));
+                roles.judge = roles
+                    .judge
+                    .or_else(|| Some(parse(&plan.replay.as_ref()?.judge.as_ref()?.model)));
+                roles
+            })
+            .collect();
+        Self { providers, roles }
+    }
+
+    fn all(&self) -> impl Iterator<Item = (&'static str, &ModelRef)> {
+        self.roles.iter().flat_map(ModelRoles::iter)
+    }
+
+    /// The local engine's task model: the first execution's, else its first replay model, so
+    /// that the prompt is evolved on the model it is then replayed on; `local` without one.
+    fn task_model(&self) -> ModelRef {
+        let first = self.roles.first();
+        first
+            .and_then(|roles| roles.task.clone().or_else(|| roles.replay.first().cloned()))
+            .unwrap_or_else(|| ModelRef::Embedded(LOCAL.to_owned()))
+    }
+
+    /// The local engine's reflection model: the first execution's, else the default.
+    fn reflection_model(&self) -> ModelRef {
+        self.roles
+            .first()
+            .and_then(|roles| roles.reflection.clone())
+            .unwrap_or_else(|| ModelRef::Embedded(reflection_model_id()))
+    }
+}
+
+/// Names the local engine's task and reflection models in every execution of `plan` that
+/// leaves them to the default, so that `run.json` names the models that will answer.
+pub fn fill_local_roles(plan: &mut Plan) {
+    let models = RunModels {
+        providers: plan.providers.clone(),
+        roles: plan.executions.iter().map(|e| e.models.clone()).collect(),
+    };
+    let (task, reflection) = (models.task_model(), models.reflection_model());
+    for execution in &mut plan.executions {
+        let roles = &mut execution.models;
+        roles.task.get_or_insert_with(|| task.clone());
+        roles.reflection.get_or_insert_with(|| reflection.clone());
+    }
+}
+
+/// Builds the backends; the embedded models the run's roles name are loaded once, here, and
+/// each declared provider gets one client with its limits. A local run's engine keeps its
+/// executions in `engine_file` (the run directory's `engine.jsonl`), and continues those the
+/// file shows unfinished: call this inside the runtime that will run them. A local run's engine
+/// scores with `replay_scorer` (unless it is the judge, which needs a model and rubric of its
+/// own) rather than with what the evaluator's metric maps to: the extraction example's
+/// `exact_match` metric scored every answer of the small model 0, which left the engine nothing
+/// to learn.
 pub fn build(
     choice: &BackendChoice,
-    replay_models: &[String],
+    models: &RunModels,
     replay_scorer: Option<&ScorerSpec>,
     rpm: Option<NonZeroU32>,
-    engine_models: &[String],
     engine_file: &Path,
 ) -> anyhow::Result<Backends> {
-    let (local_ids, reflection) = models_to_load(choice, replay_models, engine_models)?;
+    let local_ids = models_to_load(choice, models)?;
+    let providers = provider_clients(&models.providers)?;
     let (evolution, inference) = match choice {
         BackendChoice::Local => local_backends(
-            replay_models,
+            models,
             replay_scorer,
             rpm,
             &local_ids,
-            reflection,
+            providers,
             engine_file,
         )?,
-        BackendChoice::Remote => public_backends(&local_ids, rpm)?,
-        BackendChoice::Url(url) => served_backends(url, &local_ids, rpm)?,
+        BackendChoice::Remote => public_backends(&local_ids, rpm, providers)?,
+        BackendChoice::Url(url) => served_backends(url, &local_ids, rpm, providers)?,
     };
     Ok(Backends {
         evolution,
@@ -201,75 +272,90 @@ pub fn build(
 /// The two halves of a backend.
 type Halves = (Arc<dyn crate::evolution::Evolution>, Arc<dyn Inference>);
 
-/// The embedded models to load (the replay's; for a local run also the task, reflection and
-/// `[engine]` models), and the reflection model's id (empty unless local). A local run refuses
-/// a model it cannot run offline.
-fn models_to_load(
-    choice: &BackendChoice,
-    replay_models: &[String],
-    engine_models: &[String],
-) -> anyhow::Result<(Vec<String>, String)> {
-    let mut local_ids: Vec<String> = replay_models
-        .iter()
-        .filter(|m| is_local_model(m))
-        .cloned()
-        .collect();
-    // Only a local run reflects with an embedded model (and says when the suggested one is
-    // missing).
-    let reflection = if matches!(choice, BackendChoice::Local) {
-        reflection_model_id()
-    } else {
-        String::new()
-    };
-    if matches!(choice, BackendChoice::Local) {
-        // A reflection model an experiment's [engine] names is loaded with the rest.
-        for model in engine_models {
-            if !is_local_model(model) {
-                anyhow::bail!(
-                    "engine.reflection_model {model:?} is not available offline: with --backend local it must be `local` or `local:<name>`"
-                );
-            }
-            local_ids.push(model.clone());
-        }
-        if let Some(model) = replay_models.iter().find(|m| !is_local_model(m)) {
-            anyhow::bail!(
-                "replay model {model:?} is not available offline: with --backend local every replay model must be `local` or `local:<name>`"
-            );
-        }
-        local_ids.extend([local_task_model(replay_models), reflection.clone()]);
-    }
-    Ok((local_ids, reflection))
+/// A client per declared provider, with its maximum of requests in flight.
+type ProviderClients = Vec<(ProviderName, Arc<dyn Inference>, Option<u32>)>;
+
+/// One client per provider, its key and secret headers read from the environment now.
+fn provider_clients(
+    providers: &BTreeMap<ProviderName, Provider>,
+) -> anyhow::Result<ProviderClients> {
+    providers
+        .values()
+        .map(|provider| {
+            let config = provider.config(crate::env::var)?;
+            let client = HttpInference::new(config)
+                .with_context(|| format!("provider `{}` at {}", provider.name, provider.url))?;
+            let client: Arc<dyn Inference> = Arc::new(client);
+            Ok((provider.name.clone(), client, provider.max_in_flight))
+        })
+        .collect()
 }
 
-/// The built-in engine and the embedded models (or the server `GEPA_LAB_LOCAL_UPSTREAM` names),
-/// continuing the unfinished evolutions `engine_file` holds.
+/// The embedded models to load: every role's that is embedded, and for a local run the engine's
+/// task and reflection models. A local run refuses a model it cannot run offline or on a
+/// declared provider.
+fn models_to_load(choice: &BackendChoice, models: &RunModels) -> anyhow::Result<Vec<String>> {
+    let mut wanted: Vec<(&'static str, ModelRef)> = models
+        .all()
+        .map(|(role, model)| (role, model.clone()))
+        .collect();
+    if matches!(choice, BackendChoice::Local) {
+        wanted.push(("task", models.task_model()));
+        wanted.push(("reflection", models.reflection_model()));
+        if let Some((role, model)) = wanted
+            .iter()
+            .find(|(_, m)| matches!(m, ModelRef::Public(_)))
+        {
+            anyhow::bail!(
+                "the {role} model {model:?} is not available offline: with --backend local every \
+                 model must be `local`, `local:<name>` or `<provider>/<model>` of a provider \
+                 declared in [providers.<name>]",
+                model = model.to_string()
+            );
+        }
+    }
+    let mut ids: Vec<String> = Vec::new();
+    for (_, model) in wanted {
+        if model.is_embedded() && !ids.contains(&model.to_string()) {
+            ids.push(model.to_string());
+        }
+    }
+    Ok(ids)
+}
+
+/// The built-in engine over the embedded models (or the server `GEPA_LAB_LOCAL_UPSTREAM` names)
+/// and the declared providers, continuing the unfinished evolutions `engine_file` holds.
 fn local_backends(
-    replay_models: &[String],
+    models: &RunModels,
     replay_scorer: Option<&ScorerSpec>,
     rpm: Option<NonZeroU32>,
     local_ids: &[String],
-    reflection: String,
+    providers: ProviderClients,
     engine_file: &Path,
 ) -> anyhow::Result<Halves> {
     let router = match crate::env::var(crate::env::LOCAL_UPSTREAM) {
-        // Every model id is asked of that server; no embedded model is loaded.
+        // Every embedded model id is asked of that server; no embedded model is loaded.
         Some(url) => {
             let credential = Credential {
                 key: keys::from_env(crate::env::UPSTREAM_KEY),
                 rpm: None,
             };
             eprintln!(
-                "the local engine's models are answered by {url} ({})",
+                "the local engine's embedded models are answered by {url} ({})",
                 crate::env::LOCAL_UPSTREAM
             );
-            http_inference(&url, credential, rpm)
-                .with_context(|| format!("{}={url}", crate::env::LOCAL_UPSTREAM))?
+            let upstream = http_inference(&url, credential, rpm)
+                .with_context(|| format!("{}={url}", crate::env::LOCAL_UPSTREAM))?;
+            with_providers(
+                ModelRouter::new(Vec::new(), None).with_local_upstream(upstream),
+                providers,
+            )
         }
-        None => inference_backend(local_ids, None)?,
+        None => router(local_ids, None, providers)?,
     };
-    let mut models = ModelSettings::new(local_task_model(replay_models));
-    models.reflection_model = reflection;
-    let mut settings = LocalSettings::new(models);
+    let mut settings = ModelSettings::new(models.task_model().to_string());
+    settings.reflection_model = models.reflection_model().to_string();
+    let mut settings = LocalSettings::new(settings);
     settings.scorer = replay_scorer
         .filter(|scorer| !matches!(scorer, ScorerSpec::Judge))
         .cloned();
@@ -294,7 +380,11 @@ fn local_backends(
 }
 
 /// The public services, with the keys from the environment or the config file.
-fn public_backends(local_ids: &[String], rpm: Option<NonZeroU32>) -> anyhow::Result<Halves> {
+fn public_backends(
+    local_ids: &[String],
+    rpm: Option<NonZeroU32>,
+    providers: ProviderClients,
+) -> anyhow::Result<Halves> {
     let (evolution, inference) = public_keys()?;
     let Some(evolution_key) = evolution.key else {
         anyhow::bail!(
@@ -312,7 +402,7 @@ fn public_backends(local_ids: &[String], rpm: Option<NonZeroU32>) -> anyhow::Res
     let remote = http_inference(&inference_url(), inference, rpm)?;
     Ok((
         Arc::new(HttpEvolution::new(evolution_config)?),
-        inference_backend(local_ids, Some(remote))?,
+        router(local_ids, Some(remote), providers)?,
     ))
 }
 
@@ -321,6 +411,7 @@ fn served_backends(
     url: &str,
     local_ids: &[String],
     rpm: Option<NonZeroU32>,
+    providers: ProviderClients,
 ) -> anyhow::Result<Halves> {
     let given = keys::from_env(INFERENCE_KEY).or_else(|| keys::from_env(EVOLUTION_KEY));
     let inference = keys::for_service(given, url)?;
@@ -331,7 +422,7 @@ fn served_backends(
             url.to_owned(),
             evolution_key,
         ))?),
-        inference_backend(local_ids, Some(remote))?,
+        router(local_ids, Some(remote), providers)?,
     ))
 }
 
@@ -341,13 +432,31 @@ pub fn inference_backend(
     models: &[String],
     remote: Option<Arc<dyn Inference>>,
 ) -> anyhow::Result<Arc<dyn Inference>> {
+    router(models, remote, Vec::new())
+}
+
+/// [`inference_backend`] with the declared providers' clients beside it.
+fn router(
+    models: &[String],
+    remote: Option<Arc<dyn Inference>>,
+    providers: ProviderClients,
+) -> anyhow::Result<Arc<dyn Inference>> {
     // Each error says what to do itself (a model not installed names the install command; a
     // CPU without the build's instructions, the variables to build without them).
     let embedded = EmbeddedModel::load_ids(models).context("loading the embedded model")?;
     Ok(match remote {
-        Some(remote) if embedded.is_empty() => remote,
-        remote => Arc::new(ModelRouter::new(embedded, remote)),
+        Some(remote) if embedded.is_empty() && providers.is_empty() => remote,
+        remote => with_providers(ModelRouter::new(embedded, remote), providers),
     })
+}
+
+fn with_providers(router: ModelRouter, providers: ProviderClients) -> Arc<dyn Inference> {
+    let router = providers
+        .into_iter()
+        .fold(router, |router, (name, client, in_flight)| {
+            router.with_provider(name, client, in_flight)
+        });
+    Arc::new(router)
 }
 
 /// An inference client for `url`, paced to `rpm` (`run --rpm`) or else the stored limit; with

@@ -148,6 +148,24 @@ impl SettingsArgs {
             },
             run_suffix: None,
             credits_per_call: self.credits_per_call,
+            config_file: config_with_providers(),
+        }
+    }
+}
+
+/// The user's config file, when there is one that may be read, for the `[providers]` an
+/// experiment may name. One that may not be read (too open, broken) is said, and left out.
+fn config_with_providers() -> Option<std::path::PathBuf> {
+    let path = crate::account::config_path().ok()?;
+    if !path.is_file() {
+        return None;
+    }
+    match crate::account::UserConfig::load(&path) {
+        Ok(config) if config.providers.is_empty() => None,
+        Ok(_) => Some(path),
+        Err(err) => {
+            eprintln!("warning: {err}; the providers it declares are not used");
+            None
         }
     }
 }

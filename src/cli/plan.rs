@@ -3,7 +3,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use super::exit;
-use crate::experiment::validate_file;
+use crate::experiment::{ModelRoles, Plan, validate_file};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -13,6 +13,11 @@ pub struct Args {
     /// Print the whole plan as JSON (start bodies, splits, replay, estimates).
     #[arg(long)]
     json: bool,
+    /// Also ask each declared provider the plan uses for its models (GET /v1/models, 10 s at
+    /// most): one line for each that does not answer and each model it does not serve; exit 1
+    /// if any.
+    #[arg(long)]
+    check: bool,
     #[command(flatten)]
     settings: super::SettingsArgs,
 }
@@ -26,9 +31,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         eprintln!("{}: invalid; nothing to plan", args.file.display());
         return Ok(ExitCode::from(exit::INVALID));
     };
+    let checked = if args.check {
+        check_providers(&plan)?
+    } else {
+        true
+    };
+    let status = ExitCode::from(if checked { exit::OK } else { exit::INVALID });
     if args.json {
         println!("{}", serde_json::to_string_pretty(&plan)?);
-        return Ok(ExitCode::from(exit::OK));
+        return Ok(status);
     }
     println!("{} ({})", plan.name, plan.file.display());
     if let Some(description) = &plan.description {
@@ -70,9 +81,61 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 println!("feedback and Pareto rows: {}", labels.baseline().sentence);
             }
         }
+        for line in role_lines(&execution.models) {
+            println!("{line}");
+        }
         println!("POST /gepa/start_execution");
         println!("{}\n", serde_json::to_string_pretty(&execution.start)?);
     }
     println!("{}", super::validate::describe(&plan));
-    Ok(ExitCode::from(exit::OK))
+    Ok(status)
+}
+
+/// Asks the plan's providers for their models: `true` when each answered and serves every model
+/// named of it; otherwise each problem is printed, one line each.
+pub fn check_providers(plan: &Plan) -> anyhow::Result<bool> {
+    if plan.providers.is_empty() {
+        return Ok(true);
+    }
+    let runtime = super::runtime()?;
+    let problems = runtime.block_on(crate::runner::providers::check_providers(
+        plan,
+        crate::runner::providers::CHECK_TIMEOUT,
+    ));
+    for problem in &problems {
+        eprintln!("{}", problem.headline());
+    }
+    if problems.is_empty() {
+        let names: Vec<String> = plan.providers.keys().map(ToString::to_string).collect();
+        eprintln!(
+            "providers checked: {} answered and serve every model named",
+            names.join(", ")
+        );
+    }
+    Ok(problems.is_empty())
+}
+
+/// Each role's model with its provider, as `plan` shows them; the local engine's task and
+/// reflection models, when the file leaves them out, are its defaults.
+fn role_lines(roles: &ModelRoles) -> Vec<String> {
+    let mut lines: Vec<String> = roles
+        .iter()
+        .map(|(role, model)| {
+            format!(
+                "{role:<10} provider {:<12} model {}",
+                model.provider(),
+                model.model()
+            )
+        })
+        .collect();
+    if roles.task.is_none() {
+        lines.push("task       (local engine: the first replay model, else local)".into());
+    }
+    if roles.reflection.is_none() {
+        lines.push(
+            "reflection (local engine: GEPA_LAB_REFLECTION_MODEL, else the catalog's reflection model)"
+                .into(),
+        );
+    }
+    lines
 }

@@ -201,6 +201,15 @@ fn validate_all<'a>(
             eprintln!("{}: invalid; nothing was started", file.display());
             return Err(ExitCode::from(exit::INVALID));
         };
+        // A provider that is down, or lacks a model the file names, would fail the run after
+        // it started spending.
+        if !super::plan::check_providers(&plan).unwrap_or(false) {
+            eprintln!(
+                "{}: a provider cannot serve this run; nothing was started",
+                file.display()
+            );
+            return Err(ExitCode::from(exit::INVALID));
+        }
         plans.push((file, plan));
     }
     Ok(plans)
@@ -232,30 +241,18 @@ fn run_one(
     dir: RunDir,
     manifest: RunManifest,
 ) -> anyhow::Result<Result<u8, ExitCode>> {
-    let replay_models: Vec<String> = manifest
-        .executions
-        .iter()
-        .filter_map(|e| e.plan.replay.as_ref())
-        .flat_map(|r| r.models.clone())
-        .collect();
     let replay_scorer = manifest
         .executions
         .iter()
         .find_map(|e| e.plan.replay.as_ref())
         .map(|r| &r.scorer);
-    let engine_models: Vec<String> = manifest
-        .executions
-        .iter()
-        .filter_map(|e| e.plan.start.engine.as_ref()?.reflection_model.clone())
-        .collect();
     // The local engine continues its unfinished executions as soon as it is built.
     let _runtime = runtime.enter();
     let backends = backends::build(
         choice,
-        &replay_models,
+        &backends::RunModels::of(&manifest),
         replay_scorer,
         args.rpm,
-        &engine_models,
         &dir.file(crate::store::ENGINE_FILE),
     )?;
     let warn = &mut |warning: String| eprintln!("warning: MLflow: {warning}");
@@ -355,6 +352,9 @@ fn prepare(
     });
     if let Some(seed) = seed {
         plan.seed_executions(seed);
+    }
+    if *choice == BackendChoice::Local {
+        backends::fill_local_roles(&mut plan);
     }
     let (dir, manifest) = runner::create_run(&args.out, &plan, backends::describe(choice), seed)?;
     eprintln!("run directory: {}", dir.path.display());

@@ -14,6 +14,9 @@ pub struct EngineSettings {
     pub reflection_minibatch: Option<usize>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reflection_model: Option<String>,
+    /// The model every task call uses, whatever evolution model the request names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_model: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reflection_temperature: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -57,6 +60,7 @@ impl EngineSettings {
         let set = [
             ("reflection_minibatch", self.reflection_minibatch.is_some()),
             ("reflection_model", self.reflection_model.is_some()),
+            ("task_model", self.task_model.is_some()),
             (
                 "reflection_temperature",
                 self.reflection_temperature.is_some(),

@@ -99,27 +99,35 @@ impl Diagnostic {
     }
 }
 
-/// Renders like a compiler: `file:line:column: error[rule]: message`, then the line with a caret,
-/// the value seen and the help.
-impl fmt::Display for Diagnostic {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl Diagnostic {
+    /// The first line alone: `file:line:column: error[rule]: message`.
+    pub fn headline(&self) -> String {
         let severity = match self.severity {
             Severity::Error => "error",
             Severity::Warning => "warning",
         };
+        let mut line = String::new();
         if let Some(location) = &self.location {
-            write!(
-                f,
+            line = format!(
                 "{}:{}:{}: ",
                 location.file.display(),
                 location.line,
                 location.column
-            )?;
+            );
         }
-        write!(f, "{severity}[{}]: {}", self.rule, self.message)?;
+        line.push_str(&format!("{severity}[{}]: {}", self.rule, self.message));
         if let Some(variant) = &self.variant {
-            write!(f, " (variant \"{variant}\")")?;
+            line.push_str(&format!(" (variant \"{variant}\")"));
         }
+        line
+    }
+}
+
+/// Renders like a compiler: `file:line:column: error[rule]: message`, then the line with a caret,
+/// the value seen and the help.
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.headline())?;
         if let Some(Location {
             line,
             column,

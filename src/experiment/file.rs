@@ -5,6 +5,7 @@
 //! stopping in serde with a bare type error. The JSON Schema of the format (`gepa-lab schema`) is
 //! generated from these types, and the unknown-key check reads that same schema, so a key added
 //! here is known everywhere at once.
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use schemars::JsonSchema;
@@ -40,6 +41,41 @@ pub struct Experiment {
     /// Where runs are tracked: each execution is logged as an MLflow run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tracking: Option<TrackingSection>,
+    /// OpenAI-compatible servers by name (`[providers.ollama]`): a model written
+    /// `<name>/<model-id>` is asked of that server for `<model-id>`. The user's config file may
+    /// declare providers too; one of the same name here wins.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub providers: BTreeMap<String, ProviderSection>,
+}
+
+/// An OpenAI-compatible server that model references may name. The key is never written here:
+/// `key_env` names the environment variable that holds it.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct ProviderSection {
+    /// The base URL, http or https, as the provider documents it: `https://api.openai.com/v1`,
+    /// `http://127.0.0.1:11434/v1` (a server's root works too).
+    pub url: String,
+    /// The name of the environment variable holding the key, sent as `Authorization: Bearer`;
+    /// leave it out for a server without keys.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_env: Option<String>,
+    /// Requests per minute to stay under, 1 to 100000: requests are spaced to it. Without it the
+    /// client slows down on 429 answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100_000))]
+    pub rpm: Option<i64>,
+    /// Requests in flight at once, 1 to 1024 (default: no limit beyond the run's own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1024))]
+    pub max_in_flight: Option<i64>,
+    /// Seconds one request may take, 1 to 3600 (default: 130).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 3600))]
+    pub timeout_secs: Option<i64>,
+    /// Extra headers: a value written out (`"X-Title" = "gepa-lab"`), or `{ env = "VAR" }` for
+    /// one read from an environment variable.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, crate::inference::provider::HeaderSource>,
 }
 
 /// An MLflow tracking server that logs every run of the experiment (`run --mlflow URL` gives
@@ -63,10 +99,15 @@ pub struct EngineSection {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 64))]
     pub reflection_minibatch: Option<i64>,
-    /// The model that proposes new prompts: `local` or `local:<name>` for a local run, a model
-    /// serve's upstreams serve for `gepa-lab serve`.
+    /// The model that proposes new prompts: `local` or `local:<name>`, or `<provider>/<model>`
+    /// for a local run (default: GEPA_LAB_REFLECTION_MODEL, else the catalog's reflection model);
+    /// a model serve's upstreams serve for `gepa-lab serve`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reflection_model: Option<String>,
+    /// The model the engine evolves the prompt on: `local`, `local:<name>` or
+    /// `<provider>/<model>` (default: the first replay model, else `local`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_model: Option<String>,
     /// Temperature of the reflection model, 0 to 2 (default: the model's own).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0.0, max = 2.0))]
@@ -196,7 +237,8 @@ pub struct EvaluatorSection {
 /// Re-run the seed and the best prompts through the inference API on the holdout rows.
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 pub struct ReplaySection {
-    /// Inference model ids; "local" means the embedded model.
+    /// Model references: `local` or `local:<name>` (embedded), `<provider>/<model>` (a declared
+    /// provider), or an inference API model id.
     pub models: Vec<String>,
     /// Replay the seed plus the best N prompts of each execution.
     #[serde(default = "default_top")]
@@ -227,7 +269,7 @@ pub struct ReplaySection {
 /// The model and rubric of the `judge` scorer.
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 pub struct JudgeSection {
-    /// Inference model id that grades the answers.
+    /// The model that grades the answers: a reference as in `replay.models`.
     pub model: String,
     /// What a correct answer looks like; shown to the judge with the expected output.
     pub rubric: String,

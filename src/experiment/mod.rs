@@ -14,7 +14,10 @@ mod validate;
 
 pub use diagnostic::{Diagnostic, Location, Severity};
 pub use file::*;
-pub use plan::{DatasetPlan, Estimate, ExecutionPlan, Plan, PlanSummary, ReplayPlan, TrackingPlan};
+pub use plan::{
+    DatasetPlan, Estimate, ExecutionPlan, ModelRoles, ModelSources, Plan, PlanSummary, ReplayPlan,
+    TrackingPlan,
+};
 pub use rules::Rule;
 pub use schema::json_schema;
 pub use validate::{KNOWN_METRICS, MAX_REPEAT, Settings, Validation, name_chars, validate_file};

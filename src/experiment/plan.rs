@@ -1,7 +1,11 @@
 //! The Plan: a validated experiment, ready to run. Everything after validation reads only this.
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
+
+use super::diagnostic::Location;
+use crate::inference::{ModelRef, Provider, ProviderName};
 
 use crate::dataset::{HoldoutSize, Split, SplitError};
 use crate::evolution::wire::StartExecution;
@@ -21,6 +25,59 @@ pub struct Plan {
     /// One execution per variant, or one for a file without variants.
     pub executions: Vec<ExecutionPlan>,
     pub estimate: Estimate,
+    /// The providers the executions' models name, from the file or the user's config file.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub providers: BTreeMap<ProviderName, Provider>,
+    /// Where each model reference and each used provider was written, for the checks that ask
+    /// the providers (`plan --check`, and `run` before it spends anything).
+    #[serde(skip)]
+    pub sources: ModelSources,
+}
+
+/// Where the plan's model references and providers were written.
+#[derive(Debug, Clone, Default)]
+pub struct ModelSources {
+    /// Each model reference: the key it was written at (`replay.models.0`), the reference and
+    /// its place, once per distinct reference and key.
+    pub references: Vec<(String, ModelRef, Option<Location>)>,
+    /// Each used provider's `url`, in the experiment file or the config file.
+    pub providers: BTreeMap<ProviderName, Option<Location>>,
+}
+
+/// The models of an execution's roles, each with its provider. Roles the file leaves to the
+/// backend's default (the local engine's task and reflection models) are filled in when a run
+/// is created, so that `run.json` names every model that answered.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelRoles {
+    /// The model the engine evolves the prompt on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<ModelRef>,
+    /// The model that proposes new prompts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reflection: Option<ModelRef>,
+    /// The model that grades replay answers (the `judge` scorer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<ModelRef>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replay: Vec<ModelRef>,
+}
+
+impl ModelRoles {
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// Each role's name and model, replay models last.
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, &ModelRef)> {
+        [
+            ("task", &self.task),
+            ("reflection", &self.reflection),
+            ("judge", &self.judge),
+        ]
+        .into_iter()
+        .filter_map(|(role, model)| Some((role, model.as_ref()?)))
+        .chain(self.replay.iter().map(|model| ("replay", model)))
+    }
 }
 
 /// A plan without its list of executions: what a run record keeps of it, beside its own list of
@@ -33,6 +90,9 @@ pub struct PlanSummary {
     pub description: Option<String>,
     pub content_hash: String,
     pub estimate: Estimate,
+    /// As in [`Plan::providers`]; none in runs recorded before providers existed.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub providers: BTreeMap<ProviderName, Provider>,
 }
 
 impl Plan {
@@ -60,6 +120,7 @@ impl Plan {
             description: self.description.clone(),
             content_hash: self.content_hash.clone(),
             estimate: self.estimate,
+            providers: self.providers.clone(),
         }
     }
 }
@@ -77,6 +138,9 @@ pub struct ExecutionPlan {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tracking: Option<TrackingPlan>,
     pub estimate: Estimate,
+    /// Which provider and model each role uses.
+    #[serde(default, skip_serializing_if = "ModelRoles::is_empty")]
+    pub models: ModelRoles,
 }
 
 /// Where an execution is logged: an MLflow tracking server, and the MLflow experiment.

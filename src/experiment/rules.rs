@@ -80,9 +80,17 @@ rules! {
     EngineRange => "engine-range", "each number of [engine] is within its range (see the README's [engine] table)";
     EngineSeedShared => "engine-seed-shared", "every variant has the same `engine.seed`: it is the run's seed, and each variant's own seed is derived from it";
     EngineOnError => "engine-on-error", "`engine.on_error` is fail or score_zero";
-    EngineReflectionModel => "engine-reflection-model", "`engine.reflection_model` is a non-empty model id";
+    EngineReflectionModel => "engine-reflection-model", "`engine.reflection_model` and `engine.task_model` are non-empty model references";
     EngineReflectionTemplate => "engine-reflection-template", "`engine.reflection_template` is a readable file containing <curr_instructions> and <inputs_outputs_feedback>";
     EngineReflectionTemplateFence => "engine-reflection-template-fence", "(warning) the reflection template asks for the new prompt in a fenced block";
+    ProviderName => "provider-name", "a provider's name uses only a-z, 0-9, `_` and `-`, 1 to 32 characters, and is neither `local` nor `public`";
+    ProviderUrl => "provider-url", "a provider's `url` is an http(s) URL with a host";
+    ProviderRange => "provider-range", "a provider's `rpm` is 1 to 100000, `max_in_flight` 1 to 1024, `timeout_secs` 1 to 3600";
+    ProviderHeader => "provider-header", "a provider's header names are valid HTTP header names, with a text value or `{ env = \"VAR\" }`";
+    ProviderKeyEnv => "provider-key-env", "`key_env` and `{ env = ... }` header values name environment variables; those of a provider a model uses are set";
+    ModelProvider => "model-provider", "a model reference `<provider>/<model>` names a declared provider (an undeclared prefix within 2 edits of a declared name is a typo) and a model";
+    ProviderUnreachable => "provider-unreachable", "(plan --check, run) every used provider answers GET /v1/models";
+    ProviderModel => "provider-model", "(plan --check, run) every provider lists the models the file names of it in /v1/models";
     TrackingMlflow => "tracking-mlflow", "`tracking.mlflow` is an http(s) URL of an MLflow tracking server and `tracking.experiment`, when given, 1 to 500 characters";
     VariantName => "variant-name", "a variant name uses only a-z, 0-9, `_` and `-`";
     VariantNameUnique => "variant-name-unique", "variant names are unique";

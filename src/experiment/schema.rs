@@ -50,6 +50,7 @@ pub fn json_schema() -> Value {
         "EvaluatorSection",
         "ReplaySection",
         "JudgeSection",
+        "ProviderSection",
     ] {
         schema["$defs"][name]["additionalProperties"] = json!(false);
     }
@@ -107,6 +108,13 @@ impl<'a> TableShape<'a> {
         Self::of(self.root, self.properties.get(key)?)
     }
 
+    /// The shape of each table in the map under `key`, whose own keys are names the user picks
+    /// (for `[providers.<name>]`).
+    pub fn map_values(&self, key: &str) -> Option<Self> {
+        let values = resolve(self.root, self.properties.get(key)?).get("additionalProperties")?;
+        Self::of(self.root, values)
+    }
+
     /// The shape of each table in the array under `key` (for `[[variants]]`).
     pub fn array_items(&self, key: &str) -> Option<Self> {
         let items = resolve(self.root, self.properties.get(key)?).get("items")?;
@@ -136,6 +144,13 @@ mod tests {
             .expect("a variant may override [engine]");
         assert!(engine.knows("merge") && engine.knows("seed") && !engine.knows("sed"));
         assert!(variant.table("evolution").unwrap().knows("budget"));
+        assert!(
+            !variant.knows("providers"),
+            "providers are the file's, not a variant's"
+        );
+        let provider = root.map_values("providers").unwrap();
+        assert!(provider.knows("key_env") && !provider.knows("key"));
+        assert!(provider.map_values("headers").unwrap().knows("env"));
         let variant_dataset = resolve(
             &schema,
             &schema["$defs"]["Variant"]["properties"]["dataset"],

@@ -4,7 +4,7 @@
 //! each `[[variants]]` table is merged over the base tables at the tree level (so every value keeps
 //! the span of the place it was written), and each merged tree is deserialized into an
 //! [`Experiment`]. Validation later asks [`Spans`] where a key path was written.
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
@@ -15,8 +15,8 @@ use toml::de::{DeTable, DeValue, ValueDeserializer};
 use super::diagnostic::{Diagnostic, Location};
 use super::file::DatasetSection;
 use super::file::{
-    EngineSection, EvaluatorSection, EvolutionSection, Experiment, PromptSection, ReplaySection,
-    TrackingSection,
+    EngineSection, EvaluatorSection, EvolutionSection, Experiment, PromptSection, ProviderSection,
+    ReplaySection, TrackingSection,
 };
 use super::rules::Rule;
 use super::schema::{TableShape, json_schema};
@@ -306,6 +306,34 @@ fn merge<'i>(base: &mut DeTable<'i>, overrides: &DeTable<'i>) {
     }
 }
 
+/// An unknown key, with the closest known one. A key written into a provider's table is shown
+/// without its line, which would print the key itself.
+fn unknown_key(
+    source: &SourceFile,
+    key: &Spanned<std::borrow::Cow<'_, str>>,
+    here: &str,
+    shape: TableShape<'_>,
+) -> Diagnostic {
+    let name = key.get_ref().as_ref();
+    let mut location = source.location(key.span().start);
+    let in_provider = here.starts_with("providers.");
+    if in_provider {
+        location.source_line = None;
+    }
+    let suggestion = crate::suggest::closest(name, shape.keys());
+    let allowed: Vec<&str> = shape.keys().collect();
+    Diagnostic::error(Rule::UnknownKey, format!("unknown key `{here}`"))
+        .at(Some(location))
+        .seen(name)
+        .help(match suggestion {
+            _ if in_provider && name == "key" => "a key never goes in a file: put it in an \
+                environment variable and name that with key_env = \"VAR\""
+                .to_owned(),
+            Some(suggestion) => format!("did you mean `{suggestion}`?"),
+            None => format!("known keys here: {}", allowed.join(", ")),
+        })
+}
+
 fn check_keys(
     source: &SourceFile,
     table: &DeTable<'_>,
@@ -317,23 +345,20 @@ fn check_keys(
         let name = key.get_ref().as_ref();
         let here = join(path, name);
         if !shape.knows(name) {
-            let suggestion = crate::suggest::closest(name, shape.keys());
-            let allowed: Vec<&str> = shape.keys().collect();
-            diagnostics.push(
-                Diagnostic::error(Rule::UnknownKey, format!("unknown key `{here}`"))
-                    .at(Some(source.location(key.span().start)))
-                    .seen(name)
-                    .help(match suggestion {
-                        Some(suggestion) => format!("did you mean `{suggestion}`?"),
-                        None => format!("known keys here: {}", allowed.join(", ")),
-                    }),
-            );
+            diagnostics.push(unknown_key(source, key, &here, shape));
             continue;
         }
         match value.get_ref() {
             DeValue::Table(inner) => {
                 if let Some(inner_shape) = shape.table(name) {
                     check_keys(source, inner, inner_shape, &here, diagnostics);
+                } else if let Some(value_shape) = shape.map_values(name) {
+                    for (entry, item) in inner.iter() {
+                        if let DeValue::Table(table) = item.get_ref() {
+                            let at = join(&here, entry.get_ref());
+                            check_keys(source, table, value_shape, &at, diagnostics);
+                        }
+                    }
                 }
             }
             DeValue::Array(items) => {
@@ -381,6 +406,7 @@ fn resolve_one(
     let replay: Option<ReplaySection> = reader.optional("replay");
     let engine: Option<EngineSection> = reader.optional("engine");
     let tracking: Option<TrackingSection> = reader.optional("tracking");
+    let providers: Option<BTreeMap<String, ProviderSection>> = reader.optional("providers");
     let experiment = match (name, prompt, dataset, evolution, evaluator) {
         (Some(name), Some(prompt), Some(dataset), Some(evolution), Some(evaluator))
             if !reader.failed =>
@@ -395,6 +421,7 @@ fn resolve_one(
                 replay,
                 engine,
                 tracking,
+                providers: providers.unwrap_or_default(),
             })
         }
         _ => None,
@@ -460,4 +487,66 @@ impl SectionReader<'_, '_> {
             }
         }
     }
+}
+
+/// The `[providers]` tables of the user's config file, read like an experiment file's (keys
+/// checked, each value with its place), with where each key was written. The file also holds
+/// API keys, so no diagnostic about it quotes one of its lines.
+pub struct ConfigProviders {
+    pub source: SourceFile,
+    pub spans: Spans,
+    pub providers: BTreeMap<String, ProviderSection>,
+}
+
+impl ConfigProviders {
+    pub fn location(&self, path: &str) -> Option<Location> {
+        self.spans.find(path).map(|span| {
+            let mut location = self.source.location(span.start);
+            location.source_line = None;
+            location
+        })
+    }
+}
+
+/// Reads the providers of the config file at `path`; problems are added to `diagnostics`.
+pub fn config_providers(path: &Path, diagnostics: &mut Vec<Diagnostic>) -> Option<ConfigProviders> {
+    let text = crate::input::read_text(path, crate::input::TEXT_LIMIT).ok()?;
+    let source = SourceFile::new(path.to_owned(), text);
+    let (root, errors) = DeTable::parse_recoverable(&source.text);
+    let mut found = Vec::new();
+    if errors.is_empty()
+        && let Some(value) = root.get_ref().get("providers")
+    {
+        let schema = json_schema();
+        let shape = TableShape::root(&schema).and_then(|root| root.map_values("providers"));
+        if let (DeValue::Table(table), Some(shape)) = (value.get_ref(), shape) {
+            for (name, item) in table.iter() {
+                if let DeValue::Table(inner) = item.get_ref() {
+                    let at = format!("providers.{}", name.get_ref());
+                    check_keys(&source, inner, shape, &at, &mut found);
+                }
+            }
+        }
+        let mut spans = Spans::default();
+        spans.record("providers", value);
+        let mut reader = SectionReader {
+            source: &source,
+            table: root.get_ref(),
+            diagnostics: &mut found,
+            failed: false,
+        };
+        let providers = reader.optional("providers").unwrap_or_default();
+        for mut diagnostic in found {
+            if let Some(location) = &mut diagnostic.location {
+                location.source_line = None;
+            }
+            diagnostics.push(diagnostic);
+        }
+        return Some(ConfigProviders {
+            source,
+            spans,
+            providers,
+        });
+    }
+    None
 }

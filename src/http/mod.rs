@@ -84,6 +84,9 @@ pub struct ServiceConfig {
     pub retry: RetryPolicy,
     /// Time-out of one attempt; `None`: the API client's own.
     pub timeout: Option<Duration>,
+    /// Headers sent with every request besides the key (a provider's `headers`); their values
+    /// may be secrets, so they are held as such.
+    pub headers: Vec<(String, Secret)>,
 }
 
 impl ServiceConfig {
@@ -94,6 +97,7 @@ impl ServiceConfig {
             rpm: None,
             retry: RetryPolicy::default(),
             timeout: None,
+            headers: Vec::new(),
         }
     }
 
@@ -106,6 +110,7 @@ impl ServiceConfig {
             rpm: self.rpm,
             retry: self.retry.clone(),
             timeout: self.timeout.unwrap_or(default_timeout),
+            headers: self.headers.clone(),
         }
     }
 }
@@ -121,6 +126,8 @@ pub struct ClientConfig {
     pub retry: RetryPolicy,
     /// Time-out for one attempt, response body included, unless a call sets its own.
     pub timeout: Duration,
+    /// Sent with every request, marked sensitive.
+    pub headers: Vec<(String, Secret)>,
 }
 
 impl ClientConfig {
@@ -131,6 +138,7 @@ impl ClientConfig {
             rpm: None,
             retry: RetryPolicy::default(),
             timeout: ATTEMPT_TIMEOUT,
+            headers: Vec::new(),
         }
     }
 }
@@ -217,6 +225,8 @@ pub struct HttpClient {
     retry: RetryPolicy,
     timeout: Duration,
     pacing: Option<Arc<DefaultDirectRateLimiter>>,
+    /// Sent with every attempt; values marked sensitive, so `Debug` never shows them.
+    headers: Vec<(HeaderName, HeaderValue)>,
     /// Pacing learned from 429s, when no rpm is known.
     adaptive: Arc<adaptive::Adaptive>,
     counters: Arc<Counters>,
@@ -269,6 +279,7 @@ impl HttpClient {
         let pacing = config
             .rpm
             .map(|rpm| Arc::new(RateLimiter::direct(pacing_quota(rpm))));
+        let headers = fixed_headers(&config.headers)?;
         Ok(HttpClient {
             inner,
             base_url,
@@ -276,6 +287,7 @@ impl HttpClient {
             retry: config.retry,
             timeout: config.timeout,
             pacing,
+            headers,
             adaptive: Arc::default(),
             counters: Arc::default(),
         })
@@ -413,7 +425,7 @@ impl HttpClient {
                 request.header(name.clone(), value)
             }
         };
-        for (name, value) in &call.headers {
+        for (name, value) in self.headers.iter().chain(&call.headers) {
             request = request.header(name.clone(), value.clone());
         }
         if let Some(body) = &call.body {
@@ -439,6 +451,25 @@ impl HttpClient {
             body,
         })
     }
+}
+
+/// Headers of every request, checked once; a value is never quoted in the error, since it may
+/// be a secret.
+fn fixed_headers(headers: &[(String, Secret)]) -> Result<Vec<(HeaderName, HeaderValue)>, ApiError> {
+    headers
+        .iter()
+        .map(|(name, value)| {
+            let name = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| ApiError::Config(format!("{name:?} is not a header name")))?;
+            let mut value = HeaderValue::from_str(value.expose()).map_err(|_| {
+                ApiError::Config(format!(
+                    "the value of header {name} is not valid in a header"
+                ))
+            })?;
+            value.set_sensitive(true);
+            Ok((name, value))
+        })
+        .collect()
 }
 
 /// The longest JSON body read: far above any answer, history page or list of these APIs.

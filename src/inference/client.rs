@@ -24,6 +24,9 @@ pub type InferenceConfig = ServiceConfig;
 #[derive(Debug, Clone)]
 pub struct HttpInference {
     http: HttpClient,
+    /// The configuration's own time-out (a provider's `timeout_secs`), which then replaces the
+    /// request's: the server behind it does not know the request's `timeout_secs`.
+    call_timeout: Option<Duration>,
 }
 
 impl HttpInference {
@@ -37,6 +40,7 @@ impl HttpInference {
         client.retry.retry_unavailable = false;
         Ok(HttpInference {
             http: HttpClient::new(client)?,
+            call_timeout: config.timeout,
         })
     }
 
@@ -45,11 +49,13 @@ impl HttpInference {
         self.http.stats()
     }
 
-    fn chat_call(request: &ChatRequest, stream: bool) -> Result<Call, InferenceError> {
+    fn chat_call(&self, request: &ChatRequest, stream: bool) -> Result<Call, InferenceError> {
         check_request(request)?;
         let mut body = request.clone();
         body.stream = stream.then_some(true);
-        let timeout = request.timeout() + TIMEOUT_GRACE;
+        let timeout = self
+            .call_timeout
+            .unwrap_or_else(|| request.timeout() + TIMEOUT_GRACE);
         Ok(Call::post_json("/v1/chat/completions", &body)?.with_timeout(timeout))
     }
 }
@@ -62,7 +68,7 @@ impl Inference for HttpInference {
     }
 
     async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, InferenceError> {
-        let call = Self::chat_call(request, false)?;
+        let call = self.chat_call(request, false)?;
         let (mut response, latency): (ChatResponse, _) = self.http.send_json_timed(&call).await?;
         response.latency = Some(latency);
         if response.choices.is_empty() {
@@ -83,7 +89,7 @@ impl Inference for HttpInference {
     }
 
     async fn chat_stream(&self, request: &ChatRequest) -> Result<ChunkStream, InferenceError> {
-        let call = Self::chat_call(request, true)?;
+        let call = self.chat_call(request, true)?;
         let response = self.http.send(&call).await?;
         let events = response.bytes_stream().eventsource();
         Ok(chunks_until_done(events))

@@ -740,11 +740,31 @@ impl Inner {
         }
     }
 
+    /// The settings [`LocalSettings::new`] picks for the reflection model a request names, when
+    /// it is of the other kind than this engine's own (embedded or not): a capable model gets
+    /// the reference implementation's rewrite, the small embedded one writes rules.
+    fn following(&self, engine_settings: &EngineSettings) -> Option<LocalSettings> {
+        let model = engine_settings.reflection_model.as_deref()?;
+        let own = &self.settings.models.reflection_model;
+        (is_local_model(model) != is_local_model(own)).then(|| {
+            let mut models = self.settings.models.clone();
+            models.reflection_model = model.to_owned();
+            models.reflection_max_tokens = None;
+            LocalSettings::new(models)
+        })
+    }
+
     /// The task and reflection models, with what the request's `[engine]` settings override.
     fn models(&self, engine_settings: &EngineSettings) -> ModelSettings {
         let mut models = self.settings.models.clone();
+        if let Some(follow) = self.following(engine_settings) {
+            models.reflection_max_tokens = follow.models.reflection_max_tokens;
+        }
         if let Some(model) = &engine_settings.reflection_model {
             models.reflection_model.clone_from(model);
+        }
+        if let Some(model) = &engine_settings.task_model {
+            models.task_model.clone_from(model);
         }
         if let Some(temperature) = engine_settings.reflection_temperature {
             models.reflection_temperature = Some(temperature);
@@ -770,14 +790,16 @@ impl Inner {
         // A slow or failed answer (a busy machine, a flaky service) costs one zero score or one
         // proposal, not the whole evolution; a run of failures still stops it, with the reason.
         config.on_task_error = OnTaskError::ScoreZero;
-        config.proposer = self.settings.proposer;
+        let follow = request.engine.as_ref().and_then(|e| self.following(e));
+        let own = follow.as_ref().unwrap_or(&self.settings);
+        config.proposer = own.proposer;
         // The rules proposer is the small reflection model's; so are the glossary and the layout.
         // Demonstrations are off unless `[engine] demonstrations` asks for them: on the first
         // benchmark run of six public datasets every one of 21 offers was refused on the Pareto
         // rows, and each cost a pass over them that reflections did not get.
         config.label_glossary = config.proposer == Proposer::Rules;
         config.input_last = config.proposer == Proposer::Rules;
-        config.reflection_minibatch = self.settings.reflection_minibatch;
+        config.reflection_minibatch = own.reflection_minibatch;
         if Strategy::parse(&request.strategy) == Some(Strategy::Sam) {
             config.merge = Some(MergeConfig::default());
         }

@@ -7,6 +7,7 @@
 mod events;
 pub mod probe;
 pub mod prompts;
+pub mod providers;
 mod replay;
 
 use std::sync::Arc;

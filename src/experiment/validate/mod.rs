@@ -10,7 +10,9 @@ use super::file::{
     DatasetSection, EngineSection, Experiment, Holdout, PromptSection, ReplaySection,
     TrackingSection,
 };
-use super::plan::{DatasetPlan, Estimate, ExecutionPlan, Plan, ReplayPlan, TrackingPlan};
+use super::plan::{
+    DatasetPlan, Estimate, ExecutionPlan, ModelRoles, ModelSources, Plan, ReplayPlan, TrackingPlan,
+};
 use super::rules::Rule;
 use super::source::{Loaded, Resolved, load};
 use crate::dataset::{self, HoldoutSize, Split};
@@ -19,6 +21,7 @@ use crate::evolution::ServiceProfile;
 use crate::evolution::wire::{
     DatasetItem, EngineSettings, Evaluator, OnError, StartExecution, Strategy,
 };
+use crate::inference::ModelRef;
 use crate::prompt::Template;
 use crate::score::judge::JudgePlan;
 use crate::score::{SCORER_NAMES, ScorerSpec};
@@ -49,6 +52,8 @@ pub struct Settings {
     pub run_suffix: Option<String>,
     /// Assumed price of one remote inference request, for the estimate.
     pub credits_per_call: f64,
+    /// The user's config file, whose `[providers]` the experiment may name.
+    pub config_file: Option<PathBuf>,
 }
 
 impl Default for Settings {
@@ -57,6 +62,7 @@ impl Default for Settings {
             profile: ServiceProfile::default(),
             run_suffix: None,
             credits_per_call: 1.0,
+            config_file: None,
         }
     }
 }
@@ -89,13 +95,18 @@ pub fn validate_file(path: &Path, settings: &Settings) -> Validation {
             };
         }
     };
+    let mut diagnostics = loaded.diagnostics.clone();
+    let providers =
+        providers::Providers::declare(&loaded, settings.config_file.as_deref(), &mut diagnostics);
     let mut checker = Checker {
         loaded: &loaded,
         settings,
         base_dir: path.parent().map(Path::to_owned).unwrap_or_default(),
-        diagnostics: loaded.diagnostics.clone(),
+        diagnostics,
         scans: HashMap::new(),
         file_texts: BTreeMap::new(),
+        providers,
+        references: Vec::new(),
     };
     let drafts: Vec<Option<Draft>> = loaded
         .resolved
@@ -106,6 +117,7 @@ pub fn validate_file(path: &Path, settings: &Settings) -> Validation {
     checker.engine_seeds_agree();
     let content_hash = checker.content_hash();
     let executions = checker.finish_drafts(drafts, &content_hash);
+    let (providers, sources) = checker.used_providers();
     let mut diagnostics = dedupe(checker.diagnostics);
     diagnostics.sort_by_key(|d| d.severity);
     let plan = match executions {
@@ -118,6 +130,8 @@ pub fn validate_file(path: &Path, settings: &Settings) -> Validation {
                 content_hash,
                 estimate: executions.iter().map(|e: &ExecutionPlan| e.estimate).sum(),
                 executions,
+                providers,
+                sources,
             })
         }
         _ => None,
@@ -137,6 +151,7 @@ struct Draft {
     replay: Option<ReplayPlan>,
     tracking: Option<TrackingPlan>,
     estimate: Estimate,
+    models: ModelRoles,
 }
 
 /// A dataset check, shared by the variants that use the same file and columns.
@@ -155,6 +170,10 @@ struct Checker<'a> {
     /// Texts of the files the experiment names (seed prompts, reflection templates), by path:
     /// part of its content hash.
     file_texts: BTreeMap<PathBuf, String>,
+    /// The providers of the file and the config file.
+    providers: providers::Providers,
+    /// Every model reference read, with its key and place (once per variant).
+    references: Vec<(String, ModelRef, Option<Location>)>,
 }
 
 /// The checks of one resolved experiment, with a short way to say "at this key".
@@ -480,6 +499,7 @@ impl<'a> Checker<'a> {
             Some(section) => check_tracking(&mut scope, section, &experiment.name),
             None => Some(None),
         };
+        let models = providers::model_roles(&mut scope, experiment);
         if let (Some((plan, _)), Some((_, _, budget))) = (&dataset, &evolution) {
             // [engine]'s reflection minibatch when it sets one (a range error is reported above).
             let reflection_minibatch = experiment
@@ -496,11 +516,13 @@ impl<'a> Checker<'a> {
         let (prompt, (dataset, items), (strategy, model, budget), evaluator, engine, tracking) = (
             prompt?, dataset?, evolution?, evaluator?, engine?, tracking?,
         );
+        let models = models?;
         if failed {
             return None;
         }
         let estimate = estimate(
             replay.as_ref(),
+            &models,
             &dataset,
             budget,
             self.settings.credits_per_call,
@@ -534,7 +556,37 @@ impl<'a> Checker<'a> {
             replay,
             tracking,
             estimate,
+            models,
         })
+    }
+
+    /// The providers the plan's models name, and where they and every reference were written.
+    fn used_providers(
+        &self,
+    ) -> (
+        BTreeMap<crate::inference::ProviderName, crate::inference::Provider>,
+        ModelSources,
+    ) {
+        let mut sources = ModelSources::default();
+        let mut providers = BTreeMap::new();
+        for (key, model, at) in &self.references {
+            if !sources
+                .references
+                .iter()
+                .any(|(k, m, _)| k == key && m == model)
+            {
+                sources
+                    .references
+                    .push((key.clone(), model.clone(), at.clone()));
+            }
+            if let ModelRef::Provider { provider, .. } = model
+                && let Some((checked, url_at)) = self.providers.used(provider)
+            {
+                providers.insert(provider.clone(), checked.clone());
+                sources.providers.insert(provider.clone(), url_at.cloned());
+            }
+        }
+        (providers, sources)
     }
 
     /// Variant names: well-formed and unique.
@@ -708,6 +760,7 @@ impl<'a> Checker<'a> {
                 replay: draft.replay,
                 tracking: draft.tracking,
                 estimate: draft.estimate,
+                models: draft.models,
             });
         }
         Some(executions)
@@ -787,19 +840,18 @@ fn check_holdout_for_replay(scope: &mut Scope<'_, '_>, replay: &ReplayPlan, plan
 }
 
 /// What an execution will cost: its evolution budget, the replay's requests to remote and to
-/// local models, the judge's, and the credits of the remote ones.
+/// local models, the judge's, and the credits of those to the public inference API (a declared
+/// provider bills its own way).
 fn estimate(
     replay: Option<&ReplayPlan>,
+    models: &ModelRoles,
     dataset: &DatasetPlan,
     budget: u64,
     credits_per_call: f64,
 ) -> Estimate {
-    let remote = replay.map_or(0, |r| {
-        r.models
-            .iter()
-            .filter(|m| !crate::inference::is_local_model(m))
-            .count()
-    });
+    let remote = models.replay.iter().filter(|m| !m.is_embedded()).count();
+    let public = |model: &ModelRef| matches!(model, ModelRef::Public(_));
+    let paid = models.replay.iter().filter(|m| public(m)).count() as u64;
     let local = replay.map_or(0, |r| r.models.len() - remote);
     let answers_per_model = replay.map_or(0, |r| {
         (r.top + 1) * dataset.holdout_rows * r.repeat as usize
@@ -809,12 +861,17 @@ fn estimate(
         _ => 0,
     };
     let replay_calls = answers_per_model * remote as u64;
+    let paid_judge_calls = if models.judge.as_ref().is_some_and(public) {
+        judge_calls
+    } else {
+        0
+    };
     Estimate {
         evolution_calls: budget,
         replay_calls,
         local_replay_calls: answers_per_model * local as u64,
         judge_calls,
-        credits: (replay_calls + judge_calls) as f64 * credits_per_call,
+        credits: (answers_per_model * paid + paid_judge_calls) as f64 * credits_per_call,
     }
 }
 
@@ -1255,6 +1312,7 @@ fn check_engine(
     let settings = EngineSettings {
         reflection_minibatch: reflection_minibatch.map(|n| n as usize),
         reflection_model: engine.reflection_model.clone(),
+        task_model: engine.task_model.clone(),
         reflection_temperature,
         reflection_max_tokens: reflection_max_tokens.map(|n| n as u32),
         max_seconds,
@@ -1294,19 +1352,24 @@ fn check_engine_choices(
             None
         }
     };
-    if let Some(model) = &engine.reflection_model
-        && model.trim().is_empty()
-    {
-        ok = false;
-        scope.report(
-            "engine.reflection_model",
-            Diagnostic::error(
-                Rule::EngineReflectionModel,
-                "engine.reflection_model must name a model",
-            )
-            .seen(format!("{model:?}"))
-            .help("`local` or `local:<name>` for a local run, a model serve's upstreams serve for gepa-lab serve; remove the key for the default"),
-        );
+    for (key, model) in [
+        ("reflection_model", &engine.reflection_model),
+        ("task_model", &engine.task_model),
+    ] {
+        if let Some(model) = model
+            && model.trim().is_empty()
+        {
+            ok = false;
+            scope.report(
+                &format!("engine.{key}"),
+                Diagnostic::error(
+                    Rule::EngineReflectionModel,
+                    format!("engine.{key} must name a model"),
+                )
+                .seen(format!("{model:?}"))
+                .help("`local` or `local:<name>`, or `<provider>/<model>` for a local run, a model serve's upstreams serve for gepa-lab serve; remove the key for the default"),
+            );
+        }
     }
     let reflection_template = match &engine.reflection_template {
         None => None,
@@ -1585,6 +1648,8 @@ fn resolve_path(base: &Path, relative: &Path) -> PathBuf {
     }
     out
 }
+
+mod providers;
 
 #[cfg(test)]
 mod tests;
