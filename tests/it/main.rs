@@ -16,6 +16,7 @@ mod inference;
 mod init;
 mod layering;
 mod plan;
+mod providers;
 mod report;
 mod run;
 mod setup;

@@ -117,7 +117,7 @@ fn check_provider(
                 "url",
                 Diagnostic::error(
                     Rule::ProviderUrl,
-                    format!("providers.{name}.url {:?} is not usable: {why}", section.url.trim()),
+                    format!("providers.{name}.url is not usable: {why}"),
                 )
                 .seen(section.url.trim())
                 .help("the OpenAI-compatible base URL, such as https://api.openai.com/v1 or http://127.0.0.1:11434/v1"),

@@ -1,0 +1,234 @@
+//! Named providers end to end: two `gepa-lab serve --upstream sim` on loopback ports play two
+//! OpenAI-compatible providers of one experiment run with `--backend local`. The engine evolves
+//! on one and reflects with the other, the replay answers on both, and the run record names the
+//! provider and model of every role and answer. A misspelt provider, an unset key variable and
+//! a provider that does not answer each stop the run at the file's line before it spends.
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use gepa_lab::store::{REPLAY_FILE, ReplayRow, RunDir};
+
+use crate::common::{Serve, root};
+
+const TASKS_KEY: &str = "tasks-provider-key";
+const REFLECTOR_KEY: &str = "reflector-provider-key";
+
+/// The two providers: the task model's server and the reflection model's.
+struct Providers {
+    tasks: Serve,
+    reflector: Serve,
+}
+
+impl Providers {
+    fn start() -> Self {
+        Self {
+            tasks: Serve::start(
+                &["sim:model=task-sim,seed=1"],
+                &[&format!("{TASKS_KEY}:60000")],
+            ),
+            reflector: Serve::start(
+                &["sim:model=reflect-sim,seed=2"],
+                &[&format!("{REFLECTOR_KEY}:60000")],
+            ),
+        }
+    }
+
+    /// The fixture written to `dir` with the servers' URLs and each (from, to) replacement.
+    fn experiment(&self, dir: &Path, replacements: &[(&str, &str)]) -> PathBuf {
+        let fixture = root().join("tests/fixtures/run_experiments/providers.toml");
+        let dataset = root().join("tests/fixtures/data/tiny.csv");
+        let mut text = std::fs::read_to_string(fixture)
+            .unwrap()
+            .replace("../data/tiny.csv", &dataset.display().to_string())
+            .replace("TASKS_URL", &self.tasks.url)
+            .replace("REFLECTOR_URL", &self.reflector.url);
+        for (from, to) in replacements {
+            assert!(text.contains(from), "the fixture holds {from:?}");
+            text = text.replace(from, to);
+        }
+        let file = dir.join("providers.toml");
+        std::fs::write(&file, text).unwrap();
+        file
+    }
+
+    /// Requests each server has counted for its key.
+    fn requests(&self) -> (u64, u64) {
+        let count = |serve: &Serve| -> u64 {
+            let conn = rusqlite::Connection::open(&serve.db).expect("open db");
+            conn.query_row("SELECT COALESCE(SUM(requests), 0) FROM usage", [], |row| {
+                row.get(0)
+            })
+            .expect("a sum")
+        };
+        (count(&self.tasks), count(&self.reflector))
+    }
+}
+
+/// `gepa-lab run --backend local` of `file` with both keys in their variables, writing under
+/// `out`.
+fn run(file: &Path, out: &Path) -> Command {
+    let mut command = crate::common::command();
+    command
+        .env("GEPA_LAB_TEST_TASKS_KEY", TASKS_KEY)
+        .env("GEPA_LAB_TEST_REFLECTOR_KEY", REFLECTOR_KEY)
+        .args([
+            "run",
+            "--backend",
+            "local",
+            "--yes",
+            "--poll-interval",
+            "0.1",
+        ])
+        .arg(file)
+        .arg("--out")
+        .arg(out);
+    command
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn only_run(out: &Path) -> RunDir {
+    let entry = std::fs::read_dir(out.join("providers"))
+        .expect("the experiment folder")
+        .next()
+        .expect("a run")
+        .expect("readable");
+    RunDir::open(&entry.path()).unwrap()
+}
+
+#[test]
+fn a_local_run_evolves_on_one_provider_reflects_with_another_and_names_both() {
+    let providers = Providers::start();
+    let out = tempfile::tempdir().unwrap();
+    let file = providers.experiment(out.path(), &[]);
+    let output = run(&file, out.path()).output().expect("run");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let dir = only_run(out.path());
+
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.file("run.json")).unwrap()).unwrap();
+    let recorded = &manifest["plan"]["providers"];
+    assert_eq!(recorded["tasks"]["key_env"], "GEPA_LAB_TEST_TASKS_KEY");
+    assert_eq!(
+        recorded["reflector"]["url"],
+        providers.reflector.url.as_str()
+    );
+    let roles = &manifest["executions"][0]["plan"]["models"];
+    let role = |value: &serde_json::Value| {
+        (
+            value["provider"].as_str().unwrap().to_owned(),
+            value["model"].as_str().unwrap().to_owned(),
+        )
+    };
+    assert_eq!(role(&roles["task"]), ("tasks".into(), "task-sim".into()));
+    assert_eq!(
+        role(&roles["reflection"]),
+        ("reflector".into(), "reflect-sim".into())
+    );
+    assert_eq!(
+        role(&roles["replay"][1]),
+        ("reflector".into(), "reflect-sim".into())
+    );
+
+    let rows: Vec<ReplayRow> = dir.read_csv(REPLAY_FILE).unwrap();
+    for model in ["tasks/task-sim", "reflector/reflect-sim"] {
+        let answered: Vec<&ReplayRow> = rows.iter().filter(|r| r.model == model).collect();
+        assert_eq!(answered.len(), rows.len() / 2, "{model}: half the answers");
+        assert!(
+            answered
+                .iter()
+                .all(|r| r.answered_by == model && r.error.is_empty())
+        );
+    }
+    assert!(
+        rows.len() >= 2 * 12,
+        "the seed on 12 holdout rows, on each model"
+    );
+    // The engine's task calls went to one server and its reflections to the other: each
+    // server answered more than its replay requests and the check's list of models.
+    let replayed = (rows.len() / 2) as u64;
+    let (tasks, reflector) = providers.requests();
+    assert!(
+        tasks > replayed + 1 + 5,
+        "the seed's Pareto rows at least: {tasks}"
+    );
+    assert!(
+        reflector > replayed + 1,
+        "at least one reflection: {reflector}"
+    );
+    // The keys were read from their variables and written nowhere.
+    for entry in std::fs::read_dir(&dir.path).unwrap() {
+        let path = entry.unwrap().path();
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            assert!(
+                !text.contains(TASKS_KEY) && !text.contains(REFLECTOR_KEY),
+                "{path:?}"
+            );
+        }
+    }
+    let summary = std::fs::read_to_string(dir.file("summary.md")).unwrap();
+    assert!(summary.contains("tasks/task-sim"), "{summary}");
+}
+
+/// The first line of the run's error output that names `file`, which must be its only error.
+fn one_error(output: &Output, file: &Path) -> String {
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(output));
+    let text = stderr(output);
+    let errors: Vec<&str> = text
+        .lines()
+        .filter(|line| line.contains("error["))
+        .collect();
+    assert_eq!(errors.len(), 1, "{text}");
+    assert!(errors[0].starts_with(&file.display().to_string()), "{text}");
+    errors[0].to_owned()
+}
+
+#[test]
+fn a_misspelt_provider_an_unset_key_or_a_silent_provider_stops_the_run_before_it_spends() {
+    let providers = Providers::start();
+    let out = tempfile::tempdir().unwrap();
+
+    let file = providers.experiment(
+        out.path(),
+        &[("\"tasks/task-sim\", ", "\"taks/task-sim\", ")],
+    );
+    let line = one_error(&run(&file, out.path()).output().unwrap(), &file);
+    assert!(line.contains(":44:11: error[model-provider]"), "{line}");
+    assert!(line.contains("\"taks/task-sim\""), "{line}");
+
+    let file = providers.experiment(out.path(), &[]);
+    let unset = run(&file, out.path())
+        .env_remove("GEPA_LAB_TEST_REFLECTOR_KEY")
+        .output()
+        .unwrap();
+    let line = one_error(&unset, &file);
+    assert!(line.contains(":34:11: error[provider-key-env]"), "{line}");
+    assert!(line.contains("GEPA_LAB_TEST_REFLECTOR_KEY"), "{line}");
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let down = format!("http://127.0.0.1:{port}");
+    let file = providers.experiment(out.path(), &[(&providers.reflector.url, &down)]);
+    let line = one_error(&run(&file, out.path()).output().unwrap(), &file);
+    assert!(
+        line.contains(":33:7: error[provider-unreachable]"),
+        "{line}"
+    );
+    assert!(line.contains(&down), "{line}");
+
+    assert!(
+        !out.path().join("providers").exists(),
+        "no run directory was made"
+    );
+    // Only the check's GET /v1/models reached the provider that answers.
+    assert_eq!(
+        providers.requests(),
+        (1, 0),
+        "nothing was asked of the models"
+    );
+}
