@@ -101,7 +101,12 @@ fn check_provider(
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Option<Provider> {
     let before = diagnostics.len();
-    let mut report = |key: &str, diagnostic: Diagnostic| diagnostics.push(diagnostic.at(at(key)));
+    let mut report = |key: &str, mut diagnostic: Diagnostic| {
+        if diagnostic.location.is_none() {
+            diagnostic.location = at(key);
+        }
+        diagnostics.push(diagnostic);
+    };
     let provider_name = ProviderName::parse(name)
         .map_err(|why| {
             report(
@@ -128,6 +133,10 @@ fn check_provider(
         && !is_variable_name(variable)
     {
         // It may be the key itself, put where its variable's name belongs: never shown.
+        let mut location = at("key_env");
+        if let Some(location) = &mut location {
+            location.source_line = None;
+        }
         report(
             "key_env",
             Diagnostic::error(
@@ -135,7 +144,8 @@ fn check_provider(
                 format!("providers.{name}.key_env must be the name of an environment variable (letters, digits and _), not a key"),
             )
             .seen("(not shown: it may be a key)")
-            .help("put the key in an environment variable and write its name: key_env = \"OPENAI_API_KEY\""),
+            .help("put the key in an environment variable and write its name: key_env = \"OPENAI_API_KEY\"")
+            .at(location),
         );
     }
     let mut in_range = |key: &str, value: Option<i64>, range: std::ops::RangeInclusive<i64>| {

@@ -300,3 +300,196 @@ fn the_seed_prompt_has_one_source_and_names_only_input_columns() {
         ),
     ]);
 }
+
+/// The base with `[providers.ollama]` of `lines` (after its URL) appended and its replay models
+/// replaced by `models`.
+fn with_provider(models: &str, lines: &str) -> Vec<Rule> {
+    let provider = format!("url = \"http://127.0.0.1:11434/v1\"\n{lines}");
+    rules(&[
+        ("models", &format!("models = {models}")),
+        ("[providers.ollama]", &provider),
+    ])
+}
+
+/// A variable no test environment sets.
+const UNSET: &str = "GEPA_LAB_TEST_SURELY_UNSET_VARIABLE_43";
+
+#[test]
+fn a_provider_is_checked_field_by_field_at_both_ends_of_each_range() {
+    let at = |line: &str| with_provider("[\"local\"]", line);
+    assert_eq!(at(""), []);
+    for (key, low, high) in [
+        ("rpm", 1, 100_000),
+        ("max_in_flight", 1, 1024),
+        ("timeout_secs", 1, 3600),
+    ] {
+        assert_eq!(at(&format!("{key} = {low}")), [], "{key} = {low}");
+        assert_eq!(at(&format!("{key} = {high}")), [], "{key} = {high}");
+        let below = at(&format!("{key} = {}", low - 1));
+        assert_eq!(below, [Rule::ProviderRange], "{key}");
+        let above = at(&format!("{key} = {}", high + 1));
+        assert_eq!(above, [Rule::ProviderRange], "{key}");
+    }
+    assert_eq!(at("headers = { \"X-Title\" = \"lab\" }"), []);
+    assert_eq!(at("headers = { \"X-Key\" = { env = \"HOME\" } }"), []);
+    assert_eq!(
+        at("headers = { \"bad header\" = \"x\" }"),
+        [Rule::ProviderHeader]
+    );
+    assert_eq!(
+        at("headers = { \"X-Key\" = { env = \"a b\" } }"),
+        [Rule::ProviderKeyEnv]
+    );
+    let url = |url: &str| rules(&[("[providers.ollama]", &format!("url = \"{url}\""))]);
+    assert_eq!(url("https://api.openai.com/v1"), []);
+    assert_eq!(url("ftp://host"), [Rule::ProviderUrl]);
+    assert_eq!(url("http://"), [Rule::ProviderUrl]);
+    for name in ["local", "public", "Big", "a.b"] {
+        let table = format!("[providers.\"{name}\"]");
+        let found = rules(&[(table.as_str(), "url = \"http://h\"")]);
+        assert_eq!(found, [Rule::ProviderName], "{name}");
+    }
+}
+
+#[test]
+fn a_key_written_into_a_provider_is_never_shown() {
+    let key = "sk-live-0123456789";
+    for line in [format!("key_env = \"{key}\""), format!("key = \"{key}\"")] {
+        let text = edited(&[(
+            "[providers.openai]",
+            &format!("url = \"https://api.openai.com/v1\"\n{line}"),
+        )]);
+        let validation = validate(&text);
+        assert_eq!(
+            validation.errors(),
+            1,
+            "{line}: {:?}",
+            validation.diagnostics
+        );
+        let shown: String = validation
+            .diagnostics
+            .iter()
+            .map(|d| d.to_string())
+            .collect();
+        assert!(!shown.contains(key), "{shown}");
+        assert!(shown.contains("key_env = \"OPENAI_API_KEY\"") || shown.contains("key_env"));
+    }
+}
+
+#[test]
+fn model_references_name_declared_providers_whose_variables_are_set() {
+    assert_eq!(
+        with_provider("[\"ollama/qwen3:8b\"]", "key_env = \"HOME\""),
+        []
+    );
+    assert_eq!(
+        with_provider("[\"olama/qwen3:8b\"]", ""),
+        [Rule::ModelProvider]
+    );
+    assert_eq!(with_provider("[\"ollama/\"]", ""), [Rule::ModelProvider]);
+    // Far from every declared name: a public model id, as before providers existed.
+    assert_eq!(with_provider("[\"meta-llama/llama-3\"]", ""), []);
+    assert_eq!(with_provider("[\"public/olama/x\"]", ""), []);
+    let unset = format!("key_env = \"{UNSET}\"");
+    assert_eq!(
+        with_provider("[\"ollama/q\"]", &unset),
+        [Rule::ProviderKeyEnv]
+    );
+    // A provider no model uses may lack its key.
+    assert_eq!(with_provider("[\"local\"]", &unset), []);
+    let header = format!("headers = {{ \"X-Key\" = {{ env = \"{UNSET}\" }} }}");
+    assert_eq!(
+        with_provider("[\"ollama/q\"]", &header),
+        [Rule::ProviderKeyEnv]
+    );
+    let engine = |line: &str| {
+        rules(&[
+            ("[providers.ollama]", "url = \"http://h/v1\""),
+            ("[engine]", line),
+        ])
+    };
+    assert_eq!(engine("task_model = \"ollama/q\""), []);
+    assert_eq!(engine("task_model = \"olama/q\""), [Rule::ModelProvider]);
+    assert_eq!(
+        engine("reflection_model = \"ollam/q\""),
+        [Rule::ModelProvider]
+    );
+    assert_eq!(engine("task_model = \"\""), [Rule::EngineReflectionModel]);
+}
+
+#[test]
+fn the_plan_names_each_roles_provider_and_where_it_was_written() {
+    let text = edited(&[
+        ("models", "models = [\"ollama/qwen3:8b\", \"local\"]"),
+        (
+            "[providers.ollama]",
+            "url = \"http://127.0.0.1:11434/v1\"\nrpm = 30",
+        ),
+        ("[providers.unused]", "url = \"http://127.0.0.1:1/v1\""),
+        ("[engine]", "reflection_model = \"ollama/qwen3:32b\""),
+    ]);
+    let plan = validate(&text).plan.expect("valid");
+    let names: Vec<&str> = plan.providers.keys().map(|n| n.as_str()).collect();
+    assert_eq!(names, ["ollama"], "only the providers a model uses");
+    let roles = &plan.executions[0].models;
+    let reflection = roles.reflection.as_ref().unwrap();
+    assert_eq!(
+        (reflection.provider(), reflection.model()),
+        ("ollama", "qwen3:32b")
+    );
+    assert_eq!(roles.replay[1], ModelRef::Embedded("local".into()));
+    assert!(roles.task.is_none(), "left to the backend");
+    let (key, _, at) = &plan.sources.references[0];
+    assert_eq!(key, "engine.reflection_model");
+    assert!(at.as_ref().is_some_and(|at| at.line > 20), "{at:?}");
+    // A provider's calls are not the public service's credits.
+    assert_eq!(plan.estimate.credits, 0.0);
+    assert!(plan.estimate.replay_calls > 0);
+}
+
+#[test]
+fn the_config_files_providers_may_be_named_and_the_experiments_own_win() {
+    let folder = tempfile::tempdir().unwrap();
+    let config = folder.path().join("config.toml");
+    let declared = "[providers.team]\nurl = \"http://127.0.0.1:8000/v1\"\nmax_in_flight = 8\n\
+                    [providers.ollama]\nurl = \"ftp://not-this-one\"\n\
+                    [providers.broken]\nurl = \"http://h\"\nrpm = 0\n";
+    std::fs::write(&config, declared).unwrap();
+    let file = folder.path().join("experiment.toml");
+    let settings = Settings {
+        config_file: Some(config.clone()),
+        ..Settings::default()
+    };
+    let text = edited(&[
+        ("models", "models = [\"team/qwen\", \"ollama/qwen\"]"),
+        ("[providers.ollama]", "url = \"http://127.0.0.1:11434/v1\""),
+    ]);
+    std::fs::write(&file, &text).unwrap();
+    let validation = validate_file(&file, &settings);
+    // The config's broken provider is reported in the config file, where it can be fixed.
+    let errors: Vec<&Diagnostic> = validation
+        .diagnostics
+        .iter()
+        .filter(|d| d.is_error())
+        .collect();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    let at = errors[0].location.as_ref().unwrap();
+    assert_eq!(
+        (errors[0].rule, &at.file, at.line),
+        (Rule::ProviderRange, &config, 8)
+    );
+    std::fs::write(&config, declared.replace("rpm = 0", "rpm = 1")).unwrap();
+    let plan = validate_file(&file, &settings).plan.expect("valid");
+    let team = plan
+        .providers
+        .values()
+        .find(|p| p.name.as_str() == "team")
+        .unwrap();
+    assert_eq!(team.max_in_flight, Some(8));
+    let ollama = plan
+        .providers
+        .values()
+        .find(|p| p.name.as_str() == "ollama")
+        .unwrap();
+    assert_eq!(ollama.url, "http://127.0.0.1:11434/v1");
+}
