@@ -2,7 +2,7 @@
 //! the embedded model, or a `gepa-lab serve` (or any deployment of both APIs) at one address.
 use std::collections::BTreeMap;
 use std::num::NonZeroU32;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::Arc;
 
@@ -211,11 +211,39 @@ impl RunModels {
 
     /// The local engine's reflection model: the first execution's, else the default.
     fn reflection_model(&self) -> ModelRef {
+        let declared = |name: &str| self.providers.keys().any(|p| p.as_str() == name);
         self.roles
             .first()
             .and_then(|roles| roles.reflection.clone())
-            .unwrap_or_else(|| ModelRef::Embedded(reflection_model_id()))
+            .unwrap_or_else(|| ModelRef::parse(&reflection_model_id(), declared))
     }
+}
+
+/// Why a run on another backend than `local` cannot start: the engine runs at the service,
+/// which knows nothing of the providers an execution's task or reflection model names.
+pub fn provider_engine_refusal(
+    choice: &BackendChoice,
+    plans: &[(&PathBuf, Plan)],
+) -> Option<String> {
+    if matches!(choice, BackendChoice::Local) {
+        return None;
+    }
+    plans.iter().find_map(|(file, plan)| {
+        let roles = plan
+            .executions
+            .iter()
+            .flat_map(|e| [&e.models.task, &e.models.reflection]);
+        let model = roles
+            .flatten()
+            .find(|m| matches!(m, ModelRef::Provider { .. }))?;
+        Some(format!(
+            "{}: the engine's model {model} is a declared provider's, but on {} the evolution \
+             runs at the service, which cannot reach it; nothing was started\n  run with \
+             --backend local, or name a model the service serves",
+            file.display(),
+            choice_label(choice)
+        ))
+    })
 }
 
 /// Names the local engine's task and reflection models in every execution of `plan` that

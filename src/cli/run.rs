@@ -145,6 +145,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         eprintln!("{refusal}");
         return Ok(ExitCode::from(exit::INVALID));
     }
+    if let Some(refusal) = backends::provider_engine_refusal(&choice, &plans) {
+        eprintln!("{refusal}");
+        return Ok(ExitCode::from(exit::INVALID));
+    }
     let mut options = backends::options(&choice);
     if let Some(interval) = args.poll_interval {
         options.poll_interval = interval;
