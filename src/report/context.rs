@@ -77,6 +77,19 @@ pub struct ExperimentView {
     pub created_at: String,
     pub updated_at: String,
     pub backend: String,
+    /// The declared providers the run used, `name at url` (never a key).
+    pub providers: Vec<String>,
+}
+
+/// The model of one role of an execution, and the provider that served it.
+#[derive(Debug, Clone, Serialize)]
+pub struct RoleView {
+    /// task, reflection, judge or replay.
+    pub role: String,
+    /// `local` (embedded), `public` (the inference API) or a declared provider's name.
+    pub provider: String,
+    /// The id the provider knows the model by.
+    pub model: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -100,6 +113,9 @@ pub struct ExecutionView {
     pub inputs: Vec<String>,
     pub expected_column: String,
     pub replay: Option<ReplayView>,
+    /// Each role's provider and model, as `run.json` names them (none in runs recorded before
+    /// roles were).
+    pub models: Vec<RoleView>,
     pub generations: u32,
     pub best_validation_score: Option<f64>,
     /// The version compared with the seed.
@@ -541,6 +557,11 @@ fn experiment_view(manifest: &RunManifest) -> ExperimentView {
             .updated_at
             .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         backend: backend_text(&manifest.backend, manifest.simulated),
+        providers: plan
+            .providers
+            .values()
+            .map(|provider| format!("{} at {}", provider.name, provider.url))
+            .collect(),
     }
 }
 
@@ -581,6 +602,15 @@ fn execution_view(
             temperature: r.temperature,
             max_tokens: r.max_tokens,
         }),
+        models: spec
+            .models
+            .iter()
+            .map(|(role, model)| RoleView {
+                role: role.to_owned(),
+                provider: model.provider().to_owned(),
+                model: model.model().to_owned(),
+            })
+            .collect(),
         generations: history.map_or(0, |h| h.generations),
         best_validation_score: history.map(|h| h.best_score),
         best_version: best.map(|v| v.label.clone()),
