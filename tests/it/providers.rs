@@ -232,3 +232,35 @@ fn a_misspelt_provider_an_unset_key_or_a_silent_provider_stops_the_run_before_it
         "nothing was asked of the models"
     );
 }
+
+#[test]
+fn plan_names_each_roles_provider_and_check_names_a_model_a_provider_lacks() {
+    let providers = Providers::start();
+    let out = tempfile::tempdir().unwrap();
+    let plan = |file: &Path| {
+        crate::common::command()
+            .env("GEPA_LAB_TEST_TASKS_KEY", TASKS_KEY)
+            .env("GEPA_LAB_TEST_REFLECTOR_KEY", REFLECTOR_KEY)
+            .args(["plan", "--check"])
+            .arg(file)
+            .output()
+            .unwrap()
+    };
+    let file = providers.experiment(out.path(), &[]);
+    let output = plan(&file);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let shown = String::from_utf8_lossy(&output.stdout);
+    for role in [
+        "task       provider tasks        model task-sim",
+        "reflection provider reflector    model reflect-sim",
+    ] {
+        assert!(shown.contains(role), "{shown}");
+    }
+    assert!(stderr(&output).contains("providers checked: reflector, tasks"));
+
+    let lacking = ("\"reflector/reflect-sim\"]", "\"reflector/task-sim\"]");
+    let file = providers.experiment(out.path(), &[lacking]);
+    let line = one_error(&plan(&file), &file);
+    assert!(line.contains(":44:29: error[provider-model]"), "{line}");
+    assert!(line.contains("\"reflector/task-sim\""), "{line}");
+}

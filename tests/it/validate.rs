@@ -89,7 +89,10 @@ fn every_rule_has_a_fixture() {
     let missing: Vec<&str> = Rule::ALL
         .iter()
         .map(|rule| rule.id())
-        .filter(|id| *id != "file-read" && !covered.iter().any(|c| c == id))
+        // The providers' answers are checked by `plan --check` and `run`, not by `validate`
+        // (tests/it/providers.rs).
+        .filter(|id| !["file-read", "provider-unreachable", "provider-model"].contains(id))
+        .filter(|id| !covered.iter().any(|c| c == id))
         .collect();
     assert!(missing.is_empty(), "rules without a fixture: {missing:?}");
 }

@@ -110,7 +110,7 @@ fn check_provider(
     let provider_name = ProviderName::parse(name)
         .map_err(|why| {
             report(
-                "url",
+                "",
                 Diagnostic::error(Rule::ProviderName, format!("[providers.{name}]: {why}"))
                     .seen(format!("{name:?}")),
             );
