@@ -132,41 +132,10 @@ fn check_provider(
     if let Some(variable) = &section.key_env
         && !is_variable_name(variable)
     {
-        // It may be the key itself, put where its variable's name belongs: never shown.
-        let mut location = at("key_env");
-        if let Some(location) = &mut location {
-            location.source_line = None;
-        }
-        report(
-            "key_env",
-            Diagnostic::error(
-                Rule::ProviderKeyEnv,
-                format!("providers.{name}.key_env must be the name of an environment variable (letters, digits and _), not a key"),
-            )
-            .seen("(not shown: it may be a key)")
-            .help("put the key in an environment variable and write its name: key_env = \"OPENAI_API_KEY\"")
-            .at(location),
-        );
+        report("key_env", key_env_not_a_name(name, at("key_env")));
     }
-    let mut in_range = |key: &str, value: Option<i64>, range: std::ops::RangeInclusive<i64>| {
-        let value = value?;
-        if range.contains(&value) {
-            return Some(value);
-        }
-        report(
-            key,
-            Diagnostic::error(
-                Rule::ProviderRange,
-                format!(
-                    "providers.{name}.{key} must be from {} to {}; seen {value}",
-                    range.start(),
-                    range.end()
-                ),
-            )
-            .seen(value),
-        );
-        None
-    };
+    let mut in_range =
+        |key: &str, value: Option<i64>, range| limit(name, key, value, range, &mut report);
     let rpm = in_range("rpm", section.rpm, RPM_RANGE);
     let max_in_flight = in_range("max_in_flight", section.max_in_flight, MAX_IN_FLIGHT_RANGE);
     let timeout_secs = in_range("timeout_secs", section.timeout_secs, TIMEOUT_SECS_RANGE);
@@ -183,6 +152,51 @@ fn check_provider(
         timeout_secs: timeout_secs.map(|n| n as u64),
         headers: section.headers.clone(),
     })
+}
+
+/// A `key_env` that names no variable: it may be the key itself, put where its variable's name
+/// belongs, so neither it nor its line is shown.
+fn key_env_not_a_name(name: &str, mut location: Option<Location>) -> Diagnostic {
+    if let Some(location) = &mut location {
+        location.source_line = None;
+    }
+    Diagnostic::error(
+        Rule::ProviderKeyEnv,
+        format!(
+            "providers.{name}.key_env must be the name of an environment variable (letters, \
+             digits and _), not a key"
+        ),
+    )
+    .seen("(not shown: it may be a key)")
+    .help("put the key in an environment variable and write its name: key_env = \"OPENAI_API_KEY\"")
+    .at(location)
+}
+
+/// A limit of a provider within its range, or `None` (reported when it is out of it).
+fn limit(
+    name: &str,
+    key: &str,
+    value: Option<i64>,
+    range: std::ops::RangeInclusive<i64>,
+    report: &mut impl FnMut(&str, Diagnostic),
+) -> Option<i64> {
+    let value = value?;
+    if range.contains(&value) {
+        return Some(value);
+    }
+    report(
+        key,
+        Diagnostic::error(
+            Rule::ProviderRange,
+            format!(
+                "providers.{name}.{key} must be from {} to {}; seen {value}",
+                range.start(),
+                range.end()
+            ),
+        )
+        .seen(value),
+    );
+    None
 }
 
 /// Header names a server accepts, and `{ env = "VAR" }` values that name a variable.
