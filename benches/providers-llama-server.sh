@@ -16,9 +16,11 @@ cd "$(dirname "$0")/.."
 out="${1:-$(mktemp -d)}"
 threads="${GEPA_LAB_THREADS:-$(nproc)}"
 server="$(scripts/build-llama-server.sh)"
-cargo build --release --locked --quiet
+# The dev profile: llama.cpp is a Release build in it too (see Cargo.toml), and a release build of
+# the whole crate takes about 45 minutes on 2 cores.
+cargo build --locked --quiet
 target_dir="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')"
-gepa_lab="$target_dir/release/gepa-lab"
+gepa_lab="$target_dir/debug/gepa-lab"
 small="$("$gepa_lab" model path qwen2.5-coder-0.5b)"
 large="$("$gepa_lab" model path qwen2.5-coder-1.5b)"
 pids=()
