@@ -21,13 +21,18 @@ struct Providers {
 
 impl Providers {
     fn start() -> Self {
+        Self::with_options("")
+    }
+
+    /// Both servers with further simulated-model `options` (`,latency_ms=40`).
+    fn with_options(options: &str) -> Self {
         Self {
             tasks: Serve::start(
-                &["sim:model=task-sim,seed=1"],
+                &[&format!("sim:model=task-sim,seed=1{options}")],
                 &[&format!("{TASKS_KEY}:60000")],
             ),
             reflector: Serve::start(
-                &["sim:model=reflect-sim,seed=2"],
+                &[&format!("sim:model=reflect-sim,seed=2{options}")],
                 &[&format!("{REFLECTOR_KEY}:60000")],
             ),
         }
@@ -263,4 +268,59 @@ fn plan_names_each_roles_provider_and_check_names_a_model_a_provider_lacks() {
     let line = one_error(&plan(&file), &file);
     assert!(line.contains(":44:29: error[provider-model]"), "{line}");
     assert!(line.contains("\"reflector/task-sim\""), "{line}");
+}
+
+#[test]
+fn a_run_on_two_providers_killed_mid_evolution_resumes_with_the_providers_it_recorded() {
+    let providers = Providers::with_options(",latency_ms=20");
+    let out = tempfile::tempdir().unwrap();
+    let file = providers.experiment(out.path(), &[("budget = 40", "budget = 80")]);
+    let mut child = run(&file, out.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("run starts");
+    let began = std::time::Instant::now();
+    let engine_calls = |out: &Path| {
+        let folder = out.join("providers");
+        let dir = std::fs::read_dir(folder).ok()?.next()?.ok()?.path();
+        let text = std::fs::read_to_string(dir.join("engine.jsonl")).ok()?;
+        Some(
+            text.lines()
+                .filter(|line| line.contains("\"call\""))
+                .count(),
+        )
+    };
+    while engine_calls(out.path()).unwrap_or(0) < 10 {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended before the kill"
+        );
+        assert!(
+            began.elapsed() < std::time::Duration::from_secs(60),
+            "no engine calls"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().expect("SIGKILL");
+    child.wait().unwrap();
+    let dir = only_run(out.path());
+    // The resume reads the providers from run.json; only their keys come from the environment.
+    let resumed = crate::common::command()
+        .env("GEPA_LAB_TEST_TASKS_KEY", TASKS_KEY)
+        .env("GEPA_LAB_TEST_REFLECTOR_KEY", REFLECTOR_KEY)
+        .args(["run", "--yes", "--poll-interval", "0.1", "--resume"])
+        .arg(&dir.path)
+        .output()
+        .unwrap();
+    let text = stderr(&resumed);
+    assert!(resumed.status.success(), "{text}");
+    assert!(text.contains("continuing 1 evolution(s)"), "{text}");
+    let rows: Vec<ReplayRow> = dir.read_csv(REPLAY_FILE).unwrap();
+    for model in ["tasks/task-sim", "reflector/reflect-sim"] {
+        let answered = rows
+            .iter()
+            .filter(|r| r.answered_by == model && r.error.is_empty());
+        assert_eq!(answered.count(), rows.len() / 2, "{model}");
+    }
 }
