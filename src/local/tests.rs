@@ -788,3 +788,37 @@ fn a_reflection_template_makes_even_the_rules_proposer_rewrite_with_it() {
     let err = apply_engine_settings(&mut untouched, &broken).unwrap_err();
     assert!(err.contains("lacks <curr_instructions>"), "{err}");
 }
+
+/// The reflection request follows the model a start request names: a capable model (here the
+/// engine's own, not embedded) gets the rewrite, an embedded one the rules proposer with its
+/// larger minibatch and short answers; naming none keeps the engine's.
+#[test]
+fn the_proposer_follows_the_reflection_model_a_request_names() {
+    let Setup { local, .. } = setup("model=local-sim", 2, None);
+    let inner = &local.inner;
+    let mut start = request(40, 3, 5);
+    let own = inner.engine_config(&start, 1, 3, 5).unwrap();
+    assert_eq!(own.proposer, Proposer::Rewrite);
+    assert_eq!(
+        inner
+            .models(&EngineSettings::default())
+            .reflection_max_tokens,
+        None
+    );
+
+    let embedded = EngineSettings {
+        reflection_model: Some("local:qwen2.5-coder-1.5b".into()),
+        task_model: Some("ollama/qwen3:8b".into()),
+        ..EngineSettings::default()
+    };
+    start.engine = Some(embedded.clone());
+    let config = inner.engine_config(&start, 1, 3, 5).unwrap();
+    assert_eq!(config.proposer, Proposer::Rules);
+    assert_eq!(config.reflection_minibatch, EMBEDDED_REFLECTION_MINIBATCH);
+    let models = inner.models(&embedded);
+    assert_eq!(
+        models.reflection_max_tokens,
+        Some(EMBEDDED_REFLECTION_MAX_TOKENS)
+    );
+    assert_eq!(models.task_model, "ollama/qwen3:8b");
+}
