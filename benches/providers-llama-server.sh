@@ -3,7 +3,8 @@
 # catalog's 0.5B and 1.5B models on two loopback ports, declared as two providers of one
 # experiment. gepa-lab's built-in engine (`run --backend local`) evolves the sentiment prompt on
 # the 0.5B provider, reflects with the 1.5B provider, and replays on both providers and on the
-# embedded 0.5B model; the run prints its headline and `run.json` names every role's provider.
+# embedded 0.5B model (the seed and the best prompt, on the 90 holdout rows); the run prints
+# its headline and `run.json` names every role's provider. The search stops after 20 minutes.
 #
 #   benches/providers-llama-server.sh [OUT_DIR]     (default: a temporary folder)
 #
@@ -26,26 +27,29 @@ large="$("$gepa_lab" model path qwen2.5-coder-1.5b)"
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null || true' EXIT
 
-# Starts llama-server on `$1` (a GGUF) under the model id `$2`; prints its port once healthy.
+# Starts llama-server on `$1` (a GGUF) under the model id `$2` on port `$3`, in this shell so
+# that the trap stops it.
 serve() {
-    local port=$((20000 + RANDOM % 20000))
-    "$server" --model "$1" --alias "$2" --host 127.0.0.1 --port "$port" --threads "$threads" \
+    "$server" --model "$1" --alias "$2" --host 127.0.0.1 --port "$3" --threads "$threads" \
         --parallel 4 --cont-batching --ctx-size 8192 --no-webui --jinja \
         >"$out/llama-server-$2.log" 2>&1 &
     pids+=($!)
+}
+healthy() {
     for _ in $(seq 1 240); do
-        if curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1; then
-            echo "$port"
-            return
-        fi
+        if curl -sf "http://127.0.0.1:$1/health" >/dev/null 2>&1; then return; fi
         sleep 0.5
     done
-    echo "llama-server for $2 did not start; see $out/llama-server-$2.log" >&2
+    echo "llama-server on port $1 did not start; see $out/llama-server-*.log" >&2
     exit 1
 }
 mkdir -p "$out"
-small_port="$(serve "$small" qwen-0.5b)"
-large_port="$(serve "$large" qwen-1.5b)"
+small_port=$((20000 + RANDOM % 20000))
+large_port=$((small_port + 1))
+serve "$small" qwen-0.5b "$small_port"
+serve "$large" qwen-1.5b "$large_port"
+healthy "$small_port"
+healthy "$large_port"
 
 experiment="$out/sentiment-providers.toml"
 python3 - "$PWD/datasets/sentiment.csv" "$small_port" "$large_port" >"$experiment" <<'PY'
@@ -55,6 +59,7 @@ text = open("experiments/sentiment.toml").read()
 text = text.replace('name = "sentiment"', 'name = "sentiment-providers"')
 text = text.replace('file = "../datasets/sentiment.csv"', f'file = "{dataset}"')
 text = text.replace('models = ["local"]', 'models = ["small/qwen-0.5b", "large/qwen-1.5b", "local"]')
+text = text.replace("top = 3", "top = 1")
 print(text)
 print(f"""
 [providers.small]
@@ -69,6 +74,9 @@ timeout_secs = 600
 [engine]
 task_model = "small/qwen-0.5b"
 reflection_model = "large/qwen-1.5b"
+# A 1.5B model on a CPU writes a rewrite in minutes: the search is bounded in time.
+reflection_max_tokens = 600
+max_seconds = 1200
 """)
 PY
 "$gepa_lab" plan --check "$experiment" >/dev/null
