@@ -696,7 +696,8 @@ async fn one_rules_iteration(feedback: [&str; 6], answer: fn(&str) -> String) ->
             .unwrap_or_default();
         Ok(answer(correct))
     });
-    let mut config = config(25);
+    // Enough for the first iteration to ask a quoting rule again.
+    let mut config = config(40);
     config.proposer = Proposer::Rules;
     config.reflection_minibatch = 6;
     let run = run_quietly(&task, &config).await.expect("run");
@@ -752,6 +753,12 @@ async fn a_rule_that_quotes_an_input_is_refused() {
             }
         }
     );
+    // Asked again, the stand-in wrote the same rule: the second refusal is the outcome, the
+    // first is on record as the reason it was asked.
+    assert_eq!(
+        record.reworded.as_ref().and_then(|r| r.quoted_words()),
+        Some("question 4")
+    );
     // The child is kept in the record, to show what was refused, and never run.
     assert!(
         record
@@ -759,6 +766,73 @@ async fn a_rule_that_quotes_an_input_is_refused() {
             .is_some_and(|p| p.contains("question 4"))
     );
     assert!(record.child_scores.is_empty());
+}
+
+#[tokio::test]
+async fn a_quoting_rule_is_asked_for_again_in_general_words_and_the_new_one_is_judged() {
+    let rows = [
+        "alpha", "bravo", "charlie", "alpha", "bravo", "charlie", //
+        "alpha", "", "bravo", "", "charlie", "",
+    ];
+    let asked_again = std::sync::Arc::new(Mutex::new(Vec::new()));
+    let seen = asked_again.clone();
+    let task = StandIn::new(&rows).reflecting(move |request| {
+        let correct = request
+            .split("Correct answer: ")
+            .nth(1)
+            .and_then(|rest| rest.lines().next())
+            .unwrap_or_default();
+        if request.contains("\nYou answered:\n") {
+            seen.lock().unwrap().push(request.to_owned());
+            Ok(format!(
+                "- When the question names {correct}, answer {correct}."
+            ))
+        } else {
+            Ok(format!(
+                "- When the input reads question 4, answer {correct}."
+            ))
+        }
+    });
+    let mut config = config(40);
+    config.proposer = Proposer::Rules;
+    config.reflection_minibatch = 6;
+    let run = run_quietly(&task, &config).await.expect("run");
+    let IterationRecord::Mutation(record) = &run.iterations()[0] else {
+        panic!("merge is off");
+    };
+    assert_eq!(
+        record.reworded.as_deref(),
+        Some(&ProposalFailure::QuotesInputs {
+            pair: "question 4".into(),
+            inputs: 1
+        })
+    );
+    let child = record.child_prompt.as_deref().expect("a child");
+    assert!(!child.contains("question 4"), "{child}");
+    assert!(
+        !record.child_scores.is_empty(),
+        "the reworded child was run"
+    );
+    // The second request is the first with the refused answer and the words to avoid (later
+    // iterations ask again too).
+    let requests = asked_again.lock().unwrap();
+    assert!(!requests.is_empty());
+    assert!(
+        requests[0].contains("- When the input reads question 4, answer ")
+            && requests[0].contains("That rule repeats \"question 4\"")
+            && requests[0].contains("Every correct answer is exactly one of"),
+        "{}",
+        requests[0]
+    );
+    // Both calls are paid for, and the report says why there were two.
+    assert_eq!(record.cost.reflection_calls, 2);
+    let explained = IterationRecord::Mutation(record.clone()).explain();
+    assert!(
+        explained.contains(
+            "a second answer's rule; the first was refused: the child quotes \"question 4\""
+        ),
+        "{explained}"
+    );
 }
 
 #[tokio::test]
