@@ -647,8 +647,10 @@ def main():
             experiments = args.experiments or [ROOT / "experiments" / f
                                                for f in DEFAULT_EXPERIMENTS]
             jobs = [(label, e.resolve(), True, "") for label, e in labelled(experiments)]
-        for label, experiment, absolute_paths, init_error in jobs:
-            for seed in args.seeds or range(1, args.runs + 1):
+        # Seeds outside, datasets inside: a benchmark stopped early has every dataset's first
+        # run rather than every run of the first datasets.
+        for seed in args.seeds or range(1, args.runs + 1):
+            for label, experiment, absolute_paths, init_error in jobs:
                 print(f"quality-bench: {label} seed {seed} ...", flush=True)
                 row = {"experiment": label, "mode": "dataset" if args.datasets else "experiment",
                        "engine_seed": seed}
