@@ -55,9 +55,13 @@ pub mod exit {
     pub const INTERRUPTED: u8 = 130;
 }
 
+// The whole command line. Public so that the docs test (`tests/it/docs.rs`) can parse every
+// `gepa-lab ...` line of the README and `docs/` with `Cli::try_parse_from`, as `main` does;
+// what a command then does stays private to this module. A plain comment: a doc comment here
+// would become clap's help text.
 #[derive(Debug, Parser)]
 #[command(name = "gepa-lab", version, about, propagate_version = true)]
-struct Cli {
+pub struct Cli {
     #[command(subcommand)]
     command: Command,
 }
