@@ -317,6 +317,11 @@ fn line_of(event: &Event) -> Option<String> {
         Event::Unknown { variant, note, .. } => {
             format!("{}: {note}", label(variant))
         }
+        Event::CacheLinesSkipped { lines } => format!(
+            "warning: {} of the answer cache (cache.jsonl) hold no answer (torn, cut or \
+             damaged) and were skipped; their answers are asked again",
+            count(*lines as u64, "line", "lines")
+        ),
         // These move progress bars instead (`Progress::event`).
         Event::Started { .. }
         | Event::StartRecovered { .. }

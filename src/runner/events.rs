@@ -101,6 +101,9 @@ pub enum Event {
         waiting: usize,
         cached: usize,
     },
+    /// Lines of the answer cache (`cache.jsonl`) that hold no answer (torn by a kill, cut, longer
+    /// than any answer, or not JSON) were skipped; their answers are asked again.
+    CacheLinesSkipped { lines: usize },
     /// `failed` requests to `model` in a row failed for the service's reasons, the last with
     /// `last_error`: the rest of the replay on that model is not sent (a resume asks for it).
     ReplayStopped {

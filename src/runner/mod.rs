@@ -1236,6 +1236,33 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_resume_skips_and_counts_damaged_cache_lines_and_asks_their_answers_again() {
+        let root = tempfile::tempdir().unwrap();
+        let evolution = Arc::new(Scripted::default());
+        let first = run_new(root.path(), &plan(), evolution.clone(), &fast()).await;
+        let path = first.dir.file(CACHE_FILE);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut lines: Vec<&str> = text.lines().collect();
+        let answers = lines.len();
+        // One answer cut in the middle of the file, one line of garbage.
+        let cut = &lines[1][..lines[1].len() / 2];
+        lines[1] = cut;
+        lines.insert(3, "\u{0}\u{0}garbage");
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+        let second = resume(&first, evolution).await;
+        assert_eq!(
+            second.replay, first.replay,
+            "the cut answer was asked again"
+        );
+        assert_eq!(lines_of(&second, CACHE_FILE), answers + 2);
+        let events = std::fs::read_to_string(second.dir.file(EVENTS_FILE)).unwrap();
+        assert!(
+            events.contains("\"event\":\"cache_lines_skipped\",\"lines\":2"),
+            "{events}"
+        );
+    }
+
+    #[tokio::test]
     async fn a_failed_execution_is_recorded_and_its_seed_still_replayed() {
         let root = tempfile::tempdir().unwrap();
         let mut plan = plan();

@@ -302,6 +302,7 @@ pub async fn answer(
         queue,
         mut cache,
     } = planned;
+    cache.report_skipped(&answering)?;
     for cell in &cells {
         cache.load(&cell.key)?;
     }

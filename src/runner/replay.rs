@@ -238,6 +238,15 @@ impl AnswerCache {
     pub(super) fn simulated(&self) -> bool {
         self.simulated
     }
+
+    /// Says, when there were any, how many lines of the cache file held no answer and were
+    /// skipped.
+    pub(super) fn report_skipped(&self, answering: &Answering<'_>) -> Result<(), RunError> {
+        match self.earlier.skipped {
+            0 => Ok(()),
+            lines => answering.emit(Event::CacheLinesSkipped { lines }),
+        }
+    }
 }
 
 /// The longest answer kept for a request: 64 bytes per token asked for (no token is longer), and
@@ -654,6 +663,7 @@ pub(super) async fn replay(
     out: &mut CsvAppender,
 ) -> Result<Replayed, RunError> {
     let mut cache = AnswerCache::open(answering.cache)?;
+    cache.report_skipped(answering)?;
     let table = Table::new(executions, holdouts, history)?;
     // A first pass renders every cell without sending anything, for the counts the progress
     // line shows; the second renders them again, chunk by chunk, and sends.
