@@ -139,7 +139,7 @@ where
                         Err(source) => {
                             state.finished = true;
                             Err(InferenceError::Api(ApiError::Decode {
-                                source,
+                                error: source,
                                 body: data.to_owned(),
                             }))
                         }

@@ -76,14 +76,14 @@ impl RunOptions {
 pub enum RunError {
     #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("{0}")]
+    #[error(transparent)]
     Dataset(#[from] crate::dataset::DatasetError),
     #[error("the plan's dataset split: {0}")]
-    Split(#[from] crate::dataset::SplitError),
+    Split(crate::dataset::SplitError),
     #[error("replay scorer: {0}")]
-    Scorer(#[from] crate::score::ScorerError),
+    Scorer(crate::score::ScorerError),
     #[error("the seed prompt: {0}")]
-    Seed(#[from] crate::prompt::TemplateError),
+    Seed(crate::prompt::TemplateError),
     #[error(
         "the dataset {file} changed since the run started (sha256 {expected}, now {found}); a resumed run must replay the same rows"
     )]
@@ -96,13 +96,32 @@ pub enum RunError {
     /// so that a resume with a valid key goes on.
     #[error(
         "the evolution service refused the key while polling evolutionId {evolution_id} \
-         ({source}); every execution's state is kept: set a valid key and resume the run"
+         ({error}); every execution's state is kept: set a valid key and resume the run"
     )]
     KeyRefused {
         evolution_id: String,
-        #[source]
-        source: crate::http::ApiError,
+        error: crate::http::ApiError,
     },
+}
+
+// By hand rather than `#[from]`, which would make each error a `source` as well as part of the
+// message, and a report of the chain would say it twice.
+impl From<crate::dataset::SplitError> for RunError {
+    fn from(error: crate::dataset::SplitError) -> Self {
+        Self::Split(error)
+    }
+}
+
+impl From<crate::score::ScorerError> for RunError {
+    fn from(error: crate::score::ScorerError) -> Self {
+        Self::Scorer(error)
+    }
+}
+
+impl From<crate::prompt::TemplateError> for RunError {
+    fn from(error: crate::prompt::TemplateError) -> Self {
+        Self::Seed(error)
+    }
 }
 
 /// How long after a start request went out the service may still be storing it: a resume looks
@@ -659,7 +678,7 @@ impl Runner<'_> {
                 self.save()?;
                 return Err(RunError::KeyRefused {
                     evolution_id,
-                    source,
+                    error: source,
                 });
             }
             // The HTTP layer already retried; the next round tries again until the time-out.

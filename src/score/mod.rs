@@ -164,11 +164,10 @@ impl Score {
 
 #[derive(Debug, Error)]
 pub enum ScorerError {
-    #[error("{}: cannot read the JSON schema: {source}", path.display())]
+    #[error("{}: cannot read the JSON schema: {error}", path.display())]
     SchemaRead {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("{}: not a valid JSON schema: {message}", path.display())]
     SchemaInvalid { path: PathBuf, message: String },
@@ -284,7 +283,7 @@ pub fn load_schema(path: &Path) -> Result<jsonschema::Validator, ScorerError> {
     let text = crate::input::read_text(path, crate::input::TEXT_LIMIT).map_err(|source| {
         ScorerError::SchemaRead {
             path: path.to_owned(),
-            source,
+            error: source,
         }
     })?;
     let schema: serde_json::Value =

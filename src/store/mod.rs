@@ -40,11 +40,10 @@ pub const ENGINE_FILE: &str = "engine.jsonl";
 
 #[derive(Debug, Error)]
 pub enum StoreError {
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {error}", path.display())]
     Io {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("{}: not a valid run file: {message}", path.display())]
     Format { path: PathBuf, message: String },
@@ -53,7 +52,7 @@ pub enum StoreError {
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
     move |source| StoreError::Io {
         path: path.to_owned(),
-        source,
+        error: source,
     }
 }
 
