@@ -195,6 +195,7 @@ pub fn build(
         evolution,
         inference,
         description: describe(choice),
+        shared_key: false,
     })
 }
 

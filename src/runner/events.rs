@@ -111,6 +111,9 @@ pub enum Event {
         failed: usize,
         last_error: String,
     },
+    /// The service refused the key the replay uses (401 or 403), as `refusal` says: no replay
+    /// request that takes the key is sent any more (a resume with a valid key asks for them).
+    ReplayKeyRefused { refusal: String },
     /// One replay request's outcome (a cached answer is not sent and not reported here).
     Answer {
         variant: String,
