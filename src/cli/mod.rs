@@ -183,6 +183,8 @@ pub fn main() -> ExitCode {
             .try_init()
             .ok();
     }
+    // Where the command sends keys, for the tip of a refusal; the command consumes its args.
+    let keys_sent = cli.command.keys_sent();
     let result = match cli.command {
         Command::Validate(args) => validate::run(args),
         Command::Plan(args) => plan::run(args),
@@ -207,17 +209,52 @@ pub fn main() -> ExitCode {
         Ok(code) => code,
         Err(err) => {
             eprint!("{}", error_report(&err));
-            let unauthorized = err.chain().any(|cause| {
-                cause
-                    .downcast_ref::<crate::http::ApiError>()
-                    .is_some_and(crate::http::ApiError::refuses_key)
-            });
-            if unauthorized {
-                eprintln!("tip: {}", keys::unauthorized_hint(None));
+            if refuses_key(&err) {
+                let keys_sent = keys_sent.unwrap_or_else(keys::public_destinations);
+                eprintln!("tip: {}", keys::unauthorized_hint(&keys_sent));
             }
             ExitCode::from(exit::FAILURE)
         }
     }
+}
+
+impl Command {
+    /// Where the command sends keys, when it says (`None`: the public services).
+    fn keys_sent(&self) -> Option<Vec<keys::KeySent>> {
+        Some(match self {
+            Command::Models(args) => vec![args.inference.key_sent()],
+            Command::Chat(args) => vec![args.inference.key_sent()],
+            Command::Compare(args) => vec![args.key_sent()],
+            Command::Credits(args) => vec![args.key_sent()],
+            Command::Channel(args) => vec![args.key_sent()],
+            Command::Executions(args) => vec![args.key_sent()],
+            Command::Batch(args) => vec![args.key_sent()],
+            _ => return None,
+        })
+    }
+}
+
+/// Whether the service refused the key (401 or 403), by the status of the answer some error of
+/// the chain holds.
+fn refuses_key(err: &anyhow::Error) -> bool {
+    use crate::http::ApiError;
+    err.chain().any(|cause| {
+        let api = cause
+            .downcast_ref::<ApiError>()
+            .or_else(|| match cause.downcast_ref() {
+                Some(crate::inference::InferenceError::Api(api)) => Some(api),
+                _ => None,
+            })
+            .or_else(|| match cause.downcast_ref() {
+                Some(crate::evolution::EvolutionError::Api(api)) => Some(api),
+                _ => None,
+            })
+            .or_else(|| match cause.downcast_ref() {
+                Some(crate::account::AccountError::Api(api)) => Some(api),
+                _ => None,
+            });
+        api.is_some_and(ApiError::refuses_key)
+    })
 }
 
 /// An error as the terminal shows it: its message, then each cause on a line of its own. A
