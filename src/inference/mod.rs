@@ -30,7 +30,7 @@ pub use fallback::{Answered, Fallback};
 pub use router::ModelRouter;
 pub use rules::{ModelClass, check_request};
 pub use sim::{Fault, SimConfig, SimConfigError, SimModel};
-pub use structured::{check_schema, validate_answer};
+pub use structured::{check_schema, strip_fence, validate_answer};
 pub use wire::{
     ChatMessage, ChatRequest, ChatResponse, Content, ContentPart, Model, Role, StreamChunk,
     sampling_seed,

@@ -340,18 +340,9 @@ fn numeric(output: &str, expected: &str, tolerance: f64) -> Score {
     }
 }
 
-/// Models often wrap JSON in a Markdown fence; accept that, as a reader would.
-fn strip_fence(text: &str) -> &str {
-    let text = text.trim();
-    let Some(rest) = text.strip_prefix("```") else {
-        return text;
-    };
-    let body = rest.split_once('\n').map_or("", |(_, body)| body);
-    body.trim_end().strip_suffix("```").unwrap_or(body).trim()
-}
-
 fn json_schema(validator: &jsonschema::Validator, output: &str) -> Score {
-    let value: serde_json::Value = match serde_json::from_str(strip_fence(output)) {
+    let value: serde_json::Value = match serde_json::from_str(crate::inference::strip_fence(output))
+    {
         Ok(value) => value,
         Err(err) => return Score::binary(false, format!("wrong: the answer is not JSON ({err})")),
     };
@@ -380,7 +371,8 @@ fn json_match(output: &str, expected: &str) -> Score {
             format!("the expected output is not a JSON object: {expected:?}"),
         );
     };
-    let got = match serde_json::from_str::<serde_json::Value>(strip_fence(output)) {
+    let got = match serde_json::from_str::<serde_json::Value>(crate::inference::strip_fence(output))
+    {
         Ok(serde_json::Value::Object(got)) => got,
         Ok(_) => return Score::binary(false, "wrong: the answer is JSON but not an object"),
         Err(err) => return Score::binary(false, format!("wrong: the answer is not JSON ({err})")),
