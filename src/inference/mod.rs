@@ -68,6 +68,9 @@ pub enum InferenceError {
     /// An SSE event or chunk that does not parse.
     #[error("malformed stream: {0}")]
     Stream(String),
+    /// The service ended the stream with an error event: the answer is incomplete.
+    #[error("the stream ended with an error: {message}")]
+    StreamFailed { message: String },
     /// The stream ended without `data: [DONE]`: the answer is incomplete.
     #[error("stream ended without [DONE] after {chunks} chunks: the answer is incomplete")]
     StreamTruncated { chunks: usize },
