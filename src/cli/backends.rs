@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 
-use super::keys::{self, Credential};
+use super::keys::{self, Credential, KeyOrigin, KeySent, Service};
 use crate::evolution::{EvolutionConfig, HttpEvolution};
 use crate::inference::embedded::{LOCAL, REFLECTION_MODEL, models_dir};
 use crate::inference::{
@@ -163,7 +163,8 @@ fn local_task_model(replay_models: &[String]) -> String {
         .unwrap_or_else(|| LOCAL.to_owned())
 }
 
-/// Builds the backends; the embedded models named by `replay_models` (and, for a local run, the
+/// Builds the backends, and says where each key went (for the tip of a refusal); the embedded
+/// models named by `replay_models` (and, for a local run, the
 /// task and reflection models) are loaded once, here. A local run's engine keeps its executions
 /// in `engine_file` (the run directory's `engine.jsonl`), and continues those the file shows
 /// unfinished: call this inside the runtime that will run them. A local run's engine scores with
@@ -177,9 +178,9 @@ pub fn build(
     rpm: Option<NonZeroU32>,
     engine_models: &[String],
     engine_file: &Path,
-) -> anyhow::Result<Backends> {
+) -> anyhow::Result<(Backends, Vec<KeySent>)> {
     let (local_ids, reflection) = models_to_load(choice, replay_models, engine_models)?;
-    let (evolution, inference) = match choice {
+    let built = match choice {
         BackendChoice::Local => local_backends(
             replay_models,
             replay_scorer,
@@ -191,15 +192,22 @@ pub fn build(
         BackendChoice::Remote => public_backends(&local_ids, rpm)?,
         BackendChoice::Url(url) => served_backends(url, &local_ids, rpm)?,
     };
-    Ok(Backends {
-        evolution,
-        inference,
+    let backends = Backends {
+        evolution: built.evolution,
+        inference: built.inference,
         description: describe(choice),
-    })
+        shared_key: built.shared_key,
+    };
+    Ok((backends, built.keys_sent))
 }
 
-/// The two halves of a backend.
-type Halves = (Arc<dyn crate::evolution::Evolution>, Arc<dyn Inference>);
+/// The two halves of a backend, where each key went, and whether both take the same one.
+struct Built {
+    evolution: Arc<dyn crate::evolution::Evolution>,
+    inference: Arc<dyn Inference>,
+    keys_sent: Vec<KeySent>,
+    shared_key: bool,
+}
 
 /// The embedded models to load (the replay's; for a local run also the task, reflection and
 /// `[engine]` models), and the reflection model's id (empty unless local). A local run refuses
@@ -250,7 +258,8 @@ fn local_backends(
     local_ids: &[String],
     reflection: String,
     engine_file: &Path,
-) -> anyhow::Result<Halves> {
+) -> anyhow::Result<Built> {
+    let mut keys_sent = Vec::new();
     let router = match crate::env::var(crate::env::LOCAL_UPSTREAM) {
         // Every model id is asked of that server; no embedded model is loaded.
         Some(url) => {
@@ -258,6 +267,14 @@ fn local_backends(
                 key: keys::from_env(crate::env::UPSTREAM_KEY),
                 rpm: None,
             };
+            keys_sent.push(KeySent {
+                service: Service::Inference,
+                url: url.clone(),
+                origin: match credential.key {
+                    Some(_) => KeyOrigin::Env(crate::env::UPSTREAM_KEY),
+                    None => KeyOrigin::Missing,
+                },
+            });
             eprintln!(
                 "the local engine's models are answered by {url} ({})",
                 crate::env::LOCAL_UPSTREAM
@@ -290,11 +307,16 @@ fn local_backends(
             engine_file.display()
         );
     }
-    Ok((Arc::new(evolution), router))
+    Ok(Built {
+        evolution: Arc::new(evolution),
+        inference: router,
+        keys_sent,
+        shared_key: false,
+    })
 }
 
 /// The public services, with the keys from the environment or the config file.
-fn public_backends(local_ids: &[String], rpm: Option<NonZeroU32>) -> anyhow::Result<Halves> {
+fn public_backends(local_ids: &[String], rpm: Option<NonZeroU32>) -> anyhow::Result<Built> {
     let (evolution, inference) = public_keys()?;
     let Some(evolution_key) = evolution.key else {
         anyhow::bail!(
@@ -305,15 +327,21 @@ fn public_backends(local_ids: &[String], rpm: Option<NonZeroU32>) -> anyhow::Res
         inference.key.is_some(),
         "no key for the inference API: set {INFERENCE_KEY}, or run `gepa-lab auth wallet` or `gepa-lab auth key inference`"
     );
-    let evolution_config = EvolutionConfig::new(
-        crate::evolution::config_from_env().base_url,
-        Some(evolution_key),
-    );
+    let evolution_url = crate::evolution::config_from_env().base_url;
+    let given = |var: &'static str| keys::from_env(var).is_some().then_some(var);
+    let keys_sent = vec![
+        KeySent::new(Service::Inference, &inference_url(), given(INFERENCE_KEY)),
+        KeySent::new(Service::Evolution, &evolution_url, given(EVOLUTION_KEY)),
+    ];
+    let evolution_config = EvolutionConfig::new(evolution_url, Some(evolution_key));
     let remote = http_inference(&inference_url(), inference, rpm)?;
-    Ok((
-        Arc::new(HttpEvolution::new(evolution_config)?),
-        inference_backend(local_ids, Some(remote))?,
-    ))
+    Ok(Built {
+        evolution: Arc::new(HttpEvolution::new(evolution_config)?),
+        inference: inference_backend(local_ids, Some(remote))?,
+        keys_sent,
+        // Two services, each with its own key.
+        shared_key: false,
+    })
 }
 
 /// A `gepa-lab serve` at `url`, which speaks both APIs; its keys work for both halves.
@@ -321,18 +349,29 @@ fn served_backends(
     url: &str,
     local_ids: &[String],
     rpm: Option<NonZeroU32>,
-) -> anyhow::Result<Halves> {
-    let given = keys::from_env(INFERENCE_KEY).or_else(|| keys::from_env(EVOLUTION_KEY));
-    let inference = keys::for_service(given, url)?;
+) -> anyhow::Result<Built> {
+    let given = keys::first_env(&[INFERENCE_KEY, EVOLUTION_KEY]);
+    let inference_sent = KeySent::new(Service::Inference, url, given.as_ref().map(|g| g.1));
+    let inference = keys::for_service(given.map(|g| g.0), url)?;
+    let evolution_sent = match keys::from_env(EVOLUTION_KEY) {
+        Some(_) => KeySent::new(Service::Evolution, url, Some(EVOLUTION_KEY)),
+        None => KeySent {
+            service: Service::Evolution,
+            ..inference_sent.clone()
+        },
+    };
     let evolution_key = keys::from_env(EVOLUTION_KEY).or_else(|| inference.key.clone());
+    let shared_key = evolution_key == inference.key;
     let remote = http_inference(url, inference, rpm)?;
-    Ok((
-        Arc::new(HttpEvolution::new(EvolutionConfig::new(
+    Ok(Built {
+        evolution: Arc::new(HttpEvolution::new(EvolutionConfig::new(
             url.to_owned(),
             evolution_key,
         ))?),
-        inference_backend(local_ids, Some(remote))?,
-    ))
+        inference: inference_backend(local_ids, Some(remote))?,
+        keys_sent: vec![inference_sent, evolution_sent],
+        shared_key,
+    })
 }
 
 /// The one way an inference backend is put together: the embedded models named among
