@@ -624,12 +624,7 @@ async fn the_rules_proposer_shows_one_failure_and_adds_one_checked_rule() {
     let task = StandIn::new(&ROWS).reflecting(move |request| {
         let mut seen = seen.lock().unwrap();
         seen.push(request.to_owned());
-        let correct = request
-            .split("Correct answer: ")
-            .nth(1)
-            .and_then(|rest| rest.lines().next())
-            .unwrap_or_default()
-            .to_owned();
+        let correct = correct_answer(request).to_owned();
         // Every third answer teaches a wrong label, which the engine must refuse.
         Ok(if seen.len().is_multiple_of(3) {
             let wrong = if correct == "alpha" { "bravo" } else { "alpha" };
@@ -683,17 +678,22 @@ async fn the_rules_proposer_shows_one_failure_and_adds_one_checked_rule() {
     }
 }
 
+/// The correct answer a rules request shows first ("" when it shows none).
+fn correct_answer(request: &str) -> &str {
+    request
+        .split("Correct answer: ")
+        .nth(1)
+        .and_then(|rest| rest.lines().next())
+        .unwrap_or_default()
+}
+
 /// The first iteration of a rules run with every feedback row in the minibatch and a reflection
 /// that always writes the same rule for the correct answer it is shown.
 async fn one_rules_iteration(feedback: [&str; 6], answer: fn(&str) -> String) -> MutationRecord {
     let pareto = ["alpha", "", "bravo", "", "charlie", ""];
     let rows: Vec<&str> = feedback.iter().chain(&pareto).copied().collect();
     let task = StandIn::new(&rows).reflecting(move |request| {
-        let correct = request
-            .split("Correct answer: ")
-            .nth(1)
-            .and_then(|rest| rest.lines().next())
-            .unwrap_or_default();
+        let correct = correct_answer(request);
         Ok(answer(correct))
     });
     // Enough for the first iteration to ask a quoting rule again.
@@ -777,11 +777,7 @@ async fn a_quoting_rule_is_asked_for_again_in_general_words_and_the_new_one_is_j
     let asked_again = std::sync::Arc::new(Mutex::new(Vec::new()));
     let seen = asked_again.clone();
     let task = StandIn::new(&rows).reflecting(move |request| {
-        let correct = request
-            .split("Correct answer: ")
-            .nth(1)
-            .and_then(|rest| rest.lines().next())
-            .unwrap_or_default();
+        let correct = correct_answer(request);
         if request.contains("\nYou answered:\n") {
             seen.lock().unwrap().push(request.to_owned());
             Ok(format!(
@@ -920,11 +916,7 @@ async fn the_first_iteration_of_a_classification_writes_a_label_glossary_judged_
 #[tokio::test]
 async fn without_the_setting_or_with_two_labels_the_first_iteration_writes_a_rule() {
     let rules = |request: &str| {
-        let correct = request
-            .split("Correct answer: ")
-            .nth(1)
-            .and_then(|rest| rest.lines().next())
-            .unwrap_or_default();
+        let correct = correct_answer(request);
         Ok(format!(
             "- When the question looks like this, answer {correct}."
         ))
@@ -1002,11 +994,7 @@ async fn a_classification_prompt_with_its_input_first_is_offered_once_with_its_i
     // "label" is a keyword that the layout's closing line mentions: the rows that need it win.
     let rows = ["label", "bravo", "charlie"].repeat(4);
     let rule = |request: &str| {
-        let correct = request
-            .split("Correct answer: ")
-            .nth(1)
-            .and_then(|rest| rest.lines().next())
-            .unwrap_or_default();
+        let correct = correct_answer(request);
         Ok(format!("- When it looks like this, answer {correct}."))
     };
     let task = StandIn::new(&rows).reflecting(rule);
