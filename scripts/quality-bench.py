@@ -92,6 +92,11 @@ def pairs(word_list):
 DEMO_HEADING = "Examples of inputs with their correct answers:"
 DEMO_END = "End of examples."
 FRAME_WORDS = set("rules answer answers input inputs label labels example examples about".split())
+# The commonest English words, which the engine's quote guard lets pass alone (the shared
+# measure counts them as rare words when they are in 1 or 2 inputs of a small file).
+COMMON_ENGLISH = {line.strip() for line in
+                  (ROOT / "src" / "engine" / "common_words.txt").read_text().splitlines()
+                  if line.strip() and not line.startswith("#")}
 
 
 def without_demonstrations(prompt):
@@ -206,10 +211,15 @@ def self_test(tool):
             return
         output = subprocess.run([sys.executable, str(tool), str(history), str(data), *inputs],
                                 capture_output=True, text=True, check=True).stdout.splitlines()
-        theirs, last = output[:-1], output[-1]
+        # The tool prints the pairs, then "rare words: a, b" (when there are any), then
+        # "rare words: N" and "quoted: N".
+        last = output[-1]
+        theirs = [line for line in output if not line.startswith(("rare words:", "quoted:"))]
         assert last == f"quoted: {len(theirs)}", output
         assert theirs == ours, f"the shared tool says {theirs}, quoted_pairs says {ours}"
-        print(f"self-test: {tool.name} agrees ({last})")
+        rare = rare_words([r["prompt"] for r in read_csv(history)], read_csv(data), inputs)
+        assert output[-2] == f"rare words: {len(rare)}", (output, rare)
+        print(f"self-test: {tool.name} agrees ({last}, {output[-2]})")
 
 
 # --- Preparing the experiments ------------------------------------------------------------------
@@ -482,11 +492,20 @@ def cell(text):
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def rare_cell(row):
+    """The rare words' count, with how many of them are not common English in brackets."""
+    if "rare_words" not in row:
+        return "–"
+    uncommon = [w for w in row["rare_words"] if w not in COMMON_ENGLISH]
+    return f"{len(row['rare_words'])} ({len(uncommon)})"
+
+
 def table(rows):
     lines = [
         "| dataset or experiment | kind | run seed | holdout rows | majority baseline"
         " | seed score | best | best score | difference (95% CI) | p | outcome | accepted"
-        " | quoted pairs / rare words | demos | calls spent | wall | peak RSS |",
+        " | quoted pairs / rare words (not common English) | demos | calls spent | wall"
+        " | peak RSS |",
         "|" + "---|" * 17,
     ]
     for r in rows:
@@ -509,7 +528,7 @@ def table(rows):
             f" | {fmt(r.get('seed_score'))} | {r.get('best_version') or '–'}"
             f" | {fmt(r.get('best_score'))} | {interval} | {fmt(r.get('p_value'))}"
             f" | {cell(result)} | {r.get('accepted', '–')}"
-            f" | {r.get('quoted', '–')} / {len(r['rare_words']) if 'rare_words' in r else '–'}"
+            f" | {r.get('quoted', '–')} / {rare_cell(r)}"
             f" | {r.get('demonstrations', '–')} | {spent}"
             f" | {wall} | {rss} |")
     return lines
@@ -647,8 +666,10 @@ def main():
             experiments = args.experiments or [ROOT / "experiments" / f
                                                for f in DEFAULT_EXPERIMENTS]
             jobs = [(label, e.resolve(), True, "") for label, e in labelled(experiments)]
-        for label, experiment, absolute_paths, init_error in jobs:
-            for seed in args.seeds or range(1, args.runs + 1):
+        # Seeds outside, datasets inside: a benchmark stopped early has every dataset's first
+        # run rather than every run of the first datasets.
+        for seed in args.seeds or range(1, args.runs + 1):
+            for label, experiment, absolute_paths, init_error in jobs:
                 print(f"quality-bench: {label} seed {seed} ...", flush=True)
                 row = {"experiment": label, "mode": "dataset" if args.datasets else "experiment",
                        "engine_seed": seed}

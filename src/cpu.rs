@@ -20,12 +20,8 @@ macro_rules! features {
 #[cfg(target_arch = "x86_64")]
 fn features() -> Vec<(&'static str, bool, bool)> {
     use std::arch::is_x86_feature_detected;
-    features![is_x86_feature_detected;
-        "sse3", "ssse3", "sse4.1", "sse4.2", "popcnt", "avx", "avx2", "fma", "f16c", "bmi1",
-        "bmi2", "lzcnt", "movbe", "avxvnni", "avx512f", "avx512cd", "avx512bw", "avx512dq",
-        "avx512vl", "avx512vnni", "avx512vbmi", "avx512bf16",
-    ]
-    .to_vec()
+    // build.rs's table, which its C guard checks too.
+    include!(concat!(env!("OUT_DIR"), "/x86_features.rs")).to_vec()
 }
 
 #[cfg(target_arch = "aarch64")]

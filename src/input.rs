@@ -11,7 +11,7 @@
 //! Every refusal is an `io::Error` (of kind `InvalidInput` or `InvalidData`) whose message says
 //! what was found, so the callers' own errors, which already name the file, carry it unchanged.
 use std::fs::File;
-use std::io::{self, BufReader, Read};
+use std::io::{self, BufRead, BufReader, Read};
 use std::path::Path;
 
 /// Experiment files, prompt files, rubrics and JSON schemas: text a person writes.
@@ -52,17 +52,24 @@ fn kind_of(metadata: &std::fs::Metadata) -> Option<&'static str> {
     Some("not a regular file")
 }
 
-/// Opens `path` when it is a regular file (following symbolic links); a missing file keeps its
-/// `NotFound` error, so callers that treat absence as empty still can.
-pub fn open_regular(path: &Path) -> io::Result<File> {
-    // Checked before opening: opening a FIFO for reading blocks until a writer appears.
+/// The metadata of `path` when it is a regular file (following symbolic links), else an error
+/// that says what it is; a missing file keeps its `NotFound` error, so callers that treat
+/// absence as empty still can. Checked before a file is opened: opening a FIFO blocks until the
+/// other end appears, and a device such as `/dev/zero` never ends.
+pub fn regular_file(path: &Path) -> io::Result<std::fs::Metadata> {
     let metadata = std::fs::metadata(path)?;
-    if let Some(kind) = kind_of(&metadata) {
-        return Err(io::Error::new(
+    match kind_of(&metadata) {
+        Some(kind) => Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!("{kind}, not a regular file"),
-        ));
+        )),
+        None => Ok(metadata),
     }
+}
+
+/// Opens `path` for reading when it is a regular file (see [`regular_file`]).
+pub fn open_regular(path: &Path) -> io::Result<File> {
+    regular_file(path)?;
     File::open(path)
 }
 
@@ -113,6 +120,47 @@ pub fn open_stream(path: &Path) -> io::Result<LineLimited<BufReader<File>>> {
         BufReader::with_capacity(1 << 16, file),
         MAX_LINE,
     ))
+}
+
+/// Reads the next physical line of `reader` into `line` (cleared first), its line feed
+/// included when it has one. A line longer than `limit` bytes is read past to its end but not
+/// kept: `line` is then empty and the answer says so. Returns how many bytes the line took in
+/// the file (0 at the end of the file) and whether it was kept; memory holds at most `limit`
+/// bytes of it, however long it is.
+pub fn read_line_within(
+    reader: &mut impl BufRead,
+    line: &mut Vec<u8>,
+    limit: usize,
+) -> io::Result<(u64, bool)> {
+    line.clear();
+    let mut consumed = 0u64;
+    let mut kept = true;
+    loop {
+        let buffer = match reader.fill_buf() {
+            Ok(buffer) => buffer,
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+            Err(err) => return Err(err),
+        };
+        if buffer.is_empty() {
+            break;
+        }
+        let (take, ended) = match memchr::memchr(b'\n', buffer) {
+            Some(at) => (at + 1, true),
+            None => (buffer.len(), false),
+        };
+        if kept && line.len() + take <= limit {
+            line.extend_from_slice(&buffer[..take]);
+        } else {
+            kept = false;
+            line.clear();
+        }
+        reader.consume(take);
+        consumed += take as u64;
+        if ended {
+            break;
+        }
+    }
+    Ok((consumed, kept))
 }
 
 /// A reader that fails once a physical line (bytes between line feeds) grows past a limit.
@@ -278,5 +326,38 @@ mod tests {
             "the last line has 6, unended"
         );
         assert_eq!(read(b"\n\n\n", 0).unwrap(), 3, "empty lines");
+    }
+
+    #[test]
+    fn a_line_past_the_limit_is_read_past_not_kept() {
+        let text = b"short\nmuch too long\nok\nunended".repeat(2);
+        let mut reader = BufReader::with_capacity(4, Trickle(&text));
+        let mut line = Vec::new();
+        let mut lines = Vec::new();
+        loop {
+            let (length, kept) = read_line_within(&mut reader, &mut line, 8).unwrap();
+            if length == 0 {
+                break;
+            }
+            lines.push((length, kept, String::from_utf8(line.clone()).unwrap()));
+        }
+        let once = [
+            (6, true, "short\n"),
+            (14, false, ""),
+            (3, true, "ok\n"),
+            (13, false, ""),
+        ];
+        let expected: Vec<(u64, bool, String)> = once
+            .iter()
+            .map(|&(n, kept, text)| (n, kept, text.to_owned()))
+            .collect();
+        // "unended" and the second "short" join into one line of 13 bytes.
+        assert_eq!(lines[..4], expected[..]);
+        assert_eq!(lines.len(), 7);
+        assert_eq!(
+            lines[6],
+            (7, true, "unended".to_owned()),
+            "the last line, unended"
+        );
     }
 }

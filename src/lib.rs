@@ -1,6 +1,6 @@
 //! gepa-lab: run prompt-optimization (GEPA) experiments, replay the prompts they find on held-out
-//! rows, and report the results. The flow, the backends and the module map are described in the
-//! README; each module's own comment says what it owns.
+//! rows, and report the results. The flow and the module map, with what each module may use, are
+//! in docs/architecture.md; each module's own comment says what it owns.
 
 pub mod account;
 pub mod cli;

@@ -108,7 +108,7 @@ impl AccountClient {
                 if status == StatusCode::PAYMENT_REQUIRED =>
             {
                 serde_json::from_str(&body)
-                    .map_err(|source| AccountError::Requirements { source, body })
+                    .map_err(|error| AccountError::Requirements { error, body })
             }
             Err(err) => Err(err.into()),
         }
@@ -146,7 +146,7 @@ impl AccountClient {
             });
         let body = response.text().await.map_err(ApiError::Transport)?;
         let result =
-            serde_json::from_str(&body).map_err(|source| ApiError::Decode { source, body })?;
+            serde_json::from_str(&body).map_err(|error| ApiError::Decode { error, body })?;
         Ok(TopupReceipt {
             result,
             settlement,

@@ -36,7 +36,7 @@ pub enum AccountError {
     Wallet(#[from] crate::wallet::WalletError),
     /// A payment the checks refused; nothing was signed.
     #[error("payment refused: {0}")]
-    Refused(#[from] Refusal),
+    Refused(Refusal),
     #[error(transparent)]
     Rule(#[from] ChannelRuleError),
     #[error(transparent)]
@@ -45,10 +45,17 @@ pub enum AccountError {
     Config(#[from] ConfigError),
     #[error("top-up without payment was answered {status}, not 402 with payment requirements")]
     NoPaymentAsked { status: StatusCode },
-    #[error("the 402 body is not x402 payment requirements ({source}): {body}")]
+    #[error("the 402 body is not x402 payment requirements ({error}): {body}")]
     Requirements {
-        #[source]
-        source: serde_json::Error,
+        error: serde_json::Error,
         body: String,
     },
+}
+
+// By hand rather than `#[from]`, which would make the refusal a `source` as well as part of the
+// message, and a report of the chain would say it twice.
+impl From<Refusal> for AccountError {
+    fn from(refusal: Refusal) -> Self {
+        Self::Refused(refusal)
+    }
 }

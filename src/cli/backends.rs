@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 
-use super::keys::{self, Credential};
+use super::keys::{self, Credential, KeyOrigin, KeySent, Service};
 use crate::evolution::{EvolutionConfig, HttpEvolution};
 use crate::experiment::{ModelRoles, Plan};
 use crate::inference::embedded::{LOCAL, REFLECTION_MODEL, models_dir};
@@ -261,24 +261,24 @@ pub fn fill_local_roles(plan: &mut Plan) {
     }
 }
 
-/// Builds the backends; the embedded models the run's roles name are loaded once, here, and
-/// each declared provider gets one client with its limits. A local run's engine keeps its
-/// executions in `engine_file` (the run directory's `engine.jsonl`), and continues those the
-/// file shows unfinished: call this inside the runtime that will run them. A local run's engine
-/// scores with `replay_scorer` (unless it is the judge, which needs a model and rubric of its
-/// own) rather than with what the evaluator's metric maps to: the extraction example's
-/// `exact_match` metric scored every answer of the small model 0, which left the engine nothing
-/// to learn.
+/// Builds the backends, and says where each key went (for the tip of a refusal); the embedded
+/// models the run's roles name are loaded once, here, and each declared provider gets one client
+/// with its limits. A local run's engine keeps its executions in `engine_file` (the run
+/// directory's `engine.jsonl`), and continues those the file shows unfinished: call this inside
+/// the runtime that will run them. A local run's engine scores with `replay_scorer` (unless it
+/// is the judge, which needs a model and rubric of its own) rather than with what the
+/// evaluator's metric maps to: the extraction example's `exact_match` metric scored every answer
+/// of the small model 0, which left the engine nothing to learn.
 pub fn build(
     choice: &BackendChoice,
     models: &RunModels,
     replay_scorer: Option<&ScorerSpec>,
     rpm: Option<NonZeroU32>,
     engine_file: &Path,
-) -> anyhow::Result<Backends> {
+) -> anyhow::Result<(Backends, Vec<KeySent>)> {
     let local_ids = models_to_load(choice, models)?;
     let providers = provider_clients(&models.providers)?;
-    let (evolution, inference) = match choice {
+    let built = match choice {
         BackendChoice::Local => local_backends(
             models,
             replay_scorer,
@@ -290,15 +290,36 @@ pub fn build(
         BackendChoice::Remote => public_backends(&local_ids, rpm, providers)?,
         BackendChoice::Url(url) => served_backends(url, &local_ids, rpm, providers)?,
     };
-    Ok(Backends {
-        evolution,
-        inference,
+    let backends = Backends {
+        evolution: built.evolution,
+        inference: built.inference,
         description: describe(choice),
-    })
+        shared_key: built.shared_key,
+    };
+    let mut keys_sent = built.keys_sent;
+    keys_sent.extend(models.providers.values().map(provider_key_sent));
+    Ok((backends, keys_sent))
 }
 
-/// The two halves of a backend.
-type Halves = (Arc<dyn crate::evolution::Evolution>, Arc<dyn Inference>);
+/// Where a provider's key goes, and the variable it comes from (none without `key_env`).
+fn provider_key_sent(provider: &Provider) -> KeySent {
+    KeySent {
+        service: Service::Provider(provider.name.to_string()),
+        url: provider.url.clone(),
+        origin: match &provider.key_env {
+            Some(variable) => KeyOrigin::Env(variable.clone().into()),
+            None => KeyOrigin::Missing,
+        },
+    }
+}
+
+/// The two halves of a backend, where each key went, and whether both take the same one.
+struct Built {
+    evolution: Arc<dyn crate::evolution::Evolution>,
+    inference: Arc<dyn Inference>,
+    keys_sent: Vec<KeySent>,
+    shared_key: bool,
+}
 
 /// A client per declared provider, with its maximum of requests in flight.
 type ProviderClients = Vec<(ProviderName, Arc<dyn Inference>, Option<u32>)>;
@@ -360,7 +381,8 @@ fn local_backends(
     local_ids: &[String],
     providers: ProviderClients,
     engine_file: &Path,
-) -> anyhow::Result<Halves> {
+) -> anyhow::Result<Built> {
+    let mut keys_sent = Vec::new();
     let router = match crate::env::var(crate::env::LOCAL_UPSTREAM) {
         // Every embedded model id is asked of that server; no embedded model is loaded.
         Some(url) => {
@@ -368,6 +390,14 @@ fn local_backends(
                 key: keys::from_env(crate::env::UPSTREAM_KEY),
                 rpm: None,
             };
+            keys_sent.push(KeySent {
+                service: Service::Inference,
+                url: url.clone(),
+                origin: match credential.key {
+                    Some(_) => KeyOrigin::Env(crate::env::UPSTREAM_KEY.into()),
+                    None => KeyOrigin::Missing,
+                },
+            });
             eprintln!(
                 "the local engine's embedded models are answered by {url} ({})",
                 crate::env::LOCAL_UPSTREAM
@@ -404,7 +434,12 @@ fn local_backends(
             engine_file.display()
         );
     }
-    Ok((Arc::new(evolution), router))
+    Ok(Built {
+        evolution: Arc::new(evolution),
+        inference: router,
+        keys_sent,
+        shared_key: false,
+    })
 }
 
 /// The public services, with the keys from the environment or the config file.
@@ -412,7 +447,7 @@ fn public_backends(
     local_ids: &[String],
     rpm: Option<NonZeroU32>,
     providers: ProviderClients,
-) -> anyhow::Result<Halves> {
+) -> anyhow::Result<Built> {
     let (evolution, inference) = public_keys()?;
     let Some(evolution_key) = evolution.key else {
         anyhow::bail!(
@@ -423,15 +458,21 @@ fn public_backends(
         inference.key.is_some(),
         "no key for the inference API: set {INFERENCE_KEY}, or run `gepa-lab auth wallet` or `gepa-lab auth key inference`"
     );
-    let evolution_config = EvolutionConfig::new(
-        crate::evolution::config_from_env().base_url,
-        Some(evolution_key),
-    );
+    let evolution_url = crate::evolution::config_from_env().base_url;
+    let given = |var: &'static str| keys::from_env(var).is_some().then_some(var);
+    let keys_sent = vec![
+        KeySent::new(Service::Inference, &inference_url(), given(INFERENCE_KEY)),
+        KeySent::new(Service::Evolution, &evolution_url, given(EVOLUTION_KEY)),
+    ];
+    let evolution_config = EvolutionConfig::new(evolution_url, Some(evolution_key));
     let remote = http_inference(&inference_url(), inference, rpm)?;
-    Ok((
-        Arc::new(HttpEvolution::new(evolution_config)?),
-        router(local_ids, Some(remote), providers)?,
-    ))
+    Ok(Built {
+        evolution: Arc::new(HttpEvolution::new(evolution_config)?),
+        inference: router(local_ids, Some(remote), providers)?,
+        keys_sent,
+        // Two services, each with its own key.
+        shared_key: false,
+    })
 }
 
 /// A `gepa-lab serve` at `url`, which speaks both APIs; its keys work for both halves.
@@ -440,18 +481,29 @@ fn served_backends(
     local_ids: &[String],
     rpm: Option<NonZeroU32>,
     providers: ProviderClients,
-) -> anyhow::Result<Halves> {
-    let given = keys::from_env(INFERENCE_KEY).or_else(|| keys::from_env(EVOLUTION_KEY));
-    let inference = keys::for_service(given, url)?;
+) -> anyhow::Result<Built> {
+    let given = keys::first_env(&[INFERENCE_KEY, EVOLUTION_KEY]);
+    let inference_sent = KeySent::new(Service::Inference, url, given.as_ref().map(|g| g.1));
+    let inference = keys::for_service(given.map(|g| g.0), url)?;
+    let evolution_sent = match keys::from_env(EVOLUTION_KEY) {
+        Some(_) => KeySent::new(Service::Evolution, url, Some(EVOLUTION_KEY)),
+        None => KeySent {
+            service: Service::Evolution,
+            ..inference_sent.clone()
+        },
+    };
     let evolution_key = keys::from_env(EVOLUTION_KEY).or_else(|| inference.key.clone());
+    let shared_key = evolution_key == inference.key;
     let remote = http_inference(url, inference, rpm)?;
-    Ok((
-        Arc::new(HttpEvolution::new(EvolutionConfig::new(
+    Ok(Built {
+        evolution: Arc::new(HttpEvolution::new(EvolutionConfig::new(
             url.to_owned(),
             evolution_key,
         ))?),
-        router(local_ids, Some(remote), providers)?,
-    ))
+        inference: router(local_ids, Some(remote), providers)?,
+        keys_sent: vec![inference_sent, evolution_sent],
+        shared_key,
+    })
 }
 
 /// The one way an inference backend is put together: the embedded models named among

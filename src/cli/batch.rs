@@ -29,6 +29,13 @@ pub struct JobsArgs {
     pub json: bool,
 }
 
+impl Args {
+    pub fn key_sent(&self) -> super::keys::KeySent {
+        let Command::Jobs(args) = &self.command;
+        args.evolution.key_sent()
+    }
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let Command::Jobs(args) = args.command;
     let client = args.evolution.client()?;

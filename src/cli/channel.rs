@@ -77,6 +77,15 @@ struct ReadArgs {
     json: bool,
 }
 
+impl Args {
+    pub fn key_sent(&self) -> super::keys::KeySent {
+        match &self.command {
+            ChannelCommand::Post(args) => args.inference.key_sent(),
+            ChannelCommand::Read(args) => args.inference.key_sent(),
+        }
+    }
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let result = match args.command {
         ChannelCommand::Post(args) => post(args),

@@ -120,6 +120,12 @@ struct PromptArgs {
     inference: InferenceArgs,
 }
 
+impl Args {
+    pub fn key_sent(&self) -> super::keys::KeySent {
+        self.answering.inference.key_sent()
+    }
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut code = exit::OK;
     let comparison = if args.prompts.is_empty() {
@@ -286,7 +292,7 @@ fn warn_of_failures(answered: &prompts::Answered, args: &PromptArgs, dir: &RunDi
     if answered.key_refused {
         eprintln!(
             "tip: {}",
-            super::keys::unauthorized_hint(Some(&args.inference.base_url))
+            super::keys::unauthorized_hint(&[args.inference.key_sent()])
         );
     }
     if failed > 0 {

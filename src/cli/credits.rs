@@ -57,6 +57,15 @@ struct TopupArgs {
     network: Network,
 }
 
+impl Args {
+    pub fn key_sent(&self) -> super::keys::KeySent {
+        match &self.command {
+            CreditsCommand::Balance(args) => args.inference.key_sent(),
+            CreditsCommand::Topup(args) => args.inference.key_sent(),
+        }
+    }
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.command {
         CreditsCommand::Balance(args) => balance(args),

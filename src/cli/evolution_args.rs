@@ -20,6 +20,19 @@ pub struct EvolutionArgs {
 }
 
 impl EvolutionArgs {
+    /// The key this command sends, and where: what the tip of a refusal names.
+    pub fn key_sent(&self) -> super::keys::KeySent {
+        use super::keys::{KeyOrigin, KeySent, Service};
+        KeySent {
+            service: Service::Evolution,
+            url: self.base_url.clone(),
+            origin: match self.key {
+                Some(_) => KeyOrigin::Flag(crate::env::EVOLUTION_KEY),
+                None => KeyOrigin::Config,
+            },
+        }
+    }
+
     /// A client with the given key, else the key the config file holds for this URL.
     pub fn client(&self) -> anyhow::Result<HttpEvolution> {
         let credential = super::keys::for_service(self.key.clone(), &self.base_url)?;

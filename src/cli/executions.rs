@@ -79,6 +79,16 @@ pub struct HistoryArgs {
     pub json: bool,
 }
 
+impl Args {
+    pub fn key_sent(&self) -> super::keys::KeySent {
+        match &self.command {
+            Command::List(args) => args.evolution.key_sent(),
+            Command::Show(args) | Command::Cancel(args) => args.evolution.key_sent(),
+            Command::History(args) => args.evolution.key_sent(),
+        }
+    }
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.command {
         Command::List(args) => list(args),

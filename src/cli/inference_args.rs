@@ -35,6 +35,19 @@ pub struct Credentials {
 }
 
 impl InferenceArgs {
+    /// The key this command sends, and where: what the tip of a refusal names.
+    pub fn key_sent(&self) -> super::keys::KeySent {
+        use super::keys::{KeyOrigin, KeySent, Service};
+        KeySent {
+            service: Service::Inference,
+            url: self.base_url.clone(),
+            origin: match self.key {
+                Some(_) => KeyOrigin::Flag(crate::env::INFERENCE_KEY),
+                None => KeyOrigin::Config,
+            },
+        }
+    }
+
     /// A key given by flag or environment wins. Otherwise the config file's key for this very
     /// URL is used, with its rpmLimit for pacing; the file is not read at all when a key is
     /// given, so a broken config cannot stop a command that does not need it.

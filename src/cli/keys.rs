@@ -3,6 +3,7 @@
 //! (stored by `auth wallet` or `auth key`), with the rpm limit stored beside it. The config file
 //! is not read at all when a key is given, so a broken config cannot stop a command that does
 //! not need it, and a key is never sent to a URL it was not filed under.
+use std::borrow::Cow;
 use std::num::NonZeroU32;
 
 use crate::account::{UserConfig, config_path};
@@ -38,12 +39,84 @@ pub fn from_env(name: &str) -> Option<Secret> {
     crate::env::var(name).map(Secret::new)
 }
 
-/// What to tell a user whose key a service refused (401): which key each service was sent,
-/// and how to set one. Never the key itself. `inference_url` is the inference API the command
-/// used, when known (else the one of the environment).
-pub fn unauthorized_hint(inference_url: Option<&str>) -> String {
-    let inference_url = inference_url.map_or_else(super::backends::inference_url, str::to_owned);
-    let evolution_url = crate::evolution::config_from_env().base_url;
+/// A service a command sends keys to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Service {
+    Inference,
+    Evolution,
+    /// A model provider an experiment declares, by its name.
+    Provider(String),
+}
+
+impl Service {
+    fn name(&self) -> String {
+        match self {
+            Service::Inference => "the inference API".to_owned(),
+            Service::Evolution => "the evolution API".to_owned(),
+            Service::Provider(name) => format!("provider `{name}`"),
+        }
+    }
+}
+
+/// Where the key a command sent came from; never the key itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyOrigin {
+    /// An environment variable (a provider's `key_env` is named by the experiment).
+    Env(Cow<'static, str>),
+    /// `--key`, or the environment variable clap reads in its place.
+    Flag(&'static str),
+    /// None was given: the key the config file holds for the URL, when it holds one.
+    Config,
+    /// No key at all.
+    Missing,
+}
+
+/// A key a command sent to a service at a URL: what a refusal's tip names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeySent {
+    pub service: Service,
+    pub url: String,
+    pub origin: KeyOrigin,
+}
+
+impl KeySent {
+    /// The key `given` (from `var`, or the config file's for `url` when none) sent to `service`.
+    pub fn new(service: Service, url: &str, given: Option<&'static str>) -> Self {
+        Self {
+            service,
+            url: url.to_owned(),
+            origin: given.map_or(KeyOrigin::Config, |var| KeyOrigin::Env(var.into())),
+        }
+    }
+}
+
+/// The first of `vars` that holds a key, with its name.
+pub fn first_env(vars: &[&'static str]) -> Option<(Secret, &'static str)> {
+    vars.iter()
+        .find_map(|&var| from_env(var).map(|key| (key, var)))
+}
+
+/// Where a command that does not say sends its keys: the public services of the environment
+/// (`GEPA_LAB_INFERENCE_URL`, `GEPA_LAB_EVOLUTION_URL`), each with its variable's key.
+pub fn public_destinations() -> Vec<KeySent> {
+    let given = |var: &'static str| from_env(var).is_some().then_some(var);
+    vec![
+        KeySent::new(
+            Service::Inference,
+            &super::backends::inference_url(),
+            given(crate::env::INFERENCE_KEY),
+        ),
+        KeySent::new(
+            Service::Evolution,
+            &crate::evolution::config_from_env().base_url,
+            given(crate::env::EVOLUTION_KEY),
+        ),
+    ]
+}
+
+/// What to tell a user whose key a service refused (401 or 403): which key went to which
+/// service at which URL (`sent`), and how to set one. Never the key itself.
+pub fn unauthorized_hint(sent: &[KeySent]) -> String {
     let config = config_path().ok();
     let stored = |url: &str| {
         config
@@ -52,28 +125,49 @@ pub fn unauthorized_hint(inference_url: Option<&str>) -> String {
             .and_then(|config| config.service(url).map(|a| a.key.is_some()))
             .unwrap_or(false)
     };
-    let source = |var: &str, url: &str| {
-        if from_env(var).is_some() {
-            format!("the key in {var}")
-        } else if stored(url) {
-            format!(
-                "the key stored for {url} in {}",
-                config
-                    .as_ref()
-                    .map_or_else(String::new, |p| p.display().to_string())
-            )
-        } else {
-            "no key".to_owned()
-        }
+    let origin = |key: &KeySent| match &key.origin {
+        KeyOrigin::Env(var) => format!("the key in {var}"),
+        KeyOrigin::Flag(var) if from_env(var).is_some() => format!("the key in {var}"),
+        KeyOrigin::Flag(_) => "the key given with --key".to_owned(),
+        KeyOrigin::Config if stored(&key.url) => format!(
+            "the key stored for {} in {}",
+            key.url,
+            config
+                .as_ref()
+                .map_or_else(String::new, |p| p.display().to_string())
+        ),
+        KeyOrigin::Config | KeyOrigin::Missing => "no key".to_owned(),
     };
+    let said: Vec<String> = sent
+        .iter()
+        .map(|key| format!("{} to {} ({})", origin(key), key.service.name(), key.url))
+        .collect();
+    let flag = sent
+        .iter()
+        .any(|key| matches!(key.origin, KeyOrigin::Flag(_)));
+    let provider = sent
+        .iter()
+        .any(|key| matches!(key.service, Service::Provider(_)));
     format!(
-        "the service refused the API key (401 Unauthorized or 403 Forbidden). Sent: {} to the inference API \
-         ({inference_url}), {} to the evolution API ({evolution_url}); a --key flag, where \
-         given, came first. Set a valid key in {} or {}, or store one with `gepa-lab auth key \
-         inference|evolution` (or `gepa-lab auth wallet` for an inference key).",
-        source(crate::env::INFERENCE_KEY, &inference_url),
-        source(crate::env::EVOLUTION_KEY, &evolution_url),
+        "the service refused the API key (401 Unauthorized or 403 Forbidden). Sent: {}{}. Set a \
+         valid key in {} or {}, or store one with `gepa-lab auth key inference|evolution` (or \
+         `gepa-lab auth wallet` for an inference key){}.",
+        if said.is_empty() {
+            "no key to any service".to_owned()
+        } else {
+            said.join(", ")
+        },
+        if flag {
+            "; a --key flag, where given, came first"
+        } else {
+            ""
+        },
         crate::env::INFERENCE_KEY,
         crate::env::EVOLUTION_KEY,
+        if provider {
+            "; a provider's key in the variable its `key_env` names"
+        } else {
+            ""
+        },
     )
 }

@@ -55,9 +55,13 @@ pub mod exit {
     pub const INTERRUPTED: u8 = 130;
 }
 
+// The whole command line. Public so that the docs test (`tests/it/docs.rs`) can parse every
+// `gepa-lab ...` line of the README and `docs/` with `Cli::try_parse_from`, as `main` does;
+// what a command then does stays private to this module. A plain comment: a doc comment here
+// would become clap's help text.
 #[derive(Debug, Parser)]
 #[command(name = "gepa-lab", version, about, propagate_version = true)]
-struct Cli {
+pub struct Cli {
     #[command(subcommand)]
     command: Command,
 }
@@ -201,6 +205,8 @@ pub fn main() -> ExitCode {
             .try_init()
             .ok();
     }
+    // Where the command sends keys, for the tip of a refusal; the command consumes its args.
+    let keys_sent = cli.command.keys_sent();
     let result = match cli.command {
         Command::Validate(args) => validate::run(args),
         Command::Plan(args) => plan::run(args),
@@ -224,18 +230,73 @@ pub fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {err:#}");
-            let unauthorized = err.chain().any(|cause| {
-                cause
-                    .downcast_ref::<crate::http::ApiError>()
-                    .is_some_and(crate::http::ApiError::refuses_key)
-            });
-            if unauthorized {
-                eprintln!("tip: {}", keys::unauthorized_hint(None));
+            eprint!("{}", error_report(&err));
+            if refuses_key(&err) {
+                let keys_sent = keys_sent.unwrap_or_else(keys::public_destinations);
+                eprintln!("tip: {}", keys::unauthorized_hint(&keys_sent));
             }
             ExitCode::from(exit::FAILURE)
         }
     }
+}
+
+impl Command {
+    /// Where the command sends keys, when it says (`None`: the public services).
+    fn keys_sent(&self) -> Option<Vec<keys::KeySent>> {
+        Some(match self {
+            Command::Models(args) => vec![args.inference.key_sent()],
+            Command::Chat(args) => vec![args.inference.key_sent()],
+            Command::Compare(args) => vec![args.key_sent()],
+            Command::Credits(args) => vec![args.key_sent()],
+            Command::Channel(args) => vec![args.key_sent()],
+            Command::Executions(args) => vec![args.key_sent()],
+            Command::Batch(args) => vec![args.key_sent()],
+            _ => return None,
+        })
+    }
+}
+
+/// Whether the service refused the key (401 or 403), by the status of the answer some error of
+/// the chain holds.
+fn refuses_key(err: &anyhow::Error) -> bool {
+    use crate::http::ApiError;
+    err.chain().any(|cause| {
+        let api = cause
+            .downcast_ref::<ApiError>()
+            .or_else(|| match cause.downcast_ref() {
+                Some(crate::inference::InferenceError::Api(api)) => Some(api),
+                _ => None,
+            })
+            .or_else(|| match cause.downcast_ref() {
+                Some(crate::evolution::EvolutionError::Api(api)) => Some(api),
+                _ => None,
+            })
+            .or_else(|| match cause.downcast_ref() {
+                Some(crate::account::AccountError::Api(api)) => Some(api),
+                _ => None,
+            });
+        api.is_some_and(ApiError::refuses_key)
+    })
+}
+
+/// An error as the terminal shows it: its message, then each cause on a line of its own. A
+/// cause whose words the line above already holds (an error of another crate that repeats its
+/// source in its message) is not said again.
+fn error_report(err: &anyhow::Error) -> String {
+    let mut lines: Vec<String> = Vec::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if lines.last().is_some_and(|above| above.contains(&text)) {
+            continue;
+        }
+        lines.push(text);
+    }
+    let mut report = String::new();
+    for (depth, line) in lines.iter().enumerate() {
+        let label = if depth == 0 { "error" } else { "  caused by" };
+        report.push_str(&format!("{label}: {line}\n"));
+    }
+    report
 }
 
 /// Asks on the terminal before something that may cost money; `what` says what would happen.
@@ -274,4 +335,102 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .enable_all()
         .build()
         .context("starting the async runtime")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error;
+    use std::path::PathBuf;
+
+    use super::*;
+
+    fn io(kind: std::io::ErrorKind) -> std::io::Error {
+        std::io::Error::from(kind)
+    }
+
+    /// Whether some error of the chain says the one under it (its `source`) in its own message,
+    /// so that a report of the chain says that cause twice.
+    fn says_its_source_twice(err: &(dyn Error + 'static)) -> bool {
+        let mut current = err;
+        while let Some(source) = current.source() {
+            if current.to_string().contains(&source.to_string()) {
+                return true;
+            }
+            current = source;
+        }
+        false
+    }
+
+    #[test]
+    fn each_cause_is_said_once_on_a_line_of_its_own() {
+        let store = crate::store::StoreError::Io {
+            path: PathBuf::from("/dev/null/sentiment"),
+            error: io(std::io::ErrorKind::NotADirectory),
+        };
+        let err = anyhow::Error::from(crate::runner::RunError::Store(store))
+            .context("running the experiment");
+        assert_eq!(
+            error_report(&err),
+            "error: running the experiment\n  caused by: /dev/null/sentiment: not a directory\n"
+        );
+        // Another crate's error that repeats its source is said once all the same.
+        #[derive(Debug, thiserror::Error)]
+        #[error("reading: {0}")]
+        struct Repeats(#[source] std::io::Error);
+        let err = anyhow::Error::from(Repeats(io(std::io::ErrorKind::OutOfMemory)));
+        assert_eq!(error_report(&err), "error: reading: out of memory\n");
+    }
+
+    #[test]
+    fn no_error_says_its_source_twice() {
+        use crate::http::ApiError;
+        let status = |code: u16| ApiError::Status {
+            status: reqwest::StatusCode::from_u16(code).unwrap(),
+            retry_after: None,
+            body: "invalid API key".into(),
+        };
+        let decode = ApiError::Decode {
+            error: serde_json::from_str::<u8>("x").unwrap_err(),
+            body: "x".into(),
+        };
+        let path = || PathBuf::from("run/cache.jsonl");
+        let oom = || io(std::io::ErrorKind::OutOfMemory);
+        let errors: Vec<Box<dyn Error + 'static>> = vec![
+            Box::new(crate::store::StoreError::Io {
+                path: path(),
+                error: oom(),
+            }),
+            Box::new(crate::runner::RunError::KeyRefused {
+                evolution_id: "e".into(),
+                error: status(401),
+            }),
+            Box::new(crate::runner::RunError::from(
+                crate::dataset::SplitError::TooFewRows { rows: 1, needed: 2 },
+            )),
+            Box::new(crate::runner::RunError::Dataset(
+                crate::dataset::DatasetError::Open {
+                    path: path(),
+                    error: oom(),
+                },
+            )),
+            Box::new(decode),
+            Box::new(crate::score::ScorerError::SchemaRead {
+                path: path(),
+                error: oom(),
+            }),
+            Box::new(crate::report::ReportError::Io {
+                path: path(),
+                error: oom(),
+            }),
+            Box::new(crate::server::db::DbError::from(
+                rusqlite::Error::QueryReturnedNoRows,
+            )),
+            Box::new(crate::evolution::EvolutionError::Store(
+                crate::evolution::StoreError(Box::new(oom())),
+            )),
+        ];
+        for err in &errors {
+            assert!(!says_its_source_twice(err.as_ref()), "{err}");
+        }
+    }
 }

@@ -251,6 +251,31 @@ impl Observer for Progress {
     }
 }
 
+/// The line a replay event that stops or skips answers prints on its own, or `None`.
+fn replay_line(event: &Event) -> Option<String> {
+    Some(match event {
+        Event::ReplayStopped {
+            model,
+            failed,
+            last_error,
+        } => format!(
+            "replay: {failed} requests to {model} failed in a row (the last: {last_error}); \
+                 the rest on {model} are not sent, and `run --resume` (or the same `compare`) \
+                 asks for them"
+        ),
+        Event::ReplayKeyRefused { refusal } => format!(
+            "replay: the service refused the key ({refusal}); no request that takes it is sent, \
+             and `run --resume` (or the same `compare`) with a valid key asks for the rest"
+        ),
+        Event::CacheLinesSkipped { lines } => format!(
+            "warning: {} of the answer cache (cache.jsonl) hold no answer (torn, cut or \
+             damaged) and were skipped; their answers are asked again",
+            count(*lines as u64, "line", "lines")
+        ),
+        _ => return None,
+    })
+}
+
 /// The line an event prints on its own (the rest move progress bars), or `None`.
 fn line_of(event: &Event) -> Option<String> {
     Some(match event {
@@ -305,18 +330,12 @@ fn line_of(event: &Event) -> Option<String> {
         Event::HistoryFailed { variant, error, .. } => {
             format!("{}: history unavailable: {error}", label(variant))
         }
-        Event::ReplayStopped {
-            model,
-            failed,
-            last_error,
-        } => format!(
-            "replay: {failed} requests to {model} failed in a row (the last: {last_error}); \
-                 the rest on {model} are not sent, and `run --resume` (or the same `compare`) \
-                 asks for them"
-        ),
         Event::Unknown { variant, note, .. } => {
             format!("{}: {note}", label(variant))
         }
+        Event::ReplayStopped { .. }
+        | Event::ReplayKeyRefused { .. }
+        | Event::CacheLinesSkipped { .. } => return replay_line(event),
         // These move progress bars instead (`Progress::event`).
         Event::Started { .. }
         | Event::StartRecovered { .. }

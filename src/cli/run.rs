@@ -245,20 +245,9 @@ fn run_one(
     dir: RunDir,
     manifest: RunManifest,
 ) -> anyhow::Result<Result<u8, ExitCode>> {
-    let replay_scorer = manifest
-        .executions
-        .iter()
-        .find_map(|e| e.plan.replay.as_ref())
-        .map(|r| &r.scorer);
     // The local engine continues its unfinished executions as soon as it is built.
     let _runtime = runtime.enter();
-    let backends = backends::build(
-        choice,
-        &backends::RunModels::of(&manifest),
-        replay_scorer,
-        args.rpm,
-        &dir.file(crate::store::ENGINE_FILE),
-    )?;
+    let (backends, keys_sent) = build_backends(args, choice, &dir, &manifest)?;
     let warn = &mut |warning: String| eprintln!("warning: MLflow: {warning}");
     let tracker = runtime.block_on(Tracker::start(
         &dir,
@@ -280,21 +269,20 @@ fn run_one(
         if let Some(tracker) = &tracker {
             runtime.block_on(tracker.interrupted(warn));
         }
-        eprintln!(
-            "\ninterrupted: everything received so far is kept in {} (states in run.json, \
-             answers in cache.jsonl). Continue with:\n  gepa-lab run --resume {}{}",
-            path.display(),
-            path.display(),
-            if local {
-                "\nAn evolution of the local engine that was still running continues from \
-                 its checkpoint (engine.jsonl): only the calls in flight now are made again."
-            } else {
-                ""
-            }
-        );
+        say_interrupted(&path, local);
         return Ok(Err(ExitCode::from(exit::INTERRUPTED)));
     };
-    let outcome = outcome.context("running the experiment")?;
+    let outcome = match outcome {
+        Ok(outcome) => outcome,
+        // The key, not the run: said with where each key went, and the run stops here.
+        Err(err @ runner::RunError::KeyRefused { .. }) => {
+            let err = anyhow::Error::from(err).context("running the experiment");
+            eprint!("{}", super::error_report(&err));
+            eprintln!("tip: {}", super::keys::unauthorized_hint(&keys_sent));
+            return Ok(Err(ExitCode::from(exit::FAILURE)));
+        }
+        Err(err) => return Err(err).context("running the experiment"),
+    };
     let options = crate::report::RenderOptions { png: args.png };
     let context = render_report(&outcome, options)?;
     if let Some(tracker) = &tracker {
@@ -303,9 +291,49 @@ fn run_one(
     Ok(Ok(finish(
         &outcome,
         context.as_ref().and_then(|c| c.best.as_ref()),
-        args.fail_under,
-        args.allow_missing,
+        (args.fail_under, args.allow_missing),
+        &keys_sent,
     )))
+}
+
+/// The backends a run directory's executions need on `choice` (the models its replays and
+/// engines name; a local run's engine keeps its checkpoint in the directory), and where each
+/// key goes.
+fn build_backends(
+    args: &Args,
+    choice: &BackendChoice,
+    dir: &RunDir,
+    manifest: &RunManifest,
+) -> anyhow::Result<(runner::Backends, Vec<super::keys::KeySent>)> {
+    let replay_scorer = manifest
+        .executions
+        .iter()
+        .find_map(|e| e.plan.replay.as_ref())
+        .map(|r| &r.scorer);
+    backends::build(
+        choice,
+        &backends::RunModels::of(manifest),
+        replay_scorer,
+        args.rpm,
+        &dir.file(crate::store::ENGINE_FILE),
+    )
+}
+
+/// What a run stopped by Ctrl-C kept in `path`, and how to go on; `local` for a run of the
+/// local engine, which continues from its checkpoint.
+fn say_interrupted(path: &Path, local: bool) {
+    eprintln!(
+        "\ninterrupted: everything received so far is kept in {} (states in run.json, \
+         answers in cache.jsonl). Continue with:\n  gepa-lab run --resume {}{}",
+        path.display(),
+        path.display(),
+        if local {
+            "\nAn evolution of the local engine that was still running continues from \
+             its checkpoint (engine.jsonl): only the calls in flight now are made again."
+        } else {
+            ""
+        }
+    );
 }
 
 /// Validates one file, applies the cost guard, and creates its run directory. `Err(code)` means
@@ -433,12 +461,13 @@ fn larger_installed(
 }
 
 /// The exit status the run earns, with what the user should know about it; `recommendation`
-/// is the report's best version, for `--fail-under`.
+/// is the report's best version, for `--fail-under`, and `keys_sent` where each key went, for
+/// the tip when a service refused one.
 fn finish(
     outcome: &Outcome,
     recommendation: Option<&crate::report::Recommendation>,
-    fail_under: Option<f64>,
-    allow_missing: bool,
+    (fail_under, allow_missing): (Option<f64>, bool),
+    keys_sent: &[super::keys::KeySent],
 ) -> u8 {
     println!("run directory: {}", outcome.dir.path.display());
     let mut code = exit::OK;
@@ -455,12 +484,7 @@ fn finish(
     }
     let missing = outcome.replay.errors;
     if outcome.key_refused {
-        let url = match &outcome.manifest.backend {
-            crate::store::Backend::Remote { inference_url, .. } => Some(inference_url.as_str()),
-            crate::store::Backend::Url { url } => Some(url.as_str()),
-            crate::store::Backend::Local => None,
-        };
-        eprintln!("tip: {}", super::keys::unauthorized_hint(url));
+        eprintln!("tip: {}", super::keys::unauthorized_hint(keys_sent));
     }
     if missing > 0 {
         eprintln!(

@@ -18,11 +18,10 @@ pub use split::{HoldoutSize, RowSet, Split, SplitError};
 /// A problem that stops a file from being read at all.
 #[derive(Debug, Error)]
 pub enum DatasetError {
-    #[error("{}: cannot open: {source}", path.display())]
+    #[error("{}: cannot open: {error}", path.display())]
     Open {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("{}: the file is empty; a header row is required", path.display())]
     Empty { path: PathBuf },
@@ -193,7 +192,7 @@ impl<R: Read> Read for Hashing<R> {
 fn open(path: &Path) -> Result<csv::Reader<impl Read>, DatasetError> {
     let file = crate::input::open_stream(path).map_err(|source| DatasetError::Open {
         path: path.to_owned(),
-        source,
+        error: source,
     })?;
     Ok(csv_reader(file))
 }
@@ -250,7 +249,7 @@ fn header_of<R: Read>(path: &Path, reader: &mut csv::Reader<R>) -> Result<Header
 pub fn scan(path: &Path, columns: &Columns, keep: usize) -> Result<Scan, DatasetError> {
     let file = crate::input::open_stream(path).map_err(|source| DatasetError::Open {
         path: path.to_owned(),
-        source,
+        error: source,
     })?;
     let mut reader = csv_reader(Hashing {
         inner: file,
@@ -299,7 +298,7 @@ pub fn scan(path: &Path, columns: &Columns, keep: usize) -> Result<Scan, Dataset
     // The CSV reader may stop before the end of the file (a final newline); hash the rest too.
     std::io::copy(&mut input, &mut std::io::sink()).map_err(|source| DatasetError::Open {
         path: path.to_owned(),
-        source,
+        error: source,
     })?;
     scan.sha256 = format!("{:x}", input.hasher.finalize());
     Ok(scan)
@@ -435,7 +434,7 @@ impl RowStream {
     pub fn open(path: &Path, columns: &Columns, wanted: &RowSet) -> Result<Self, DatasetError> {
         let file = crate::input::open_stream(path).map_err(|source| DatasetError::Open {
             path: path.to_owned(),
-            source,
+            error: source,
         })?;
         let mut reader = csv_reader(file);
         header_of(path, &mut reader)?;

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::error::EngineError;
 use super::reflection::ReflectionTemplate;
@@ -170,7 +170,7 @@ impl Default for MergeConfig {
 }
 
 /// How a reflection turns into a child prompt.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Proposer {
     /// The reference implementation's: the reflection model sees the minibatch (right and wrong
@@ -187,6 +187,19 @@ pub enum Proposer {
     /// dropped, generic text); shown failures with different correct answers it pairs rules
     /// with the wrong ones; shown one failure it writes rules about that row's words.
     Rules,
+}
+
+impl Proposer {
+    /// Every proposer, by the name an experiment file gives it.
+    pub const ALL: [(&'static str, Self); 2] = [("rewrite", Self::Rewrite), ("rules", Self::Rules)];
+
+    /// The proposer an experiment file names, if it names one.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL
+            .iter()
+            .find(|(known, _)| *known == name)
+            .map(|(_, proposer)| *proposer)
+    }
 }
 
 /// What a failed task call does.

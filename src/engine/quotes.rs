@@ -45,6 +45,27 @@ pub(crate) const RARE_INPUTS: usize = 3;
 /// is likely in 1 to 3 of the file, and a word in two or more likely in more.
 pub(crate) const RARE_WORD_LETTERS: usize = 5;
 
+/// The commonest English words (SCOWL sizes 10 and 20, about 11,000 with their inflections;
+/// `scripts/common-words.py`). A word of this list is not a quote of an input on its own, nor
+/// beside a stop word: in the benchmark runs of 2026-11-28 the single-word and phrase rules
+/// refused "technology", "company", "provides", "given", "news or" and "technology or" from
+/// rules a reader calls general, on a news-topic dataset where the engine sees 80 of 240 rows
+/// and so meets many general words in only one of them. Names (capitalised in SCOWL, absent
+/// here) and rare words ("phenylalanine", "automakers", "bugis") stay quotes. Pairs are not
+/// affected: two words found together in a few inputs are the measure's quote whatever they are.
+static COMMON_ENGLISH: std::sync::LazyLock<HashSet<&'static str>> =
+    std::sync::LazyLock::new(|| {
+        include_str!("common_words.txt")
+            .lines()
+            .filter(|line| !line.starts_with('#'))
+            .collect()
+    });
+
+/// Whether `word` (lowercase) is one of the commonest English words ([`COMMON_ENGLISH`]).
+fn common_english(word: &str) -> bool {
+    COMMON_ENGLISH.contains(word)
+}
+
 /// Words too common to tie a pair to an input (the measure's own list).
 const STOP_WORDS: &str = "a an the is are was were be been of in on at to for from by with and \
     or not no there it its this that these those when if then as any all some every each do does \
@@ -164,7 +185,8 @@ impl InputPairs {
                 // news topic task) is a general rule's English; beside a word of a few, it is
                 // how those few put it.
                 let rare = inputs <= RARE_INPUTS && word_inputs <= RARE_INPUTS;
-                (word_inputs > 0 && !self.common.contains(word) && rare).then(|| Quote::Phrase {
+                let general = self.common.contains(word) || common_english(word);
+                (word_inputs > 0 && !general && rare).then(|| Quote::Phrase {
                     pair: format!("{first} {second}"),
                     word: word.clone(),
                     word_inputs,
@@ -201,7 +223,8 @@ impl InputPairs {
                     let single = self.inputs_with_word.get(&word).copied() == Some(1);
                     let ours =
                         self.common.contains(&word) || FRAME_WORDS.split(' ').any(|f| f == word);
-                    (single && word.chars().count() >= RARE_WORD_LETTERS && !ours)
+                    let long = word.chars().count() >= RARE_WORD_LETTERS;
+                    (single && long && !ours && !common_english(&word))
                         .then_some(Quote::Word { word })
                 })
         };
@@ -401,26 +424,27 @@ mod tests {
 
     #[test]
     fn a_stop_word_beside_a_word_of_the_inputs_is_a_phrase_of_them() {
-        // The inputs use "set" and "reminder", never "set a": a rule that says "set a" may
-        // still quote the rows the engine has not seen (CLINC-150, round 7).
+        // The inputs use "snooze" and "reminder", never "snooze a": a rule that says "snooze
+        // a" may still quote the rows the engine has not seen (after CLINC-150, round 7, where
+        // the word was "set", which is now common English and passes).
         let inputs = InputPairs::new(
             SEED,
             [
-                "set reminder for noon",
-                "reminder then set alarm",
-                "please set timer",
+                "snooze reminder for noon",
+                "reminder then snooze alarm",
+                "please snooze timer",
                 "so happy today",
                 "so happy today",
                 "so happy today",
                 "so happy today",
             ],
         );
-        let rule = format!("{SEED}\nRules:\n- When asked to set a reminder, answer joy.");
+        let rule = format!("{SEED}\nRules:\n- When asked to snooze a reminder, answer joy.");
         assert_eq!(
             inputs.quoted(&rule),
             Some(Quote::Phrase {
-                pair: "to set".into(),
-                word: "set".into(),
+                pair: "to snooze".into(),
+                word: "snooze".into(),
                 word_inputs: 3,
                 inputs: 0,
             })
@@ -430,11 +454,13 @@ mod tests {
         assert!(
             failure
                 .to_string()
-                .contains("\"to set\", a stop word beside \"set\" (a word of 3 of")
+                .contains("\"to snooze\", a stop word beside \"snooze\" (a word of 3 of")
         );
         // Not a phrase: a stop word beside a word no input has, or beside a word of the seed;
-        // two words that are not stop words; a pair in more than RARE_INPUTS inputs.
+        // beside a common English word; two words that are not stop words; a pair in more than
+        // RARE_INPUTS inputs.
         for rule in [
+            "- When asked to set a reminder, answer joy.",
             "- When the writer plans a trip, answer joy.",
             "- Answer with the joy label.",
             "- When asked to remember deadlines, answer joy.",
@@ -445,18 +471,20 @@ mod tests {
         let common = InputPairs::new(SEED, ["is so happy"; 4]);
         assert_eq!(common.quoted("When it is so happy, answer joy."), None);
         // The engine's own wording is not a phrase of the inputs: in round 8 "is about" of the
-        // glossary's heading refused every subject of a CLINC glossary.
-        let about = InputPairs::new(SEED, ["tell me about taxes", "taxes are due"]);
-        let glossary = format!("What each answer is about:\n- joy: taxes\n\n{SEED}");
+        // glossary's heading refused every subject of a CLINC glossary ("about" is common
+        // English now; a heading with a rare word of the inputs shows the same rule).
+        let about = InputPairs::new(SEED, ["tell me tungsten facts", "tungsten is due"]);
+        let heading = "What each answer is of tungsten:";
+        let glossary = format!("{heading}\n- joy: metals\n\n{SEED}");
         assert!(matches!(
             about.quoted(&glossary),
             Some(Quote::Phrase { .. })
         ));
-        let about = about.with_own_wording(&["What each answer is about:"]);
+        let about = about.with_own_wording(&[heading]);
         assert_eq!(about.quoted(&glossary), None);
         assert!(
             about
-                .quoted("- When it is about money, answer joy.")
+                .quoted("- When it is of tungsten, answer joy.")
                 .is_some()
         );
     }
@@ -465,12 +493,12 @@ mod tests {
     fn a_stop_word_beside_a_word_many_inputs_use_is_general_english() {
         // "technology" in four inputs: "technology or" says what the task is about.
         let mut inputs = vec!["new technology stocks rise"; 4];
-        inputs.push("oil prices fall");
+        inputs.push("tungsten prices fall");
         let inputs = InputPairs::new(SEED, inputs);
         let rule = format!("{SEED}\n- When the text is about technology or science, answer joy.");
         assert_eq!(inputs.quoted(&rule), None);
-        // "oil" is in one input: "oil or" is still how that one input may put it.
-        let rule = format!("{SEED}\n- When the text is about oil or gas, answer joy.");
+        // "tungsten" is in one input: "tungsten or" is still how that one input may put it.
+        let rule = format!("{SEED}\n- When the text is about tungsten or gas, answer joy.");
         assert!(matches!(inputs.quoted(&rule), Some(Quote::Phrase { .. })));
     }
 
@@ -500,6 +528,44 @@ mod tests {
             let glossary = format!("What each answer is about:\n- joy: {subject}\n\n{SEED}");
             assert_eq!(inputs.quoted(&glossary), None, "{subject}");
         }
+    }
+
+    #[test]
+    fn a_common_english_word_of_one_input_is_not_a_quote_alone_nor_beside_a_stop_word() {
+        // A news sample where the engine met "technology" and "automakers" once each.
+        let inputs = InputPairs::new(
+            SEED,
+            [
+                "new technology stocks rise",
+                "automakers sue state over emissions",
+                "rain ruined the final match",
+            ],
+        );
+        for rule in [
+            "- When discussing technology or innovation, answer joy.",
+            "- When the news is about a technology company, answer joy.",
+        ] {
+            assert_eq!(inputs.quoted(&format!("{SEED}\n{rule}")), None, "{rule}");
+        }
+        // A word of one input that is not common English is still its quote, alone or beside
+        // a stop word; and a pair of one input is, whatever its words.
+        assert_eq!(
+            inputs.quoted(&format!("{SEED}\n- joy: automakers")),
+            Some(Quote::Word {
+                word: "automakers".into()
+            })
+        );
+        assert!(matches!(
+            inputs.quoted(&format!("{SEED}\n- When the automakers act, answer joy.")),
+            Some(Quote::Phrase { .. })
+        ));
+        assert!(matches!(
+            inputs.quoted(&format!(
+                "{SEED}\n- When technology stocks move, answer joy."
+            )),
+            Some(Quote::Pair { .. })
+        ));
+        assert!(common_english("technology") && !common_english("automakers"));
     }
 
     #[test]

@@ -108,6 +108,17 @@ impl IterationRecord {
     /// The outcome and its reason in words, with the scores behind a rejection: the one
     /// description the terminal and the report show.
     pub fn explain(&self) -> String {
+        let outcome = self.explain_outcome();
+        match self {
+            Self::Mutation(MutationRecord {
+                reworded: Some(first),
+                ..
+            }) => format!("{outcome} (a second answer's rule; the first was refused: {first})"),
+            _ => outcome,
+        }
+    }
+
+    fn explain_outcome(&self) -> String {
         match self {
             Self::Mutation(record)
                 if record.outcome == Outcome::Rejected
@@ -272,6 +283,11 @@ pub struct MutationRecord {
     pub child_prompt: Option<String>,
     /// Empty when the child was never run (skipped or failed proposal).
     pub child_scores: Vec<f64>,
+    /// Why the reflection model's first answer was refused, when the engine asked it once more
+    /// for the same rule in general words (see `Engine::propose`); `child_prompt` and `outcome`
+    /// are those of the second answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reworded: Option<Box<ProposalFailure>>,
     pub outcome: Outcome,
     /// Calls spent when the iteration ended, counted from the start of the run.
     pub spent: Spent,
@@ -487,6 +503,14 @@ impl Outcome {
 }
 
 impl ProposalFailure {
+    /// The words of the inputs a refused child repeats, when it was refused for quoting them.
+    pub fn quoted_words(&self) -> Option<&str> {
+        match self {
+            Self::QuotesInputs { pair, .. } | Self::QuotesPhrase { pair, .. } => Some(pair),
+            _ => None,
+        }
+    }
+
     pub fn label(&self) -> &'static str {
         match self {
             Self::NoFencedBlock { .. } => "no_fenced_block",
@@ -722,6 +746,7 @@ mod tests {
             parent_scores: parent,
             child_prompt: Some("child".into()),
             child_scores: child,
+            reworded: None,
             outcome: Outcome::Rejected,
             spent: Spent::default(),
             cost: Spent::default(),

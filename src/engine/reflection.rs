@@ -295,6 +295,18 @@ pub(crate) fn rules_request(
     text
 }
 
+/// `request` asked again, after `answer` was refused for repeating `words`, words that only a
+/// few of the inputs contain: the same rule, in words that fit many inputs.
+pub(crate) fn reword_request(request: &str, answer: &str, words: &str) -> String {
+    let answer = after_thinking(answer).trim();
+    format!(
+        "{request}\n\nYou answered:\n{answer}\n\nThat rule repeats \"{words}\", words that only a \
+         few inputs contain, so it cannot help other inputs. Write the rule again in general \
+         words that fit many inputs, without \"{words}\" and without other words taken from the \
+         inputs above. Answer with one line in the same form."
+    )
+}
+
 /// The rows the parent answered right, which the new rule must leave as they are.
 fn write_contrasts(text: &mut String, contrasts: &[&Shown]) {
     let Some(contrast) = contrasts.first() else {

@@ -94,12 +94,19 @@ enum Halt {
 }
 
 /// What a reflection answer holds.
+#[derive(Clone, Copy)]
 enum Reading<'p> {
     /// A whole new instruction in a fenced block.
     Instruction,
     /// Rules to add to this parent prompt, written for an example whose correct answer is
     /// `correct`.
     RulesFor { parent: &'p str, correct: &'p str },
+}
+
+/// A reflection's child, and why the first answer was refused when the engine asked again.
+struct Proposal {
+    child: Result<PromptId, Rejection>,
+    reworded: Option<ProposalFailure>,
 }
 
 /// A reflection that produced no child worth running.
@@ -465,6 +472,7 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             minibatch,
             child_prompt: None,
             child_scores: Vec::new(),
+            reworded: None,
             outcome: Outcome::SkippedPerfect,
             // Set when the iteration ends (`IterationRecord::finish`).
             spent: Default::default(),
@@ -520,8 +528,9 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
                 )
             }
         };
-        let child = self.propose(&request, reading).await?;
-        self.settle(pool, record, child).await
+        let proposal = self.propose(&request, reading).await?;
+        record.reworded = proposal.reworded.map(Box::new);
+        self.settle(pool, record, proposal.child).await
     }
 
     /// The end of every mutation: a refused child is recorded with its reason; a child is run
@@ -650,6 +659,7 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             minibatch: self.pareto_examples.clone(),
             child_prompt: None,
             child_scores: Vec::new(),
+            reworded: None,
             outcome: Outcome::Rejected,
             // Set when the iteration ends (`IterationRecord::finish`).
             spent: Default::default(),
@@ -768,7 +778,8 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             self.pareto_examples.len(),
             self.placeholders.required(),
         );
-        let child = self.propose(&request, Reading::Instruction).await?;
+        // An instruction is never reworded, so the proposal's child is all there is.
+        let child = self.propose(&request, Reading::Instruction).await?.child;
         let Some(child) = self.run_child(child, record.child_fields()).await? else {
             return Ok(record);
         };
@@ -814,29 +825,77 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
     }
 
     /// Asks the reflection model and checks that its answer is a new, renderable prompt.
-    async fn propose(
+    /// Asks the reflection model for a child. A rule refused for repeating words of a few
+    /// inputs is asked for once more, told which words: the small model's rules often state a
+    /// general point in the words of the row it was shown ("When discussing technology or
+    /// innovation"), and reworded they can pass the guard and be judged like any other.
+    async fn propose(&mut self, request: &str, reading: Reading<'_>) -> Result<Proposal, Halt> {
+        let (answer, child) = self.propose_once(request, reading).await?;
+        let refused = match (&child, answer, reading) {
+            (Err(rejection), Some(answer), Reading::RulesFor { .. }) => rejection
+                .reason
+                .quoted_words()
+                .map(|words| (rejection.reason.clone(), answer, words.to_owned())),
+            _ => None,
+        };
+        // The iteration was afforded with one reflection; a second is asked only when the
+        // budget still covers it and the child's worst case after it.
+        let reserve = 1 + self.config.reflection_minibatch + self.pareto_examples.len();
+        let affordable = self.budget.remaining() >= reserve as u64;
+        let Some((reason, answer, words)) = refused.filter(|_| affordable) else {
+            return Ok(Proposal {
+                child,
+                reworded: None,
+            });
+        };
+        let again = reflection::reword_request(request, &answer, &words);
+        let (_, child) = self.propose_once(&again, reading).await?;
+        Ok(Proposal {
+            child,
+            reworded: Some(reason),
+        })
+    }
+
+    /// One reflection call and its child; the answer too, when the call was answered.
+    async fn propose_once(
         &mut self,
         request: &str,
         reading: Reading<'_>,
-    ) -> Result<Result<PromptId, Rejection>, Halt> {
-        let rejection = |prompt, reason| Ok(Err(Rejection { prompt, reason }));
+    ) -> Result<(Option<String>, Result<PromptId, Rejection>), Halt> {
         let answer = match self.reflect(request).await? {
             Ok(answer) => answer,
-            Err(reason) => return rejection(None, reason),
+            Err(reason) => {
+                return Ok((
+                    None,
+                    Err(Rejection {
+                        prompt: None,
+                        reason,
+                    }),
+                ));
+            }
         };
+        let child = self.child_of(&answer, reading);
+        Ok((Some(answer), child))
+    }
+
+    /// The child a reflection answer holds, vetted ([`Self::vet`]).
+    fn child_of(&mut self, answer: &str, reading: Reading<'_>) -> Result<PromptId, Rejection> {
         let parsed = match reading {
-            Reading::Instruction => reflection::extract_instruction(&answer)
+            Reading::Instruction => reflection::extract_instruction(answer)
                 .map(|text| self.placeholders.complete(&text)),
             Reading::RulesFor { parent, correct } => {
-                reflection::parse_rules(&answer, &self.labels, correct).and_then(|rules| {
+                reflection::parse_rules(answer, &self.labels, correct).and_then(|rules| {
                     let rules = self.without_quotes(parent, rules);
                     reflection::add_rules(parent, &rules).ok_or(ProposalFailure::NoNewRule)
                 })
             }
         };
         match parsed {
-            Ok(text) => Ok(self.vet(text)),
-            Err(reason) => rejection(None, reason),
+            Ok(text) => self.vet(text),
+            Err(reason) => Err(Rejection {
+                prompt: None,
+                reason,
+            }),
         }
     }
 

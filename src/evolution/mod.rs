@@ -78,7 +78,7 @@ pub enum EvolutionError {
 /// A local backend's store that could not record a change (see `crate::local::ExecutionStore`).
 #[derive(Debug, thiserror::Error)]
 #[error("execution store: {0}")]
-pub struct StoreError(#[source] pub Box<dyn std::error::Error + Send + Sync>);
+pub struct StoreError(pub Box<dyn std::error::Error + Send + Sync>);
 
 /// Model suffixes the evolution service supports; ids are `<word>-<suffix>`, where the word is
 /// configuration (see [`ServiceProfile`]).

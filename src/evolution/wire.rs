@@ -17,6 +17,10 @@ pub struct EngineSettings {
     /// The model every task call uses, whatever evolution model the request names.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_model: Option<String>,
+    /// How reflections become children; absent: follows the reflection model (an embedded
+    /// one writes rules, any other rewrites).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proposer: Option<crate::engine::Proposer>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reflection_temperature: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -61,6 +65,7 @@ impl EngineSettings {
             ("reflection_minibatch", self.reflection_minibatch.is_some()),
             ("reflection_model", self.reflection_model.is_some()),
             ("task_model", self.task_model.is_some()),
+            ("proposer", self.proposer.is_some()),
             (
                 "reflection_temperature",
                 self.reflection_temperature.is_some(),
@@ -315,8 +320,12 @@ pub struct IterationsPage {
     pub iterations: Vec<crate::engine::IterationRecord>,
 }
 
+/// The keys under which a `get_all_executions` answer that is an object may hold its array, in
+/// the order they are tried.
+const EXECUTION_LIST_KEYS: [&str; 5] = ["executions", "executionList", "data", "items", "results"];
+
 /// Response of `get_all_executions`. Its shape is not in the contract, so a bare array and an
-/// object holding the array under a common key are both accepted.
+/// object holding the array under a common key ([`EXECUTION_LIST_KEYS`]) are both accepted.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ExecutionList {
     pub executions: Vec<Execution>,
@@ -328,7 +337,7 @@ impl<'de> Deserialize<'de> for ExecutionList {
         let value = serde_json::Value::deserialize(deserializer)?;
         let items = match &value {
             serde_json::Value::Array(_) => value.clone(),
-            serde_json::Value::Object(object) => ["executions", "data", "items", "results"]
+            serde_json::Value::Object(object) => EXECUTION_LIST_KEYS
                 .iter()
                 .find_map(|key| object.get(*key).filter(|v| v.is_array()).cloned())
                 .ok_or_else(|| D::Error::custom("no array of executions in the response"))?,
@@ -396,6 +405,7 @@ mod tests {
             r#"[{"status":"pending"}]"#,
             r#"{"executions":[{"status":"pending"}],"total":1}"#,
             r#"{"data":[{"status":"pending"}]}"#,
+            r#"{"executionList":[{"status":"pending"}],"total":1}"#,
         ] {
             let list: ExecutionList = serde_json::from_str(body).unwrap();
             assert_eq!(list.executions.len(), 1, "{body}");

@@ -108,6 +108,13 @@ pub struct EngineSection {
     /// `<provider>/<model>` (default: the first replay model, else `local`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_model: Option<String>,
+    /// How the reflection model proposes children: `rules` (one general rule added per
+    /// reflection, with the label glossary and the layout child: what a small model writes
+    /// well) or `rewrite` (the reference implementation's whole new prompt). Default: rules
+    /// for an embedded reflection model, rewrite for any other, so set `rules` for a small
+    /// model served by a provider.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proposer: Option<String>,
     /// Temperature of the reflection model, 0 to 2 (default: the model's own).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0.0, max = 2.0))]

@@ -80,6 +80,7 @@ rules! {
     EngineRange => "engine-range", "each number of [engine] is within its range (see the README's [engine] table)";
     EngineSeedShared => "engine-seed-shared", "every variant has the same `engine.seed`: it is the run's seed, and each variant's own seed is derived from it";
     EngineOnError => "engine-on-error", "`engine.on_error` is fail or score_zero";
+    EngineProposer => "engine-proposer", "`engine.proposer` is rules or rewrite, and not rules beside a reflection_template";
     EngineReflectionModel => "engine-reflection-model", "`engine.reflection_model` and `engine.task_model` are non-empty model references";
     EngineReflectionTemplate => "engine-reflection-template", "`engine.reflection_template` is a readable file containing <curr_instructions> and <inputs_outputs_feedback>";
     EngineReflectionTemplateFence => "engine-reflection-template-fence", "(warning) the reflection template asks for the new prompt in a fenced block";

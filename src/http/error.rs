@@ -24,10 +24,9 @@ pub enum ApiError {
     #[error("request failed: {}{}", .0, root_cause(.0))]
     Transport(reqwest::Error),
     /// A success status whose body is not the JSON we expected; the raw text is kept.
-    #[error("response body does not parse ({source}): {}", body_excerpt(.body))]
+    #[error("response body does not parse ({error}): {}", body_excerpt(.body))]
     Decode {
-        #[source]
-        source: serde_json::Error,
+        error: serde_json::Error,
         body: String,
     },
     /// A response body longer than any answer of these APIs can be: it is not read further.

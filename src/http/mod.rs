@@ -401,7 +401,7 @@ impl HttpClient {
         let body = String::from_utf8_lossy(&bytes).into_owned();
         let latency = sent.elapsed();
         let value =
-            serde_json::from_str(&body).map_err(|source| ApiError::Decode { source, body })?;
+            serde_json::from_str(&body).map_err(|error| ApiError::Decode { error, body })?;
         Ok((value, latency))
     }
 

@@ -242,7 +242,7 @@ mod tests {
     fn undecodable_bodies_are_not_retried() {
         let source = serde_json::from_str::<u8>("x").unwrap_err();
         let err = ApiError::Decode {
-            source,
+            error: source,
             body: "x".into(),
         };
         assert_eq!(

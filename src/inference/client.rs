@@ -6,7 +6,9 @@ use eventsource_stream::Eventsource;
 use futures::StreamExt;
 
 use super::structured::validate_answer;
-use super::wire::{ChatRequest, ChatResponse, Model, ModelList, StreamChunk};
+use super::wire::{
+    ChatRequest, ChatResponse, Model, ModelList, STREAM_ERROR_EVENT, StreamChunk, StreamError,
+};
 use super::{ChunkStream, Inference, InferenceError, check_request};
 use crate::http::{ATTEMPT_TIMEOUT, ApiError, Auth, Call, HttpClient, ServiceConfig, Stats};
 
@@ -97,7 +99,8 @@ impl Inference for HttpInference {
 }
 
 /// Turns SSE events into chunks, stopping at `data: [DONE]`. If the events run out first, the
-/// last item is `StreamTruncated`: a short answer must never pass for a whole one.
+/// last item is `StreamTruncated`, and an error event ends it with `StreamFailed`: a short
+/// answer must never pass for a whole one.
 fn chunks_until_done<S, E>(events: S) -> ChunkStream
 where
     S: futures::Stream<Item = Result<eventsource_stream::Event, E>> + Send + Unpin + 'static,
@@ -137,6 +140,10 @@ where
                     if data.is_empty() {
                         continue;
                     }
+                    if let Some(message) = stream_error(&event.event, data) {
+                        state.finished = true;
+                        return Some((Err(InferenceError::StreamFailed { message }), state));
+                    }
                     match serde_json::from_str::<StreamChunk>(data) {
                         Ok(chunk) => {
                             state.chunks += 1;
@@ -145,7 +152,7 @@ where
                         Err(source) => {
                             state.finished = true;
                             Err(InferenceError::Api(ApiError::Decode {
-                                source,
+                                error: source,
                                 body: data.to_owned(),
                             }))
                         }
@@ -155,6 +162,16 @@ where
             return Some((item, state));
         }
     }))
+}
+
+/// The message of an event that reports an error instead of a chunk: an `error` event, or data
+/// of the error shape (which a lenient chunk would read as an empty one).
+fn stream_error(event: &str, data: &str) -> Option<String> {
+    let parsed = serde_json::from_str::<StreamError>(data).ok();
+    if event == STREAM_ERROR_EVENT {
+        return Some(parsed.map_or_else(|| data.to_owned(), |e| e.error.message));
+    }
+    parsed.map(|e| e.error.message)
 }
 
 #[cfg(test)]
@@ -204,6 +221,26 @@ mod tests {
                 .unwrap_err()
                 .contains("without [DONE] after 1 chunks")
         );
+    }
+
+    #[tokio::test]
+    async fn an_error_event_ends_the_stream_with_its_message() {
+        let chunk = "data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\n";
+        for error in [
+            "event: error\ndata: {\"error\":{\"message\":\"upstream cut\"}}\n\n",
+            "data: {\"error\":{\"message\":\"upstream cut\"}}\n\n",
+            "event: error\ndata: upstream cut\n\n",
+        ] {
+            let got = collect(events(&[chunk, error, chunk, "data: [DONE]\n\n"])).await;
+            assert_eq!(
+                got,
+                vec![
+                    Ok("Hel".into()),
+                    Err("the stream ended with an error: upstream cut".into())
+                ],
+                "{error}"
+            );
+        }
     }
 
     #[tokio::test]

@@ -32,7 +32,7 @@ pub use provider::{ModelRef, Provider, ProviderName};
 pub use router::ModelRouter;
 pub use rules::{ModelClass, check_request};
 pub use sim::{Fault, SimConfig, SimConfigError, SimModel};
-pub use structured::{check_schema, validate_answer};
+pub use structured::{check_schema, strip_fence, validate_answer};
 pub use wire::{
     ChatMessage, ChatRequest, ChatResponse, Content, ContentPart, Model, Role, StreamChunk,
     sampling_seed,
@@ -70,6 +70,9 @@ pub enum InferenceError {
     /// An SSE event or chunk that does not parse.
     #[error("malformed stream: {0}")]
     Stream(String),
+    /// The service ended the stream with an error event: the answer is incomplete.
+    #[error("the stream ended with an error: {message}")]
+    StreamFailed { message: String },
     /// The stream ended without `data: [DONE]`: the answer is incomplete.
     #[error("stream ended without [DONE] after {chunks} chunks: the answer is incomplete")]
     StreamTruncated { chunks: usize },

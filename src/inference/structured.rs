@@ -9,12 +9,24 @@ pub fn check_schema(schema: &Value) -> Result<(), String> {
         .map_err(|e| format!("not a valid JSON Schema: {e}"))
 }
 
-/// Parses `content` as JSON and validates it against `schema`. Returns the parsed value, or
-/// every reason the answer does not conform (each with the JSON pointer of the offending value).
+/// Models often wrap JSON in a Markdown fence; accept that, as a reader would. The text inside
+/// the fence, trimmed; text without one, trimmed.
+pub fn strip_fence(text: &str) -> &str {
+    let text = text.trim();
+    let Some(rest) = text.strip_prefix("```") else {
+        return text;
+    };
+    let body = rest.split_once('\n').map_or("", |(_, body)| body);
+    body.trim_end().strip_suffix("```").unwrap_or(body).trim()
+}
+
+/// Parses `content` (inside a Markdown fence or not, see [`strip_fence`]) as JSON and validates
+/// it against `schema`. Returns the parsed value, or every reason the answer does not conform
+/// (each with the JSON pointer of the offending value).
 pub fn validate_answer(schema: &Value, content: &str) -> Result<Value, Vec<String>> {
     let validator = jsonschema::validator_for(schema)
         .map_err(|e| vec![format!("the schema itself is invalid: {e}")])?;
-    let value: Value = serde_json::from_str(content.trim())
+    let value: Value = serde_json::from_str(strip_fence(content))
         .map_err(|e| vec![format!("the answer is not JSON: {e}")])?;
     let errors: Vec<String> = validator
         .iter_errors(&value)
@@ -58,6 +70,22 @@ mod tests {
         assert!(errors.iter().any(|e| e.contains("/label")), "{errors:?}");
         assert!(
             errors.iter().any(|e| e.contains("/confidence")),
+            "{errors:?}"
+        );
+    }
+
+    #[test]
+    fn an_answer_in_a_markdown_fence_conforms_as_the_json_inside() {
+        for fenced in [
+            "```json\n{\"label\":\"pos\",\"confidence\":0.9}\n```",
+            "  ```\n{\"label\":\"pos\",\"confidence\":0.9}\n```\n",
+        ] {
+            let value = validate_answer(&schema(), fenced).unwrap();
+            assert_eq!(value["label"], "pos", "{fenced}");
+        }
+        let errors = validate_answer(&schema(), "```json\n{\"label\":\"meh\"}\n```").unwrap_err();
+        assert!(
+            errors.iter().any(|e| e.contains("confidence")),
             "{errors:?}"
         );
     }

@@ -284,6 +284,32 @@ pub struct Metadata {
     pub node_id: Option<String>,
 }
 
+/// The event type of the last event of a stream that fails after it began: its status was
+/// already sent (200), so the failure is told in the stream, in place of `data: [DONE]`.
+pub const STREAM_ERROR_EVENT: &str = "error";
+
+/// The data of a stream's `error` event (the contract's stream ends only with `[DONE]`; this is
+/// the shape OpenAI-compatible servers send when they cannot finish one).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamError {
+    pub error: StreamErrorDetail,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamErrorDetail {
+    pub message: String,
+}
+
+impl StreamError {
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            error: StreamErrorDetail {
+                message: message.into(),
+            },
+        }
+    }
+}
+
 /// One `data:` event of a streaming answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StreamChunk {

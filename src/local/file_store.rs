@@ -61,7 +61,7 @@ impl FileExecutions {
             .open(path)
             .map_err(|source| crate::store::StoreError::Io {
                 path: path.to_owned(),
-                source,
+                error: source,
             })?;
         Ok(Self {
             path: path.to_owned(),

@@ -40,7 +40,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use chrono::{SecondsFormat, Utc};
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, watch};
 
 use crate::engine::{
     self, CandidateRecord, DEFAULT_REFLECTION_MINIBATCH, EngineConfig, EngineEvent,
@@ -81,9 +81,16 @@ impl LocalSettings {
     /// model writes usable rules where its rewrites are mostly unusable, and a larger minibatch
     /// shows it more failures per (slow) reflection and judges the child on more examples.
     /// Otherwise the reference implementation's rewrite on 3 examples.
-    pub fn new(mut models: ModelSettings) -> Self {
-        let embedded = is_local_model(&models.reflection_model);
-        if embedded && models.reflection_max_tokens.is_none() {
+    pub fn new(models: ModelSettings) -> Self {
+        let proposer = default_proposer(&models.reflection_model);
+        Self::with_proposer(models, proposer)
+    }
+
+    /// The settings of `proposer`: the rules proposer's larger minibatch and short answers
+    /// (see [`LocalSettings::new`]), or the rewrite's.
+    pub fn with_proposer(mut models: ModelSettings, proposer: Proposer) -> Self {
+        let rules = proposer == Proposer::Rules;
+        if rules && models.reflection_max_tokens.is_none() {
             // A rules answer is a few short lines; a CPU model that rambles past them costs
             // seconds per token.
             models.reflection_max_tokens = Some(EMBEDDED_REFLECTION_MAX_TOKENS);
@@ -93,12 +100,8 @@ impl LocalSettings {
             profile: ServiceProfile::default(),
             max_running: 2,
             parallel_calls: crate::engine::DEFAULT_PARALLEL_CALLS,
-            proposer: if embedded {
-                Proposer::Rules
-            } else {
-                Proposer::Rewrite
-            },
-            reflection_minibatch: if embedded {
+            proposer,
+            reflection_minibatch: if rules {
                 EMBEDDED_REFLECTION_MINIBATCH
             } else {
                 DEFAULT_REFLECTION_MINIBATCH
@@ -108,7 +111,17 @@ impl LocalSettings {
     }
 }
 
-/// `max_tokens` of an embedded reflection model's answers unless set otherwise.
+/// The proposer a reflection model gets unless `[engine] proposer` says otherwise: rules for an
+/// embedded model, the rewrite for any other.
+fn default_proposer(reflection_model: &str) -> Proposer {
+    if is_local_model(reflection_model) {
+        Proposer::Rules
+    } else {
+        Proposer::Rewrite
+    }
+}
+
+/// `max_tokens` of a rules answer unless set otherwise.
 pub const EMBEDDED_REFLECTION_MAX_TOKENS: u32 = 400;
 
 /// The reflection minibatch with an embedded reflection model (see [`LocalSettings::new`]).
@@ -188,9 +201,19 @@ struct Registry {
     executions: Vec<StoredExecution>,
     by_id: HashMap<String, usize>,
     /// The engine task of each execution that is waiting for a slot or running.
-    running: HashMap<String, tokio::task::AbortHandle>,
+    running: HashMap<String, Running>,
     /// Executions cancelled by their owner: the engine's own last words are ignored.
     cancelled: std::collections::HashSet<String>,
+}
+
+/// An execution's engine task, waiting for a slot or running.
+struct Running {
+    /// Stops the task where it is, a write in flight included: what a kill does.
+    #[cfg_attr(not(test), allow(dead_code))]
+    abort: tokio::task::AbortHandle,
+    /// Asks the task to stop at its next step, once the write it has begun is done. The task
+    /// holds the only receiver, so the sender is closed once the task has ended.
+    stop: Arc<watch::Sender<bool>>,
 }
 
 /// What [`LocalEvolution::cancel_as`] found.
@@ -337,44 +360,64 @@ impl LocalEvolution {
 
     /// Cancels `owner`'s execution (an extension beyond the contract): its engine stops at its
     /// next step, and it ends `failed` with "cancelled by its owner at <time>", keeping the
-    /// history and budget spent so far. Calls in flight at that moment are dropped.
+    /// history and budget spent so far. It returns once the engine has stopped: the calls that
+    /// returned until then are in the budget it reports, those still in flight are dropped, and
+    /// nothing is recorded after it, so the spend it reports is the spend that stays.
     pub async fn cancel_as(
         &self,
         owner: Option<&str>,
         evolution_id: &str,
     ) -> Result<Cancel, EvolutionError> {
-        let state = {
+        let (cancelled, stop) = {
             let mut registry = self.inner.registry();
             let execution = registry
                 .get(evolution_id)
                 .filter(|e| e.owner.as_deref() == owner)
                 .ok_or_else(|| EvolutionError::NotFound(evolution_id.to_owned()))?;
-            if execution.state.status.is_final() {
-                return Ok(Cancel::AlreadyEnded(execution.to_wire()));
+            let cancelled = !execution.state.status.is_final();
+            if cancelled {
+                // Decided under the lock: from here on the engine's own end is ignored, so an
+                // engine that ends at this very moment cannot overwrite the cancel.
+                let state = ExecutionState {
+                    status: Status::Failed,
+                    error: Some(format!("cancelled by its owner at {}", now())),
+                    ..execution.state.clone()
+                };
+                registry.cancelled.insert(evolution_id.to_owned());
+                if let Some(execution) = registry.get_mut(evolution_id) {
+                    execution.state = state;
+                }
             }
-            // Decided under the lock: from here on the engine's own updates are ignored, so an
-            // engine that ends at this very moment cannot overwrite the cancel.
-            let state = ExecutionState {
-                status: Status::Failed,
-                error: Some(format!("cancelled by its owner at {}", now())),
-                ..execution.state.clone()
-            };
-            registry.cancelled.insert(evolution_id.to_owned());
-            if let Some(execution) = registry.get_mut(evolution_id) {
-                execution.state = state.clone();
-            }
-            if let Some(task) = registry.running.get(evolution_id) {
-                task.abort();
-            }
-            state
+            // Also for a cancel that an earlier one decided and whose engine is still stopping.
+            let stop = registry
+                .cancelled
+                .contains(evolution_id)
+                .then(|| registry.running.get(evolution_id))
+                .flatten()
+                .map(|running| Arc::clone(&running.stop));
+            (cancelled, stop)
         };
-        if let Some(store) = &self.inner.store
+        if let Some(stop) = stop {
+            stop.send_replace(true);
+            stop.closed().await;
+        }
+        let execution = self.get_as(owner, evolution_id)?;
+        if !cancelled {
+            return Ok(Cancel::AlreadyEnded(execution));
+        }
+        // Stored once the engine has stopped, after every write it made: the last word.
+        let state = self
+            .inner
+            .registry()
+            .get(evolution_id)
+            .map(|execution| execution.state.clone());
+        if let (Some(store), Some(state)) = (&self.inner.store, state)
             && let Err(err) = store.save_state(evolution_id, &state).await
         {
             tracing::error!(%evolution_id, %err, "the cancel was not stored");
         }
         tracing::info!(%evolution_id, "execution cancelled by its owner");
-        self.get_as(owner, evolution_id).map(Cancel::Cancelled)
+        Ok(Cancel::Cancelled(execution))
     }
 
     /// One page of `owner`'s executions, oldest first, and how many there are in all.
@@ -430,7 +473,7 @@ impl LocalEvolution {
     #[cfg(test)]
     fn halt(&self) {
         for task in self.inner.registry().running.values() {
-            task.abort();
+            task.abort.abort();
         }
     }
 
@@ -587,6 +630,13 @@ fn release_freed_memory() {
     }
 }
 
+/// Completes once `cancel_as` asks the engine to stop; never, if it cannot ask any more.
+async fn stop_asked(stopped: &mut watch::Receiver<bool>) {
+    if stopped.wait_for(|stop| *stop).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
 impl Inner {
     fn registry(&self) -> MutexGuard<'_, Registry> {
         // Every change under this lock is a plain field update that cannot be left half-done.
@@ -600,12 +650,17 @@ impl Inner {
     fn spawn(inner: Arc<Self>, evolution_id: String) {
         let runner = Arc::clone(&inner);
         let id = evolution_id.clone();
-        let task = tokio::spawn(async move { runner.run(&id).await });
+        let (stop, stopped) = watch::channel(false);
+        let task = tokio::spawn(async move { runner.run(&id, stopped).await });
         // Registered before the watcher below can remove it.
+        let running = Running {
+            abort: task.abort_handle(),
+            stop: Arc::new(stop),
+        };
         inner
             .registry()
             .running
-            .insert(evolution_id.clone(), task.abort_handle());
+            .insert(evolution_id.clone(), running);
         tokio::spawn(async move {
             let ended = task.await;
             inner.registry().running.remove(&evolution_id);
@@ -629,9 +684,14 @@ impl Inner {
         });
     }
 
-    async fn run(&self, evolution_id: &str) {
-        // The semaphore is never closed, so this only waits.
-        let Ok(_slot) = Arc::clone(&self.slots).acquire_owned().await else {
+    async fn run(&self, evolution_id: &str, mut stopped: watch::Receiver<bool>) {
+        // The semaphore is never closed, so this only waits, unless the execution is cancelled.
+        let slot = tokio::select! {
+            biased;
+            () = stop_asked(&mut stopped) => return,
+            slot = Arc::clone(&self.slots).acquire_owned() => slot,
+        };
+        let Ok(_slot) = slot else {
             return;
         };
         // The checkpoint moves to the engine; the registry keeps no second copy of it.
@@ -666,29 +726,80 @@ impl Inner {
             .await;
             return;
         }
-        let end = self.run_engine(evolution_id, &execution).await;
+        let Some(end) = self.run_engine(evolution_id, &execution, stopped).await else {
+            // Cancelled: `cancel_as` records the end.
+            return;
+        };
         tracing::info!(%evolution_id, status = %end.status, error = ?end.error, "execution ended");
         self.set_state(evolution_id, end).await;
     }
 
-    /// Runs the engine to its end and returns the final state.
-    async fn run_engine(&self, evolution_id: &str, execution: &StoredExecution) -> ExecutionState {
+    /// Runs the engine to its end and returns the final state; `None` when it was asked to stop
+    /// (by `cancel_as`), which it does at its next step, after the write in flight.
+    async fn run_engine(
+        &self,
+        evolution_id: &str,
+        execution: &StoredExecution,
+        mut stopped: watch::Receiver<bool>,
+    ) -> Option<ExecutionState> {
         let request = &execution.request;
         // What was spent when the run failed early: the last progress the engine reported.
-        let failed = |error: String| ExecutionState {
-            status: Status::Failed,
-            prompt: None,
-            error: Some(error),
-            budget_used: self
-                .registry()
-                .get(evolution_id)
-                .and_then(|execution| execution.state.budget_used),
+        let failed = |error: String| {
+            Some(ExecutionState {
+                status: Status::Failed,
+                prompt: None,
+                error: Some(error),
+                budget_used: self
+                    .registry()
+                    .get(evolution_id)
+                    .and_then(|execution| execution.state.budget_used),
+            })
         };
+        let (task, config) = match self.prepare(evolution_id, execution) {
+            Ok(prepared) => prepared,
+            Err(err) => return failed(err),
+        };
+        // The engine reports synchronously; candidates are recorded (and stored) beside it.
+        let (candidates, received) = tokio::sync::mpsc::unbounded_channel::<Recorded>();
+        let observer = forward_events(evolution_id.to_owned(), candidates);
+        let engine = engine::run(&task, &request.prompt, &config, observer);
+        // A stop drops the engine with its calls in flight; what it reported before is still
+        // recorded, to the end, since the recorder is not dropped with it.
+        let stoppable = async {
+            tokio::select! {
+                biased;
+                () = stop_asked(&mut stopped) => None,
+                result = engine => Some(result),
+            }
+        };
+        let record = self.record_all(evolution_id, received);
+        let (result, ()) = tokio::join!(stoppable, record);
+        let replay = task.replay();
+        if replay.replayed > 0 {
+            tracing::info!(
+                %evolution_id, replayed = replay.replayed, made = replay.made,
+                "execution continued from its checkpoint"
+            );
+        }
+        match result? {
+            Ok(run) => Some(finished_state(evolution_id, &run)),
+            Err(err) => failed(err.to_string()),
+        }
+    }
+
+    /// The engine's task (the models, the scorer, and the calls the execution's checkpoint
+    /// holds) and configuration for an execution, or why it cannot run.
+    fn prepare(
+        &self,
+        evolution_id: &str,
+        execution: &StoredExecution,
+    ) -> Result<(JournaledTask<InferenceTask>, EngineConfig), String> {
+        let request = &execution.request;
         let (Ok(minibatch), Ok(pareto)) = (
             usize::try_from(request.minibatch_size),
             usize::try_from(request.pareto_size),
         ) else {
-            return failed("minibatchSize or paretoSize does not fit this machine".into());
+            return Err("minibatchSize or paretoSize does not fit this machine".into());
         };
         let metric = evaluator_metric(&request.evaluator);
         let (scorer, note) = match &self.settings.scorer {
@@ -699,58 +810,44 @@ impl Inner {
             tracing::warn!(%evolution_id, "{note}");
         }
         let engine_settings = request.engine.clone().unwrap_or_default();
-        let inference = match InferenceTask::new(
+        let inference = InferenceTask::new(
             Arc::clone(&self.task_model),
             Arc::clone(&self.reflection_model),
             self.models(&engine_settings),
             request.dataset_columns.clone(),
             request.dataset.clone(),
             &scorer,
-        ) {
-            Ok(task) => task,
-            Err(err) => return failed(err.to_string()),
-        };
-        let recorded = execution.calls.clone();
+        )
+        .map_err(|err| err.to_string())?;
         let sink = self.store.as_ref().map(|store| Sink {
             store: Arc::clone(store),
             evolution_id: evolution_id.to_owned(),
         });
-        let task = JournaledTask::new(inference.with_seed(execution.seed), recorded, sink);
-        let config = match self.engine_config(request, execution.seed, minibatch, pareto) {
-            Ok(config) => config,
-            Err(err) => return failed(err),
-        };
-        // The engine reports synchronously; candidates are recorded (and stored) beside it.
-        let (candidates, received) = tokio::sync::mpsc::unbounded_channel::<Recorded>();
-        let observer = forward_events(evolution_id.to_owned(), candidates);
-        let engine = engine::run(&task, &request.prompt, &config, observer);
-        let record = self.record_all(evolution_id, received);
-        let (result, ()) = tokio::join!(engine, record);
-        let replay = task.replay();
-        if replay.replayed > 0 {
-            tracing::info!(
-                %evolution_id, replayed = replay.replayed, made = replay.made,
-                "execution continued from its checkpoint"
-            );
-        }
-
-        match result {
-            Ok(run) => finished_state(evolution_id, &run),
-            Err(err) => failed(err.to_string()),
-        }
+        let task = JournaledTask::new(
+            inference.with_seed(execution.seed),
+            execution.calls.clone(),
+            sink,
+        );
+        let config = self.engine_config(request, execution.seed, minibatch, pareto)?;
+        Ok((task, config))
     }
 
-    /// The settings [`LocalSettings::new`] picks for the reflection model a request names, when
-    /// it is of the other kind than this engine's own (embedded or not): a capable model gets
-    /// the reference implementation's rewrite, the small embedded one writes rules.
+    /// The settings of the proposer a request asks for (its `proposer`, else the one its
+    /// reflection model gets by default: a capable model the reference implementation's
+    /// rewrite, the small embedded one rules), when it is not this engine's own.
     fn following(&self, engine_settings: &EngineSettings) -> Option<LocalSettings> {
-        let model = engine_settings.reflection_model.as_deref()?;
-        let own = &self.settings.models.reflection_model;
-        (is_local_model(model) != is_local_model(own)).then(|| {
+        let model = engine_settings
+            .reflection_model
+            .as_deref()
+            .unwrap_or(&self.settings.models.reflection_model);
+        let proposer = engine_settings
+            .proposer
+            .unwrap_or_else(|| default_proposer(model));
+        (proposer != self.settings.proposer).then(|| {
             let mut models = self.settings.models.clone();
-            models.reflection_model = model.to_owned();
+            model.clone_into(&mut models.reflection_model);
             models.reflection_max_tokens = None;
-            LocalSettings::new(models)
+            LocalSettings::with_proposer(models, proposer)
         })
     }
 

@@ -65,7 +65,13 @@ impl Inference for Counted {
 struct Recorder {
     log: Log,
     broken: bool,
-    kept: Mutex<Vec<StoredExecution>>,
+    kept: Arc<Mutex<Vec<StoredExecution>>>,
+    /// When set, the next state saved is held: handed over at once, as serve hands a write to a
+    /// database thread, but applied only once the gate opens, whether or not its caller still
+    /// waits for it.
+    held: Mutex<Option<Arc<Semaphore>>>,
+    /// The held write has landed.
+    landed: Arc<std::sync::atomic::AtomicBool>,
 }
 
 #[async_trait]
@@ -85,6 +91,18 @@ impl ExecutionStore for Recorder {
             .lock()
             .unwrap()
             .push(format!("state {}", state.status));
+        let held = self.held.lock().unwrap().take();
+        if let Some(gate) = held {
+            let (kept, id, state) = (Arc::clone(&self.kept), id.to_owned(), state.clone());
+            let landed = Arc::clone(&self.landed);
+            let write = tokio::spawn(async move {
+                let _open = gate.acquire().await;
+                change(&kept, &id, |execution| execution.state = state);
+                landed.store(true, Ordering::SeqCst);
+            });
+            let _ = write.await;
+            return Ok(());
+        }
         self.change(id, |execution| execution.state = state.clone());
         Ok(())
     }
@@ -128,16 +146,21 @@ impl Recorder {
         }
     }
 
-    fn change(&self, id: &str, change: impl FnOnce(&mut StoredExecution)) {
-        let mut kept = self.kept.lock().unwrap();
-        if let Some(execution) = kept.iter_mut().find(|e| e.evolution_id == id) {
-            change(execution);
-        }
+    fn change(&self, id: &str, how: impl FnOnce(&mut StoredExecution)) {
+        change(&self.kept, id, how);
     }
 
     /// The executions as a restarted process would load them.
     fn load(&self) -> Vec<StoredExecution> {
         self.kept.lock().unwrap().clone()
+    }
+}
+
+/// Changes the kept execution `id`, if there is one.
+fn change(kept: &Mutex<Vec<StoredExecution>>, id: &str, how: impl FnOnce(&mut StoredExecution)) {
+    let mut kept = kept.lock().unwrap();
+    if let Some(execution) = kept.iter_mut().find(|e| e.evolution_id == id) {
+        how(execution);
     }
 }
 
@@ -168,7 +191,9 @@ fn setup_with(
         Arc::new(Recorder {
             log: Arc::clone(&log),
             broken,
-            kept: Mutex::new(kept),
+            kept: Arc::new(Mutex::new(kept)),
+            held: Mutex::default(),
+            landed: Arc::default(),
         })
     });
     let local = LocalEvolution::new(
@@ -360,6 +385,59 @@ async fn executions_wait_as_pending_for_a_running_slot() {
     assert!(local.get(&second).await.unwrap().prompt.is_none());
     assert_eq!(finished(&local, &first).await.status, Status::Completed);
     assert_eq!(finished(&local, &second).await.status, Status::Completed);
+}
+
+/// A cancel returns once the engine has stopped, after the write it had begun: the state and
+/// spend it reports are those the store keeps last, and a restart finds the same. Before, a
+/// write the engine had handed over before the cancel could land after the cancel's own, so
+/// serve's spend after a restart was not the one the cancel reported (issue 47).
+#[tokio::test]
+async fn a_cancel_reports_the_state_and_spend_that_stay() {
+    let Setup { local, store, .. } = setup("model=local-sim", 1, Some(false));
+    let store = store.expect("a store");
+    let gate = Arc::new(Semaphore::new(0));
+    *store.held.lock().unwrap() = Some(Arc::clone(&gate));
+    let id = local.start(&request(30, 3, 5)).await.unwrap();
+    // The engine's first write, `in_progress`, is handed over and held.
+    wait_until(&local, &id, |e| e.status == Status::InProgress).await;
+    while store.held.lock().unwrap().is_some() {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let cancel = tokio::spawn({
+        let (local, id) = (local.clone(), id.clone());
+        async move { local.cancel_as(None, &id).await }
+    });
+    wait_until(&local, &id, |e| e.status == Status::Failed).await;
+    gate.add_permits(1);
+    let Cancel::Cancelled(reported) = cancel.await.unwrap().unwrap() else {
+        panic!("it was running");
+    };
+    // The held write lands once the gate is open, whoever waits for it.
+    while !store.landed.load(Ordering::SeqCst) {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert!(
+        reported
+            .error
+            .as_deref()
+            .unwrap_or_default()
+            .starts_with("cancelled by its owner"),
+        "{reported:?}"
+    );
+    let kept = store.load();
+    assert_eq!(
+        kept[0].to_wire(),
+        reported,
+        "the store keeps what the cancel said"
+    );
+    assert_eq!(local.get(&id).await.unwrap(), reported);
+    let again = setup_with("model=local-sim", 1, Some(false), None, kept);
+    again.local.restore(again.store.unwrap().load());
+    assert_eq!(
+        again.local.get(&id).await.unwrap(),
+        reported,
+        "after a restart"
+    );
 }
 
 fn stored(id: &str, status: Status, history: Vec<HistoryRecord>) -> StoredExecution {
@@ -821,4 +899,45 @@ fn the_proposer_follows_the_reflection_model_a_request_names() {
         Some(EMBEDDED_REFLECTION_MAX_TOKENS)
     );
     assert_eq!(models.task_model, "ollama/qwen3:8b");
+}
+
+/// `[engine] proposer` overrides what the reflection model would get: a small model served by a
+/// provider can be given the rules proposer (with its minibatch and short answers), and an
+/// embedded one the rewrite.
+#[test]
+fn a_named_proposer_wins_over_the_reflection_models_default() {
+    let Setup { local, .. } = setup("model=local-sim", 2, None);
+    let inner = &local.inner;
+    let mut start = request(40, 3, 5);
+
+    let served_small = EngineSettings {
+        reflection_model: Some("large/qwen2.5-coder-1.5b".into()),
+        proposer: Some(Proposer::Rules),
+        ..EngineSettings::default()
+    };
+    start.engine = Some(served_small.clone());
+    let config = inner.engine_config(&start, 1, 3, 5).unwrap();
+    assert_eq!(config.proposer, Proposer::Rules);
+    assert!(config.label_glossary && config.input_last);
+    assert_eq!(config.reflection_minibatch, EMBEDDED_REFLECTION_MINIBATCH);
+    let models = inner.models(&served_small);
+    assert_eq!(models.reflection_model, "large/qwen2.5-coder-1.5b");
+    assert_eq!(
+        models.reflection_max_tokens,
+        Some(EMBEDDED_REFLECTION_MAX_TOKENS)
+    );
+
+    let embedded_rewriting = EngineSettings {
+        reflection_model: Some("local:qwen2.5-coder-1.5b".into()),
+        proposer: Some(Proposer::Rewrite),
+        ..EngineSettings::default()
+    };
+    start.engine = Some(embedded_rewriting.clone());
+    let config = inner.engine_config(&start, 1, 3, 5).unwrap();
+    assert_eq!(config.proposer, Proposer::Rewrite);
+    assert!(!config.label_glossary);
+    assert_eq!(
+        inner.models(&embedded_rewriting).reflection_max_tokens,
+        None
+    );
 }

@@ -90,33 +90,36 @@ pub enum ReportError {
         message: String,
     },
     #[error("computing tables: {0}")]
-    Table(#[from] polars::error::PolarsError),
+    Table(polars::error::PolarsError),
     #[error("drawing chart {chart}: {message}")]
     Chart { chart: String, message: String },
     #[error("rendering {name}: {message}")]
     Template { name: String, message: String },
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {error}", path.display())]
     Io {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A temporary file of the report (the sorted answers, their labels) that could not be
     /// written or read back.
     #[error(
-        "{}: a temporary file of the report could not be written or read back: {source} (set TMPDIR to a writable directory with room for about 74 bytes per replay answer)",
+        "{}: a temporary file of the report could not be written or read back: {error} (set TMPDIR to a writable directory with room for about 74 bytes per replay answer)",
         dir.display()
     )]
-    TempFile {
-        dir: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    TempFile { dir: PathBuf, error: std::io::Error },
     /// `compare` needs runs on the same data: different datasets make the paired test meaningless.
     #[error("{0}")]
     DifferentDatasets(Box<DatasetMismatch>),
     #[error("{}: {message}", run.display())]
     NothingToCompare { run: PathBuf, message: String },
+}
+
+// By hand rather than `#[from]`, which would make the error a `source` as well as part of the
+// message, and a report of the chain would say it twice.
+impl From<polars::error::PolarsError> for ReportError {
+    fn from(error: polars::error::PolarsError) -> Self {
+        Self::Table(error)
+    }
 }
 
 /// Two runs given to `compare` whose plans name different dataset files.
@@ -140,7 +143,7 @@ impl ReportError {
     fn temp_file(source: std::io::Error) -> Self {
         Self::TempFile {
             dir: std::env::temp_dir(),
-            source,
+            error: source,
         }
     }
 
@@ -219,7 +222,7 @@ pub fn write(report: &Report, run_dir: &Path) -> Result<Vec<PathBuf>, ReportErro
     let charts_dir = run_dir.join(CHARTS_DIR);
     std::fs::create_dir_all(&charts_dir).map_err(|source| ReportError::Io {
         path: charts_dir.clone(),
-        source,
+        error: source,
     })?;
     let mut written = Vec::new();
     let parquet = run_dir.join(REPLAY_PARQUET_FILE);

@@ -500,6 +500,7 @@ pub(super) mod tests {
             child_prompt: (!matches!(outcome, Outcome::SkippedPerfect))
                 .then(|| format!("child of g{parent} <b>")),
             child_scores: if run { vec![1.0, 1.0] } else { Vec::new() },
+            reworded: None,
             outcome,
             spent: spent(
                 4 * iteration as u64,

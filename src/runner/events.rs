@@ -101,6 +101,9 @@ pub enum Event {
         waiting: usize,
         cached: usize,
     },
+    /// Lines of the answer cache (`cache.jsonl`) that hold no answer (torn by a kill, cut, longer
+    /// than any answer, or not JSON) were skipped; their answers are asked again.
+    CacheLinesSkipped { lines: usize },
     /// `failed` requests to `model` in a row failed for the service's reasons, the last with
     /// `last_error`: the rest of the replay on that model is not sent (a resume asks for it).
     ReplayStopped {
@@ -108,6 +111,9 @@ pub enum Event {
         failed: usize,
         last_error: String,
     },
+    /// The service refused the key the replay uses (401 or 403), as `refusal` says: no replay
+    /// request that takes the key is sent any more (a resume with a valid key asks for them).
+    ReplayKeyRefused { refusal: String },
     /// One replay request's outcome (a cached answer is not sent and not reported here).
     Answer {
         variant: String,

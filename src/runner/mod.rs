@@ -36,6 +36,9 @@ pub struct Backends {
     pub evolution: Arc<dyn Evolution>,
     pub inference: Arc<dyn Inference>,
     pub description: Backend,
+    /// Both take the same key at the same service (a `gepa-lab serve`): a start refused for
+    /// its key means the replay's requests would be refused too, so none is sent.
+    pub shared_key: bool,
 }
 
 /// How patiently the runner waits.
@@ -77,14 +80,14 @@ impl RunOptions {
 pub enum RunError {
     #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("{0}")]
+    #[error(transparent)]
     Dataset(#[from] crate::dataset::DatasetError),
     #[error("the plan's dataset split: {0}")]
-    Split(#[from] crate::dataset::SplitError),
+    Split(crate::dataset::SplitError),
     #[error("replay scorer: {0}")]
-    Scorer(#[from] crate::score::ScorerError),
+    Scorer(crate::score::ScorerError),
     #[error("the seed prompt: {0}")]
-    Seed(#[from] crate::prompt::TemplateError),
+    Seed(crate::prompt::TemplateError),
     #[error(
         "the dataset {file} changed since the run started (sha256 {expected}, now {found}); a resumed run must replay the same rows"
     )]
@@ -97,13 +100,32 @@ pub enum RunError {
     /// so that a resume with a valid key goes on.
     #[error(
         "the evolution service refused the key while polling evolutionId {evolution_id} \
-         ({source}); every execution's state is kept: set a valid key and resume the run"
+         ({error}); every execution's state is kept: set a valid key and resume the run"
     )]
     KeyRefused {
         evolution_id: String,
-        #[source]
-        source: crate::http::ApiError,
+        error: crate::http::ApiError,
     },
+}
+
+// By hand rather than `#[from]`, which would make each error a `source` as well as part of the
+// message, and a report of the chain would say it twice.
+impl From<crate::dataset::SplitError> for RunError {
+    fn from(error: crate::dataset::SplitError) -> Self {
+        Self::Split(error)
+    }
+}
+
+impl From<crate::score::ScorerError> for RunError {
+    fn from(error: crate::score::ScorerError) -> Self {
+        Self::Scorer(error)
+    }
+}
+
+impl From<crate::prompt::TemplateError> for RunError {
+    fn from(error: crate::prompt::TemplateError) -> Self {
+        Self::Seed(error)
+    }
 }
 
 /// How long after a start request went out the service may still be storing it: a resume looks
@@ -215,7 +237,7 @@ pub async fn execute(
         backends,
         observer,
         iterations_seen,
-        key_refused: false,
+        key_refused: None,
         answer_events: options.answer_events,
     };
     run.emit(Event::RunStarted {
@@ -236,13 +258,14 @@ pub async fn execute(
         &holdouts,
         &history,
         &mut out,
+        run.key_refused.as_deref().filter(|_| backends.shared_key),
     )
     .await?;
     out.finish()?;
     if replayed.simulated {
         run.manifest.simulated = true;
     }
-    let key_refused = run.key_refused || replayed.key_refused;
+    let key_refused = run.key_refused.is_some() || replayed.key_refused;
     let failed = run
         .manifest
         .executions
@@ -365,8 +388,8 @@ struct Runner<'a> {
     observer: &'a dyn Observer,
     /// Per evolutionId, the last iteration `iterations.jsonl` holds.
     iterations_seen: std::collections::HashMap<String, usize>,
-    /// A start failed because the service refused the key.
-    key_refused: bool,
+    /// How a start was refused for its key (the first, when some was).
+    key_refused: Option<String>,
     answer_events: AnswerEvents,
 }
 
@@ -506,8 +529,9 @@ impl Runner<'_> {
             Err(err) => {
                 if let EvolutionError::Api(api) = &err
                     && api.refuses_key()
+                    && self.key_refused.is_none()
                 {
-                    self.key_refused = true;
+                    self.key_refused = Some(format!("the start of {custom_id} was answered {api}"));
                 }
                 // A refusal (4xx) means nothing started; anything else stays `start sent`
                 // so that a resume looks the customId up first.
@@ -660,7 +684,7 @@ impl Runner<'_> {
                 self.save()?;
                 return Err(RunError::KeyRefused {
                     evolution_id,
-                    source,
+                    error: source,
                 });
             }
             // The HTTP layer already retried; the next round tries again until the time-out.
@@ -912,7 +936,7 @@ mod tests {
         BatchJobs, Execution, HistoryRecord, PromptState, StartExecution,
     };
     use crate::experiment::{Settings, validate_file};
-    use crate::inference::{SimConfig, SimModel};
+    use crate::inference::{InferenceError, SimConfig, SimModel};
     use crate::store::{CACHE_FILE, EVENTS_FILE, ReplayRow};
 
     /// An evolution service in memory: each execution is pending, then in progress, then
@@ -1024,6 +1048,7 @@ mod tests {
             evolution,
             inference: Arc::new(SimModel::new(sim)),
             description: Backend::Local,
+            shared_key: false,
         }
     }
 
@@ -1234,6 +1259,186 @@ mod tests {
         assert_eq!(first.replay, second.replay);
         let replay: Vec<ReplayRow> = second.dir.read_csv(REPLAY_FILE).unwrap();
         assert_eq!(replay.len(), 28);
+    }
+
+    #[tokio::test]
+    async fn a_resume_skips_and_counts_damaged_cache_lines_and_asks_their_answers_again() {
+        let root = tempfile::tempdir().unwrap();
+        let evolution = Arc::new(Scripted::default());
+        let first = run_new(root.path(), &plan(), evolution.clone(), &fast()).await;
+        let path = first.dir.file(CACHE_FILE);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut lines: Vec<&str> = text.lines().collect();
+        let answers = lines.len();
+        // One answer cut in the middle of the file, one line of garbage.
+        let cut = &lines[1][..lines[1].len() / 2];
+        lines[1] = cut;
+        lines.insert(3, "\u{0}\u{0}garbage");
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+        let second = resume(&first, evolution).await;
+        assert_eq!(
+            second.replay, first.replay,
+            "the cut answer was asked again"
+        );
+        assert_eq!(lines_of(&second, CACHE_FILE), answers + 2);
+        let events = std::fs::read_to_string(second.dir.file(EVENTS_FILE)).unwrap();
+        assert!(
+            events.contains("\"event\":\"cache_lines_skipped\",\"lines\":2"),
+            "{events}"
+        );
+    }
+
+    /// An inference service that refuses every key (401), counting the requests it got.
+    #[derive(Default)]
+    struct Refusing {
+        requests: std::sync::atomic::AtomicUsize,
+    }
+
+    #[async_trait]
+    impl Inference for Refusing {
+        async fn models(&self) -> Result<Vec<crate::inference::wire::Model>, InferenceError> {
+            Ok(Vec::new())
+        }
+        async fn chat(
+            &self,
+            _: &crate::inference::ChatRequest,
+        ) -> Result<crate::inference::ChatResponse, InferenceError> {
+            self.requests
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            // Answered after the other requests in flight went out, as a service would.
+            tokio::task::yield_now().await;
+            Err(InferenceError::Api(crate::http::ApiError::Status {
+                status: reqwest::StatusCode::UNAUTHORIZED,
+                retry_after: None,
+                body: "invalid API key".into(),
+            }))
+        }
+        async fn chat_stream(
+            &self,
+            request: &crate::inference::ChatRequest,
+        ) -> Result<crate::inference::ChunkStream, InferenceError> {
+            Err(self.chat(request).await.unwrap_err())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_refused_key_ends_the_replay_at_the_first_refusal_with_every_row_kept() {
+        let root = tempfile::tempdir().unwrap();
+        let plan = remote_plan();
+        let concurrency = plan.executions[0].replay.as_ref().unwrap().concurrency;
+        let refusing = Arc::new(Refusing::default());
+        let backends = Backends {
+            inference: refusing.clone(),
+            ..backends(Arc::default())
+        };
+        let (dir, manifest) = create_run(root.path(), &plan, Backend::Local, None).unwrap();
+        let outcome = execute(dir, manifest, &backends, &fast(), &Silent)
+            .await
+            .unwrap();
+        let sent = refusing.requests.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(
+            (1..=concurrency).contains(&sent),
+            "{sent} requests sent, at most the {concurrency} in flight at the first refusal"
+        );
+        assert!(outcome.key_refused);
+        assert_eq!(
+            outcome.replay.errors, outcome.replay.rows,
+            "no row answered"
+        );
+        let replay: Vec<ReplayRow> = outcome.dir.read_csv(REPLAY_FILE).unwrap();
+        assert_eq!(
+            replay.len(),
+            28,
+            "every row kept, with why it has no answer"
+        );
+        let not_sent = replay
+            .iter()
+            .filter(|row| {
+                row.error
+                    .starts_with("not sent: the service refused the key")
+            })
+            .count();
+        assert!(not_sent >= replay.len() - concurrency, "{not_sent}");
+        let events = std::fs::read_to_string(outcome.dir.file(EVENTS_FILE)).unwrap();
+        assert_eq!(
+            events.matches("\"event\":\"replay_key_refused\"").count(),
+            1
+        );
+    }
+
+    /// An evolution service that refuses the key of every start (401).
+    struct RefusingStarts(Scripted);
+
+    #[async_trait]
+    impl Evolution for RefusingStarts {
+        async fn start(&self, _: &StartExecution) -> Result<String, EvolutionError> {
+            Err(EvolutionError::Api(crate::http::ApiError::Status {
+                status: reqwest::StatusCode::UNAUTHORIZED,
+                retry_after: None,
+                body: "invalid API key".into(),
+            }))
+        }
+        async fn get(&self, id: &str) -> Result<Execution, EvolutionError> {
+            self.0.get(id).await
+        }
+        async fn list(
+            &self,
+            page: Option<u32>,
+            limit: Option<u32>,
+        ) -> Result<Vec<Execution>, EvolutionError> {
+            self.0.list(page, limit).await
+        }
+        async fn prompts(
+            &self,
+            id: &str,
+            page: Option<u32>,
+            limit: Option<u32>,
+        ) -> Result<Vec<HistoryRecord>, EvolutionError> {
+            self.0.prompts(id, page, limit).await
+        }
+        async fn batch_jobs(&self) -> Result<BatchJobs, EvolutionError> {
+            self.0.batch_jobs().await
+        }
+    }
+
+    /// The fixture's plan, replayed on a model of the service rather than the embedded one.
+    fn remote_plan() -> Plan {
+        let mut plan = plan();
+        for execution in &mut plan.executions {
+            if let Some(replay) = &mut execution.replay {
+                replay.models = vec!["sim-text".into()];
+            }
+        }
+        plan
+    }
+
+    #[tokio::test]
+    async fn a_start_refused_for_the_key_the_replay_shares_sends_no_replay_request() {
+        let root = tempfile::tempdir().unwrap();
+        let refusing = Arc::new(Refusing::default());
+        for shared_key in [true, false] {
+            let backends = Backends {
+                evolution: Arc::new(RefusingStarts(Scripted::default())),
+                inference: refusing.clone(),
+                description: Backend::Local,
+                shared_key,
+            };
+            let plan = remote_plan();
+            let (dir, manifest) = create_run(root.path(), &plan, Backend::Local, None).unwrap();
+            let outcome = execute(dir, manifest, &backends, &fast(), &Silent)
+                .await
+                .unwrap();
+            let sent = refusing
+                .requests
+                .swap(0, std::sync::atomic::Ordering::SeqCst);
+            assert!(outcome.key_refused);
+            assert_eq!(outcome.replay.errors, outcome.replay.rows);
+            if shared_key {
+                assert_eq!(sent, 0, "the start's refusal ended the replay");
+            } else {
+                assert!(sent > 0, "another key: the replay asks");
+            }
+        }
     }
 
     #[tokio::test]

@@ -57,12 +57,12 @@ pub enum Grading {
 
 #[derive(Debug, Error)]
 pub enum PromptsError {
-    #[error("{file}:{line}:{column}: {source}")]
+    #[error("{file}:{line}:{column}: {error}")]
     Template {
         file: String,
         line: usize,
         column: usize,
-        source: TemplateError,
+        error: TemplateError,
     },
     #[error(
         "{file}: placeholder {{{variable}}} is not a column of {dataset} (columns: {}){}",
@@ -101,9 +101,17 @@ pub enum PromptsError {
     #[error("--scorer judge needs a judge: --judge-model MODEL and --rubric FILE")]
     Judge,
     #[error("--scorer: {0}")]
-    Scorer(#[from] ScorerError),
+    Scorer(ScorerError),
     #[error(transparent)]
     Dataset(#[from] DatasetError),
+}
+
+// By hand rather than `#[from]`, which would make the error a `source` as well as part of the
+// message, and a report of the chain would say it twice.
+impl From<ScorerError> for PromptsError {
+    fn from(error: ScorerError) -> Self {
+        Self::Scorer(error)
+    }
 }
 
 /// The rows to answer, checked, and the scorer for their answers.
@@ -208,7 +216,7 @@ fn parse(prompt: &PromptFile) -> Result<Template, PromptsError> {
             file: prompt.file.clone(),
             line,
             column,
-            source,
+            error: source,
         }
     })
 }
@@ -302,6 +310,7 @@ pub async fn answer(
         queue,
         mut cache,
     } = planned;
+    cache.report_skipped(&answering)?;
     for cell in &cells {
         cache.load(&cell.key)?;
     }

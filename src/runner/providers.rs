@@ -63,6 +63,9 @@ async fn check_one(
     };
     let served = match listed {
         Ok(Ok(models)) => models,
+        Ok(Err(crate::inference::InferenceError::Api(err))) if err.refuses_key() => {
+            return unreachable(format!("{err} ({})", key_said(provider)));
+        }
         Ok(Err(err)) => return unreachable(err.to_string()),
         Err(_) => return unreachable(format!("no answer within {} s", timeout.as_secs())),
     };
@@ -80,6 +83,14 @@ async fn check_one(
             _ => None,
         })
         .collect()
+}
+
+/// Which key a provider refused: the variable it came from, never its value.
+fn key_said(provider: &Provider) -> String {
+    match &provider.key_env {
+        Some(variable) => format!("it refused the key in {variable}"),
+        None => "it asks for a key: name its variable in key_env".to_owned(),
+    }
 }
 
 /// A reference to a model its provider does not list, with some of those it does.

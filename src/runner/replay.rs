@@ -238,6 +238,15 @@ impl AnswerCache {
     pub(super) fn simulated(&self) -> bool {
         self.simulated
     }
+
+    /// Says, when there were any, how many lines of the cache file held no answer and were
+    /// skipped.
+    pub(super) fn report_skipped(&self, answering: &Answering<'_>) -> Result<(), RunError> {
+        match self.earlier.skipped {
+            0 => Ok(()),
+            lines => answering.emit(Event::CacheLinesSkipped { lines }),
+        }
+    }
 }
 
 /// The longest answer kept for a request: 64 bytes per token asked for (no token is longer), and
@@ -255,6 +264,38 @@ fn answer_limit(max_tokens: Option<u32>) -> usize {
 /// or the same `compare` asks for them again. Other models, which may be served elsewhere, go
 /// on.
 const OUTAGE_AFTER: usize = 8;
+
+/// What keeps requests from being sent, shared by the requests in flight: a model's outage, or
+/// the key the service refused.
+#[derive(Debug, Default)]
+struct Stops {
+    /// By model, once [`OUTAGE_AFTER`] of its requests failed in a row: why the rest are not
+    /// sent.
+    outages: HashMap<String, String>,
+    /// Once the service refused the key (401 or 403): why no request is sent any more. Every
+    /// other request goes out with the same key and would be refused the same way; only the
+    /// embedded models, which take no key, go on (unless one of them was refused).
+    key_refused: Option<String>,
+    /// The models a request to which was refused for its key.
+    refused_models: std::collections::HashSet<String>,
+}
+
+impl Stops {
+    /// Why a request to `model` is not to be sent, if it is not.
+    fn reason(&self, model: &str) -> Option<String> {
+        let keyed = !crate::inference::is_local_model(model) || self.refused_models.contains(model);
+        self.key_refused
+            .clone()
+            .filter(|_| keyed)
+            .or_else(|| self.outages.get(model).cloned())
+    }
+}
+
+type SharedStops = Arc<std::sync::Mutex<Stops>>;
+
+fn lock(stops: &std::sync::Mutex<Stops>) -> std::sync::MutexGuard<'_, Stops> {
+    stops.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// Why a replay request has no answer.
 enum Sent {
@@ -278,9 +319,9 @@ impl std::fmt::Display for Sent {
 pub(super) struct Failures {
     reasons: HashMap<String, String>,
     pub key_refused: bool,
-    /// By model, once [`OUTAGE_AFTER`] of its requests failed in a row: why the rest are not
-    /// sent. Kept for the whole replay, chunk after chunk.
-    outages: Arc<std::sync::Mutex<HashMap<String, String>>>,
+    /// Why requests are not sent any more (a model's outage, the key refused). Kept for the
+    /// whole replay, chunk after chunk.
+    stops: SharedStops,
     /// By model, its requests that failed for the service's reasons in a row.
     failed_in_a_row: HashMap<String, usize>,
 }
@@ -311,7 +352,8 @@ impl Failures {
 }
 
 /// Answers every request not in the cache, at most `concurrency` at a time; a model's requests
-/// stop once [`OUTAGE_AFTER`] of them failed in a row.
+/// stop once [`OUTAGE_AFTER`] of them failed in a row, and every request stops once the service
+/// refused the key.
 pub(super) async fn answer_all(
     answering: &Answering<'_>,
     queue: Queue,
@@ -320,12 +362,12 @@ pub(super) async fn answer_all(
     errors: &mut Failures,
 ) -> Result<(), RunError> {
     let inference = answering.inference.clone();
-    let outages = errors.outages.clone();
+    let stops = errors.stops.clone();
     let mut answers = futures::stream::iter(
         queue
             .items
             .into_iter()
-            .map(|pending| ask(inference.clone(), outages.clone(), pending)),
+            .map(|pending| ask(inference.clone(), stops.clone(), pending)),
     )
     .buffer_unordered(concurrency.max(1));
     while let Some((
@@ -343,11 +385,12 @@ pub(super) async fn answer_all(
         // took was waiting. A backend that measures nothing counts all of it as latency.
         note_outage(
             answering,
-            &outages,
+            &stops,
             &mut errors.failed_in_a_row,
             &request.model,
             &result,
         )?;
+        note_refusal(answering, &stops, &request.model, &result)?;
         let latency = result
             .as_ref()
             .ok()
@@ -388,19 +431,16 @@ pub(super) async fn answer_all(
     Ok(())
 }
 
-/// Sends one pending request, unless its model's requests have stopped after an outage; returns
-/// it with the time it took and its answer (or why there is none).
+/// Sends one pending request, unless requests have stopped (its model's after an outage, or all
+/// of them after the key was refused); returns it with the time it took and its answer (or why
+/// there is none).
 async fn ask(
     inference: Arc<dyn Inference>,
-    outages: Arc<std::sync::Mutex<HashMap<String, String>>>,
+    stops: SharedStops,
     pending: Pending,
 ) -> (Pending, std::time::Duration, Result<ChatResponse, Sent>) {
     let started = Instant::now();
-    let stopped = outages
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .get(&pending.request.model)
-        .cloned();
+    let stopped = lock(&stops).reason(&pending.request.model);
     let result = match stopped {
         Some(reason) => Err(Sent::NotSent(reason)),
         None => inference.chat(&pending.request).await.map_err(Sent::Failed),
@@ -412,7 +452,7 @@ async fn ask(
 /// event is emitted and the model's remaining requests are marked not to be sent, with why.
 fn note_outage(
     answering: &Answering<'_>,
-    outages: &std::sync::Mutex<HashMap<String, String>>,
+    stops: &std::sync::Mutex<Stops>,
     failed_in_a_row: &mut HashMap<String, usize>,
     model: &str,
     result: &Result<ChatResponse, Sent>,
@@ -431,7 +471,7 @@ fn note_outage(
             failed: OUTAGE_AFTER,
             last_error: err.to_string(),
         })?;
-        outages.lock().unwrap_or_else(|e| e.into_inner()).insert(
+        lock(stops).outages.insert(
             model.to_owned(),
             format!(
                 "not sent: the service failed {OUTAGE_AFTER} requests to {} in a row, the \
@@ -441,6 +481,45 @@ fn note_outage(
         );
     }
     Ok(())
+}
+
+/// At the first request the service refused for its key (401 or 403), the event is emitted and
+/// no request of the replay is sent any more: each would be refused the same way. Those not sent
+/// stay missing, with why, and a resume with a valid key asks for them.
+fn note_refusal(
+    answering: &Answering<'_>,
+    stops: &std::sync::Mutex<Stops>,
+    model: &str,
+    result: &Result<ChatResponse, Sent>,
+) -> Result<(), RunError> {
+    let Err(Sent::Failed(InferenceError::Api(api))) = result else {
+        return Ok(());
+    };
+    if !api.refuses_key() {
+        return Ok(());
+    }
+    let first = {
+        let mut stops = lock(stops);
+        stops.refused_models.insert(model.to_owned());
+        stops.key_refused.is_none()
+    };
+    if first {
+        refuse_key(
+            stops,
+            &format!("a request to {model} was answered \"{api}\""),
+        );
+        answering.emit(Event::ReplayKeyRefused {
+            refusal: format!("a request to {model} was answered {api}"),
+        })?;
+    }
+    Ok(())
+}
+
+/// From now on no request that takes the key is sent: `refusal` says how the key was refused.
+fn refuse_key(stops: &std::sync::Mutex<Stops>, refusal: &str) {
+    lock(stops).key_refused = Some(format!(
+        "not sent: the service refused the key ({refusal}); a resume with a valid key asks again"
+    ));
 }
 
 /// Keeps an answer: appended to the cache file and to `cache`, unless it is far longer than its
@@ -645,20 +724,30 @@ pub struct Replayed {
 /// Replays the versions of each execution's history on its holdout rows (`holdouts`, by
 /// execution, `None` where the execution has no replay), a chunk of rows at a time: answering
 /// what the cache lacks, scoring every cell and appending its row to `out`. Only the cache, the
-/// event log and `out` are written to.
+/// event log and `out` are written to. `key_refused`, when the key the replay uses was already
+/// refused (how), sends no request that takes it.
 pub(super) async fn replay(
     answering: &Answering<'_>,
     executions: &[ExecutionRecord],
     holdouts: &[Option<Holdout>],
     history: &[HistoryRow],
     out: &mut CsvAppender,
+    key_refused: Option<&str>,
 ) -> Result<Replayed, RunError> {
     let mut cache = AnswerCache::open(answering.cache)?;
+    cache.report_skipped(answering)?;
     let table = Table::new(executions, holdouts, history)?;
     // A first pass renders every cell without sending anything, for the counts the progress
     // line shows; the second renders them again, chunk by chunk, and sends.
     answering.emit(table.count(&cache)?)?;
     let mut errors = Failures::default();
+    if let Some(refusal) = key_refused {
+        refuse_key(&errors.stops, refusal);
+        errors.key_refused = true;
+        answering.emit(Event::ReplayKeyRefused {
+            refusal: refusal.to_owned(),
+        })?;
+    }
     let mut replayed = Replayed::default();
     let mut chunks = table.chunks()?;
     while let Some(rows) = chunks.next()? {

@@ -164,11 +164,10 @@ impl Score {
 
 #[derive(Debug, Error)]
 pub enum ScorerError {
-    #[error("{}: cannot read the JSON schema: {source}", path.display())]
+    #[error("{}: cannot read the JSON schema: {error}", path.display())]
     SchemaRead {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("{}: not a valid JSON schema: {message}", path.display())]
     SchemaInvalid { path: PathBuf, message: String },
@@ -284,7 +283,7 @@ pub fn load_schema(path: &Path) -> Result<jsonschema::Validator, ScorerError> {
     let text = crate::input::read_text(path, crate::input::TEXT_LIMIT).map_err(|source| {
         ScorerError::SchemaRead {
             path: path.to_owned(),
-            source,
+            error: source,
         }
     })?;
     let schema: serde_json::Value =
@@ -341,18 +340,9 @@ fn numeric(output: &str, expected: &str, tolerance: f64) -> Score {
     }
 }
 
-/// Models often wrap JSON in a Markdown fence; accept that, as a reader would.
-fn strip_fence(text: &str) -> &str {
-    let text = text.trim();
-    let Some(rest) = text.strip_prefix("```") else {
-        return text;
-    };
-    let body = rest.split_once('\n').map_or("", |(_, body)| body);
-    body.trim_end().strip_suffix("```").unwrap_or(body).trim()
-}
-
 fn json_schema(validator: &jsonschema::Validator, output: &str) -> Score {
-    let value: serde_json::Value = match serde_json::from_str(strip_fence(output)) {
+    let value: serde_json::Value = match serde_json::from_str(crate::inference::strip_fence(output))
+    {
         Ok(value) => value,
         Err(err) => return Score::binary(false, format!("wrong: the answer is not JSON ({err})")),
     };
@@ -381,7 +371,8 @@ fn json_match(output: &str, expected: &str) -> Score {
             format!("the expected output is not a JSON object: {expected:?}"),
         );
     };
-    let got = match serde_json::from_str::<serde_json::Value>(strip_fence(output)) {
+    let got = match serde_json::from_str::<serde_json::Value>(crate::inference::strip_fence(output))
+    {
         Ok(serde_json::Value::Object(got)) => got,
         Ok(_) => return Score::binary(false, "wrong: the answer is JSON but not an object"),
         Err(err) => return Score::binary(false, format!("wrong: the answer is not JSON ({err})")),

@@ -125,16 +125,23 @@ const MIGRATIONS: &[&str] = &[
 
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {
-    #[error("database {path}: {source}")]
+    #[error("database {path}: {error}")]
     Open {
         path: String,
-        #[source]
-        source: rusqlite::Error,
+        error: rusqlite::Error,
     },
     #[error("database: {0}")]
-    Sql(#[from] rusqlite::Error),
+    Sql(rusqlite::Error),
     #[error("database: a worker thread stopped: {0}")]
     Worker(String),
+}
+
+// By hand rather than `#[from]`, which would make the error a `source` as well as part of the
+// message, and a report of the chain would say it twice.
+impl From<rusqlite::Error> for DbError {
+    fn from(error: rusqlite::Error) -> Self {
+        Self::Sql(error)
+    }
 }
 
 /// A key as the server knows it.
@@ -163,7 +170,7 @@ impl Db {
     pub fn open(path: &Path) -> Result<Db, DbError> {
         let open_error = |source| DbError::Open {
             path: path.display().to_string(),
-            source,
+            error: source,
         };
         let mut conn = Connection::open(path).map_err(open_error)?;
         // WAL lets a reader (an operator's sqlite3 shell, a test) look while the server writes.

@@ -48,9 +48,23 @@ pub enum EvolutionSetupError {
     #[error("no upstream serves a model the evolution engine could use")]
     NoModel,
     #[error("loading stored executions: {0}")]
-    Load(#[from] DbError),
+    Load(DbError),
     #[error("restoring stored executions: {0}")]
-    Restore(#[from] EvolutionError),
+    Restore(EvolutionError),
+}
+
+// By hand rather than `#[from]`, which would make the error a `source` as well as part of the
+// message, and a report of the chain would say it twice.
+impl From<DbError> for EvolutionSetupError {
+    fn from(error: DbError) -> Self {
+        Self::Load(error)
+    }
+}
+
+impl From<EvolutionError> for EvolutionSetupError {
+    fn from(error: EvolutionError) -> Self {
+        Self::Restore(error)
+    }
 }
 
 /// The catalog answers like one model service: each request goes to a node serving its model.

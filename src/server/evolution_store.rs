@@ -394,6 +394,7 @@ mod tests {
             parent_scores: vec![0.0],
             child_prompt: Some("{q}!".into()),
             child_scores: vec![1.0],
+            reworded: None,
             outcome,
             spent: Spent::default(),
             cost: Spent::default(),

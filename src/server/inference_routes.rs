@@ -16,7 +16,9 @@ use super::AppState;
 use super::auth::{Caller, text};
 use super::db::UsageRow;
 use crate::http::ApiError;
-use crate::inference::wire::{ChatRequest, ChatResponse, Metadata, ModelList, Usage};
+use crate::inference::wire::{
+    ChatRequest, ChatResponse, Metadata, ModelList, STREAM_ERROR_EVENT, StreamError, Usage,
+};
 use crate::inference::{ChunkStream, InferenceError, check_request, validate_answer};
 
 /// Tries for an answer that conforms to a request's JSON schema.
@@ -166,8 +168,9 @@ fn node_id(node: &str, upstream: Option<&str>) -> String {
     }
 }
 
-/// Chunks as `data:` events, then `data: [DONE]`. If the source fails mid-way the stream just
-/// stops without `[DONE]`, which is how a client learns the answer is incomplete.
+/// Chunks as `data:` events, then `data: [DONE]`. If the source fails mid-way, the status (200)
+/// is already sent: the stream ends with an `error` event that says why, and no `[DONE]`, so a
+/// client knows the answer is incomplete and why.
 fn sse(chunks: ChunkStream, node: String) -> Response {
     enum Phase {
         Streaming(ChunkStream),
@@ -193,7 +196,12 @@ fn sse(chunks: ChunkStream, node: String) -> Response {
                 }
                 Some(Err(err)) => {
                     tracing::warn!(%err, %node, "stream cut short");
-                    None
+                    let error = StreamError::new(format!("the upstream {node} failed: {err}"));
+                    let data = serde_json::to_string(&error).unwrap_or_default();
+                    Some((
+                        Ok(Event::default().event(STREAM_ERROR_EVENT).data(data)),
+                        Phase::Finished,
+                    ))
                 }
                 None => Some((Ok(Event::default().data("[DONE]")), Phase::Finished)),
             }

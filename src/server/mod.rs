@@ -55,17 +55,12 @@ pub enum ServerError {
     UpstreamSpec { spec: String, reason: String },
     #[error(transparent)]
     Sim(#[from] SimConfigError),
-    #[error("--upstream {spec}: {source}")]
-    Local {
-        spec: String,
-        #[source]
-        source: EmbeddedError,
-    },
-    #[error("upstream {upstream}: {source}")]
+    #[error("--upstream {spec}: {error}")]
+    Local { spec: String, error: EmbeddedError },
+    #[error("upstream {upstream}: {error}")]
     Upstream {
         upstream: String,
-        #[source]
-        source: InferenceError,
+        error: InferenceError,
     },
     #[error(
         "no upstream given: pass at least one --upstream (local, local:NAME, sim, sim:OPTIONS or an http(s) URL)"
@@ -75,11 +70,10 @@ pub enum ServerError {
     Db(#[from] DbError),
     #[error(transparent)]
     Evolution(#[from] EvolutionSetupError),
-    #[error("{action}: {source}")]
+    #[error("{action}: {error}")]
     Io {
         action: String,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
@@ -144,7 +138,7 @@ impl FromStr for UpstreamSpec {
         if let Some(choice) = ModelChoice::from_model_id(spec, &models_dir()).map_err(|source| {
             ServerError::Local {
                 spec: spec.into(),
-                source,
+                error: source,
             }
         })? {
             return Ok(UpstreamSpec::Local(choice));
@@ -267,11 +261,11 @@ impl AppState {
                         .await
                         .map_err(|e| ServerError::Local {
                             spec: format!("upstream {i}"),
-                            source: EmbeddedError::Backend(format!("loading stopped: {e}")),
+                            error: EmbeddedError::Backend(format!("loading stopped: {e}")),
                         })?
                         .map_err(|source| ServerError::Local {
                             spec: format!("upstream {i}"),
-                            source,
+                            error: source,
                         })?;
                     (format!("local-{i}"), model)
                 }
@@ -285,7 +279,7 @@ impl AppState {
                     ))
                     .map_err(|source| ServerError::Upstream {
                         upstream: base_url.clone(),
-                        source,
+                        error: source,
                     })?;
                     (format!("upstream-{i}"), Arc::new(client))
                 }
@@ -295,7 +289,7 @@ impl AppState {
                 .await
                 .map_err(|source| ServerError::Upstream {
                     upstream: name.clone(),
-                    source,
+                    error: source,
                 })?;
             tracing::info!(node = %name, models = models.len(), "upstream ready");
             catalog.add(Node { name, inference }, models);
@@ -344,7 +338,7 @@ impl Server {
             .await
             .map_err(|source| ServerError::Io {
                 action: format!("bind {addr}"),
-                source,
+                error: source,
             })?;
         Ok(Server {
             listener,
@@ -363,7 +357,7 @@ impl Server {
             .local_addr()
             .map_err(|source| ServerError::Io {
                 action: "read the bound address".into(),
-                source,
+                error: source,
             })
     }
 

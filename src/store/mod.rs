@@ -40,11 +40,10 @@ pub const ENGINE_FILE: &str = "engine.jsonl";
 
 #[derive(Debug, Error)]
 pub enum StoreError {
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {error}", path.display())]
     Io {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("{}: not a valid run file: {message}", path.display())]
     Format { path: PathBuf, message: String },
@@ -53,7 +52,7 @@ pub enum StoreError {
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
     move |source| StoreError::Io {
         path: path.to_owned(),
-        source,
+        error: source,
     }
 }
 
@@ -426,9 +425,9 @@ impl RunDir {
         read_json_lines(&self.file(name), each)
     }
 
-    /// The index of every cached answer (see [`CacheIndex`]), read in one streaming pass. A
-    /// process killed mid-write can leave a torn last line; it is skipped (that answer is simply
-    /// asked again), while a bad line elsewhere is an error.
+    /// The index of every cached answer (see [`CacheIndex`]), read in one streaming pass. A line
+    /// that is not a cached answer (torn by a kill, cut, longer than any answer, or not JSON) is
+    /// skipped and counted in [`CacheIndex::skipped`]: its answer is simply asked again.
     pub fn index_cache(&self) -> Result<CacheIndex, StoreError> {
         #[derive(Deserialize)]
         struct Keyed {
@@ -442,9 +441,10 @@ impl RunDir {
             offsets: Vec::new(),
             others: std::collections::HashMap::new(),
             simulated: false,
+            skipped: 0,
             file: None,
         };
-        read_json_lines_at(&path, |offset, line: Keyed| {
+        index.skipped = read_json_lines_at(&path, Damaged::Skip, |offset, line: Keyed| {
             index.simulated |= line.simulated;
             match key_prefix(&line.key) {
                 Some(prefix) => index.offsets.push((prefix, offset)),
@@ -589,6 +589,7 @@ pub fn unfinished_run(root: &Path, name: &str, content_hash: &str) -> Option<Pat
 /// a torn last line.
 pub fn append_json_line(path: &Path, mut line: Vec<u8>) -> Result<(), StoreError> {
     line.push(b'\n');
+    existing_regular_file(path)?;
     let mut file = OpenOptions::new()
         .create(true)
         .append(true)
@@ -599,46 +600,84 @@ pub fn append_json_line(path: &Path, mut line: Vec<u8>) -> Result<(), StoreError
 
 /// Reads the JSON Lines file at `path` one record at a time, streamed; a missing file has none.
 /// Only the last line can be torn, and only it lacks its line feed: it is skipped, while a bad
-/// line elsewhere is an error naming it.
+/// line elsewhere (not JSON of a record, or longer than [`crate::input::MAX_LINE`]) is an error
+/// naming it.
 pub fn read_json_lines<T: for<'de> Deserialize<'de>>(
     path: &Path,
     mut each: impl FnMut(T),
 ) -> Result<(), StoreError> {
-    read_json_lines_at(path, |_, record| each(record))
+    read_json_lines_at(path, Damaged::Error, |_, record| each(record))?;
+    Ok(())
 }
 
-/// [`read_json_lines`], handing each record over with the byte offset where its line starts.
+/// What a JSON Lines reader does with a line other than a torn last one that holds no record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Damaged {
+    /// Fails, naming the line: a file whose every line matters (an engine's checkpoint).
+    Error,
+    /// Skips it and counts it: a file whose lines can be done again (cached answers).
+    Skip,
+}
+
+/// Reads a JSON Lines file as [`read_json_lines`] does, handing each record over with the byte
+/// offset where its line starts; with [`Damaged::Skip`], every line that holds no record (a
+/// torn last one included) is skipped, and the count of them returned. Memory holds one line of
+/// at most [`crate::input::MAX_LINE`] bytes, whatever the file holds.
 fn read_json_lines_at<T: for<'de> Deserialize<'de>>(
     path: &Path,
+    damaged: Damaged,
     mut each: impl FnMut(u64, T),
-) -> Result<(), StoreError> {
-    use std::io::BufRead;
-    let mut reader = match crate::input::open_stream(path) {
-        Ok(reader) => std::io::BufReader::new(reader),
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+) -> Result<usize, StoreError> {
+    use crate::input::{MAX_LINE, read_line_within};
+    let mut reader = match crate::input::open_regular(path) {
+        Ok(file) => std::io::BufReader::with_capacity(1 << 16, file),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(0),
         Err(err) => return Err(io(path)(err)),
     };
     let mut line = Vec::new();
-    let mut offset = 0u64;
+    let (mut offset, mut skipped) = (0u64, 0);
     for number in 1.. {
-        line.clear();
-        let length = reader.read_until(b'\n', &mut line).map_err(io(path))?;
+        let (length, kept) =
+            read_line_within(&mut reader, &mut line, MAX_LINE).map_err(io(path))?;
         if length == 0 {
             break;
         }
-        match serde_json::from_slice::<T>(&line) {
-            Ok(record) => each(offset, record),
-            Err(_) if !line.ends_with(b"\n") => {}
-            Err(err) => {
+        let problem = if kept {
+            match serde_json::from_slice::<T>(&line) {
+                Ok(record) => {
+                    each(offset, record);
+                    None
+                }
+                Err(err) => Some(err.to_string()),
+            }
+        } else {
+            Some(format!("longer than {MAX_LINE} bytes"))
+        };
+        offset += length;
+        let torn = kept && !line.ends_with(b"\n");
+        match problem {
+            None => {}
+            Some(_) if damaged == Damaged::Skip => skipped += 1,
+            Some(_) if torn => {}
+            Some(problem) => {
                 return Err(StoreError::Format {
                     path: path.to_owned(),
-                    message: format!("line {number}: {err}"),
+                    message: format!("line {number}: {problem}"),
                 });
             }
         }
-        offset += length as u64;
     }
-    Ok(())
+    Ok(skipped)
+}
+
+/// Fails when `path` exists and is not a regular file (a device, a FIFO, a folder): appending to
+/// one, or reading its tail, would block or never end.
+fn existing_regular_file(path: &Path) -> Result<(), StoreError> {
+    match crate::input::regular_file(path) {
+        Ok(_) => Ok(()),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(err) => Err(io(path)(err)),
+    }
 }
 
 /// Cuts a torn last line (a process killed in the middle of a write) off an append-only JSON
@@ -646,6 +685,7 @@ fn read_json_lines_at<T: for<'de> Deserialize<'de>>(
 /// middle of the file. Returns how many bytes were cut; a missing file is left missing.
 pub fn cut_torn_tail(path: &Path) -> Result<u64, StoreError> {
     use std::io::{Read, Seek, SeekFrom};
+    existing_regular_file(path)?;
     let mut file = match OpenOptions::new().read(true).write(true).open(path) {
         Ok(file) => file,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(0),
@@ -657,7 +697,11 @@ pub fn cut_torn_tail(path: &Path) -> Result<u64, StoreError> {
     file.seek(SeekFrom::Start(length - window))
         .map_err(io(path))?;
     let mut tail = Vec::with_capacity(window as usize);
-    file.read_to_end(&mut tail).map_err(io(path))?;
+    // Never more than the window, whatever the file turned into since its length was read.
+    (&mut file)
+        .take(window)
+        .read_to_end(&mut tail)
+        .map_err(io(path))?;
     if tail.last().is_none_or(|&byte| byte == b'\n') {
         return Ok(0);
     }
@@ -791,6 +835,8 @@ pub struct CacheIndex {
     others: std::collections::HashMap<String, u64>,
     /// Some answer came from the deterministic test stand-in model.
     pub simulated: bool,
+    /// Lines of the file that hold no answer (torn, cut, too long, not JSON), skipped.
+    pub skipped: usize,
     /// The file, opened at the first answer read and kept open for the others.
     file: Option<std::io::BufReader<std::fs::File>>,
 }
@@ -829,20 +875,26 @@ impl CacheIndex {
     /// The answer cached under `key`, read from the file; none when there is none (or the line
     /// found holds another key whose first 128 bits are the same).
     pub fn read(&mut self, key: &str) -> Result<Option<CachedAnswer>, StoreError> {
-        use std::io::{BufRead, Seek, SeekFrom};
+        use std::io::{Seek, SeekFrom};
         let Some(offset) = self.offset(key) else {
             return Ok(None);
         };
         let file = match &mut self.file {
             Some(file) => file,
             None => {
-                let opened = std::fs::File::open(&self.path).map_err(io(&self.path))?;
+                let opened = crate::input::open_regular(&self.path).map_err(io(&self.path))?;
                 self.file.insert(std::io::BufReader::new(opened))
             }
         };
         file.seek(SeekFrom::Start(offset)).map_err(io(&self.path))?;
         let mut line = Vec::new();
-        file.read_until(b'\n', &mut line).map_err(io(&self.path))?;
+        let limit = crate::input::MAX_LINE;
+        let (_, kept) =
+            crate::input::read_line_within(file, &mut line, limit).map_err(io(&self.path))?;
+        // The line indexed was shorter: the file changed since; its answer is asked again.
+        if !kept {
+            return Ok(None);
+        }
         let answer: CachedAnswer =
             serde_json::from_slice(&line).map_err(|err| StoreError::Format {
                 path: self.path.clone(),
@@ -1051,7 +1103,7 @@ mod tests {
     }
 
     #[test]
-    fn cache_survives_a_torn_last_line_but_not_a_corrupt_middle() {
+    fn cache_lines_that_hold_no_answer_are_skipped_and_counted() {
         let dir = tempfile::tempdir().unwrap();
         let run = RunDir::create(dir.path(), "x", "r1").unwrap();
         let answer = |key: &str| CachedAnswer {
@@ -1072,11 +1124,44 @@ mod tests {
         text.push_str("{\"key\":\"c\",\"answ");
         std::fs::write(&path, &text).unwrap();
         let mut cache = run.index_cache().unwrap();
-        assert_eq!(cache.len(), 2);
+        assert_eq!((cache.len(), cache.skipped), (2, 1), "the torn last line");
         assert_eq!(cache.read("b").unwrap(), Some(answer("b")));
         assert_eq!(cache.read("c").unwrap(), None);
-        std::fs::write(&path, format!("garbage\n{text}")).unwrap();
-        assert!(matches!(run.index_cache(), Err(StoreError::Format { .. })));
+        // A hostile middle: not JSON, cut, and one line longer than any answer (sparse zeros).
+        let long = "x".repeat(crate::input::MAX_LINE + 1);
+        std::fs::write(
+            &path,
+            format!("garbage\n{{\"key\":\"d\",\"out\n{long}\n{text}\n"),
+        )
+        .unwrap();
+        let mut cache = run.index_cache().unwrap();
+        assert_eq!((cache.len(), cache.skipped), (2, 4));
+        assert_eq!(cache.read("a").unwrap(), Some(answer("a")));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_run_file_that_is_a_device_is_refused_not_read_for_ever() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDir::create(dir.path(), "x", "r1").unwrap();
+        for name in [CACHE_FILE, EVENTS_FILE, ITERATIONS_FILE] {
+            std::os::unix::fs::symlink("/dev/zero", run.file(name)).unwrap();
+        }
+        let said = |err: StoreError| err.to_string();
+        let err = said(run.cut_torn_tails().unwrap_err());
+        assert!(
+            err.ends_with("a character device, not a regular file"),
+            "{err}"
+        );
+        let err = said(run.index_cache().unwrap_err());
+        assert!(err.contains("cache.jsonl: a character device"), "{err}");
+        let err = said(run.read_iterations().unwrap_err());
+        assert!(
+            err.contains("iterations.jsonl: a character device"),
+            "{err}"
+        );
+        let err = said(run.append_event(&serde_json::json!({"e": 1})).unwrap_err());
+        assert!(err.contains("events.jsonl: a character device"), "{err}");
     }
 
     #[test]

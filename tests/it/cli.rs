@@ -141,6 +141,37 @@ fn chat_checks_structured_answers_against_the_schema() {
     );
 }
 
+/// The json_schema scorer reads a JSON answer inside a Markdown fence; `chat --schema` does the
+/// same, through the same function.
+#[test]
+fn chat_accepts_a_schema_answer_inside_a_markdown_fence() {
+    let dir = tempfile::tempdir().unwrap();
+    let schema = dir.path().join("verdict.json");
+    std::fs::write(
+        &schema,
+        r#"{"type":"object","required":["verdict"],"properties":{"verdict":{"enum":["yes","no"]}}}"#,
+    )
+    .unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    for (content, code) in [
+        ("```json\n{\"verdict\": \"yes\"}\n```", 0),
+        ("```json\n{\"verdict\": \"maybe\"}\n```", 1),
+    ] {
+        let fenced = crate::common::fake_upstream(
+            &runtime,
+            serde_json::json!({"id": "x", "model": "m", "choices": [{"message": {"content": content}}]}),
+        );
+        let output = crate::common::command()
+            .args(["chat", "--model", "m", "--schema"])
+            .arg(&schema)
+            .args(["--url", &fenced, "Is it?"])
+            .env("GEPA_LAB_INFERENCE_KEY", KEY)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(code), "{}", text(&output.stderr));
+    }
+}
+
 #[test]
 fn a_wrong_key_fails_without_showing_the_key() {
     let serve = Serve::start(&["sim:model=m"], &[KEY]);

@@ -119,7 +119,7 @@ async fn streaming_gives_the_same_answer_and_ends_at_done() {
 
 #[tokio::test]
 async fn a_stream_cut_short_is_an_error_not_a_short_answer() {
-    let serve = Serve::start(&["sim:model=qwen-text,faults=truncate"], &[KEY]);
+    let serve = Serve::start(&["sim:model=qwen-text,faults=truncate*2"], &[KEY]);
     let client = serve.client(Some(KEY));
     let request = ask(
         "qwen-text",
@@ -128,11 +128,31 @@ async fn a_stream_cut_short_is_an_error_not_a_short_answer() {
     let items: Vec<_> = client.chat_stream(&request).await.unwrap().collect().await;
     assert!(items.len() >= 2, "{items:?}");
     assert!(items[..items.len() - 1].iter().all(Result::is_ok));
+    // serve says why in an error event, which the client reads as the stream's failure.
     assert!(
-        matches!(items.last(), Some(Err(InferenceError::StreamTruncated { chunks })) if *chunks > 0),
+        matches!(items.last(), Some(Err(InferenceError::StreamFailed { message }))
+            if message.contains("the upstream sim-0 failed: stream ended without [DONE]")),
         "{:?}",
         items.last()
     );
+    // On the wire: 200, the chunks, then an error event in place of [DONE].
+    let mut body = serde_json::to_value(&request).unwrap();
+    body["stream"] = json!(true);
+    let response = raw()
+        .post(format!("{}/v1/chat/completions", serve.url))
+        .bearer_auth(KEY)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let text = response.text().await.unwrap();
+    let last = text.trim_end().rsplit("\n\n").next().unwrap_or_default();
+    assert!(
+        last.starts_with("event: error\ndata: {\"error\":{\"message\":\"the upstream sim-0 failed"),
+        "{text}"
+    );
+    assert!(!text.contains("data: [DONE]"), "{text}");
 }
 
 #[tokio::test]

@@ -1,39 +1,71 @@
-//! The module table in the README's development section is the rule of what may use what: each
-//! module uses only those below it (and, in a row of two, the one to its right). This test reads
-//! the table and every source file, and fails on a `crate::` path in code (not in a comment)
-//! that climbs it, or on a module the table does not list.
-use std::collections::BTreeMap;
-use std::path::Path;
+//! The module table of `docs/architecture.md` is the rule of what may use what: each row names a
+//! module and, under "may use", the modules it may use, each of them in a row below it. This test
+//! reads the table and every source file, and fails when
+//! - a file of a module uses a module its row does not name, through any `crate::` path outside
+//!   comments and string literals, grouped imports (`use crate::{a, b::c}`) included;
+//! - a row names a module that no file of its module uses (the table would promise more than the
+//!   code needs, and drift from it);
+//! - a row's "may use" names a module that is not in a row below it (an arrow that climbs);
+//! - a module of `src/lib.rs` has no row, or a row names no module of `src/lib.rs`.
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
 
 use crate::common::root;
 
-/// The table's modules, top first, with their level: a module may use any of a higher level, or
-/// of its own level further right.
-fn levels() -> BTreeMap<String, (usize, usize)> {
-    let readme = std::fs::read_to_string(root().join("README.md")).expect("the README");
-    let start = readme
-        .find("| module | owns |")
-        .expect("the README's module table");
-    let mut levels = BTreeMap::new();
-    for (level, line) in readme[start..]
+/// One row of the table: the module, its place (0 at the top) and what it may use.
+struct Row {
+    position: usize,
+    may_use: BTreeSet<String>,
+}
+
+/// The names in backticks of a cell, less the notes in brackets after them ("`server` (its
+/// bounded connection loop, `ClientLimits`)" is `server`).
+fn names(cell: &str) -> Vec<String> {
+    let mut plain = String::new();
+    let mut depth = 0usize;
+    for c in cell.chars() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            c if depth == 0 => plain.push(c),
+            _ => {}
+        }
+    }
+    plain
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(|name| name.trim().to_owned())
+        .collect()
+}
+
+/// The table of docs/architecture.md, by module.
+fn table() -> BTreeMap<String, Row> {
+    let page =
+        std::fs::read_to_string(root().join("docs/architecture.md")).expect("docs/architecture.md");
+    let start = page
+        .find("| module | owns | may use |")
+        .expect("docs/architecture.md's table, headed | module | owns | may use |");
+    let mut rows = BTreeMap::new();
+    for (position, line) in page[start..]
         .lines()
         .skip(2)
         .take_while(|line| line.trim_start().starts_with('|'))
         .enumerate()
     {
-        let first = line.trim_start().trim_start_matches('|');
-        let cell = first.split('|').next().unwrap_or_default();
-        for (column, name) in cell.split(',').enumerate() {
-            let name = name.trim().trim_matches('`');
-            assert!(!name.is_empty(), "an empty module name in {line:?}");
-            levels.insert(name.to_owned(), (level, column));
-        }
+        let cells: Vec<&str> = line.trim().trim_matches('|').split(" | ").collect();
+        assert_eq!(cells.len(), 3, "a row of three cells: {line:?}");
+        let module = names(cells[0]);
+        assert_eq!(module.len(), 1, "one module per row: {line:?}");
+        let may_use = names(cells[2]).into_iter().collect();
+        let previous = rows.insert(module[0].clone(), Row { position, may_use });
+        assert!(previous.is_none(), "module {} has two rows", module[0]);
     }
-    levels
+    rows
 }
 
 /// Every `.rs` file below `dir`.
-fn sources(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).expect("a source folder") {
         let path = entry.expect("an entry").path();
         if path.is_dir() {
@@ -44,40 +76,187 @@ fn sources(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
     }
 }
 
-/// The top-level modules `crate::` paths of `text` name, outside comments, with their line.
-fn uses(text: &str) -> Vec<(usize, String)> {
+fn is_ident(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// `text` with comments, string literals and character literals blanked out (line breaks
+/// kept, so line numbers hold): what is left is code.
+fn code_only(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let blank = |out: &mut String, skipped: &[char]| {
+        for c in skipped {
+            out.push(if *c == '\n' { '\n' } else { ' ' });
+        }
+    };
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        let next = chars.get(i + 1).copied();
+        let after_ident = i > 0 && is_ident(chars[i - 1]);
+        if c == '/' && next == Some('/') {
+            let end = chars[i..]
+                .iter()
+                .position(|c| *c == '\n')
+                .map_or(chars.len(), |n| i + n);
+            blank(&mut out, &chars[i..end]);
+            i = end;
+        } else if c == '/' && next == Some('*') {
+            let (mut depth, mut j) = (0usize, i);
+            while j < chars.len() {
+                if chars[j] == '/' && chars.get(j + 1) == Some(&'*') {
+                    depth += 1;
+                    j += 2;
+                } else if chars[j] == '*' && chars.get(j + 1) == Some(&'/') {
+                    depth -= 1;
+                    j += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    j += 1;
+                }
+            }
+            blank(&mut out, &chars[i..j.min(chars.len())]);
+            i = j;
+        } else if !after_ident && (c == 'r' || (c == 'b' && next == Some('r'))) && {
+            let at = if c == 'b' { i + 2 } else { i + 1 };
+            let hashes = chars[at..].iter().take_while(|c| **c == '#').count();
+            chars.get(at + hashes) == Some(&'"')
+        } {
+            // A raw string: r"...", r#"..."#, br"...".
+            let at = if c == 'b' { i + 2 } else { i + 1 };
+            let hashes = chars[at..].iter().take_while(|c| **c == '#').count();
+            let mut j = at + hashes + 1;
+            while j < chars.len() {
+                if chars[j] == '"'
+                    && chars[j + 1..]
+                        .iter()
+                        .take(hashes)
+                        .filter(|c| **c == '#')
+                        .count()
+                        == hashes
+                {
+                    j += 1 + hashes;
+                    break;
+                }
+                j += 1;
+            }
+            blank(&mut out, &chars[i..j.min(chars.len())]);
+            i = j;
+        } else if c == '"' {
+            let mut j = i + 1;
+            while j < chars.len() && chars[j] != '"' {
+                j += if chars[j] == '\\' { 2 } else { 1 };
+            }
+            let end = (j + 1).min(chars.len());
+            blank(&mut out, &chars[i..end]);
+            i = end;
+        } else if c == '\'' && (next == Some('\\') || chars.get(i + 2) == Some(&'\'')) {
+            // A character literal ('x', '\n', '\u{7f}'); a lifetime ('a) is code.
+            let mut j = i + 1;
+            if next == Some('\\') {
+                j += 2;
+            }
+            while j < chars.len() && chars[j] != '\'' {
+                j += 1;
+            }
+            let end = (j + 1).min(chars.len());
+            blank(&mut out, &chars[i..end]);
+            i = end;
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The top-level modules the `crate::` paths of `code` name, with their line: `crate::a::b`
+/// names `a`, and `crate::{a, b::{c, d}}` names `a` and `b`.
+fn uses(code: &str) -> Vec<(usize, String)> {
     let mut found = Vec::new();
-    for (number, line) in text.lines().enumerate() {
-        let code = line.split("//").next().unwrap_or_default();
-        for (at, _) in code.match_indices("crate::") {
-            let name: String = code[at + "crate::".len()..]
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                .collect();
-            found.push((number + 1, name));
+    let ident = |s: &str| -> String {
+        s.trim_start()
+            .chars()
+            .take_while(|c| is_ident(*c))
+            .collect()
+    };
+    for (at, _) in code.match_indices("crate::") {
+        if code[..at].chars().next_back().is_some_and(is_ident) {
+            continue; // `gepa_lab_crate::`, not ours
+        }
+        let line = code[..at].matches('\n').count() + 1;
+        let rest = &code[at + "crate::".len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            let (mut depth, mut part_start) = (1usize, 0usize);
+            for (i, c) in group.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' | ',' if depth == 1 => {
+                        let name = ident(&group[part_start..i]);
+                        if !name.is_empty() {
+                            found.push((line, name));
+                        }
+                        part_start = i + 1;
+                        if c == '}' {
+                            break;
+                        }
+                    }
+                    '}' => depth -= 1,
+                    _ => {}
+                }
+            }
+        } else {
+            let name = ident(rest);
+            if !name.is_empty() {
+                found.push((line, name));
+            }
         }
     }
     found
 }
 
 #[test]
-fn no_module_uses_one_above_it_in_the_readme_table() {
-    let levels = levels();
+fn the_code_follows_the_architecture_table() {
+    let rows = table();
     let src = root().join("src");
     let lib = std::fs::read_to_string(src.join("lib.rs")).unwrap();
-    for module in lib
+    let modules: BTreeSet<String> = lib
         .lines()
         .filter_map(|line| line.strip_prefix("pub mod "))
-        .map(|name| name.trim_end_matches(';'))
-    {
-        assert!(
-            levels.contains_key(module),
-            "module {module} (src/lib.rs) is not in the README's module table"
-        );
+        .map(|name| name.trim_end_matches(';').to_owned())
+        .collect();
+    let mut problems = Vec::new();
+    for module in &modules {
+        if !rows.contains_key(module) {
+            problems.push(format!(
+                "module {module} (src/lib.rs) has no row in docs/architecture.md"
+            ));
+        }
+    }
+    for (module, row) in &rows {
+        if !modules.contains(module) {
+            problems.push(format!(
+                "docs/architecture.md has a row for {module}, which src/lib.rs does not declare"
+            ));
+        }
+        for used in &row.may_use {
+            match rows.get(used) {
+                None => problems.push(format!("row {module} may use {used}, which has no row")),
+                Some(theirs) if theirs.position <= row.position => problems.push(format!(
+                    "row {module} may use {used}, which stands above it in the table"
+                )),
+                Some(_) => {}
+            }
+        }
     }
     let mut files = Vec::new();
     sources(&src, &mut files);
-    let mut crossings = Vec::new();
+    files.sort();
+    // module -> module it uses -> the first place it does
+    let mut used: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
     for file in &files {
         let relative = file.strip_prefix(&src).unwrap();
         let top = relative
@@ -86,39 +265,64 @@ fn no_module_uses_one_above_it_in_the_readme_table() {
             .and_then(|c| c.as_os_str().to_str())
             .unwrap_or_default()
             .trim_end_matches(".rs");
-        let Some(&own) = levels.get(top) else {
+        if !rows.contains_key(top) {
             continue; // lib.rs, main.rs: the crate's root uses everything.
-        };
+        }
         let text = std::fs::read_to_string(file).unwrap();
-        for (line, used) in uses(&text) {
-            let Some(&theirs) = levels.get(&used) else {
-                continue; // `crate::Something` re-exported at the root, if any.
-            };
-            let allowed =
-                used == top || theirs.0 > own.0 || (theirs.0 == own.0 && theirs.1 > own.1);
-            if !allowed {
-                crossings.push(format!(
-                    "src/{}:{line}: {top} uses {used}",
-                    relative.display()
+        for (line, name) in uses(&code_only(&text)) {
+            if name == top || !rows.contains_key(&name) {
+                continue; // itself, or an item re-exported at the crate root
+            }
+            used.entry(top.to_owned())
+                .or_default()
+                .entry(name)
+                .or_insert_with(|| format!("src/{}:{line}", relative.display()));
+        }
+    }
+    for (module, row) in &rows {
+        let theirs = used.get(module).cloned().unwrap_or_default();
+        for (name, place) in &theirs {
+            if !row.may_use.contains(name) {
+                problems.push(format!(
+                    "{place}: {module} uses {name}, which its row in docs/architecture.md does not name"
+                ));
+            }
+        }
+        for name in &row.may_use {
+            if !theirs.contains_key(name) {
+                problems.push(format!(
+                    "row {module} may use {name}, but no file of src/{module} uses it: remove it from the row"
                 ));
             }
         }
     }
     assert!(
-        crossings.is_empty(),
-        "imports that climb the README's module table:\n{}",
-        crossings.join("\n")
+        problems.is_empty(),
+        "the code and docs/architecture.md's module table disagree:\n{}",
+        problems.join("\n")
     );
 }
 
 #[test]
-fn the_check_sees_a_crossing_and_skips_comments() {
-    let text = "use crate::report::x; // crate::cli in a comment\n/// crate::runner in docs\nlet a = crate::store::y;";
+fn the_check_sees_grouped_imports_and_skips_comments_and_strings() {
+    let text = "use crate::report::x; // crate::cli in a comment\n/// crate::runner in docs\nlet a = crate::store::y;\nuse crate::{evolution, engine::{A, B}, http::C};\nlet s = \"crate::view\"; let r = r#\"crate::server\"#; let c = '\"'; let d = crate::env::X;\n/* crate::local\n crate::wallet */ fn f<'a>(x: &'a crate::input::I) {}";
     assert_eq!(
-        uses(text),
-        [(1, "report".to_owned()), (3, "store".to_owned())]
+        uses(&code_only(text)),
+        [
+            (1, "report".to_owned()),
+            (3, "store".to_owned()),
+            (4, "evolution".to_owned()),
+            (4, "engine".to_owned()),
+            (4, "http".to_owned()),
+            (5, "env".to_owned()),
+            (7, "input".to_owned()),
+        ]
     );
-    let levels = levels();
-    assert!(levels["cli"].0 < levels["runner"].0);
-    assert!(levels["account"].0 == levels["wallet"].0 && levels["account"].1 < levels["wallet"].1);
+    assert_eq!(
+        names("`report`, `server` (its connection loop, `ClientLimits`), `store`"),
+        ["report", "server", "store"]
+    );
+    let rows = table();
+    assert!(rows["cli"].position < rows["runner"].position);
+    assert!(rows["view"].may_use.contains("server"));
 }

@@ -7,6 +7,7 @@ mod cli;
 mod common;
 mod compare_prompts;
 mod dataset_files;
+mod docs;
 #[cfg(feature = "embedded")]
 mod embedded;
 mod evolution;

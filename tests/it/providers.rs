@@ -324,3 +324,21 @@ fn a_run_on_two_providers_killed_mid_evolution_resumes_with_the_providers_it_rec
         assert_eq!(answered.count(), rows.len() / 2, "{model}");
     }
 }
+
+/// A provider that refuses its key stops the run before anything is spent, and the message
+/// names that provider and the variable its key came from, never the key.
+#[test]
+fn a_provider_that_refuses_its_key_is_named_with_the_variable() {
+    let providers = Providers::start();
+    let out = tempfile::tempdir().unwrap();
+    let file = providers.experiment(out.path(), &[]);
+    let refused = run(&file, out.path())
+        .env("GEPA_LAB_TEST_TASKS_KEY", "not-the-tasks-key")
+        .output()
+        .unwrap();
+    let said = stderr(&refused);
+    assert_eq!(refused.status.code(), Some(1), "{said}");
+    assert!(said.contains("provider `tasks`"), "{said}");
+    assert!(said.contains("GEPA_LAB_TEST_TASKS_KEY"), "{said}");
+    assert!(!said.contains("not-the-tasks-key"), "{said}");
+}

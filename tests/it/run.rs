@@ -317,6 +317,73 @@ fn a_refused_key_is_named_whether_the_start_or_the_replay_met_it() {
     }
 }
 
+/// Both keys refused by a `serve` (the command of issue 47): the tip names the serve as where
+/// each key went, not the public services; the start's refusal ends the replay before it sends
+/// a request with the same key; a resume names the same and stops at its first refusal.
+#[test]
+fn refused_keys_are_named_where_they_went_and_end_the_replay_at_the_first_refusal() {
+    let serve = Serve::start(&["sim:seed=4"], &[&format!("{KEY}:6000")]);
+    let out = tempfile::tempdir().unwrap();
+    let config = tempfile::tempdir().unwrap();
+    let wrong = |command: &mut Command| {
+        command
+            .env("GEPA_LAB_EVOLUTION_KEY", "wrong")
+            .env("GEPA_LAB_INFERENCE_KEY", "wrong")
+            .env("GEPA_LAB_CONFIG", config.path().join("config.toml"))
+            .output()
+            .expect("run")
+    };
+    let named = format!(
+        "Sent: the key in GEPA_LAB_INFERENCE_KEY to the inference API ({url}), the key in \
+         GEPA_LAB_EVOLUTION_KEY to the evolution API ({url}).",
+        url = serve.url
+    );
+    let output = wrong(&mut run_command(
+        &serve,
+        out.path(),
+        &[experiment().to_str().unwrap()],
+    ));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(5), "{stderr}");
+    assert!(stderr.contains(&named), "{stderr}");
+    let dir = run_dir(out.path());
+    let rows: Vec<ReplayRow> = dir.read_csv("replay.csv").unwrap();
+    assert!(!rows.is_empty());
+    assert!(
+        rows.iter().all(|row| row
+            .error
+            .starts_with("not sent: the service refused the key (the start")),
+        "no replay request went out: {rows:?}"
+    );
+    let before = dir.read_manifest().unwrap();
+
+    let output = wrong(&mut resume_command(&serve, out.path(), &dir));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(5), "{stderr}");
+    assert!(stderr.contains(&named), "on a resume too: {stderr}");
+    let rows: Vec<ReplayRow> = dir.read_csv("replay.csv").unwrap();
+    // The variants share the seed, so each holdout row is one request.
+    let refused: std::collections::BTreeSet<usize> = rows
+        .iter()
+        .filter(|row| row.error == "401 Unauthorized: invalid API key")
+        .map(|row| row.row)
+        .collect();
+    // replay.concurrency is 2: at most the requests in flight at the first refusal went out.
+    assert!((1..=2).contains(&refused.len()), "{rows:?}");
+    assert!(
+        rows.iter().all(|row| refused.contains(&row.row)
+            || row
+                .error
+                .starts_with("not sent: the service refused the key")),
+        "{rows:?}"
+    );
+    let after = dir.read_manifest().unwrap();
+    let states = |m: &gepa_lab::store::RunManifest| -> Vec<ExecutionState> {
+        m.executions.iter().map(|e| e.state.clone()).collect()
+    };
+    assert_eq!(states(&after), states(&before), "every state kept");
+}
+
 /// Kill during a phase, resume, and check that nothing was started or answered twice.
 fn kill_and_resume(marker: &str) {
     let serve = Serve::start(&["sim:seed=4,latency_ms=20"], &[&format!("{KEY}:6000")]);

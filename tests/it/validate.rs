@@ -189,13 +189,14 @@ fn a_variant_override_is_reported_at_the_variant() {
 }
 
 #[test]
-fn readme_lists_every_rule() {
-    let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
+fn the_experiment_page_lists_every_rule() {
+    let page = std::fs::read_to_string(root().join("docs/experiment-file.md"))
+        .expect("docs/experiment-file.md");
     for rule in Rule::ALL {
         let row = format!("| `{}` | {} |", rule.id(), rule.summary());
         assert!(
-            readme.contains(&row),
-            "README.md lacks the row {row:?}; paste `gepa-lab validate --rules`"
+            page.contains(&row),
+            "docs/experiment-file.md lacks the row {row:?}; paste `gepa-lab validate --rules`"
         );
     }
 }

@@ -624,12 +624,7 @@ async fn the_rules_proposer_shows_one_failure_and_adds_one_checked_rule() {
     let task = StandIn::new(&ROWS).reflecting(move |request| {
         let mut seen = seen.lock().unwrap();
         seen.push(request.to_owned());
-        let correct = request
-            .split("Correct answer: ")
-            .nth(1)
-            .and_then(|rest| rest.lines().next())
-            .unwrap_or_default()
-            .to_owned();
+        let correct = correct_answer(request).to_owned();
         // Every third answer teaches a wrong label, which the engine must refuse.
         Ok(if seen.len().is_multiple_of(3) {
             let wrong = if correct == "alpha" { "bravo" } else { "alpha" };
@@ -683,20 +678,26 @@ async fn the_rules_proposer_shows_one_failure_and_adds_one_checked_rule() {
     }
 }
 
+/// The correct answer a rules request shows first ("" when it shows none).
+fn correct_answer(request: &str) -> &str {
+    request
+        .split("Correct answer: ")
+        .nth(1)
+        .and_then(|rest| rest.lines().next())
+        .unwrap_or_default()
+}
+
 /// The first iteration of a rules run with every feedback row in the minibatch and a reflection
 /// that always writes the same rule for the correct answer it is shown.
 async fn one_rules_iteration(feedback: [&str; 6], answer: fn(&str) -> String) -> MutationRecord {
     let pareto = ["alpha", "", "bravo", "", "charlie", ""];
     let rows: Vec<&str> = feedback.iter().chain(&pareto).copied().collect();
     let task = StandIn::new(&rows).reflecting(move |request| {
-        let correct = request
-            .split("Correct answer: ")
-            .nth(1)
-            .and_then(|rest| rest.lines().next())
-            .unwrap_or_default();
+        let correct = correct_answer(request);
         Ok(answer(correct))
     });
-    let mut config = config(25);
+    // Enough for the first iteration to ask a quoting rule again.
+    let mut config = config(40);
     config.proposer = Proposer::Rules;
     config.reflection_minibatch = 6;
     let run = run_quietly(&task, &config).await.expect("run");
@@ -752,6 +753,12 @@ async fn a_rule_that_quotes_an_input_is_refused() {
             }
         }
     );
+    // Asked again, the stand-in wrote the same rule: the second refusal is the outcome, the
+    // first is on record as the reason it was asked.
+    assert_eq!(
+        record.reworded.as_ref().and_then(|r| r.quoted_words()),
+        Some("question 4")
+    );
     // The child is kept in the record, to show what was refused, and never run.
     assert!(
         record
@@ -759,6 +766,69 @@ async fn a_rule_that_quotes_an_input_is_refused() {
             .is_some_and(|p| p.contains("question 4"))
     );
     assert!(record.child_scores.is_empty());
+}
+
+#[tokio::test]
+async fn a_quoting_rule_is_asked_for_again_in_general_words_and_the_new_one_is_judged() {
+    let rows = [
+        "alpha", "bravo", "charlie", "alpha", "bravo", "charlie", //
+        "alpha", "", "bravo", "", "charlie", "",
+    ];
+    let asked_again = std::sync::Arc::new(Mutex::new(Vec::new()));
+    let seen = asked_again.clone();
+    let task = StandIn::new(&rows).reflecting(move |request| {
+        let correct = correct_answer(request);
+        if request.contains("\nYou answered:\n") {
+            seen.lock().unwrap().push(request.to_owned());
+            Ok(format!(
+                "- When the question names {correct}, answer {correct}."
+            ))
+        } else {
+            Ok(format!(
+                "- When the input reads question 4, answer {correct}."
+            ))
+        }
+    });
+    let mut config = config(40);
+    config.proposer = Proposer::Rules;
+    config.reflection_minibatch = 6;
+    let run = run_quietly(&task, &config).await.expect("run");
+    let IterationRecord::Mutation(record) = &run.iterations()[0] else {
+        panic!("merge is off");
+    };
+    assert_eq!(
+        record.reworded.as_deref(),
+        Some(&ProposalFailure::QuotesInputs {
+            pair: "question 4".into(),
+            inputs: 1
+        })
+    );
+    let child = record.child_prompt.as_deref().expect("a child");
+    assert!(!child.contains("question 4"), "{child}");
+    assert!(
+        !record.child_scores.is_empty(),
+        "the reworded child was run"
+    );
+    // The second request is the first with the refused answer and the words to avoid (later
+    // iterations ask again too).
+    let requests = asked_again.lock().unwrap();
+    assert!(!requests.is_empty());
+    assert!(
+        requests[0].contains("- When the input reads question 4, answer ")
+            && requests[0].contains("That rule repeats \"question 4\"")
+            && requests[0].contains("Every correct answer is exactly one of"),
+        "{}",
+        requests[0]
+    );
+    // Both calls are paid for, and the report says why there were two.
+    assert_eq!(record.cost.reflection_calls, 2);
+    let explained = IterationRecord::Mutation(record.clone()).explain();
+    assert!(
+        explained.contains(
+            "a second answer's rule; the first was refused: the child quotes \"question 4\""
+        ),
+        "{explained}"
+    );
 }
 
 #[tokio::test]
@@ -846,11 +916,7 @@ async fn the_first_iteration_of_a_classification_writes_a_label_glossary_judged_
 #[tokio::test]
 async fn without_the_setting_or_with_two_labels_the_first_iteration_writes_a_rule() {
     let rules = |request: &str| {
-        let correct = request
-            .split("Correct answer: ")
-            .nth(1)
-            .and_then(|rest| rest.lines().next())
-            .unwrap_or_default();
+        let correct = correct_answer(request);
         Ok(format!(
             "- When the question looks like this, answer {correct}."
         ))
@@ -928,11 +994,7 @@ async fn a_classification_prompt_with_its_input_first_is_offered_once_with_its_i
     // "label" is a keyword that the layout's closing line mentions: the rows that need it win.
     let rows = ["label", "bravo", "charlie"].repeat(4);
     let rule = |request: &str| {
-        let correct = request
-            .split("Correct answer: ")
-            .nth(1)
-            .and_then(|rest| rest.lines().next())
-            .unwrap_or_default();
+        let correct = correct_answer(request);
         Ok(format!("- When it looks like this, answer {correct}."))
     };
     let task = StandIn::new(&rows).reflecting(rule);

@@ -16,7 +16,7 @@ use super::plan::{
 use super::rules::Rule;
 use super::source::{Loaded, Resolved, load};
 use crate::dataset::{self, HoldoutSize, Split};
-use crate::engine::{self, ReflectionTemplate};
+use crate::engine::{self, Proposer, ReflectionTemplate};
 use crate::evolution::ServiceProfile;
 use crate::evolution::wire::{
     DatasetItem, EngineSettings, Evaluator, OnError, StartExecution, Strategy,
@@ -1305,7 +1305,11 @@ fn check_engine(
     let score_threshold = fraction("score_threshold", engine.score_threshold, 1.0);
     let choices = check_engine_choices(scope, engine);
     ok &= choices.is_some();
-    let (on_error, reflection_template) = choices?;
+    let EngineChoices {
+        on_error,
+        proposer,
+        reflection_template,
+    } = choices?;
     if !ok {
         return None;
     }
@@ -1313,6 +1317,7 @@ fn check_engine(
         reflection_minibatch: reflection_minibatch.map(|n| n as usize),
         reflection_model: engine.reflection_model.clone(),
         task_model: engine.task_model.clone(),
+        proposer,
         reflection_temperature,
         reflection_max_tokens: reflection_max_tokens.map(|n| n as u32),
         max_seconds,
@@ -1333,7 +1338,7 @@ fn check_engine(
 fn check_engine_choices(
     scope: &mut Scope<'_, '_>,
     engine: &EngineSection,
-) -> Option<(Option<OnError>, Option<String>)> {
+) -> Option<EngineChoices> {
     let mut ok = true;
     let on_error = match engine.on_error.as_deref() {
         None => None,
@@ -1379,7 +1384,45 @@ fn check_engine_choices(
             template
         }
     };
-    ok.then_some((on_error, reflection_template))
+    let proposer = engine.proposer.as_deref().map(Proposer::parse);
+    match (&engine.proposer, proposer) {
+        (Some(seen), Some(None)) => {
+            ok = false;
+            scope.report(
+                "engine.proposer",
+                Diagnostic::error(
+                    Rule::EngineProposer,
+                    "engine.proposer must be rules or rewrite",
+                )
+                .seen(format!("{seen:?}")),
+            );
+        }
+        (_, Some(Some(Proposer::Rules))) if engine.reflection_template.is_some() => {
+            ok = false;
+            scope.report(
+                "engine.proposer",
+                Diagnostic::error(
+                    Rule::EngineProposer,
+                    "engine.proposer = \"rules\" cannot use engine.reflection_template, which asks for whole prompts",
+                )
+                .seen("\"rules\"")
+                .help("remove one of the two: a reflection template makes the engine rewrite"),
+            );
+        }
+        _ => {}
+    }
+    ok.then_some(EngineChoices {
+        on_error,
+        proposer: proposer.flatten(),
+        reflection_template,
+    })
+}
+
+/// The `[engine]` keys that name one of a few choices, as parsed.
+struct EngineChoices {
+    on_error: Option<OnError>,
+    proposer: Option<Proposer>,
+    reflection_template: Option<String>,
 }
 
 /// The text of `engine.reflection_template`'s file, checked: readable, with both placeholders.

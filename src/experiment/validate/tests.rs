@@ -261,6 +261,12 @@ fn every_engine_number_is_checked_at_both_ends_of_its_range() {
     assert_eq!(engine("seed = -1"), [Rule::EngineRange]);
     assert_eq!(engine("on_error = \"score_zero\""), []);
     assert_eq!(engine("on_error = \"skip\""), [Rule::EngineOnError]);
+    assert_eq!(engine("proposer = \"rules\""), []);
+    assert_eq!(engine("proposer = \"rewrite\""), []);
+    assert_eq!(engine("proposer = \"rule\""), [Rule::EngineProposer]);
+    // A reflection template asks for whole prompts, which the rules proposer never writes.
+    let both = engine("proposer = \"rules\"\nreflection_template = \"reflection.md\"");
+    assert!(both.contains(&Rule::EngineProposer), "{both:?}");
     assert_eq!(engine("reflection_model = \"local\""), []);
     assert_eq!(
         engine("reflection_model = \" \""),

