@@ -1,7 +1,7 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    // First, before any code that may use an instruction this CPU lacks (src/cpu.rs).
+    // First, before any code that may use an instruction this CPU lacks (crates/cpu).
     if let Err(message) = gepa_lab::cpu::check() {
         eprintln!("error: {message}");
         return ExitCode::from(3);

@@ -1,20 +1,31 @@
 //! The module table of `docs/architecture.md` is the rule of what may use what: each row names a
-//! module and, under "may use", the modules it may use, each of them in a row below it. This test
-//! reads the table and every source file, and fails when
-//! - a file of a module uses a module its row does not name, through any `crate::` path outside
-//!   comments and string literals, grouped imports (`use crate::{a, b::c}`) included;
+//! module and, under "may use", the modules it may use, each of them in a row below it. A module
+//! is either a crate of the workspace (`crates/<module>`, package `gepa-lab-<module>`, which
+//! `src/lib.rs` re-exports as `pub use gepa_lab_<module> as <module>;`) or a module of the root
+//! crate (`pub mod <module>;` in `src/lib.rs`). This test reads the table, every crate's
+//! `Cargo.toml` and every source file, and fails when
+//! - a crate's `Cargo.toml` depends on a gepa-lab crate its row does not name, or its row names
+//!   one it does not depend on (the manifest is the rule the compiler enforces, so the two must
+//!   say the same), or a crate's row names a module that is not a crate (a crate cannot use the
+//!   root crate);
+//! - a file of a module uses a module its row does not name, through any `crate::` path or
+//!   `gepa_lab_<module>` name outside comments and string literals, grouped imports
+//!   (`use crate::{a, b::c}`) included;
 //! - a row names a module that no file of its module uses (the table would promise more than the
 //!   code needs, and drift from it);
 //! - a row's "may use" names a module that is not in a row below it (an arrow that climbs);
-//! - a module of `src/lib.rs` has no row, or a row names no module of `src/lib.rs`.
+//! - a module of `src/lib.rs` or a crate under `crates/` has no row, or a row names neither, or
+//!   a row says "(crate)" after its module's name when it is not a crate, or does not when it is.
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use crate::common::root;
 
-/// One row of the table: the module, its place (0 at the top) and what it may use.
+/// One row of the table: the module, its place (0 at the top), whether the row says it is a
+/// crate ("`engine` (crate)") and what it may use.
 struct Row {
     position: usize,
+    says_crate: bool,
     may_use: BTreeSet<String>,
 }
 
@@ -58,7 +69,13 @@ fn table() -> BTreeMap<String, Row> {
         let module = names(cells[0]);
         assert_eq!(module.len(), 1, "one module per row: {line:?}");
         let may_use = names(cells[2]).into_iter().collect();
-        let previous = rows.insert(module[0].clone(), Row { position, may_use });
+        let says_crate = cells[0].contains("(crate)");
+        let row = Row {
+            position,
+            says_crate,
+            may_use,
+        };
+        let previous = rows.insert(module[0].clone(), row);
         assert!(previous.is_none(), "module {} has two rows", module[0]);
     }
     rows
@@ -173,8 +190,9 @@ fn code_only(text: &str) -> String {
     out
 }
 
-/// The top-level modules the `crate::` paths of `code` name, with their line: `crate::a::b`
-/// names `a`, and `crate::{a, b::{c, d}}` names `a` and `b`.
+/// The top-level modules the `crate::` paths and `gepa_lab_<module>` names of `code` name, with
+/// their line: `crate::a::b` names `a`, `crate::{a, b::{c, d}}` names `a` and `b`, and
+/// `gepa_lab_c::d` names `c`.
 fn uses(code: &str) -> Vec<(usize, String)> {
     let mut found = Vec::new();
     let ident = |s: &str| -> String {
@@ -215,7 +233,51 @@ fn uses(code: &str) -> Vec<(usize, String)> {
             }
         }
     }
+    for (at, _) in code.match_indices("gepa_lab_") {
+        if code[..at].chars().next_back().is_some_and(is_ident) {
+            continue;
+        }
+        let name = ident(&code[at + "gepa_lab_".len()..]);
+        if !name.is_empty() {
+            let line = code[..at].matches('\n').count() + 1;
+            found.push((line, name));
+        }
+    }
     found
+}
+
+/// A crate of the workspace: its folder under `crates/` is its module's name.
+struct Crate {
+    /// The gepa-lab crates its `Cargo.toml` depends on (normal, dev and build), by module name.
+    depends_on: BTreeSet<String>,
+}
+
+/// The crates under `crates/`, by module name, checking that each is named `gepa-lab-<module>`.
+fn crates(problems: &mut Vec<String>) -> BTreeMap<String, Crate> {
+    let mut crates = BTreeMap::new();
+    for entry in std::fs::read_dir(root().join("crates")).expect("crates/") {
+        let dir = entry.expect("an entry").path();
+        let Ok(text) = std::fs::read_to_string(dir.join("Cargo.toml")) else {
+            continue;
+        };
+        let module = dir.file_name().unwrap().to_str().unwrap().to_owned();
+        let manifest: toml::Table = toml::from_str(&text).expect("a crate's Cargo.toml");
+        let name = manifest["package"]["name"].as_str().unwrap_or_default();
+        if name != format!("gepa-lab-{module}") {
+            problems.push(format!(
+                "crates/{module}/Cargo.toml names its package {name}, not gepa-lab-{module}"
+            ));
+        }
+        let depends_on = ["dependencies", "dev-dependencies", "build-dependencies"]
+            .into_iter()
+            .filter_map(|section| manifest.get(section).and_then(|t| t.as_table()))
+            .flat_map(|table| table.keys())
+            .filter_map(|dependency| dependency.strip_prefix("gepa-lab-"))
+            .map(str::to_owned)
+            .collect();
+        crates.insert(module, Crate { depends_on });
+    }
+    crates
 }
 
 #[test]
@@ -228,8 +290,23 @@ fn the_code_follows_the_architecture_table() {
         .filter_map(|line| line.strip_prefix("pub mod "))
         .map(|name| name.trim_end_matches(';').to_owned())
         .collect();
+    let reexported: BTreeSet<String> = lib
+        .lines()
+        .filter_map(|line| line.strip_prefix("pub use gepa_lab_"))
+        .filter_map(|rest| rest.trim_end_matches(';').split_once(" as "))
+        .filter(|(krate, module)| krate == module)
+        .map(|(krate, _)| krate.to_owned())
+        .collect();
     let mut problems = Vec::new();
-    for module in &modules {
+    let crates = crates(&mut problems);
+    for module in crates.keys() {
+        if !reexported.contains(module) {
+            problems.push(format!(
+                "crates/{module} is not re-exported by src/lib.rs (pub use gepa_lab_{module} as {module};)"
+            ));
+        }
+    }
+    for module in modules.iter().chain(&reexported) {
         if !rows.contains_key(module) {
             problems.push(format!(
                 "module {module} (src/lib.rs) has no row in docs/architecture.md"
@@ -237,10 +314,17 @@ fn the_code_follows_the_architecture_table() {
         }
     }
     for (module, row) in &rows {
-        if !modules.contains(module) {
+        if !modules.contains(module) && !crates.contains_key(module) {
             problems.push(format!(
-                "docs/architecture.md has a row for {module}, which src/lib.rs does not declare"
+                "docs/architecture.md has a row for {module}, which is neither a crate under crates/ nor a module of src/lib.rs"
             ));
+        }
+        if row.says_crate != crates.contains_key(module) {
+            problems.push(if row.says_crate {
+                format!("row {module} says (crate), but there is no crates/{module}")
+            } else {
+                format!("crates/{module} is a crate, but its row does not say (crate)")
+            });
         }
         for used in &row.may_use {
             match rows.get(used) {
@@ -251,36 +335,76 @@ fn the_code_follows_the_architecture_table() {
                 Some(_) => {}
             }
         }
+        if let Some(krate) = crates.get(module) {
+            for used in &row.may_use {
+                if !crates.contains_key(used) {
+                    problems.push(format!(
+                        "row {module} (a crate) may use {used}, which is a module of the root crate, not a crate"
+                    ));
+                } else if !krate.depends_on.contains(used) {
+                    problems.push(format!(
+                        "row {module} may use {used}, but crates/{module}/Cargo.toml does not depend on gepa-lab-{used}"
+                    ));
+                }
+            }
+            for used in &krate.depends_on {
+                if !row.may_use.contains(used) {
+                    problems.push(format!(
+                        "crates/{module}/Cargo.toml depends on gepa-lab-{used}, which its row in docs/architecture.md does not name"
+                    ));
+                }
+            }
+        }
     }
-    let mut files = Vec::new();
-    sources(&src, &mut files);
-    files.sort();
+    // (module, the folder of its files, the prefix that names a file of it)
+    let mut folders: Vec<(String, PathBuf, String)> = Vec::new();
+    for module in crates.keys() {
+        let dir = root().join("crates").join(module);
+        folders.push((module.clone(), dir, format!("crates/{module}/")));
+    }
+    folders.push((String::new(), src.clone(), "src/".to_owned()));
     // module -> module it uses -> the first place it does
     let mut used: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
-    for file in &files {
-        let relative = file.strip_prefix(&src).unwrap();
-        let top = relative
-            .components()
-            .next()
-            .and_then(|c| c.as_os_str().to_str())
-            .unwrap_or_default()
-            .trim_end_matches(".rs");
-        if !rows.contains_key(top) {
-            continue; // lib.rs, main.rs: the crate's root uses everything.
-        }
-        let text = std::fs::read_to_string(file).unwrap();
-        for (line, name) in uses(&code_only(&text)) {
-            if name == top || !rows.contains_key(&name) {
-                continue; // itself, or an item re-exported at the crate root
+    for (owner, dir, prefix) in &folders {
+        let mut files = Vec::new();
+        sources(dir, &mut files);
+        files.sort();
+        for file in &files {
+            let relative = file.strip_prefix(dir).unwrap();
+            let top = if owner.is_empty() {
+                // In the root crate, a file's module is its first component.
+                relative
+                    .components()
+                    .next()
+                    .and_then(|c| c.as_os_str().to_str())
+                    .unwrap_or_default()
+                    .trim_end_matches(".rs")
+                    .to_owned()
+            } else {
+                owner.clone()
+            };
+            if !rows.contains_key(&top) {
+                continue; // lib.rs, main.rs: the crate's root uses everything.
             }
-            used.entry(top.to_owned())
-                .or_default()
-                .entry(name)
-                .or_insert_with(|| format!("src/{}:{line}", relative.display()));
+            let text = std::fs::read_to_string(file).unwrap();
+            for (line, name) in uses(&code_only(&text)) {
+                if name == top || !rows.contains_key(&name) {
+                    continue; // itself, or an item re-exported at the crate root
+                }
+                used.entry(top.clone())
+                    .or_default()
+                    .entry(name)
+                    .or_insert_with(|| format!("{prefix}{}:{line}", relative.display()));
+            }
         }
     }
     for (module, row) in &rows {
         let theirs = used.get(module).cloned().unwrap_or_default();
+        let folder = if crates.contains_key(module) {
+            format!("crates/{module}")
+        } else {
+            format!("src/{module}")
+        };
         for (name, place) in &theirs {
             if !row.may_use.contains(name) {
                 problems.push(format!(
@@ -291,21 +415,21 @@ fn the_code_follows_the_architecture_table() {
         for name in &row.may_use {
             if !theirs.contains_key(name) {
                 problems.push(format!(
-                    "row {module} may use {name}, but no file of src/{module} uses it: remove it from the row"
+                    "row {module} may use {name}, but no file of {folder} uses it: remove it from the row"
                 ));
             }
         }
     }
     assert!(
         problems.is_empty(),
-        "the code and docs/architecture.md's module table disagree:\n{}",
+        "the code, the crates' Cargo.toml files and docs/architecture.md's module table disagree:\n{}",
         problems.join("\n")
     );
 }
 
 #[test]
 fn the_check_sees_grouped_imports_and_skips_comments_and_strings() {
-    let text = "use crate::report::x; // crate::cli in a comment\n/// crate::runner in docs\nlet a = crate::store::y;\nuse crate::{evolution, engine::{A, B}, http::C};\nlet s = \"crate::view\"; let r = r#\"crate::server\"#; let c = '\"'; let d = crate::env::X;\n/* crate::local\n crate::wallet */ fn f<'a>(x: &'a crate::input::I) {}";
+    let text = "use crate::report::x; // crate::cli in a comment\n/// crate::runner in docs\nlet a = crate::store::y;\nuse crate::{evolution, engine::{A, B}, http::C};\nlet s = \"crate::view\"; let r = r#\"crate::server\"#; let c = '\"'; let d = crate::env::X;\n/* crate::local\n crate::wallet */ fn f<'a>(x: &'a crate::input::I) {}\nuse gepa_lab_engine::Task; // gepa_lab_store\nlet e = my_gepa_lab_x::y;";
     assert_eq!(
         uses(&code_only(text)),
         [
@@ -316,6 +440,7 @@ fn the_check_sees_grouped_imports_and_skips_comments_and_strings() {
             (4, "http".to_owned()),
             (5, "env".to_owned()),
             (7, "input".to_owned()),
+            (8, "engine".to_owned()),
         ]
     );
     assert_eq!(

@@ -19,7 +19,7 @@ impl PromptFile {
     pub fn read(path: &std::path::Path) -> std::io::Result<Self> {
         Ok(PromptFile {
             file: path.display().to_string(),
-            text: crate::input::read_text(path, crate::input::TEXT_LIMIT)?,
+            text: gepa_lab_input::read_text(path, gepa_lab_input::TEXT_LIMIT)?,
         })
     }
 }

@@ -4,7 +4,7 @@
 //! set this build was compiled for. gepa-lab is compiled for the CPU that builds it
 //! (`target-cpu=native` in .cargo/config.toml); a binary copied to an older CPU would otherwise
 //! die with an illegal instruction in code that runs before `main` could say why (seen under
-//! `qemu-x86_64 -cpu Haswell` on an AVX-512 build). `src/cpu.rs` checks again in Rust, on every
+//! `qemu-x86_64 -cpu Haswell` on an AVX-512 build). `src/lib.rs` checks again in Rust, on every
 //! architecture, for the message a test can read.
 use std::fmt::Write;
 use std::path::PathBuf;
@@ -102,7 +102,7 @@ __attribute__((constructor(101))) static void gepa_lab_cpu_guard(void) {{
     println!("cargo:rustc-link-lib=static:+whole-archive=gepa_lab_cpu_guard");
 }
 
-/// The same list for `src/cpu.rs`, whose `is_x86_feature_detected!` takes each name as a
+/// The same list for `src/lib.rs`, whose `is_x86_feature_detected!` takes each name as a
 /// literal: the `features!` call it includes, so that both checks read one table.
 fn write_rust_feature_list(out: &std::path::Path) {
     let names: Vec<String> = X86_FEATURES
