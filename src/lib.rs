@@ -7,6 +7,7 @@
 //! `gepa_lab::engine::...` elsewhere name what they named when they were modules.
 
 pub use gepa_lab_cpu as cpu;
+pub use gepa_lab_engine as engine;
 pub use gepa_lab_env as env;
 pub use gepa_lab_http as http;
 pub use gepa_lab_input as input;
@@ -16,7 +17,6 @@ pub use gepa_lab_suggest as suggest;
 pub mod account;
 pub mod cli;
 pub mod dataset;
-pub mod engine;
 pub mod evolution;
 pub mod experiment;
 pub mod inference;

@@ -147,7 +147,7 @@ pub(crate) mod tests {
     use rand::SeedableRng;
 
     use super::*;
-    use crate::engine::budget::Spent;
+    use crate::budget::Spent;
 
     pub(crate) fn candidate(
         generation: usize,

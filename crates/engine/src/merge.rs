@@ -193,7 +193,7 @@ mod tests {
     use rand::SeedableRng;
 
     use super::*;
-    use crate::engine::pool::tests::pool;
+    use crate::pool::tests::pool;
 
     fn scheduler() -> MergeScheduler {
         MergeScheduler::new(&MergeConfig::default())

@@ -14,12 +14,12 @@
 
 use std::fmt::Write;
 
+use gepa_lab_prompt::Template;
 use rand::Rng;
 use rand::seq::IndexedRandom;
 
 use super::reflection::has_placeholder;
 use super::task::ExampleView;
-use crate::prompt::Template;
 
 /// The first line of the block.
 pub(crate) const HEADING: &str = "Examples of inputs with their correct answers:";

@@ -9,9 +9,10 @@
 
 use std::fmt::Write;
 
+use gepa_lab_prompt::Template;
+
 use super::records::ProposalFailure;
 use super::task::ExampleView;
-use crate::prompt::Template;
 
 /// One minibatch example as the reflection model sees it.
 pub(crate) struct Shown<'a> {

@@ -5,9 +5,13 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+// An executor is all these tests need: `#[tokio::test]` here is futures-test's, which polls the
+// test on the current thread, so the engine builds and tests without tokio.
+use futures_test as tokio;
+
 use super::*;
-use crate::engine::config::MergeConfig;
-use crate::engine::stand_in::{
+use crate::config::MergeConfig;
+use crate::stand_in::{
     STAND_IN_EVALUATION_TOKENS, STAND_IN_REFLECTION_TOKENS, StandIn, fenced_blocks,
     keyword_reflection,
 };

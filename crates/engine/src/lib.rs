@@ -15,6 +15,11 @@
 //! feedback set (the reflection model learns from them) and the next `pareto` are the Pareto set
 //! (candidates are compared on them).
 
+// The README's example runs as a doc test.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeExample;
+
 mod budget;
 mod cache;
 mod config;
