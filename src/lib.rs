@@ -6,17 +6,18 @@
 //! here under their module names, so that `crate::engine::...` in this crate and
 //! `gepa_lab::engine::...` elsewhere name what they named when they were modules.
 
+pub use gepa_lab_account as account;
 pub use gepa_lab_cpu as cpu;
+pub use gepa_lab_dataset as dataset;
 pub use gepa_lab_engine as engine;
 pub use gepa_lab_env as env;
 pub use gepa_lab_http as http;
 pub use gepa_lab_input as input;
 pub use gepa_lab_prompt as prompt;
 pub use gepa_lab_suggest as suggest;
+pub use gepa_lab_wallet as wallet;
 
-pub mod account;
 pub mod cli;
-pub mod dataset;
 pub mod evolution;
 pub mod experiment;
 pub mod inference;
@@ -28,4 +29,3 @@ pub mod server;
 pub mod store;
 pub mod tracking;
 pub mod view;
-pub mod wallet;

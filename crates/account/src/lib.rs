@@ -31,9 +31,9 @@ pub const DEFAULT_LOGIN_WORD: &str = "dria";
 #[derive(Debug, thiserror::Error)]
 pub enum AccountError {
     #[error(transparent)]
-    Api(#[from] crate::http::ApiError),
+    Api(#[from] gepa_lab_http::ApiError),
     #[error(transparent)]
-    Wallet(#[from] crate::wallet::WalletError),
+    Wallet(#[from] gepa_lab_wallet::WalletError),
     /// A payment the checks refused; nothing was signed.
     #[error("payment refused: {0}")]
     Refused(Refusal),

@@ -356,7 +356,7 @@ struct WireAuthorization {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wallet::key::tests::HELLO_KEY;
+    use crate::key::tests::HELLO_KEY;
 
     const VECTOR_JSON: &str = concat!(
         r#"{"x402Version":1,"scheme":"exact","network":"base","payload":{"#,

@@ -15,8 +15,10 @@ use super::wire::{
     PAYMENT_RESPONSE_HEADER, PaymentRequirements, PostMessage, SettlementResponse, TOPUP_PATH,
     TopupRequest, TopupResult, WalletLogin,
 };
-use crate::http::{ATTEMPT_TIMEOUT, ApiError, Auth, Call, HttpClient, RetryPolicy, ServiceConfig};
-use crate::wallet::{PaymentPayload, PrivateKey, TransferWithAuthorization, random_nonce};
+use gepa_lab_http::{
+    ATTEMPT_TIMEOUT, ApiError, Auth, Call, HttpClient, RetryPolicy, ServiceConfig,
+};
+use gepa_lab_wallet::{PaymentPayload, PrivateKey, TransferWithAuthorization, random_nonce};
 
 /// The text a wallet signs to log in: `<word>-login-<timestamp>`. The word is configuration
 /// (`dria` for the public service).

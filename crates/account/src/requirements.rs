@@ -2,7 +2,7 @@
 //! user's money to is checked against what the user asked and confirmed before anything is
 //! signed: protocol version, scheme, network, the asset contract, the exact amount, the
 //! receiver, a validity window of sane length, and the user's cap.
-use crate::wallet::{Address, Eip712Domain, Network, X402_VERSION};
+use gepa_lab_wallet::{Address, Eip712Domain, Network, X402_VERSION};
 
 use super::amount::UsdcAmount;
 use super::wire::{PaymentOption, PaymentRequirements};
@@ -193,7 +193,7 @@ fn check_option(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::account::wire::TokenExtra;
+    use crate::wire::TokenExtra;
 
     const RECEIVER: &str = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C";
 

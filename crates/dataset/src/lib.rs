@@ -79,7 +79,7 @@ impl Header {
             if found.is_none() {
                 missing.push(MissingColumn {
                     name: name.to_owned(),
-                    suggestion: crate::suggest::closest(
+                    suggestion: gepa_lab_suggest::closest(
                         name,
                         self.names.iter().map(String::as_str),
                     )
@@ -190,7 +190,7 @@ impl<R: Read> Read for Hashing<R> {
 /// Opens a CSV file: UTF-8 with or without a byte-order mark, LF or CRLF, quoted fields that may
 /// span lines. Records may have any number of fields; [`scan`] reports the ragged ones.
 fn open(path: &Path) -> Result<csv::Reader<impl Read>, DatasetError> {
-    let file = crate::input::open_stream(path).map_err(|source| DatasetError::Open {
+    let file = gepa_lab_input::open_stream(path).map_err(|source| DatasetError::Open {
         path: path.to_owned(),
         error: source,
     })?;
@@ -247,7 +247,7 @@ fn header_of<R: Read>(path: &Path, reader: &mut csv::Reader<R>) -> Result<Header
 
 /// Checks every row of the file in one streaming pass, keeping at most `keep` problems.
 pub fn scan(path: &Path, columns: &Columns, keep: usize) -> Result<Scan, DatasetError> {
-    let file = crate::input::open_stream(path).map_err(|source| DatasetError::Open {
+    let file = gepa_lab_input::open_stream(path).map_err(|source| DatasetError::Open {
         path: path.to_owned(),
         error: source,
     })?;
@@ -419,7 +419,7 @@ fn row_of(record: &csv::StringRecord, index: usize, columns: &Columns) -> Row {
 pub struct RowStream {
     path: std::path::PathBuf,
     columns: Columns,
-    reader: csv::Reader<crate::input::LineLimited<std::io::BufReader<std::fs::File>>>,
+    reader: csv::Reader<gepa_lab_input::LineLimited<std::io::BufReader<std::fs::File>>>,
     record: csv::StringRecord,
     /// The positions asked for.
     wanted: RowSet,
@@ -432,7 +432,7 @@ pub struct RowStream {
 
 impl RowStream {
     pub fn open(path: &Path, columns: &Columns, wanted: &RowSet) -> Result<Self, DatasetError> {
-        let file = crate::input::open_stream(path).map_err(|source| DatasetError::Open {
+        let file = gepa_lab_input::open_stream(path).map_err(|source| DatasetError::Open {
             path: path.to_owned(),
             error: source,
         })?;

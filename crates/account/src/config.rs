@@ -15,10 +15,10 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use zeroize::Zeroizing;
 
-use crate::http::Secret;
-use crate::wallet::Address;
+use gepa_lab_http::Secret;
+use gepa_lab_wallet::Address;
 
-pub const CONFIG_ENV: &str = crate::env::CONFIG;
+pub const CONFIG_ENV: &str = gepa_lab_env::CONFIG;
 
 const HEADER: &str = "\
 # gepa-lab account settings, written by `gepa-lab auth wallet`, `auth key` and `credits topup`.
@@ -143,7 +143,7 @@ impl UserConfig {
             path: path.to_path_buf(),
             source,
         };
-        let mut file = match crate::input::open_regular(path) {
+        let mut file = match gepa_lab_input::open_regular(path) {
             Ok(file) => file,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
                 return Ok(UserConfig::default());

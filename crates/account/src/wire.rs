@@ -7,7 +7,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::http::Secret;
+use gepa_lab_http::Secret;
 
 /// The path the 402 requirements name as `resource`.
 pub const TOPUP_PATH: &str = "/v1/credits/topup";

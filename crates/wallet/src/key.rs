@@ -43,7 +43,7 @@ impl PrivateKey {
             path: path.to_path_buf(),
             source,
         };
-        let mut file = crate::input::open_regular(path).map_err(read_error)?;
+        let mut file = gepa_lab_input::open_regular(path).map_err(read_error)?;
         // Checked on the open file rather than the path, so the file read is the file checked.
         #[cfg(unix)]
         {

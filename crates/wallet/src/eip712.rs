@@ -182,7 +182,7 @@ pub fn eip712_digest(domain_separator: &[u8; 32], struct_hash: &[u8; 32]) -> [u8
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wallet::{PrivateKey, Signature, recover_digest};
+    use crate::{PrivateKey, Signature, recover_digest};
 
     const PERSON: &str = "Person(string name,address wallet)";
     const MAIL: &str =
