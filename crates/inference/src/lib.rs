@@ -12,7 +12,7 @@ use std::pin::Pin;
 use async_trait::async_trait;
 use futures::Stream;
 
-use crate::http::ApiError;
+use gepa_lab_http::ApiError;
 
 mod client;
 pub mod embedded;
@@ -104,11 +104,13 @@ impl From<EmbeddedError> for InferenceError {
                 reason: err.to_string(),
             },
             // What a gateway in front of a slow model answers; serve passes the status on.
-            EmbeddedError::TimedOut { .. } => InferenceError::Api(crate::http::ApiError::Status {
-                status: reqwest::StatusCode::GATEWAY_TIMEOUT,
-                retry_after: None,
-                body: err.to_string(),
-            }),
+            EmbeddedError::TimedOut { .. } => {
+                InferenceError::Api(gepa_lab_http::ApiError::Status {
+                    status: reqwest::StatusCode::GATEWAY_TIMEOUT,
+                    retry_after: None,
+                    body: err.to_string(),
+                })
+            }
             other => InferenceError::Embedded(other),
         }
     }
@@ -116,14 +118,14 @@ impl From<EmbeddedError> for InferenceError {
 
 impl InferenceError {
     /// True when the service, not the request, failed: it could not be reached, failed as a
-    /// server ([`crate::http::server_failed`]; not 503, which the contract uses for "no node
+    /// server ([`gepa_lab_http::server_failed`]; not 503, which the contract uses for "no node
     /// serves this model"), answered 408, or still answered 429 after every retry. Asking again
     /// at once would fail the same way.
     pub fn is_outage(&self) -> bool {
         match self {
             InferenceError::Api(ApiError::Transport(_)) => true,
             InferenceError::Api(err) => err.status().is_some_and(|status| {
-                crate::http::server_failed(status, false)
+                gepa_lab_http::server_failed(status, false)
                     || status == reqwest::StatusCode::TOO_MANY_REQUESTS
                     || status == reqwest::StatusCode::REQUEST_TIMEOUT
             }),

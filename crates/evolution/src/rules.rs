@@ -548,7 +548,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::evolution::wire::DatasetItem;
+    use crate::wire::DatasetItem;
 
     fn item(review: &str, label: &str) -> DatasetItem {
         DatasetItem {

@@ -123,7 +123,7 @@ fn check_url(field: &str, url: &str) -> Result<(), InferenceError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inference::wire::{ChatMessage, Role, UrlRef};
+    use crate::wire::{ChatMessage, Role, UrlRef};
 
     fn with_part(model: &str, part: ContentPart) -> ChatRequest {
         ChatRequest::new(

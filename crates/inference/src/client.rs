@@ -10,7 +10,7 @@ use super::wire::{
     ChatRequest, ChatResponse, Model, ModelList, STREAM_ERROR_EVENT, StreamChunk, StreamError,
 };
 use super::{ChunkStream, Inference, InferenceError, check_request};
-use crate::http::{ATTEMPT_TIMEOUT, ApiError, Auth, Call, HttpClient, ServiceConfig, Stats};
+use gepa_lab_http::{ATTEMPT_TIMEOUT, ApiError, Auth, Call, HttpClient, ServiceConfig, Stats};
 
 /// The public inference service.
 pub const DEFAULT_BASE_URL: &str = "https://inference.dria.co";

@@ -280,7 +280,7 @@ impl Scorer {
 
 /// Loads and compiles a JSON schema file; also used by validation to check the file early.
 pub fn load_schema(path: &Path) -> Result<jsonschema::Validator, ScorerError> {
-    let text = crate::input::read_text(path, crate::input::TEXT_LIMIT).map_err(|source| {
+    let text = gepa_lab_input::read_text(path, gepa_lab_input::TEXT_LIMIT).map_err(|source| {
         ScorerError::SchemaRead {
             path: path.to_owned(),
             error: source,
@@ -341,11 +341,13 @@ fn numeric(output: &str, expected: &str, tolerance: f64) -> Score {
 }
 
 fn json_schema(validator: &jsonschema::Validator, output: &str) -> Score {
-    let value: serde_json::Value = match serde_json::from_str(crate::inference::strip_fence(output))
-    {
-        Ok(value) => value,
-        Err(err) => return Score::binary(false, format!("wrong: the answer is not JSON ({err})")),
-    };
+    let value: serde_json::Value =
+        match serde_json::from_str(gepa_lab_inference::strip_fence(output)) {
+            Ok(value) => value,
+            Err(err) => {
+                return Score::binary(false, format!("wrong: the answer is not JSON ({err})"));
+            }
+        };
     let problems: Vec<String> = validator
         .iter_errors(&value)
         .take(5)
@@ -371,12 +373,14 @@ fn json_match(output: &str, expected: &str) -> Score {
             format!("the expected output is not a JSON object: {expected:?}"),
         );
     };
-    let got = match serde_json::from_str::<serde_json::Value>(crate::inference::strip_fence(output))
-    {
-        Ok(serde_json::Value::Object(got)) => got,
-        Ok(_) => return Score::binary(false, "wrong: the answer is JSON but not an object"),
-        Err(err) => return Score::binary(false, format!("wrong: the answer is not JSON ({err})")),
-    };
+    let got =
+        match serde_json::from_str::<serde_json::Value>(gepa_lab_inference::strip_fence(output)) {
+            Ok(serde_json::Value::Object(got)) => got,
+            Ok(_) => return Score::binary(false, "wrong: the answer is JSON but not an object"),
+            Err(err) => {
+                return Score::binary(false, format!("wrong: the answer is not JSON ({err})"));
+            }
+        };
     if want.is_empty() {
         return Score::binary(got.is_empty(), "the expected object is empty");
     }

@@ -83,7 +83,7 @@ impl Pip {
     /// `python3 -m pip`: the pip of the Python on the PATH, which is what `pip download` users
     /// expect.
     pub fn from_env() -> Pip {
-        let command = crate::env::var(crate::env::PIP)
+        let command = gepa_lab_env::var(gepa_lab_env::PIP)
             .map(|c| c.split_whitespace().map(str::to_owned).collect::<Vec<_>>())
             .filter(|c| !c.is_empty())
             .unwrap_or_else(|| vec!["python3".into(), "-m".into(), "pip".into()]);
@@ -437,7 +437,7 @@ fn hex(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inference::embedded::catalog::Layout;
+    use crate::embedded::catalog::Layout;
     use std::cell::Cell;
 
     /// A model of three small parts whose content is known, served from wheels made here.

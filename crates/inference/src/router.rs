@@ -198,7 +198,7 @@ impl Inference for ModelRouter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inference::{ChatMessage, SimConfig, SimModel};
+    use crate::{ChatMessage, SimConfig, SimModel};
 
     fn sim(spec: &str) -> Arc<dyn Inference> {
         let config: SimConfig = spec.parse().unwrap();

@@ -19,8 +19,8 @@ use super::wire::{
     StartExecution, Started,
 };
 use super::{Evolution, EvolutionError, ITERATIONS_LIMIT};
-use crate::engine::IterationRecord;
-use crate::http::{ApiError, Auth, Call, HttpClient, RetryPolicy, Secret, ServiceConfig, Stats};
+use gepa_lab_engine::IterationRecord;
+use gepa_lab_http::{ApiError, Auth, Call, HttpClient, RetryPolicy, Secret, ServiceConfig, Stats};
 
 /// The public prompt-evolution service.
 pub const DEFAULT_EVOLUTION_URL: &str = "https://mainnet.dkn.dria.co";
@@ -36,9 +36,9 @@ const EVOLUTION_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// `GEPA_LAB_EVOLUTION_URL` (default [`DEFAULT_EVOLUTION_URL`]) and `GEPA_LAB_EVOLUTION_KEY`.
 pub fn config_from_env() -> EvolutionConfig {
-    let url = crate::env::var(crate::env::EVOLUTION_URL)
+    let url = gepa_lab_env::var(gepa_lab_env::EVOLUTION_URL)
         .unwrap_or_else(|| DEFAULT_EVOLUTION_URL.to_owned());
-    let key = crate::env::var(crate::env::EVOLUTION_KEY).map(Secret::new);
+    let key = gepa_lab_env::var(gepa_lab_env::EVOLUTION_KEY).map(Secret::new);
     EvolutionConfig::new(url, key)
 }
 

@@ -24,7 +24,7 @@ use super::wire::{
     StreamChunk, Usage,
 };
 use super::{ChunkStream, Inference, InferenceError, check_request, validate_answer};
-use crate::http::ApiError;
+use gepa_lab_http::ApiError;
 
 pub mod catalog;
 pub mod install;
@@ -188,26 +188,26 @@ pub const DEFAULT_CONTEXT_TOKENS: u32 = 8192;
 
 impl EmbeddedConfig {
     pub fn from_env() -> Result<Self, EmbeddedError> {
-        let threads = match crate::env::var(crate::env::THREADS) {
+        let threads = match gepa_lab_env::var(gepa_lab_env::THREADS) {
             Some(value) => positive(&value).ok_or_else(|| EmbeddedError::Setting {
-                variable: crate::env::THREADS,
+                variable: gepa_lab_env::THREADS,
                 value: value.clone(),
                 reason: "expected a whole number of threads, at least 1".into(),
             })?,
             None => default_threads(),
         };
-        let context_tokens = match crate::env::var(crate::env::CONTEXT_TOKENS) {
+        let context_tokens = match gepa_lab_env::var(gepa_lab_env::CONTEXT_TOKENS) {
             Some(value) => positive(&value)
                 .and_then(|n| u32::try_from(n).ok())
                 .filter(|n| *n >= 64)
                 .ok_or_else(|| EmbeddedError::Setting {
-                    variable: crate::env::CONTEXT_TOKENS,
+                    variable: gepa_lab_env::CONTEXT_TOKENS,
                     value: value.clone(),
                     reason: "expected a whole number of tokens, at least 64".into(),
                 })?,
             None => DEFAULT_CONTEXT_TOKENS,
         };
-        let slots = slots(crate::env::var(crate::env::SLOTS), threads)?;
+        let slots = slots(gepa_lab_env::var(gepa_lab_env::SLOTS), threads)?;
         Ok(EmbeddedConfig {
             threads,
             context_tokens,
@@ -228,7 +228,7 @@ fn slots(setting: Option<String>, threads: usize) -> Result<usize, EmbeddedError
         Some(value) => positive(&value)
             .filter(|n| *n <= jobs::MAX_SLOTS)
             .ok_or_else(|| EmbeddedError::Setting {
-                variable: crate::env::SLOTS,
+                variable: gepa_lab_env::SLOTS,
                 reason: format!(
                     "expected a whole number of slots from 1 to {}",
                     jobs::MAX_SLOTS

@@ -48,7 +48,7 @@ const SHARED_PREFIX_MIN: usize = 16;
 /// llama.cpp's backend may be initialised once per process, and is then shared by every model.
 /// The CPU is checked first: ggml compiled for instructions it lacks would stop the process.
 fn backend() -> Result<&'static LlamaBackend, EmbeddedError> {
-    crate::cpu::check().map_err(EmbeddedError::UnsupportedCpu)?;
+    gepa_lab_cpu::check().map_err(EmbeddedError::UnsupportedCpu)?;
     static BACKEND: OnceLock<Result<LlamaBackend, String>> = OnceLock::new();
     BACKEND
         .get_or_init(|| {

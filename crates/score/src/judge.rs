@@ -5,8 +5,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::Score;
-use crate::inference::wire::{JsonSchemaFormat, ResponseFormat};
-use crate::inference::{ChatMessage, ChatRequest};
+use gepa_lab_inference::wire::{JsonSchemaFormat, ResponseFormat};
+use gepa_lab_inference::{ChatMessage, ChatRequest};
 
 /// The judge of an experiment (`[replay.judge]`), as its plan records it: which model grades,
 /// with which rubric.

@@ -97,8 +97,8 @@ impl Fallback {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inference::wire::ChatMessage;
-    use crate::inference::{SimConfig, SimModel};
+    use crate::wire::ChatMessage;
+    use crate::{SimConfig, SimModel};
 
     fn sim(spec: &str) -> Arc<dyn Inference> {
         Arc::new(SimModel::new(spec.parse::<SimConfig>().unwrap()))

@@ -189,7 +189,7 @@ pub fn default_model() -> &'static CatalogModel {
 /// (`$XDG_CACHE_HOME/gepa-lab/models`, `~/.cache/gepa-lab/models`; on macOS
 /// `~/Library/Caches/gepa-lab/models`), else `.gepa-lab/models` in the current folder.
 pub fn models_dir() -> PathBuf {
-    if let Some(dir) = crate::env::var_os(crate::env::MODELS) {
+    if let Some(dir) = gepa_lab_env::var_os(gepa_lab_env::MODELS) {
         return PathBuf::from(dir);
     }
     cache_dir()

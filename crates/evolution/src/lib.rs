@@ -2,7 +2,7 @@
 //! types (defined once here for the client, the local engine and `serve` alike), the contract's
 //! start rules (shared by every backend that runs executions), reading histories page by page,
 //! and `HttpEvolution`, the service over HTTP. The other backend, the built-in engine in process,
-//! is `crate::local::LocalEvolution`.
+//! is `LocalEvolution` (gepa-lab's `local` module).
 mod client;
 mod history;
 pub mod rules;
@@ -14,8 +14,8 @@ pub use client::{DEFAULT_EVOLUTION_URL, EvolutionConfig, HttpEvolution, config_f
 pub use history::{History, MAX_GENERATIONS, PAGE_LIMIT, fetch_history, find_by_custom_id};
 use wire::{BatchJobs, Execution, HistoryRecord, StartExecution};
 
-use crate::engine::IterationRecord;
-use crate::http::ApiError;
+use gepa_lab_engine::IterationRecord;
+use gepa_lab_http::ApiError;
 
 /// A prompt-evolution backend: the service over HTTP, or the built-in engine in process.
 #[async_trait]
@@ -75,7 +75,8 @@ pub enum EvolutionError {
     Store(#[from] StoreError),
 }
 
-/// A local backend's store that could not record a change (see `crate::local::ExecutionStore`).
+/// A local backend's store that could not record a change (see gepa-lab's
+/// `local::ExecutionStore`).
 #[derive(Debug, thiserror::Error)]
 #[error("execution store: {0}")]
 pub struct StoreError(pub Box<dyn std::error::Error + Send + Sync>);
@@ -109,7 +110,7 @@ impl ServiceProfile {
     /// The defaults, overridden by `GEPA_LAB_MODEL_WORD`.
     pub fn from_env() -> Self {
         let mut profile = Self::default();
-        if let Some(word) = crate::env::var(crate::env::MODEL_WORD) {
+        if let Some(word) = gepa_lab_env::var(gepa_lab_env::MODEL_WORD) {
             profile.model_word = word;
         }
         profile

@@ -118,7 +118,7 @@ mod tests {
     use async_trait::async_trait;
 
     use super::*;
-    use crate::evolution::wire::{BatchJobs, StartExecution, Status};
+    use crate::wire::{BatchJobs, StartExecution, Status};
 
     /// Serves a fixed list of history pages; `page` beyond them is empty unless `sticky`, which
     /// answers every page with the first one (a service that ignores `page`).

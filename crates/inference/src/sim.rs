@@ -17,7 +17,7 @@ use super::wire::{
     StreamChunk, Usage,
 };
 use super::{ChunkStream, Inference, InferenceError, check_request};
-use crate::http::ApiError;
+use gepa_lab_http::ApiError;
 
 /// What happens to one request, in a fault script.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -695,8 +695,8 @@ fn nonconforming(schema: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inference::structured::validate_answer;
-    use crate::inference::wire::{ChatMessage, JsonSchemaFormat, ResponseFormat};
+    use crate::structured::validate_answer;
+    use crate::wire::{ChatMessage, JsonSchemaFormat, ResponseFormat};
     use futures::StreamExt;
 
     fn sim(spec: &str) -> SimModel {

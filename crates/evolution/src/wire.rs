@@ -20,7 +20,7 @@ pub struct EngineSettings {
     /// How reflections become children; absent: follows the reflection model (an embedded
     /// one writes rules, any other rewrites).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub proposer: Option<crate::engine::Proposer>,
+    pub proposer: Option<gepa_lab_engine::Proposer>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reflection_temperature: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -317,7 +317,7 @@ pub struct PromptsPage {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IterationsPage {
     #[serde(default)]
-    pub iterations: Vec<crate::engine::IterationRecord>,
+    pub iterations: Vec<gepa_lab_engine::IterationRecord>,
 }
 
 /// The keys under which a `get_all_executions` answer that is an object may hold its array, in

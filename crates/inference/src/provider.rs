@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use super::client::InferenceConfig;
 use super::embedded::is_local_model;
-use crate::http::Secret;
+use gepa_lab_http::Secret;
 
 /// The provider name of the embedded models.
 pub const EMBEDDED_PROVIDER: &str = "local";
