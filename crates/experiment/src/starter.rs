@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use crate::engine::{DEFAULT_REFLECTION_MINIBATCH, reflections_assured};
+use gepa_lab_engine::{DEFAULT_REFLECTION_MINIBATCH, reflections_assured};
 
 /// Header names taken for the expected column, in this order, when `--expected` is not given.
 const EXPECTED_NAMES: [&str; 10] = [
@@ -138,7 +138,7 @@ const MAX_JSON_KEYS: usize = 12;
 /// Reads the header and every row once: the columns, the row count and the expected values.
 pub fn read_shape(dataset: &Path, expected: Option<&str>) -> Result<Shape, String> {
     let mut reader =
-        csv::Reader::from_reader(crate::input::open_stream(dataset).map_err(|e| e.to_string())?);
+        csv::Reader::from_reader(gepa_lab_input::open_stream(dataset).map_err(|e| e.to_string())?);
     let header: Vec<String> = reader
         .headers()
         .map_err(|e| format!("reading the header: {e}"))?
@@ -404,7 +404,7 @@ concurrency = 16
         inputs = inputs.join(", "),
         expected = quoted(&shape.expected),
         rows = shape.rows,
-        word = crate::evolution::ServiceProfile::from_env().model_word,
+        word = gepa_lab_evolution::ServiceProfile::from_env().model_word,
         reflections = REFLECTIONS,
         shuffle_seed = SHUFFLE_SEED,
         model_comment = model.comment,

@@ -5,12 +5,12 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use super::diagnostic::Location;
-use crate::inference::{ModelRef, Provider, ProviderName};
+use gepa_lab_inference::{ModelRef, Provider, ProviderName};
 
-use crate::dataset::{HoldoutSize, Split, SplitError};
-use crate::evolution::wire::StartExecution;
-use crate::score::ScorerSpec;
-use crate::score::judge::JudgePlan;
+use gepa_lab_dataset::{HoldoutSize, Split, SplitError};
+use gepa_lab_evolution::wire::StartExecution;
+use gepa_lab_score::ScorerSpec;
+use gepa_lab_score::judge::JudgePlan;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Plan {
@@ -256,6 +256,6 @@ impl DatasetPlan {
 /// without variants), so that variants of one run make different random choices and a run
 /// started again with the same seed makes the same ones.
 pub fn engine_seed(run_seed: u64, variant: &str) -> u64 {
-    crate::inference::sampling_seed(&[b"engine", &run_seed.to_le_bytes(), variant.as_bytes()])
-        & crate::evolution::wire::MAX_ENGINE_SEED
+    gepa_lab_inference::sampling_seed(&[b"engine", &run_seed.to_le_bytes(), variant.as_bytes()])
+        & gepa_lab_evolution::wire::MAX_ENGINE_SEED
 }

@@ -13,8 +13,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::StoreError;
-use crate::evolution::wire::Status;
-use crate::experiment::{ExecutionPlan, PlanSummary};
+use gepa_lab_evolution::wire::Status;
+use gepa_lab_experiment::{ExecutionPlan, PlanSummary};
 
 /// Version of the `run.json` format; bumped when a reader would misread an older one.
 pub const FORMAT_VERSION: u32 = 2;
@@ -290,8 +290,8 @@ mod v1 {
     use serde::Deserialize;
 
     use super::{Backend, ExecutionState};
-    use crate::evolution::wire::Status;
-    use crate::experiment::Plan;
+    use gepa_lab_evolution::wire::Status;
+    use gepa_lab_experiment::Plan;
 
     #[derive(Deserialize)]
     pub struct RunManifest {
@@ -418,7 +418,10 @@ mod v1 {
 mod tests {
     use super::*;
 
-    const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/run/run.json");
+    const FIXTURE: &str = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/fixtures/run/run.json"
+    );
 
     fn fixture() -> serde_json::Value {
         serde_json::from_str(&std::fs::read_to_string(FIXTURE).unwrap()).unwrap()

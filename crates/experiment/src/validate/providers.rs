@@ -13,11 +13,11 @@ use super::super::plan::ModelRoles;
 use super::super::rules::Rule;
 use super::super::source::{Loaded, config_providers};
 use super::Scope;
-use crate::inference::provider::{
+use gepa_lab_inference::provider::{
     HeaderSource, MAX_IN_FLIGHT_RANGE, PUBLIC_PROVIDER, RPM_RANGE, TIMEOUT_SECS_RANGE,
     is_variable_name,
 };
-use crate::inference::{ModelRef, Provider, ProviderName};
+use gepa_lab_inference::{ModelRef, Provider, ProviderName};
 
 /// Edits within which an undeclared prefix is taken for a misspelt provider name.
 const TYPO_EDITS: usize = 2;
@@ -116,7 +116,7 @@ fn check_provider(
             );
         })
         .ok();
-    let url = crate::http::server_url(&section.url)
+    let url = gepa_lab_http::server_url(&section.url)
         .map_err(|why| {
             report(
                 "url",
@@ -369,7 +369,7 @@ fn variables_set(scope: &mut Scope<'_, '_>, name: &ProviderName) -> Option<()> {
         HeaderSource::Env { env } => Some(env.clone()),
         HeaderSource::Text(_) => None,
     }));
-    missing.retain(|variable| crate::env::var(variable).is_none());
+    missing.retain(|variable| gepa_lab_env::var(variable).is_none());
     for variable in &missing {
         let diagnostic = Diagnostic::error(
             Rule::ProviderKeyEnv,

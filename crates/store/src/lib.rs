@@ -63,7 +63,7 @@ pub struct IterationRow {
     pub variant: String,
     pub evolution_id: String,
     #[serde(flatten)]
-    pub record: crate::engine::IterationRecord,
+    pub record: gepa_lab_engine::IterationRecord,
 }
 
 /// One line of `history.csv`: a generation of an execution as the service reported it.
@@ -358,7 +358,7 @@ impl RunDir {
     pub fn read_manifest(&self) -> Result<RunManifest, StoreError> {
         let path = self.file(MANIFEST_FILE);
         let text =
-            crate::input::read_text(&path, crate::input::MANIFEST_LIMIT).map_err(io(&path))?;
+            gepa_lab_input::read_text(&path, gepa_lab_input::MANIFEST_LIMIT).map_err(io(&path))?;
         manifest::parse(&path, &text)
     }
 
@@ -511,7 +511,7 @@ impl RunDir {
         mut each: impl FnMut(usize, &Record<'_>) -> Result<(), E>,
     ) -> Result<(), E> {
         let path = self.file(name);
-        let file = match crate::input::open_stream(&path) {
+        let file = match gepa_lab_input::open_stream(&path) {
             Ok(file) => file,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
             Err(err) => return Err(io(&path)(err).into()),
@@ -547,7 +547,7 @@ impl RunDir {
         name: &str,
     ) -> Result<impl Iterator<Item = Result<T, StoreError>> + use<T>, StoreError> {
         let path = self.file(name);
-        let file = match crate::input::open_stream(&path) {
+        let file = match gepa_lab_input::open_stream(&path) {
             Ok(file) => Some(file),
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
             Err(err) => return Err(io(&path)(err)),
@@ -600,7 +600,7 @@ pub fn append_json_line(path: &Path, mut line: Vec<u8>) -> Result<(), StoreError
 
 /// Reads the JSON Lines file at `path` one record at a time, streamed; a missing file has none.
 /// Only the last line can be torn, and only it lacks its line feed: it is skipped, while a bad
-/// line elsewhere (not JSON of a record, or longer than [`crate::input::MAX_LINE`]) is an error
+/// line elsewhere (not JSON of a record, or longer than [`gepa_lab_input::MAX_LINE`]) is an error
 /// naming it.
 pub fn read_json_lines<T: for<'de> Deserialize<'de>>(
     path: &Path,
@@ -622,14 +622,14 @@ enum Damaged {
 /// Reads a JSON Lines file as [`read_json_lines`] does, handing each record over with the byte
 /// offset where its line starts; with [`Damaged::Skip`], every line that holds no record (a
 /// torn last one included) is skipped, and the count of them returned. Memory holds one line of
-/// at most [`crate::input::MAX_LINE`] bytes, whatever the file holds.
+/// at most [`gepa_lab_input::MAX_LINE`] bytes, whatever the file holds.
 fn read_json_lines_at<T: for<'de> Deserialize<'de>>(
     path: &Path,
     damaged: Damaged,
     mut each: impl FnMut(u64, T),
 ) -> Result<usize, StoreError> {
-    use crate::input::{MAX_LINE, read_line_within};
-    let mut reader = match crate::input::open_regular(path) {
+    use gepa_lab_input::{MAX_LINE, read_line_within};
+    let mut reader = match gepa_lab_input::open_regular(path) {
         Ok(file) => std::io::BufReader::with_capacity(1 << 16, file),
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(0),
         Err(err) => return Err(io(path)(err)),
@@ -673,7 +673,7 @@ fn read_json_lines_at<T: for<'de> Deserialize<'de>>(
 /// Fails when `path` exists and is not a regular file (a device, a FIFO, a folder): appending to
 /// one, or reading its tail, would block or never end.
 fn existing_regular_file(path: &Path) -> Result<(), StoreError> {
-    match crate::input::regular_file(path) {
+    match gepa_lab_input::regular_file(path) {
         Ok(_) => Ok(()),
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(err) => Err(io(path)(err)),
@@ -882,15 +882,15 @@ impl CacheIndex {
         let file = match &mut self.file {
             Some(file) => file,
             None => {
-                let opened = crate::input::open_regular(&self.path).map_err(io(&self.path))?;
+                let opened = gepa_lab_input::open_regular(&self.path).map_err(io(&self.path))?;
                 self.file.insert(std::io::BufReader::new(opened))
             }
         };
         file.seek(SeekFrom::Start(offset)).map_err(io(&self.path))?;
         let mut line = Vec::new();
-        let limit = crate::input::MAX_LINE;
+        let limit = gepa_lab_input::MAX_LINE;
         let (_, kept) =
-            crate::input::read_line_within(file, &mut line, limit).map_err(io(&self.path))?;
+            gepa_lab_input::read_line_within(file, &mut line, limit).map_err(io(&self.path))?;
         // The line indexed was shorter: the file changed since; its answer is asked again.
         if !kept {
             return Ok(None);
@@ -1128,7 +1128,7 @@ mod tests {
         assert_eq!(cache.read("b").unwrap(), Some(answer("b")));
         assert_eq!(cache.read("c").unwrap(), None);
         // A hostile middle: not JSON, cut, and one line longer than any answer (sparse zeros).
-        let long = "x".repeat(crate::input::MAX_LINE + 1);
+        let long = "x".repeat(gepa_lab_input::MAX_LINE + 1);
         std::fs::write(
             &path,
             format!("garbage\n{{\"key\":\"d\",\"out\n{long}\n{text}\n"),

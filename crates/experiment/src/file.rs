@@ -75,7 +75,7 @@ pub struct ProviderSection {
     /// Extra headers: a value written out (`"X-Title" = "gepa-lab"`), or `{ env = "VAR" }` for
     /// one read from an environment variable.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub headers: BTreeMap<String, crate::inference::provider::HeaderSource>,
+    pub headers: BTreeMap<String, gepa_lab_inference::provider::HeaderSource>,
 }
 
 /// An MLflow tracking server that logs every run of the experiment (`run --mlflow URL` gives

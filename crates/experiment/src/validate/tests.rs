@@ -4,12 +4,12 @@
 use std::path::{Path, PathBuf};
 
 use super::*;
-use crate::experiment::Severity;
+use crate::Severity;
 
 /// The fixture every case edits, with a budget of 40 so that it warns of nothing: a 20-row
 /// dataset, minibatch 2, pareto 4, so a holdout of the rest is 14 rows.
 fn base() -> String {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures");
     let text = std::fs::read_to_string(root.join("valid.toml")).expect("the valid fixture");
     let data = root.join("data/tiny.csv");
     text.replace(

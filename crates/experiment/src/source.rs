@@ -134,7 +134,7 @@ impl Loaded {
 
 /// Reads and parses `path`. Problems come back as diagnostics, never as a panic.
 pub fn load(path: &Path) -> Result<Loaded, Box<Diagnostic>> {
-    let text = crate::input::read_text(path, crate::input::TEXT_LIMIT).map_err(|err| {
+    let text = gepa_lab_input::read_text(path, gepa_lab_input::TEXT_LIMIT).map_err(|err| {
         Box::new(
             Diagnostic::error(
                 Rule::FileRead,
@@ -320,7 +320,7 @@ fn unknown_key(
     if in_provider {
         location.source_line = None;
     }
-    let suggestion = crate::suggest::closest(name, shape.keys());
+    let suggestion = gepa_lab_suggest::closest(name, shape.keys());
     let allowed: Vec<&str> = shape.keys().collect();
     Diagnostic::error(Rule::UnknownKey, format!("unknown key `{here}`"))
         .at(Some(location))
@@ -510,7 +510,7 @@ impl ConfigProviders {
 
 /// Reads the providers of the config file at `path`; problems are added to `diagnostics`.
 pub fn config_providers(path: &Path, diagnostics: &mut Vec<Diagnostic>) -> Option<ConfigProviders> {
-    let text = crate::input::read_text(path, crate::input::TEXT_LIMIT).ok()?;
+    let text = gepa_lab_input::read_text(path, gepa_lab_input::TEXT_LIMIT).ok()?;
     let source = SourceFile::new(path.to_owned(), text);
     let (root, errors) = DeTable::parse_recoverable(&source.text);
     let mut found = Vec::new();

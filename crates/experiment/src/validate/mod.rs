@@ -15,17 +15,17 @@ use super::plan::{
 };
 use super::rules::Rule;
 use super::source::{Loaded, Resolved, load};
-use crate::dataset::{self, HoldoutSize, Split};
-use crate::engine::{self, Proposer, ReflectionTemplate};
-use crate::evolution::ServiceProfile;
-use crate::evolution::wire::{
+use gepa_lab_dataset::{self as dataset, HoldoutSize, Split};
+use gepa_lab_engine::{self as engine, Proposer, ReflectionTemplate};
+use gepa_lab_evolution::ServiceProfile;
+use gepa_lab_evolution::wire::{
     DatasetItem, EngineSettings, Evaluator, OnError, StartExecution, Strategy,
 };
-use crate::inference::ModelRef;
-use crate::prompt::Template;
-use crate::score::judge::JudgePlan;
-use crate::score::{SCORER_NAMES, ScorerSpec};
-use crate::suggest::closest;
+use gepa_lab_inference::ModelRef;
+use gepa_lab_prompt::Template;
+use gepa_lab_score::judge::JudgePlan;
+use gepa_lab_score::{SCORER_NAMES, ScorerSpec};
+use gepa_lab_suggest::closest;
 
 /// Longest `name` the format allows.
 pub const MAX_NAME_LEN: usize = 40;
@@ -235,7 +235,7 @@ impl Scope<'_, '_> {
             (Some(seed), None) => (seed.clone(), "prompt.seed"),
             (None, Some(file)) => {
                 let full = resolve_path(&self.checker.base_dir, file);
-                match crate::input::read_text(&full, crate::input::TEXT_LIMIT) {
+                match gepa_lab_input::read_text(&full, gepa_lab_input::TEXT_LIMIT) {
                     Ok(text) => {
                         self.checker.file_texts.insert(full, text.clone());
                         (text, "prompt.seed_file")
@@ -564,7 +564,7 @@ impl<'a> Checker<'a> {
     fn used_providers(
         &self,
     ) -> (
-        BTreeMap<crate::inference::ProviderName, crate::inference::Provider>,
+        BTreeMap<gepa_lab_inference::ProviderName, gepa_lab_inference::Provider>,
         ModelSources,
     ) {
         let mut sources = ModelSources::default();
@@ -774,7 +774,7 @@ fn check_tracking(
     section: &TrackingSection,
     name: &str,
 ) -> Option<Option<TrackingPlan>> {
-    let url = crate::http::server_url(&section.mlflow);
+    let url = gepa_lab_http::server_url(&section.mlflow);
     let mut ok = true;
     if let Err(why) = &url {
         ok = false;
@@ -1281,7 +1281,7 @@ fn check_engine(
         "demonstrations",
         engine.demonstrations,
         0,
-        crate::engine::MAX_DEMONSTRATIONS as i64,
+        gepa_lab_engine::MAX_DEMONSTRATIONS as i64,
     );
     let seed = whole("seed", engine.seed, 0, i64::MAX);
     let mut fraction = |key: &str, value: Option<f64>, max: f64| -> Option<f64> {
@@ -1431,7 +1431,7 @@ struct EngineChoices {
 fn reflection_template(scope: &mut Scope<'_, '_>, file: &Path) -> Option<String> {
     const KEY: &str = "engine.reflection_template";
     let full = resolve_path(&scope.checker.base_dir, file);
-    let text = match crate::input::read_text(&full, crate::input::TEXT_LIMIT) {
+    let text = match gepa_lab_input::read_text(&full, gepa_lab_input::TEXT_LIMIT) {
         Ok(text) => text,
         Err(err) => {
             scope.report(
@@ -1589,7 +1589,7 @@ fn check_scorer(scope: &mut Scope<'_, '_>, replay: &ReplaySection) -> Option<Sco
     match replay.scorer.parse::<ScorerSpec>() {
         Ok(ScorerSpec::JsonSchema { schema }) => {
             let full = resolve_path(&scope.checker.base_dir, &schema);
-            match crate::score::load_schema(&full) {
+            match gepa_lab_score::load_schema(&full) {
                 Ok(_) => Some(ScorerSpec::JsonSchema { schema: full }),
                 Err(err) => {
                     scope.report(
@@ -1603,7 +1603,7 @@ fn check_scorer(scope: &mut Scope<'_, '_>, replay: &ReplaySection) -> Option<Sco
         Ok(ScorerSpec::Command { command, .. }) => {
             // The program runs in the experiment file's folder.
             let dir = scope.checker.base_dir.clone();
-            match crate::score::command::find_program(&command, &dir) {
+            match gepa_lab_score::command::find_program(&command, &dir) {
                 Ok(()) => Some(ScorerSpec::Command { command, dir }),
                 Err(message) => {
                     scope.report(
