@@ -1,0 +1,1511 @@
+//! Executing a Plan: start one execution per variant (never twice), poll them, fetch every page
+//! of their history, replay the seed and the best prompts on the holdout rows, score the answers,
+//! and keep the run directory up to date all along so that a run killed at any point resumes.
+//!
+//! The runner reads only the Plan and the run directory, talks to services only through the
+//! `Evolution` and `Inference` traits, and writes only through `store`.
+mod events;
+pub mod probe;
+pub mod prompts;
+pub mod providers;
+mod replay;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use rand::Rng;
+use thiserror::Error;
+
+pub use events::{Event, Observer, Silent};
+use replay::Holdout;
+pub use replay::{AnswerEvents, Replayed};
+
+use gepa_lab_evolution::wire::Status;
+use gepa_lab_evolution::{Evolution, EvolutionError, PAGE_LIMIT, fetch_history, find_by_custom_id};
+use gepa_lab_experiment::Plan;
+use gepa_lab_inference::Inference;
+use gepa_lab_store::{
+    Backend, ExecutionRecord, ExecutionState, FORMAT_VERSION, HISTORY_FILE, HistoryRow,
+    IterationRow, REPLAY_FILE, RunDir, RunManifest, StoreError,
+};
+
+/// The two services a run talks to, and how to describe them in `run.json`.
+#[derive(Clone)]
+pub struct Backends {
+    pub evolution: Arc<dyn Evolution>,
+    pub inference: Arc<dyn Inference>,
+    pub description: Backend,
+    /// Both take the same key at the same service (a `gepa-lab serve`): a start refused for
+    /// its key means the replay's requests would be refused too, so none is sent.
+    pub shared_key: bool,
+}
+
+/// How patiently the runner waits.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Time between two polls of an execution (plus up to `poll_jitter`).
+    pub poll_interval: Duration,
+    pub poll_jitter: Duration,
+    /// The whole wait for executions to finish; what is still running then is reported as timed
+    /// out and the run goes on with what it has.
+    pub timeout: Duration,
+    /// Which replay answers get a line in `events.jsonl`.
+    pub answer_events: AnswerEvents,
+}
+
+impl RunOptions {
+    /// The public service asks to be polled every 10 to 30 seconds.
+    pub fn remote() -> Self {
+        Self {
+            poll_interval: Duration::from_secs(10),
+            poll_jitter: Duration::from_secs(20),
+            timeout: Duration::from_secs(6 * 3600),
+            answer_events: AnswerEvents::default(),
+        }
+    }
+
+    /// A local engine or a `serve` on this machine can be asked every second.
+    pub fn local() -> Self {
+        Self {
+            poll_interval: Duration::from_millis(500),
+            poll_jitter: Duration::from_millis(500),
+            timeout: Duration::from_secs(6 * 3600),
+            answer_events: AnswerEvents::default(),
+        }
+    }
+}
+
+#[derive(Debug, Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Dataset(#[from] gepa_lab_dataset::DatasetError),
+    #[error("the plan's dataset split: {0}")]
+    Split(gepa_lab_dataset::SplitError),
+    #[error("replay scorer: {0}")]
+    Scorer(gepa_lab_score::ScorerError),
+    #[error("the seed prompt: {0}")]
+    Seed(gepa_lab_prompt::TemplateError),
+    #[error(
+        "the dataset {file} changed since the run started (sha256 {expected}, now {found}); a resumed run must replay the same rows"
+    )]
+    DatasetChanged {
+        file: String,
+        expected: String,
+        found: String,
+    },
+    /// Polling got a 401 or 403: the key, not an outage. The run ends with every state kept,
+    /// so that a resume with a valid key goes on.
+    #[error(
+        "the evolution service refused the key while polling evolutionId {evolution_id} \
+         ({error}); every execution's state is kept: set a valid key and resume the run"
+    )]
+    KeyRefused {
+        evolution_id: String,
+        error: gepa_lab_http::ApiError,
+    },
+}
+
+// By hand rather than `#[from]`, which would make each error a `source` as well as part of the
+// message, and a report of the chain would say it twice.
+impl From<gepa_lab_dataset::SplitError> for RunError {
+    fn from(error: gepa_lab_dataset::SplitError) -> Self {
+        Self::Split(error)
+    }
+}
+
+impl From<gepa_lab_score::ScorerError> for RunError {
+    fn from(error: gepa_lab_score::ScorerError) -> Self {
+        Self::Scorer(error)
+    }
+}
+
+impl From<gepa_lab_prompt::TemplateError> for RunError {
+    fn from(error: gepa_lab_prompt::TemplateError) -> Self {
+        Self::Seed(error)
+    }
+}
+
+/// How long after a start request went out the service may still be storing it: a resume looks
+/// a customId up again after this much time before sending the start a second time. Measured:
+/// 8 of 8 immediate resumes found nothing and started twice; 0 of 5 did after 2.5 s.
+const START_MAY_STILL_ARRIVE: Duration = Duration::from_secs(10);
+
+/// The calls an execution has spent, as a service reports them (a number that is not a count
+/// is not one).
+fn budget_used(reported: Option<f64>) -> Option<u64> {
+    reported
+        .filter(|used| used.is_finite() && *used >= 0.0)
+        .map(|used| used.round() as u64)
+}
+
+/// What a finished (or timed-out) run produced.
+#[derive(Debug)]
+pub struct Outcome {
+    pub dir: RunDir,
+    pub manifest: RunManifest,
+    pub history: Vec<HistoryRow>,
+    /// Executions whose history could not be fetched this time (what was stored is kept).
+    pub history_failures: usize,
+    /// How many rows `replay.csv` got, and how many of them have no answer.
+    pub replay: Replayed,
+    /// A start or a replay request failed because the service refused the key (401 or 403).
+    pub key_refused: bool,
+}
+
+/// A new run directory for `plan`, with its first manifest written.
+pub fn create_run(
+    root: &std::path::Path,
+    plan: &Plan,
+    backend: Backend,
+    seed: Option<u64>,
+) -> Result<(RunDir, RunManifest), RunError> {
+    let now = Utc::now();
+    let run_id = format!(
+        "{}-{:04x}",
+        now.format("%Y%m%d-%H%M%S"),
+        rand::rng().random::<u16>()
+    );
+    let dir = RunDir::create(root, &plan.name, &run_id)?;
+    let manifest = RunManifest {
+        format_version: FORMAT_VERSION,
+        run_id,
+        created_at: now,
+        updated_at: now,
+        backend,
+        simulated: false,
+        finished_at: None,
+        seed,
+        plan: plan.summary(),
+        executions: plan
+            .executions
+            .iter()
+            .cloned()
+            .map(|mut execution| {
+                anchor_paths(&mut execution);
+                ExecutionRecord::new(execution)
+            })
+            .collect(),
+    };
+    dir.write_manifest(&manifest)?;
+    Ok((dir, manifest))
+}
+
+/// Makes the files an execution reads later (the dataset, a scorer's schema or program folder)
+/// absolute, so that `run --resume` and `report` work from any folder, not only the one the run
+/// started in. A path that cannot be made absolute is left as it was.
+fn anchor_paths(execution: &mut gepa_lab_experiment::ExecutionPlan) {
+    let anchor = |path: &mut std::path::PathBuf| {
+        if let Ok(absolute) = std::path::absolute(&*path) {
+            *path = absolute;
+        }
+    };
+    anchor(&mut execution.dataset.file);
+    if let Some(replay) = &mut execution.replay {
+        match &mut replay.scorer {
+            gepa_lab_score::ScorerSpec::JsonSchema { schema } => anchor(schema),
+            gepa_lab_score::ScorerSpec::Command { dir, .. } => anchor(dir),
+            _ => {}
+        }
+    }
+}
+
+/// Runs (or resumes) the run in `dir` to the end.
+pub async fn execute(
+    dir: RunDir,
+    manifest: RunManifest,
+    backends: &Backends,
+    options: &RunOptions,
+    observer: &dyn Observer,
+) -> Result<Outcome, RunError> {
+    let resumed = manifest
+        .executions
+        .iter()
+        .any(|e| e.state != ExecutionState::NotSent);
+    // Before anything is appended: a kill may have left a torn line at the end of a file.
+    dir.cut_torn_tails()?;
+    let mut iterations_seen = std::collections::HashMap::new();
+    for row in dir.read_iterations()? {
+        let last = iterations_seen.entry(row.evolution_id).or_insert(0);
+        *last = row.record.iteration().max(*last);
+    }
+    let mut run = Runner {
+        dir,
+        manifest,
+        backends,
+        observer,
+        iterations_seen,
+        key_refused: None,
+        answer_events: options.answer_events,
+    };
+    run.emit(Event::RunStarted {
+        run_id: run.manifest.run_id.clone(),
+        // Where it goes on now, which a resume may have been told to change.
+        backend: backend_label(&backends.description),
+        executions: run.manifest.executions.len(),
+        resumed,
+    })?;
+    let holdouts = load_holdouts(&run.manifest.executions)?;
+    run.start_all().await?;
+    run.poll_all(options).await?;
+    let (history, history_failures) = run.fetch_histories().await?;
+    let mut out = run.dir.csv_appender(REPLAY_FILE)?;
+    let replayed = replay::replay(
+        &run.answering(),
+        &run.manifest.executions,
+        &holdouts,
+        &history,
+        &mut out,
+        run.key_refused.as_deref().filter(|_| backends.shared_key),
+    )
+    .await?;
+    out.finish()?;
+    if replayed.simulated {
+        run.manifest.simulated = true;
+    }
+    let key_refused = run.key_refused.is_some() || replayed.key_refused;
+    let failed = run
+        .manifest
+        .executions
+        .iter()
+        .filter(|e| !e.state.is_finished())
+        .count();
+    run.emit(Event::RunFinished {
+        executions_completed: run.manifest.executions.len() - failed,
+        executions_failed: failed,
+        replay_rows: replayed.rows,
+        replay_errors: replayed.errors,
+    })?;
+    run.manifest.finished_at = Some(Utc::now());
+    run.save()?;
+    Ok(Outcome {
+        dir: run.dir,
+        manifest: run.manifest,
+        history,
+        history_failures,
+        replay: replayed,
+        key_refused,
+    })
+}
+
+/// Where the holdout rows of each execution are (`None` for one without a replay), in files whose
+/// bytes are the ones the run started with: a resumed run must replay the same rows.
+fn load_holdouts(executions: &[ExecutionRecord]) -> Result<Vec<Option<Holdout>>, RunError> {
+    let mut holdouts = Vec::with_capacity(executions.len());
+    for execution in executions {
+        let dataset = &execution.plan.dataset;
+        let changed = |found: String| RunError::DatasetChanged {
+            file: dataset.file.display().to_string(),
+            expected: dataset.sha256.clone(),
+            found,
+        };
+        let columns = planned_columns(dataset)?;
+        let scan = gepa_lab_dataset::scan(&dataset.file, &columns, 0)?;
+        if scan.sha256 != dataset.sha256 {
+            return Err(changed(scan.sha256));
+        }
+        holdouts.push(match execution.plan.replay {
+            Some(_) => Some(Holdout {
+                file: dataset.file.clone(),
+                columns,
+                rows: dataset.split()?.holdout,
+            }),
+            None => None,
+        });
+    }
+    Ok(holdouts)
+}
+
+/// Why the public evolution service cannot run these plans (it takes no seed and no engine
+/// settings), or `None`.
+pub fn public_service_refusal<'a>(
+    seed: Option<u64>,
+    plans: impl IntoIterator<Item = (&'a std::path::Path, &'a Plan)>,
+    resumed: Option<(&'a std::path::Path, &'a RunManifest)>,
+) -> Option<String> {
+    if let Some(seed) = seed {
+        return Some(format!(
+            "--seed {seed}: the public evolution service takes no seed; nothing was started\n  \
+             run with --backend local or --backend <URL of a gepa-lab serve>, or drop --seed"
+        ));
+    }
+    let planned = plans.into_iter().flat_map(|(file, plan)| {
+        plan.executions
+            .iter()
+            .map(move |execution| (file.display().to_string(), execution))
+    });
+    let resumed_executions = resumed.into_iter().flat_map(|(dir, manifest)| {
+        manifest
+            .executions
+            .iter()
+            .map(move |execution| (dir.display().to_string(), &execution.plan))
+    });
+    planned
+        .chain(resumed_executions)
+        .find_map(|(file, execution)| {
+            let engine = execution.start.engine.as_ref()?;
+            Some(format!(
+                "{file}: [engine] sets {} but the public evolution service takes no engine \
+                 settings; nothing was started\n  run with --backend local or --backend \
+                 <URL of a gepa-lab serve>, or remove [engine]",
+                engine.keys_set().join(", ")
+            ))
+        })
+}
+
+/// The columns of `dataset`'s file that its plan names; the file changed since it was planned
+/// when its header no longer has them.
+pub(crate) fn planned_columns(
+    dataset: &gepa_lab_experiment::DatasetPlan,
+) -> Result<gepa_lab_dataset::Columns, RunError> {
+    gepa_lab_dataset::read_header(&dataset.file)?
+        .columns(&dataset.inputs, &dataset.expected)
+        .map_err(|missing| {
+            let names: Vec<&String> = missing.iter().map(|m| &m.name).collect();
+            RunError::DatasetChanged {
+                file: dataset.file.display().to_string(),
+                expected: dataset.sha256.clone(),
+                found: format!("a header without the planned columns {names:?}"),
+            }
+        })
+}
+
+pub fn backend_label(backend: &Backend) -> String {
+    match backend {
+        Backend::Remote { .. } => "remote".to_owned(),
+        Backend::Local => "local".to_owned(),
+        Backend::Url { url } => url.clone(),
+    }
+}
+
+/// The state of one run while it executes.
+struct Runner<'a> {
+    dir: RunDir,
+    manifest: RunManifest,
+    backends: &'a Backends,
+    observer: &'a dyn Observer,
+    /// Per evolutionId, the last iteration `iterations.jsonl` holds.
+    iterations_seen: std::collections::HashMap<String, usize>,
+    /// How a start was refused for its key (the first, when some was).
+    key_refused: Option<String>,
+    answer_events: AnswerEvents,
+}
+
+impl Runner<'_> {
+    fn emit(&self, event: Event) -> Result<(), RunError> {
+        self.answering().emit(event)
+    }
+
+    fn answering(&self) -> replay::Answering<'_> {
+        replay::Answering {
+            inference: self.backends.inference.clone(),
+            cache: &self.dir,
+            events: &self.dir,
+            observer: self.observer,
+            answer_events: self.answer_events,
+        }
+    }
+
+    fn save(&mut self) -> Result<(), RunError> {
+        self.manifest.updated_at = Utc::now();
+        self.dir.write_manifest(&self.manifest)?;
+        Ok(())
+    }
+
+    fn variant(&self, index: usize) -> String {
+        self.manifest.executions[index].variant().to_owned()
+    }
+
+    /// Starts every execution that has no evolutionId yet. An execution whose start request was
+    /// sent before (a crash between sending and recording the answer) is first looked up by its
+    /// customId, so that it is never started twice.
+    async fn start_all(&mut self) -> Result<(), RunError> {
+        for index in 0..self.manifest.executions.len() {
+            match self.manifest.executions[index].state {
+                ExecutionState::NotSent => {}
+                // A start whose answer was lost may have started it: look it up first.
+                ExecutionState::StartSent { sent_at, .. } => {
+                    if self.recover_start(index, sent_at).await? {
+                        continue;
+                    }
+                }
+                _ => continue,
+            }
+            self.send_start(index).await?;
+        }
+        Ok(())
+    }
+
+    /// Looks up by its customId an execution whose start went out at `sent_at` without an
+    /// answer. Returns whether that settled it: the execution found (and recorded as the start's
+    /// answer would have), or the lookup failed (then resending could start it twice, so it is
+    /// not sent now). `false`: the service has no such execution, so the start is sent again.
+    async fn recover_start(
+        &mut self,
+        index: usize,
+        sent_at: Option<chrono::DateTime<Utc>>,
+    ) -> Result<bool, RunError> {
+        let custom_id = self.manifest.executions[index].custom_id.clone();
+        let variant = self.variant(index);
+        match self.look_up(&custom_id, sent_at).await {
+            Ok(Some(found)) if found.evolution_id.is_some() => {
+                let evolution_id = found.evolution_id.unwrap_or_default();
+                let record = &mut self.manifest.executions[index];
+                record.state =
+                    ExecutionState::reported(evolution_id.clone(), found.status, found.error);
+                // What the start's answer would have recorded: the service's creation
+                // time (else when the start went out), and for an execution that ended
+                // meanwhile, what polling records at its end.
+                record.started_at = found
+                    .created_at
+                    .as_deref()
+                    .and_then(|at| chrono::DateTime::parse_from_rfc3339(at).ok())
+                    .map(|at| at.with_timezone(&Utc))
+                    .or(sent_at)
+                    .or_else(|| Some(Utc::now()));
+                if let Some(used) = budget_used(found.budget_used) {
+                    record.budget_used = Some(used);
+                }
+                if record.state.is_final() {
+                    record.finished_at = Some(Utc::now());
+                }
+                self.save()?;
+                self.emit(Event::StartRecovered {
+                    variant,
+                    custom_id,
+                    evolution_id,
+                })?;
+                Ok(true)
+            }
+            Ok(_) => Ok(false),
+            Err(err) => {
+                // Without the lookup, resending could start the execution twice.
+                self.emit(Event::StartFailed {
+                    variant,
+                    custom_id,
+                    error: format!(
+                        "cannot check whether the earlier start reached the service: {err}"
+                    ),
+                })?;
+                Ok(true)
+            }
+        }
+    }
+
+    /// Sends the start of execution `index` and records its answer: running, refused for good
+    /// (a 4xx), or still `start sent` so that a resume looks it up first.
+    async fn send_start(&mut self, index: usize) -> Result<(), RunError> {
+        let custom_id = self.manifest.executions[index].custom_id.clone();
+        let variant = self.variant(index);
+        self.manifest.executions[index].state = ExecutionState::StartSent {
+            error: None,
+            sent_at: Some(Utc::now()),
+        };
+        self.save()?;
+        self.emit(Event::StartSending {
+            variant: variant.clone(),
+            custom_id: custom_id.clone(),
+        })?;
+        let request = &self.manifest.executions[index].plan.start;
+        let result = self.backends.evolution.start(request).await;
+        let record = &mut self.manifest.executions[index];
+        match result {
+            Ok(evolution_id) => {
+                record.state = ExecutionState::Running {
+                    evolution_id: evolution_id.clone(),
+                    status: Status::Pending,
+                    note: None,
+                };
+                record.started_at = Some(Utc::now());
+                self.save()?;
+                self.emit(Event::Started {
+                    variant,
+                    custom_id,
+                    evolution_id,
+                })?;
+            }
+            Err(err) => {
+                if let EvolutionError::Api(api) = &err
+                    && api.refuses_key()
+                    && self.key_refused.is_none()
+                {
+                    self.key_refused = Some(format!("the start of {custom_id} was answered {api}"));
+                }
+                // A refusal (4xx) means nothing started; anything else stays `start sent`
+                // so that a resume looks the customId up first.
+                record.state = if refused(&err) {
+                    ExecutionState::Failed {
+                        evolution_id: None,
+                        reason: err.to_string(),
+                    }
+                } else {
+                    ExecutionState::StartSent {
+                        error: Some(err.to_string()),
+                        sent_at: Some(Utc::now()),
+                    }
+                };
+                self.save()?;
+                self.emit(Event::StartFailed {
+                    variant,
+                    custom_id,
+                    error: err.to_string(),
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Looks `custom_id` up. When it is not found and its start request went out less than
+    /// [`START_MAY_STILL_ARRIVE`] ago, the service may not have stored it yet (a resume right
+    /// after a kill): wait until then and look again before anything is sent a second time.
+    async fn look_up(
+        &self,
+        custom_id: &str,
+        sent_at: Option<chrono::DateTime<Utc>>,
+    ) -> Result<Option<gepa_lab_evolution::wire::Execution>, EvolutionError> {
+        let evolution = self.backends.evolution.as_ref();
+        if let Some(found) = find_by_custom_id(evolution, custom_id).await? {
+            return Ok(Some(found));
+        }
+        let since = sent_at.map_or(START_MAY_STILL_ARRIVE, |at| {
+            (Utc::now() - at).to_std().unwrap_or_default()
+        });
+        let wait = START_MAY_STILL_ARRIVE.saturating_sub(since);
+        if wait.is_zero() {
+            return Ok(None);
+        }
+        tokio::time::sleep(wait).await;
+        find_by_custom_id(evolution, custom_id).await
+    }
+
+    /// Polls every started execution until all are final or the timeout passes. An execution
+    /// the service does not know is not polled again this run, and keeps its state.
+    async fn poll_all(&mut self, options: &RunOptions) -> Result<(), RunError> {
+        let deadline = Instant::now() + options.timeout;
+        let mut unknown = std::collections::HashSet::new();
+        loop {
+            let waiting: Vec<usize> = (0..self.manifest.executions.len())
+                .filter(|&i| {
+                    self.manifest.executions[i].state.is_running() && !unknown.contains(&i)
+                })
+                .collect();
+            if waiting.is_empty() {
+                return Ok(());
+            }
+            for &index in &waiting {
+                // A poll that hangs (retries included) must not hold the run past its time-out.
+                let left = deadline.saturating_duration_since(Instant::now());
+                let polled = tokio::time::timeout(left, self.poll_one(index)).await;
+                match polled {
+                    Ok(result) => {
+                        if result? == Polled::Unknown {
+                            unknown.insert(index);
+                        }
+                    }
+                    Err(_) => {
+                        let evolution_id = self.manifest.executions[index]
+                            .state
+                            .evolution_id()
+                            .unwrap_or_default()
+                            .to_owned();
+                        self.emit(Event::PollFailed {
+                            variant: self.variant(index),
+                            evolution_id,
+                            error: "no answer before the time-out".into(),
+                        })?;
+                        break;
+                    }
+                }
+            }
+            if Instant::now() >= deadline {
+                for index in waiting {
+                    let variant = self.variant(index);
+                    let ExecutionState::Running {
+                        evolution_id, note, ..
+                    } = &mut self.manifest.executions[index].state
+                    else {
+                        continue;
+                    };
+                    *note = Some(format!(
+                        "still running after the {:?} time-out",
+                        options.timeout
+                    ));
+                    let evolution_id = evolution_id.clone();
+                    self.emit(Event::TimedOut {
+                        variant,
+                        evolution_id,
+                    })?;
+                }
+                self.save()?;
+                return Ok(());
+            }
+            let jitter = options.poll_jitter.mul_f64(rand::rng().random::<f64>());
+            tokio::time::sleep(options.poll_interval + jitter).await;
+        }
+    }
+
+    async fn poll_one(&mut self, index: usize) -> Result<Polled, RunError> {
+        let variant = self.variant(index);
+        let Some(evolution_id) = self.manifest.executions[index]
+            .state
+            .evolution_id()
+            .map(str::to_owned)
+        else {
+            return Ok(Polled::Answered);
+        };
+        match self.backends.evolution.get(&evolution_id).await {
+            Ok(execution) => self.record_poll(index, &evolution_id, &execution).await?,
+            // Not a failure of the execution: a service that does not know it (another service,
+            // or one that lost its records) cannot say how it went. Its state is kept, so a
+            // resume on the service that started it still finds it.
+            Err(EvolutionError::NotFound(_)) => {
+                let note = format!(
+                    "the service polled does not know evolutionId {evolution_id}; its state is \
+                     kept as it was: resume on the service that started it"
+                );
+                if let ExecutionState::Running { note: kept, .. } =
+                    &mut self.manifest.executions[index].state
+                {
+                    *kept = Some(note.clone());
+                }
+                self.save()?;
+                self.emit(Event::Unknown {
+                    variant,
+                    evolution_id,
+                    note,
+                })?;
+                return Ok(Polled::Unknown);
+            }
+            // Asking again with the same key gets the same answer, for as long as the run's
+            // time-out allows: end now, with the reason.
+            Err(EvolutionError::Api(source)) if source.refuses_key() => {
+                self.save()?;
+                return Err(RunError::KeyRefused {
+                    evolution_id,
+                    error: source,
+                });
+            }
+            // The HTTP layer already retried; the next round tries again until the time-out.
+            Err(err) => self.emit(Event::PollFailed {
+                variant,
+                evolution_id,
+                error: err.to_string(),
+            })?,
+        }
+        Ok(Polled::Answered)
+    }
+
+    /// Records what a poll of execution `index` answered: the poll event, its state and spent
+    /// budget (saved when they changed), and its end when it ended.
+    async fn record_poll(
+        &mut self,
+        index: usize,
+        evolution_id: &str,
+        execution: &gepa_lab_evolution::wire::Execution,
+    ) -> Result<(), RunError> {
+        let variant = self.variant(index);
+        // Read before the poll is reported, so that every iteration is shown before
+        // the execution's end.
+        self.fetch_iterations(index, evolution_id).await?;
+        let prompt = execution.prompt.as_ref();
+        self.emit(Event::Poll {
+            variant: variant.clone(),
+            evolution_id: evolution_id.to_owned(),
+            status: execution.status.to_string(),
+            generation: prompt.and_then(|p| p.current_generation),
+            score: prompt.and_then(|p| p.current_prompt_score),
+            budget: execution.budget,
+        })?;
+        let record = &mut self.manifest.executions[index];
+        let budget_used = budget_used(execution.budget_used);
+        let state = ExecutionState::reported(
+            evolution_id.to_owned(),
+            execution.status.clone(),
+            execution.error.clone(),
+        );
+        let changed =
+            record.state != state || (state.is_final() && record.budget_used != budget_used);
+        let finished = state.is_final();
+        record.state = state;
+        if budget_used.is_some() {
+            record.budget_used = budget_used;
+        }
+        if finished {
+            record.finished_at = Some(Utc::now());
+            let error = record.state.problem().map(str::to_owned);
+            self.emit(Event::Finished {
+                variant,
+                evolution_id: evolution_id.to_owned(),
+                status: execution.status.to_string(),
+                error,
+            })?;
+        }
+        if changed {
+            self.save()?;
+        }
+        Ok(())
+    }
+
+    /// Every page of every started execution's history, written to `history.csv`.
+    /// Every page of every execution's history, merged into what `history.csv` already holds:
+    /// a generation fetched now replaces the stored one, and a stored generation the service
+    /// did not return (it is down, or answered a shorter list) is kept. What a run directory
+    /// holds never shrinks because a service failed; the failures are counted in the outcome.
+    async fn fetch_histories(&mut self) -> Result<(Vec<HistoryRow>, usize), RunError> {
+        let stored: Vec<HistoryRow> = self.dir.read_csv(HISTORY_FILE)?;
+        let mut rows = Vec::new();
+        let mut failures = 0;
+        for index in 0..self.manifest.executions.len() {
+            let Some(evolution_id) = self.manifest.executions[index]
+                .state
+                .evolution_id()
+                .map(str::to_owned)
+            else {
+                continue;
+            };
+            // A run stopped between an execution's last poll and here has not read them all.
+            self.fetch_iterations(index, &evolution_id).await?;
+            let variant = self.variant(index);
+            let mut fetched: Vec<HistoryRow> = Vec::new();
+            // Every generation costs at least one call, so an execution has at most its budget
+            // plus the seed's generation. A service may number them otherwise, so ten times that
+            // (at least 1,000) is read: enough for anything plausible, and a runaway service
+            // (500,000 generations were seen) cannot fill the disk.
+            let budget = self.manifest.executions[index].plan.start.budget;
+            let most = usize::try_from(budget)
+                .unwrap_or(usize::MAX)
+                .saturating_add(1)
+                .saturating_mul(10)
+                .clamp(1_000, gepa_lab_evolution::MAX_GENERATIONS);
+            let evolution = self.backends.evolution.as_ref();
+            match fetch_history(evolution, &evolution_id, PAGE_LIMIT, most).await {
+                Ok(history) => {
+                    self.emit(Event::History {
+                        variant: variant.clone(),
+                        evolution_id: evolution_id.clone(),
+                        generations: history.records.len(),
+                        pages: history.pages,
+                        repeated_page: history.repeated_page,
+                        duplicates: history.duplicates,
+                        truncated: history.truncated,
+                    })?;
+                    fetched.extend(history.records.into_iter().map(|record| HistoryRow {
+                        variant: variant.clone(),
+                        evolution_id: evolution_id.clone(),
+                        generation: record.generation.max(0.0).round() as u32,
+                        score: record.score,
+                        prompt: record.prompt,
+                        // The evolution API does not say what each generation cost.
+                        budget_used: None,
+                        pareto_scores: record.pareto_scores,
+                    }));
+                }
+                Err(err) => {
+                    failures += 1;
+                    self.emit(Event::HistoryFailed {
+                        variant: variant.clone(),
+                        evolution_id: evolution_id.clone(),
+                        error: err.to_string(),
+                    })?;
+                }
+            }
+            let mut merged: Vec<HistoryRow> = stored
+                .iter()
+                .filter(|old| {
+                    old.variant == variant
+                        && old.evolution_id == evolution_id
+                        && !fetched.iter().any(|new| new.generation == old.generation)
+                })
+                .cloned()
+                .collect();
+            merged.extend(fetched);
+            merged.sort_by_key(|row| row.generation);
+            rows.extend(merged);
+        }
+        self.dir.write_csv(HISTORY_FILE, &rows)?;
+        Ok((rows, failures))
+    }
+
+    /// Appends the iteration records the backend has beyond those `iterations.jsonl` holds, and
+    /// reports each. A backend that does not offer them (the public service) is asked once;
+    /// a failure to read them is reported and changes nothing else.
+    async fn fetch_iterations(&mut self, index: usize, evolution_id: &str) -> Result<(), RunError> {
+        let variant = self.variant(index);
+        loop {
+            let after = self.iterations_seen.get(evolution_id).copied().unwrap_or(0);
+            let page = match self
+                .backends
+                .evolution
+                .iterations(evolution_id, after)
+                .await
+            {
+                Ok(Some(page)) => page,
+                Ok(None) => return Ok(()),
+                Err(err) => {
+                    return self.emit(Event::PollFailed {
+                        variant,
+                        evolution_id: evolution_id.to_owned(),
+                        error: format!("reading the iteration records: {err}"),
+                    });
+                }
+            };
+            let full = page.len() >= gepa_lab_evolution::ITERATIONS_LIMIT;
+            let mut last = after;
+            for record in page {
+                // A service that answers out of order or repeats itself adds nothing twice.
+                if record.iteration() <= last {
+                    continue;
+                }
+                last = record.iteration();
+                self.iterations_seen.insert(evolution_id.to_owned(), last);
+                let best = record.best();
+                self.emit(Event::Iteration {
+                    variant: variant.clone(),
+                    evolution_id: evolution_id.to_owned(),
+                    iteration: record.iteration(),
+                    kind: record.kind().to_owned(),
+                    parents: record.parents(),
+                    outcome: record.outcome().label().to_owned(),
+                    explanation: record.explain(),
+                    calls: record.cost().total(),
+                    best_generation: best.generation,
+                    best_score: best.score,
+                })?;
+                self.dir.append_iteration(&IterationRow {
+                    variant: variant.clone(),
+                    evolution_id: evolution_id.to_owned(),
+                    record,
+                })?;
+            }
+            if !full || last == after {
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// What one poll learnt of an execution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Polled {
+    /// The service answered, or failed in a way worth trying again.
+    Answered,
+    /// The service does not know the execution (404).
+    Unknown,
+}
+
+/// The service said no to the request itself: nothing was started.
+fn refused(err: &EvolutionError) -> bool {
+    match err {
+        EvolutionError::Invalid(_) => true,
+        // 429 (rate limited) and 408 (request time-out) started nothing either, but say "again
+        // later", not "never": the start stays to be sent on resume.
+        EvolutionError::Api(api) => api.status().is_some_and(|status| {
+            status.is_client_error()
+                && status != reqwest::StatusCode::TOO_MANY_REQUESTS
+                && status != reqwest::StatusCode::REQUEST_TIMEOUT
+        }),
+        EvolutionError::NotFound(_) | EvolutionError::Store(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use async_trait::async_trait;
+
+    use super::*;
+
+    #[test]
+    fn only_a_start_the_service_will_never_take_is_refused_for_good() {
+        let status = |code: u16| {
+            EvolutionError::Api(gepa_lab_http::ApiError::Status {
+                status: reqwest::StatusCode::from_u16(code).unwrap(),
+                retry_after: None,
+                body: String::new(),
+            })
+        };
+        assert!(refused(&status(400)) && refused(&status(422)) && refused(&status(401)));
+        // Rate limited or timed out: nothing started, but it may be sent again on resume.
+        assert!(!refused(&status(429)) && !refused(&status(408)));
+        assert!(!refused(&status(500)) && !refused(&status(503)));
+    }
+    use gepa_lab_evolution::wire::{
+        BatchJobs, Execution, HistoryRecord, PromptState, StartExecution,
+    };
+    use gepa_lab_experiment::{Settings, validate_file};
+    use gepa_lab_inference::{InferenceError, SimConfig, SimModel};
+    use gepa_lab_store::{CACHE_FILE, EVENTS_FILE, ReplayRow};
+
+    /// An evolution service in memory: each execution is pending, then in progress, then
+    /// completed (or failed for a customId containing "fail"), with a two-generation history.
+    #[derive(Default)]
+    struct Scripted {
+        starts: Mutex<Vec<String>>,
+        polls: Mutex<HashMap<String, u32>>,
+        /// A customId the service stores only after its first `list` (a start still on its way
+        /// when the run was killed), as execution `evo-late`.
+        stored_late: Option<String>,
+        lists: Mutex<u32>,
+    }
+
+    use std::collections::HashMap;
+
+    #[async_trait]
+    impl Evolution for Scripted {
+        async fn start(&self, request: &StartExecution) -> Result<String, EvolutionError> {
+            let mut starts = self.starts.lock().unwrap();
+            starts.push(request.custom_id.clone().unwrap_or_default());
+            Ok(format!("evo-{}", starts.len()))
+        }
+        async fn get(&self, id: &str) -> Result<Execution, EvolutionError> {
+            let mut polls = self.polls.lock().unwrap();
+            let count = polls.entry(id.to_owned()).or_default();
+            *count += 1;
+            let index: usize = id.trim_start_matches("evo-").parse().unwrap();
+            let failing = self.starts.lock().unwrap()[index - 1].contains("fail");
+            let status = match *count {
+                1 => Status::Pending,
+                2 => Status::InProgress,
+                _ if failing => Status::Failed,
+                _ => Status::Completed,
+            };
+            Ok(Execution {
+                evolution_id: None,
+                custom_id: None,
+                strategy: Some("RPM".into()),
+                error: (status == Status::Failed).then(|| "reflection model unavailable".into()),
+                status,
+                budget: Some(30.0),
+                prompt: (*count > 1).then(|| PromptState {
+                    current_prompt: Some("p".into()),
+                    current_prompt_score: Some(0.5),
+                    current_generation: Some(1.0),
+                }),
+                created_at: None,
+                budget_used: None,
+            })
+        }
+        async fn list(
+            &self,
+            _: Option<u32>,
+            _: Option<u32>,
+        ) -> Result<Vec<Execution>, EvolutionError> {
+            let mut lists = self.lists.lock().unwrap();
+            *lists += 1;
+            Ok(match &self.stored_late {
+                Some(custom_id) if *lists > 1 => vec![Execution {
+                    evolution_id: Some("evo-late".into()),
+                    custom_id: Some(custom_id.clone()),
+                    strategy: None,
+                    error: None,
+                    status: Status::Completed,
+                    budget: None,
+                    prompt: None,
+                    created_at: None,
+                    budget_used: None,
+                }],
+                _ => Vec::new(),
+            })
+        }
+        async fn prompts(
+            &self,
+            _: &str,
+            page: Option<u32>,
+            _: Option<u32>,
+        ) -> Result<Vec<HistoryRecord>, EvolutionError> {
+            if page != Some(1) {
+                return Ok(Vec::new());
+            }
+            Ok(vec![
+                HistoryRecord {
+                    generation: 0.0,
+                    score: 0.5,
+                    prompt: "Is this review positive or negative?\nReview: {review}".into(),
+                    pareto_scores: None,
+                },
+                HistoryRecord {
+                    generation: 1.0,
+                    score: 0.75,
+                    prompt: "Answer with one of: positive, negative\nReview: {review}".into(),
+                    pareto_scores: None,
+                },
+            ])
+        }
+        async fn batch_jobs(&self) -> Result<BatchJobs, EvolutionError> {
+            Ok(BatchJobs {
+                success: true,
+                jobs: Vec::new(),
+            })
+        }
+    }
+
+    fn backends(evolution: Arc<Scripted>) -> Backends {
+        let sim: SimConfig = "model=local,seed=1".parse().unwrap();
+        Backends {
+            evolution,
+            inference: Arc::new(SimModel::new(sim)),
+            description: Backend::Local,
+            shared_key: false,
+        }
+    }
+
+    fn fast() -> RunOptions {
+        RunOptions {
+            poll_interval: Duration::from_millis(1),
+            poll_jitter: Duration::from_millis(1),
+            timeout: Duration::from_secs(30),
+            answer_events: AnswerEvents::All,
+        }
+    }
+
+    fn plan() -> Plan {
+        let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/fixtures/valid.toml");
+        validate_file(&file, &Settings::default())
+            .plan
+            .expect("the fixture is valid")
+    }
+
+    /// Runs `plan` to its end in a new run directory under `root`.
+    async fn run_new(
+        root: &std::path::Path,
+        plan: &Plan,
+        evolution: Arc<Scripted>,
+        options: &RunOptions,
+    ) -> Outcome {
+        let (dir, manifest) = create_run(root, plan, Backend::Local, None).unwrap();
+        execute(dir, manifest, &backends(evolution), options, &Silent)
+            .await
+            .unwrap()
+    }
+
+    /// Resumes the run of `outcome` to its end.
+    async fn resume(outcome: &Outcome, evolution: Arc<Scripted>) -> Outcome {
+        let dir = RunDir::open(&outcome.dir.path).unwrap();
+        let manifest = dir.read_manifest().unwrap();
+        execute(dir, manifest, &backends(evolution), &fast(), &Silent)
+            .await
+            .unwrap()
+    }
+
+    /// Lines of the run file `name`.
+    fn lines_of(outcome: &Outcome, name: &str) -> usize {
+        std::fs::read_to_string(outcome.dir.file(name))
+            .unwrap()
+            .lines()
+            .count()
+    }
+
+    #[tokio::test]
+    async fn a_run_goes_from_start_to_scored_replay() {
+        let root = tempfile::tempdir().unwrap();
+        let evolution = Arc::new(Scripted::default());
+        let outcome = run_new(root.path(), &plan(), evolution.clone(), &fast()).await;
+
+        assert_eq!(evolution.starts.lock().unwrap().len(), 1);
+        assert!(outcome.manifest.executions[0].state.is_finished());
+        assert!(
+            outcome.manifest.simulated,
+            "answers from SimModel mark the run simulated"
+        );
+        assert_eq!(outcome.history.len(), 2);
+        // holdout 14 rows × (seed + g1; g0 repeats the seed) × 1 model
+        let replay: Vec<ReplayRow> = outcome.dir.read_csv(REPLAY_FILE).unwrap();
+        assert_eq!(replay.len(), 28);
+        assert_eq!(
+            outcome.replay,
+            Replayed {
+                rows: 28,
+                errors: 0,
+                simulated: true,
+                key_refused: false
+            }
+        );
+        assert!(replay.iter().all(|row| row.error.is_empty()));
+        assert!(replay.iter().any(|row| row.version.to_string() == "g1"));
+        let g1_correct = replay
+            .iter()
+            .filter(|r| r.version.to_string() == "g1" && r.score == 1.0)
+            .count();
+        assert!(
+            g1_correct > 0,
+            "the labelled prompt gets some rows right: {replay:?}"
+        );
+        let events = std::fs::read_to_string(outcome.dir.file(EVENTS_FILE)).unwrap();
+        for kind in [
+            "run_started",
+            "start_sending",
+            "started",
+            "poll",
+            "finished",
+            "history",
+            "answer",
+            "run_finished",
+        ] {
+            assert!(
+                events.contains(&format!("\"event\":\"{kind}\"")),
+                "no {kind} event"
+            );
+        }
+        let answer_lines = events.matches("\"event\":\"answer\"").count();
+        assert_eq!(answer_lines, 28, "`fast()` logs every answer");
+    }
+
+    /// The fixture plan on a generated file of `rows` distinct reviews (holdout: all but the
+    /// first 6), in `dir`.
+    fn plan_with_rows(dir: &std::path::Path, rows: usize) -> Plan {
+        let data = dir.join("many.csv");
+        let mut text = String::from("review,label\n");
+        for i in 0..rows {
+            let (words, label) = if i % 2 == 0 {
+                ("loved it", "positive")
+            } else {
+                ("broke at once", "negative")
+            };
+            text.push_str(&format!("\"Review {i}: {words}\",{label}\n"));
+        }
+        std::fs::write(&data, text).unwrap();
+        let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/fixtures/valid.toml");
+        let toml = std::fs::read_to_string(fixture)
+            .unwrap()
+            .replace("data/tiny.csv", data.to_str().unwrap());
+        let file = dir.join("many.toml");
+        std::fs::write(&file, toml).unwrap();
+        validate_file(&file, &Settings::default())
+            .plan
+            .expect("the edited fixture is valid")
+    }
+
+    #[tokio::test]
+    async fn a_holdout_longer_than_a_chunk_is_replayed_whole_and_resumed_from_the_cache() {
+        let root = tempfile::tempdir().unwrap();
+        // Two chunks and a part of a third.
+        let holdout = 2 * replay::CHUNK_ROWS + 10;
+        let plan = plan_with_rows(root.path(), holdout + 6);
+        let evolution = Arc::new(Scripted::default());
+        let first = run_new(root.path(), &plan, evolution.clone(), &fast()).await;
+        // seed + g1 on every holdout row, each once.
+        assert_eq!(first.replay.rows, 2 * holdout);
+        assert_eq!(first.replay.errors, 0);
+        let replay: Vec<ReplayRow> = first.dir.read_csv(REPLAY_FILE).unwrap();
+        assert_eq!(replay.len(), 2 * holdout);
+        let mut cells: Vec<(String, usize)> = replay
+            .iter()
+            .map(|row| (row.version.to_string(), row.row))
+            .collect();
+        cells.sort();
+        cells.dedup();
+        assert_eq!(cells.len(), 2 * holdout, "no cell twice");
+        assert!(
+            replay
+                .iter()
+                .all(|row| row.row > 6 && row.row <= holdout + 6)
+        );
+        let events = std::fs::read_to_string(first.dir.file(EVENTS_FILE)).unwrap();
+        assert!(
+            events.contains(&format!(
+                "\"event\":\"replay_planned\",\"requests\":{},\"waiting\":{},\"cached\":0",
+                2 * holdout,
+                2 * holdout
+            )),
+            "one plan for every chunk: {}",
+            events
+                .lines()
+                .find(|l| l.contains("replay_planned"))
+                .unwrap_or("")
+        );
+        let cached = lines_of(&first, CACHE_FILE);
+        assert_eq!(cached, 2 * holdout);
+
+        // A resume finds every answer in the cache file and writes the same table.
+        let second = resume(&first, evolution).await;
+        assert_eq!(second.replay, first.replay);
+        let again: Vec<ReplayRow> = second.dir.read_csv(REPLAY_FILE).unwrap();
+        assert_eq!(again, replay);
+        assert_eq!(lines_of(&second, CACHE_FILE), cached, "nothing asked again");
+    }
+
+    #[tokio::test]
+    async fn by_default_only_failed_answers_are_logged() {
+        let root = tempfile::tempdir().unwrap();
+        let options = RunOptions {
+            answer_events: AnswerEvents::default(),
+            ..fast()
+        };
+        let outcome = run_new(root.path(), &plan(), Arc::default(), &options).await;
+        assert_eq!(outcome.replay.rows, 28);
+        let events = std::fs::read_to_string(outcome.dir.file(EVENTS_FILE)).unwrap();
+        assert!(!events.contains("\"event\":\"answer\""), "{events}");
+        assert!(events.contains("\"replay_rows\":28"), "{events}");
+    }
+
+    #[tokio::test]
+    async fn a_resumed_run_neither_restarts_nor_reasks() {
+        let root = tempfile::tempdir().unwrap();
+        let evolution = Arc::new(Scripted::default());
+        let first = run_new(root.path(), &plan(), evolution.clone(), &fast()).await;
+        let answers = lines_of(&first, CACHE_FILE);
+        let second = resume(&first, evolution.clone()).await;
+        assert_eq!(evolution.starts.lock().unwrap().len(), 1, "no second start");
+        assert_eq!(
+            answers,
+            lines_of(&second, CACHE_FILE),
+            "every answer came from the cache"
+        );
+        assert_eq!(first.replay, second.replay);
+        let replay: Vec<ReplayRow> = second.dir.read_csv(REPLAY_FILE).unwrap();
+        assert_eq!(replay.len(), 28);
+    }
+
+    #[tokio::test]
+    async fn a_resume_skips_and_counts_damaged_cache_lines_and_asks_their_answers_again() {
+        let root = tempfile::tempdir().unwrap();
+        let evolution = Arc::new(Scripted::default());
+        let first = run_new(root.path(), &plan(), evolution.clone(), &fast()).await;
+        let path = first.dir.file(CACHE_FILE);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut lines: Vec<&str> = text.lines().collect();
+        let answers = lines.len();
+        // One answer cut in the middle of the file, one line of garbage.
+        let cut = &lines[1][..lines[1].len() / 2];
+        lines[1] = cut;
+        lines.insert(3, "\u{0}\u{0}garbage");
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+        let second = resume(&first, evolution).await;
+        assert_eq!(
+            second.replay, first.replay,
+            "the cut answer was asked again"
+        );
+        assert_eq!(lines_of(&second, CACHE_FILE), answers + 2);
+        let events = std::fs::read_to_string(second.dir.file(EVENTS_FILE)).unwrap();
+        assert!(
+            events.contains("\"event\":\"cache_lines_skipped\",\"lines\":2"),
+            "{events}"
+        );
+    }
+
+    /// An inference service that refuses every key (401), counting the requests it got.
+    #[derive(Default)]
+    struct Refusing {
+        requests: std::sync::atomic::AtomicUsize,
+    }
+
+    #[async_trait]
+    impl Inference for Refusing {
+        async fn models(&self) -> Result<Vec<gepa_lab_inference::wire::Model>, InferenceError> {
+            Ok(Vec::new())
+        }
+        async fn chat(
+            &self,
+            _: &gepa_lab_inference::ChatRequest,
+        ) -> Result<gepa_lab_inference::ChatResponse, InferenceError> {
+            self.requests
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            // Answered after the other requests in flight went out, as a service would.
+            tokio::task::yield_now().await;
+            Err(InferenceError::Api(gepa_lab_http::ApiError::Status {
+                status: reqwest::StatusCode::UNAUTHORIZED,
+                retry_after: None,
+                body: "invalid API key".into(),
+            }))
+        }
+        async fn chat_stream(
+            &self,
+            request: &gepa_lab_inference::ChatRequest,
+        ) -> Result<gepa_lab_inference::ChunkStream, InferenceError> {
+            Err(self.chat(request).await.unwrap_err())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_refused_key_ends_the_replay_at_the_first_refusal_with_every_row_kept() {
+        let root = tempfile::tempdir().unwrap();
+        let plan = remote_plan();
+        let concurrency = plan.executions[0].replay.as_ref().unwrap().concurrency;
+        let refusing = Arc::new(Refusing::default());
+        let backends = Backends {
+            inference: refusing.clone(),
+            ..backends(Arc::default())
+        };
+        let (dir, manifest) = create_run(root.path(), &plan, Backend::Local, None).unwrap();
+        let outcome = execute(dir, manifest, &backends, &fast(), &Silent)
+            .await
+            .unwrap();
+        let sent = refusing.requests.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(
+            (1..=concurrency).contains(&sent),
+            "{sent} requests sent, at most the {concurrency} in flight at the first refusal"
+        );
+        assert!(outcome.key_refused);
+        assert_eq!(
+            outcome.replay.errors, outcome.replay.rows,
+            "no row answered"
+        );
+        let replay: Vec<ReplayRow> = outcome.dir.read_csv(REPLAY_FILE).unwrap();
+        assert_eq!(
+            replay.len(),
+            28,
+            "every row kept, with why it has no answer"
+        );
+        let not_sent = replay
+            .iter()
+            .filter(|row| {
+                row.error
+                    .starts_with("not sent: the service refused the key")
+            })
+            .count();
+        assert!(not_sent >= replay.len() - concurrency, "{not_sent}");
+        let events = std::fs::read_to_string(outcome.dir.file(EVENTS_FILE)).unwrap();
+        assert_eq!(
+            events.matches("\"event\":\"replay_key_refused\"").count(),
+            1
+        );
+    }
+
+    /// An evolution service that refuses the key of every start (401).
+    struct RefusingStarts(Scripted);
+
+    #[async_trait]
+    impl Evolution for RefusingStarts {
+        async fn start(&self, _: &StartExecution) -> Result<String, EvolutionError> {
+            Err(EvolutionError::Api(gepa_lab_http::ApiError::Status {
+                status: reqwest::StatusCode::UNAUTHORIZED,
+                retry_after: None,
+                body: "invalid API key".into(),
+            }))
+        }
+        async fn get(&self, id: &str) -> Result<Execution, EvolutionError> {
+            self.0.get(id).await
+        }
+        async fn list(
+            &self,
+            page: Option<u32>,
+            limit: Option<u32>,
+        ) -> Result<Vec<Execution>, EvolutionError> {
+            self.0.list(page, limit).await
+        }
+        async fn prompts(
+            &self,
+            id: &str,
+            page: Option<u32>,
+            limit: Option<u32>,
+        ) -> Result<Vec<HistoryRecord>, EvolutionError> {
+            self.0.prompts(id, page, limit).await
+        }
+        async fn batch_jobs(&self) -> Result<BatchJobs, EvolutionError> {
+            self.0.batch_jobs().await
+        }
+    }
+
+    /// The fixture's plan, replayed on a model of the service rather than the embedded one.
+    fn remote_plan() -> Plan {
+        let mut plan = plan();
+        for execution in &mut plan.executions {
+            if let Some(replay) = &mut execution.replay {
+                replay.models = vec!["sim-text".into()];
+            }
+        }
+        plan
+    }
+
+    #[tokio::test]
+    async fn a_start_refused_for_the_key_the_replay_shares_sends_no_replay_request() {
+        let root = tempfile::tempdir().unwrap();
+        let refusing = Arc::new(Refusing::default());
+        for shared_key in [true, false] {
+            let backends = Backends {
+                evolution: Arc::new(RefusingStarts(Scripted::default())),
+                inference: refusing.clone(),
+                description: Backend::Local,
+                shared_key,
+            };
+            let plan = remote_plan();
+            let (dir, manifest) = create_run(root.path(), &plan, Backend::Local, None).unwrap();
+            let outcome = execute(dir, manifest, &backends, &fast(), &Silent)
+                .await
+                .unwrap();
+            let sent = refusing
+                .requests
+                .swap(0, std::sync::atomic::Ordering::SeqCst);
+            assert!(outcome.key_refused);
+            assert_eq!(outcome.replay.errors, outcome.replay.rows);
+            if shared_key {
+                assert_eq!(sent, 0, "the start's refusal ended the replay");
+            } else {
+                assert!(sent > 0, "another key: the replay asks");
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failed_execution_is_recorded_and_its_seed_still_replayed() {
+        let root = tempfile::tempdir().unwrap();
+        let mut plan = plan();
+        plan.executions[0].start.custom_id = Some("will-fail".into());
+        let (dir, mut manifest) = create_run(root.path(), &plan, Backend::Local, None).unwrap();
+        manifest.executions[0].custom_id = "will-fail".into();
+        let outcome = execute(
+            dir,
+            manifest,
+            &backends(Arc::new(Scripted::default())),
+            &fast(),
+            &Silent,
+        )
+        .await
+        .unwrap();
+        let record = &outcome.manifest.executions[0];
+        assert!(
+            matches!(&record.state, ExecutionState::Failed { reason, evolution_id: Some(_) }
+                if reason == "reflection model unavailable"),
+            "{:?}",
+            record.state
+        );
+        let replay: Vec<ReplayRow> = outcome.dir.read_csv(REPLAY_FILE).unwrap();
+        assert!(replay.iter().any(|row| row.version.to_string() == "seed"));
+    }
+
+    #[tokio::test]
+    async fn a_resume_right_after_a_kill_waits_for_a_start_still_on_its_way() {
+        // The case from the field: killed while the start was in flight, resumed at once, the
+        // lookup ran before the service had stored it, and the execution was started twice.
+        let root = tempfile::tempdir().unwrap();
+        let plan = plan();
+        let (dir, mut manifest) = create_run(root.path(), &plan, Backend::Local, None).unwrap();
+        let custom_id = manifest.executions[0].custom_id.clone();
+        manifest.executions[0].state = ExecutionState::StartSent {
+            error: None,
+            // Sent almost the whole window ago, so the test waits a moment, not 10 s.
+            sent_at: Some(Utc::now() - chrono::Duration::milliseconds(9_800)),
+        };
+        let evolution = Arc::new(Scripted {
+            stored_late: Some(custom_id),
+            ..Scripted::default()
+        });
+        let outcome = execute(
+            dir,
+            manifest,
+            &backends(evolution.clone()),
+            &fast(),
+            &Silent,
+        )
+        .await
+        .unwrap();
+        assert!(
+            evolution.starts.lock().unwrap().is_empty(),
+            "not started again"
+        );
+        assert_eq!(
+            *evolution.lists.lock().unwrap(),
+            2,
+            "looked up, waited, looked again"
+        );
+        assert_eq!(
+            outcome.manifest.executions[0].state.evolution_id(),
+            Some("evo-late")
+        );
+    }
+}

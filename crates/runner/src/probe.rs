@@ -1,0 +1,348 @@
+//! A short measurement for `init --dataset`: how well each installed model answers a seed prompt
+//! on a few rows, and which one an experiment should use.
+//!
+//! A model that answers one label to nearly every row leaves a prompt nothing to improve: on a
+//! public intent dataset the default 0.5B model answered the seed right on 27 of 60 rows and the
+//! 1.5B model on 51. The probe asks each model the seed on rows the experiment will show the
+//! engine (feedback and Pareto rows), never its holdout rows, so that choosing a model by it
+//! does not peek at the rows the final comparison rests on.
+
+use std::collections::HashMap;
+#[cfg(test)]
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::stream::{self, StreamExt};
+
+use super::RunError;
+use gepa_lab_dataset::Row;
+use gepa_lab_experiment::Plan;
+use gepa_lab_inference::{ChatMessage, ChatRequest, Inference};
+use gepa_lab_prompt::Template;
+use gepa_lab_score::Scorer;
+
+/// A larger (slower) model is chosen over a smaller one only when it scores at least this many
+/// rows' worth higher on the probe rows: a difference of one row is noise, and the larger model
+/// costs two to three times the time of every answer.
+pub const MARGIN_ROWS: f64 = 2.0;
+
+/// Rows the probe asks each model: the first of the feedback and Pareto rows.
+pub const PROBE_ROWS: usize = 20;
+
+/// What the probe of a plan asks each model: its first execution's seed on the first
+/// [`PROBE_ROWS`] of its feedback and Pareto rows (never holdout rows), scored by its replay
+/// scorer, within its replay's token limit.
+pub struct ProbeJob {
+    pub seed: Template,
+    pub rows: Vec<Row>,
+    pub scorer: Scorer,
+    pub max_tokens: u32,
+}
+
+impl ProbeJob {
+    /// The probe of `plan`, or `None` when its first execution has no replay to choose a model
+    /// for.
+    pub fn of(plan: &Plan) -> Result<Option<Self>, RunError> {
+        let Some(execution) = plan.executions.first() else {
+            return Ok(None);
+        };
+        let Some(replay) = &execution.replay else {
+            return Ok(None);
+        };
+        let data = &execution.dataset;
+        // The plan numbers rows from 1; `read_rows` from 0.
+        let indices: Vec<usize> = data
+            .minibatch_rows
+            .iter()
+            .chain(&data.pareto_rows)
+            .take(PROBE_ROWS)
+            .map(|row| row - 1)
+            .collect();
+        let columns = super::planned_columns(data)?;
+        let base = plan.file.parent().unwrap_or(std::path::Path::new("."));
+        Ok(Some(Self {
+            seed: Template::parse(&execution.start.prompt)?,
+            rows: gepa_lab_dataset::read_rows(&data.file, &columns, &indices)?,
+            scorer: Scorer::new(&replay.scorer, base)?,
+            max_tokens: replay.max_tokens.unwrap_or(64),
+        }))
+    }
+
+    /// The probe itself, to run on each model.
+    pub fn probe(&self) -> Probe<'_> {
+        Probe {
+            seed: &self.seed,
+            rows: &self.rows,
+            scorer: &self.scorer,
+            max_tokens: self.max_tokens,
+        }
+    }
+}
+
+/// How one model did on the probe rows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelProbe {
+    pub model: String,
+    /// Rows asked.
+    pub rows: usize,
+    /// Rows that got an answer; a row whose call failed scores 0 in `total`.
+    pub answered: usize,
+    /// Sum of the scores over `rows`.
+    pub total: f64,
+    /// The most common answer (trimmed, lowercase; the first in answer order on a tie) and the
+    /// rows that got it.
+    pub top_answer: Option<(String, usize)>,
+    pub seconds: f64,
+}
+
+impl ModelProbe {
+    /// It gave one answer to nearly every row (see [`gepa_lab_score::ONE_ANSWER_PERCENT`]).
+    pub fn answers_one_way(&self) -> bool {
+        self.top_answer
+            .as_ref()
+            .is_some_and(|(_, count)| gepa_lab_score::answers_one_way(*count, self.answered))
+    }
+
+    pub fn mean(&self) -> f64 {
+        if self.rows == 0 {
+            0.0
+        } else {
+            self.total / self.rows as f64
+        }
+    }
+}
+
+/// What the probe asks: the seed prompt, rendered with each row, at temperature 0.
+pub struct Probe<'a> {
+    pub seed: &'a Template,
+    pub rows: &'a [Row],
+    pub scorer: &'a Scorer,
+    pub max_tokens: u32,
+}
+
+impl Probe<'_> {
+    /// Asks `model` for every row (two at a time), scores the answers and sums them up.
+    pub async fn run(&self, inference: &Arc<dyn Inference>, model: &str) -> ModelProbe {
+        let started = Instant::now();
+        let answers: Vec<Option<(String, f64)>> = stream::iter(self.rows)
+            .map(|row| self.answer(inference, model, row))
+            .buffered(2)
+            .collect()
+            .await;
+        let mut counts: Vec<(String, usize)> = Vec::new();
+        let mut total = 0.0;
+        let mut answered = 0;
+        for (output, score) in answers.into_iter().flatten() {
+            answered += 1;
+            total += score;
+            let key = output.trim().to_lowercase();
+            match counts.iter_mut().find(|(known, _)| *known == key) {
+                Some((_, count)) => *count += 1,
+                None => counts.push((key, 1)),
+            }
+        }
+        // `max_by_key` keeps the last of equals; reversed, the first.
+        let top_answer = counts.into_iter().rev().max_by_key(|(_, count)| *count);
+        ModelProbe {
+            model: model.to_owned(),
+            rows: self.rows.len(),
+            answered,
+            total,
+            top_answer,
+            seconds: started.elapsed().as_secs_f64(),
+        }
+    }
+
+    /// The answer and its score, `None` when the call or the scorer failed.
+    async fn answer(
+        &self,
+        inference: &Arc<dyn Inference>,
+        model: &str,
+        row: &Row,
+    ) -> Option<(String, f64)> {
+        let values: HashMap<&str, &str> = row
+            .inputs
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.as_str()))
+            .collect();
+        let prompt = self.seed.render(|name| values.get(name).copied()).ok()?;
+        let mut request = ChatRequest::new(model, vec![ChatMessage::user(prompt)]);
+        request.temperature = Some(0.0);
+        request.max_tokens = Some(self.max_tokens);
+        let response = inference.chat(&request).await.ok()?;
+        let output = response.content().to_owned();
+        let score = self
+            .scorer
+            .score(Some(row.index + 1), &output, &row.expected)
+            .ok()?;
+        Some((output, score.value))
+    }
+}
+
+/// The model to use among `probes`, listed smallest (fastest) first: the first one, unless a
+/// later one scores at least [`MARGIN_ROWS`] rows' worth higher than the one chosen so far, or
+/// the one chosen so far gives one answer to nearly every row and the later one does not.
+///
+/// A model that answers one label whatever the input cannot be taught by a prompt: on the
+/// public clickbait sample the 0.5B model answered `not_clickbait` to every row, which scores
+/// what that label's share is, and gave the same answer to every child of 37 iterations of
+/// general rules ("When the headline uses provocative or attention-grabbing language, answer
+/// clickbait."). A model whose answers follow its input, even a worse one, can be.
+pub fn choose(probes: &[ModelProbe]) -> Option<&ModelProbe> {
+    let mut chosen = probes.first()?;
+    for probe in &probes[1..] {
+        let reads_where_chosen_does_not = chosen.answers_one_way() && !probe.answers_one_way();
+        if probe.total >= chosen.total + MARGIN_ROWS || reads_where_chosen_does_not {
+            chosen = probe;
+        }
+    }
+    Some(chosen)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use async_trait::async_trait;
+
+    use super::*;
+    use gepa_lab_inference::{ChatResponse, ChunkStream, InferenceError, Model};
+    use gepa_lab_score::ScorerSpec;
+
+    /// Answers "Spam" to a prompt that mentions "win", "ham" otherwise, and fails on "boom".
+    struct Keyword;
+
+    #[async_trait]
+    impl Inference for Keyword {
+        async fn models(&self) -> Result<Vec<Model>, InferenceError> {
+            Ok(Vec::new())
+        }
+        async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, InferenceError> {
+            let prompt = request.messages[0].text();
+            if prompt.contains("boom") {
+                return Err(InferenceError::Stream("no answer".into()));
+            }
+            let answer = if prompt.contains("win") {
+                "Spam"
+            } else {
+                "ham"
+            };
+            Ok(serde_json::from_value(serde_json::json!({
+                "choices": [{"message": {"content": answer}}]
+            }))
+            .unwrap())
+        }
+        async fn chat_stream(&self, _: &ChatRequest) -> Result<ChunkStream, InferenceError> {
+            unreachable!("the probe never streams")
+        }
+    }
+
+    #[tokio::test]
+    async fn the_probe_scores_each_row_and_counts_the_answers() {
+        let row = |index: usize, text: &str, expected: &str| Row {
+            index,
+            line: index as u64 + 2,
+            inputs: BTreeMap::from([("text".to_owned(), text.to_owned())]),
+            expected: expected.to_owned(),
+        };
+        let rows = [
+            row(0, "win a prize", "spam"),
+            row(1, "see you at six", "ham"),
+            row(2, "lunch?", "spam"),
+            row(3, "boom", "ham"),
+        ];
+        let seed = Template::parse("Spam or ham? {text}").unwrap();
+        let scorer = Scorer::new(&ScorerSpec::ExactMatchCi, Path::new(".")).unwrap();
+        let probe = Probe {
+            seed: &seed,
+            rows: &rows,
+            scorer: &scorer,
+            max_tokens: 8,
+        };
+        let inference: Arc<dyn Inference> = Arc::new(Keyword);
+        let result = probe.run(&inference, "local").await;
+        assert_eq!((result.rows, result.answered), (4, 3));
+        // Right on rows 0 and 1; wrong on row 2; row 3 failed and counts 0.
+        assert_eq!(result.total, 2.0);
+        assert_eq!(result.mean(), 0.5);
+        assert_eq!(result.top_answer, Some(("ham".to_owned(), 2)));
+    }
+
+    fn probe(model: &str, total: f64) -> ModelProbe {
+        ModelProbe {
+            model: model.into(),
+            rows: 20,
+            answered: 20,
+            total,
+            top_answer: None,
+            seconds: 1.0,
+        }
+    }
+
+    #[test]
+    fn a_larger_model_is_chosen_only_for_a_clear_gain() {
+        let small = probe("local", 9.0);
+        assert_eq!(
+            choose(&[small.clone(), probe("local:big", 17.0)])
+                .unwrap()
+                .model,
+            "local:big"
+        );
+        assert_eq!(
+            choose(&[small.clone(), probe("local:big", 10.5)])
+                .unwrap()
+                .model,
+            "local"
+        );
+        // Exactly the margin is enough; a worse larger model never is.
+        assert_eq!(
+            choose(&[small.clone(), probe("local:big", 11.0)])
+                .unwrap()
+                .model,
+            "local:big"
+        );
+        assert_eq!(
+            choose(&[small.clone(), probe("local:big", 3.0)])
+                .unwrap()
+                .model,
+            "local"
+        );
+        // Each step is measured against the model chosen so far, not the one before it.
+        let three = [small, probe("local:mid", 10.0), probe("local:big", 11.5)];
+        assert_eq!(choose(&three).unwrap().model, "local:big");
+        assert!(choose(&[]).is_none());
+    }
+
+    #[test]
+    fn a_model_that_answers_one_way_gives_way_to_one_that_reads_its_input() {
+        let one_way = |model: &str, total: f64| ModelProbe {
+            top_answer: Some(("not_clickbait".into(), 19)),
+            ..probe(model, total)
+        };
+        let reads = |model: &str, total: f64| ModelProbe {
+            top_answer: Some(("clickbait".into(), 12)),
+            ..probe(model, total)
+        };
+        assert!(one_way("local", 11.0).answers_one_way());
+        assert!(!reads("local", 11.0).answers_one_way());
+        // Lower, but reading its input: chosen.
+        let chosen = |probes: &[ModelProbe]| choose(probes).map(|p| p.model.clone());
+        let big = Some("local:big".to_owned());
+        let small = Some("local".to_owned());
+        assert_eq!(
+            chosen(&[one_way("local", 11.0), reads("local:big", 7.0)]),
+            big
+        );
+        // Both one way: the larger needs its margin.
+        assert_eq!(
+            chosen(&[one_way("local", 11.0), one_way("local:big", 12.0)]),
+            small
+        );
+        // A smaller model that reads its input is not given up for a one-way larger one.
+        assert_eq!(
+            chosen(&[reads("local", 9.0), one_way("local:big", 10.0)]),
+            small
+        );
+    }
+}
