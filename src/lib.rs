@@ -2,9 +2,10 @@
 //! rows, and report the results. The flow and the module map, with what each module may use, are
 //! in docs/architecture.md; each module's own comment says what it owns.
 //!
-//! The lower layers are crates of their own under `crates/` (`gepa-lab-<module>`), re-exported
-//! here under their module names, so that `crate::engine::...` in this crate and
-//! `gepa_lab::engine::...` elsewhere name what they named when they were modules.
+//! This package is the command line (`cli`, and `src/main.rs`); every other module is a crate of
+//! its own under `crates/` (`gepa-lab-<module>`), re-exported here under its module name, so that
+//! `crate::engine::...` in `cli` and `gepa_lab::engine::...` in the tests name what they named when
+//! they were modules of this crate.
 
 pub use gepa_lab_account as account;
 pub use gepa_lab_cpu as cpu;
@@ -21,11 +22,11 @@ pub use gepa_lab_prompt as prompt;
 pub use gepa_lab_report as report;
 pub use gepa_lab_runner as runner;
 pub use gepa_lab_score as score;
+pub use gepa_lab_server as server;
 pub use gepa_lab_store as store;
 pub use gepa_lab_suggest as suggest;
+pub use gepa_lab_tracking as tracking;
+pub use gepa_lab_view as view;
 pub use gepa_lab_wallet as wallet;
 
 pub mod cli;
-pub mod server;
-pub mod tracking;
-pub mod view;

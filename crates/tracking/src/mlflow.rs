@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use thiserror::Error;
 
-use crate::http::Secret;
+use gepa_lab_http::Secret;
 
 /// Longest a request to the tracking server may take: tracking never holds a run up for long.
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -104,9 +104,9 @@ impl Mlflow {
     /// A client of the tracking server at `url` (`http://host:port`, with or without a path).
     pub fn new(url: &str) -> Self {
         let auth = match (
-            crate::env::var("MLFLOW_TRACKING_TOKEN"),
-            crate::env::var("MLFLOW_TRACKING_USERNAME"),
-            crate::env::var("MLFLOW_TRACKING_PASSWORD"),
+            gepa_lab_env::var("MLFLOW_TRACKING_TOKEN"),
+            gepa_lab_env::var("MLFLOW_TRACKING_USERNAME"),
+            gepa_lab_env::var("MLFLOW_TRACKING_PASSWORD"),
         ) {
             (Some(token), _, _) => Some(Auth::Bearer(Secret::new(token))),
             (None, Some(user), Some(password)) => Some(Auth::Basic {
@@ -117,7 +117,7 @@ impl Mlflow {
         };
         Self {
             base: url.trim_end_matches('/').to_owned(),
-            client: crate::http::client_builder()
+            client: gepa_lab_http::client_builder()
                 .timeout(TIMEOUT)
                 .build()
                 .unwrap_or_default(),

@@ -8,13 +8,13 @@ use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
 use super::{Rejection, bad_request, caller_account, internal, parse_body, random_hex};
-use crate::account::channel::{
+use crate::AppState;
+use crate::account_db::{MessageRange, NewMessage, StoredMessage};
+use crate::auth::Caller;
+use gepa_lab_account::channel::{
     DEFAULT_LIMIT, check_limit, check_post, format_timestamp, parse_cursor,
 };
-use crate::account::wire::{ChannelMessage, MessagePage, PostMessage};
-use crate::server::AppState;
-use crate::server::account_db::{MessageRange, NewMessage, StoredMessage};
-use crate::server::auth::Caller;
+use gepa_lab_account::wire::{ChannelMessage, MessagePage, PostMessage};
 
 /// `authorType` of messages posted through this API.
 const AUTHOR_TYPE_API: &str = "api";
@@ -88,9 +88,9 @@ async fn page(state: &AppState, params: ReadParams) -> Result<Response, Rejectio
     let channel = params
         .channel
         .ok_or_else(|| bad_request("missing parameter channel (general or requests)"))?;
-    let channel: crate::account::Channel = channel
+    let channel: gepa_lab_account::Channel = channel
         .parse()
-        .map_err(|err: crate::account::ChannelRuleError| bad_request(err.to_string()))?;
+        .map_err(|err: gepa_lab_account::ChannelRuleError| bad_request(err.to_string()))?;
     let limit = match params.limit {
         None => DEFAULT_LIMIT,
         Some(limit) => limit.parse::<u32>().map_err(|_| {

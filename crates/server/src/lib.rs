@@ -17,14 +17,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use axum::Router;
 
-use crate::http::Secret;
-use crate::inference::embedded::models_dir;
-use crate::inference::wire::Model;
-use crate::inference::{
+use gepa_lab_http::Secret;
+use gepa_lab_inference::embedded::models_dir;
+use gepa_lab_inference::wire::Model;
+use gepa_lab_inference::{
     EmbeddedError, EmbeddedModel, HttpInference, Inference, InferenceConfig, InferenceError,
     ModelChoice, SimConfig, SimConfigError, SimModel,
 };
-use crate::local::LocalEvolution;
+use gepa_lab_local::LocalEvolution;
 
 mod account_db;
 pub mod account_routes;

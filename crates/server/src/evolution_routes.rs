@@ -26,10 +26,10 @@ use axum::{Json, Router};
 use super::AppState;
 use super::auth::{Caller, known_key, text};
 use super::evolution_store::SqliteExecutions;
-use crate::evolution::wire::{BatchJobs, ExecutionList, IterationsPage, PromptsPage, Started};
-use crate::evolution::{EvolutionError, ITERATIONS_LIMIT, UNKNOWN_EXECUTION, rules};
-use crate::http::Secret;
-use crate::local::{Cancel, Paging};
+use gepa_lab_evolution::wire::{BatchJobs, ExecutionList, IterationsPage, PromptsPage, Started};
+use gepa_lab_evolution::{EvolutionError, ITERATIONS_LIMIT, UNKNOWN_EXECUTION, rules};
+use gepa_lab_http::Secret;
+use gepa_lab_local::{Cancel, Paging};
 
 /// A dataset travels inside the start request; axum's 2 MB default is small for a long one.
 const BODY_LIMIT: usize = 16 * 1024 * 1024;

@@ -11,9 +11,9 @@ use std::time::SystemTime;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::report::stats::Verdict;
-use crate::report::{FORMAT_VERSION, RESULTS_FILE};
-use crate::store::{Backend, ExecutionState, MANIFEST_FILE, RunDir, RunManifest};
+use gepa_lab_report::stats::Verdict;
+use gepa_lab_report::{FORMAT_VERSION, RESULTS_FILE};
+use gepa_lab_store::{Backend, ExecutionState, MANIFEST_FILE, RunDir, RunManifest};
 
 /// How deep under the folder run directories are looked for: `run` writes
 /// `<out>/<experiment>/<run id>/`, and a folder may group those one or two levels more.
@@ -207,7 +207,7 @@ struct ResultScore {
 
 impl Holdout {
     fn read(path: &Path) -> Result<Self, String> {
-        let text = crate::input::read_text(path, RESULTS_LIMIT).map_err(|err| err.to_string())?;
+        let text = gepa_lab_input::read_text(path, RESULTS_LIMIT).map_err(|err| err.to_string())?;
         let results: Results = serde_json::from_str(&text).map_err(|err| err.to_string())?;
         if results.format_version != FORMAT_VERSION {
             return Err(format!(
@@ -286,7 +286,7 @@ impl RunSummary {
                 .iter()
                 .map(|e| e.budget_used)
                 .sum::<Option<u64>>(),
-            has_report: dir.join(crate::report::HTML_FILE).is_file(),
+            has_report: dir.join(gepa_lab_report::HTML_FILE).is_file(),
             holdout,
         })
     }
@@ -320,7 +320,7 @@ impl Stamp {
         Self {
             manifest: file(MANIFEST_FILE),
             results: file(RESULTS_FILE),
-            report: dir.join(crate::report::HTML_FILE).is_file(),
+            report: dir.join(gepa_lab_report::HTML_FILE).is_file(),
         }
     }
 }
@@ -453,13 +453,13 @@ fn find_runs(dir: &Path, depth: usize, found: &mut Vec<PathBuf>) {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
-    use crate::report::{self, RenderOptions};
+    use gepa_lab_report::{self as report, RenderOptions};
 
     /// A folder holding the fixture run twice, as `sentiment/open` (unfinished, never
     /// reported) and `sentiment/done` (finished, its report rendered), a hidden copy, and a
     /// run directory whose `run.json` is damaged.
     pub fn folder() -> tempfile::TempDir {
-        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/run");
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/run");
         let root = tempfile::tempdir().unwrap();
         for name in ["sentiment/open", "sentiment/done", ".hidden/copy"] {
             let dir = root.path().join(name);
@@ -571,10 +571,10 @@ pub(super) mod tests {
         );
         // The runs table says so in the run's row.
         let catalog = Catalog::new(root.path());
-        let page = crate::view::pages::runs_page(
+        let page = crate::pages::runs_page(
             root.path(),
             &catalog.runs(),
-            &crate::view::pages::RunsQuery::default(),
+            &crate::pages::RunsQuery::default(),
         )
         .unwrap();
         assert!(page.contains("results.json: format_version 99"), "{page}");

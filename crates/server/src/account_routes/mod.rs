@@ -24,9 +24,9 @@ use super::AppState;
 use super::account_db::AccountRow;
 use super::auth::{Caller, text};
 use super::db::UsageRow;
-use crate::account::DEFAULT_LOGIN_WORD;
-use crate::account::wire::TOPUP_PATH;
-use crate::wallet::{Address, Network};
+use gepa_lab_account::DEFAULT_LOGIN_WORD;
+use gepa_lab_account::wire::TOPUP_PATH;
+use gepa_lab_wallet::{Address, Network};
 
 mod channel;
 mod credits;

@@ -11,17 +11,17 @@ use axum::response::{IntoResponse, Response};
 use super::{
     AccountSettings, Rejection, bad_request, caller_account, internal, now_unix, parse_body,
 };
-use crate::account::amount::UsdcAmount;
-use crate::account::credits_as_usdc;
-use crate::account::requirements::EXACT_SCHEME;
-use crate::account::wire::{
+use crate::AppState;
+use crate::account_db::NewPayment;
+use crate::auth::Caller;
+use gepa_lab_account::amount::UsdcAmount;
+use gepa_lab_account::credits_as_usdc;
+use gepa_lab_account::requirements::EXACT_SCHEME;
+use gepa_lab_account::wire::{
     CreditBalance, PAYMENT_HEADER, PAYMENT_RESPONSE_HEADER, PaymentOption, PaymentRequirements,
     SettlementResponse, TOPUP_PATH, TokenExtra, TopupRequest, TopupResult,
 };
-use crate::server::AppState;
-use crate::server::account_db::NewPayment;
-use crate::server::auth::Caller;
-use crate::wallet::{Address, Eip712Domain, Network, PaymentPayload, X402_VERSION, keccak256};
+use gepa_lab_wallet::{Address, Eip712Domain, Network, PaymentPayload, X402_VERSION, keccak256};
 
 /// Seconds a top-up authorization may stay valid, as the public service asks.
 pub const MAX_TIMEOUT_SECONDS: u64 = 300;
@@ -239,7 +239,7 @@ fn verify_payment(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wallet::Address;
+    use gepa_lab_wallet::Address;
 
     #[test]
     fn requirements_are_the_documented_ones() {

@@ -5,7 +5,7 @@
 //!   scores;
 //! - `/compare?a=&b=`: two runs' best versions, or any two replayed versions
 //!   (`RUN|EXECUTION|VERSION`), side by side: the page `compare --prompts` writes, built by the
-//!   same [`crate::report::compare`] as `gepa-lab compare`;
+//!   same [`gepa_lab_report::compare`] as `gepa-lab compare`;
 //! - `/rows?run=&page=`: a run's answers, a page of `replay.csv` at a time ([`rows`]);
 //! - `/runs/<run>/<file>`: a run's own report files, served as they are.
 //!
@@ -27,9 +27,9 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use serde::Deserialize;
 
-use crate::report::{self, Pick, ReportError};
-use crate::server::ClientLimits;
 use catalog::Catalog;
+use gepa_lab_report::{self as report, Pick, ReportError};
+use gepa_lab_server::ClientLimits;
 use pages::RunsQuery;
 
 /// Largest report file served (a 1M-row run's `index.html` is under 1 MB).
@@ -60,7 +60,7 @@ impl Viewer {
 
     /// Serves until `shutdown` completes.
     pub async fn run(self, shutdown: impl std::future::Future<Output = ()> + Send + 'static) {
-        crate::server::limits::serve(
+        gepa_lab_server::limits::serve(
             self.listener,
             self.router,
             ClientLimits::default(),
@@ -311,7 +311,7 @@ async fn run_file(State(catalog): State<Arc<Catalog>>, UrlPath(path): UrlPath<St
                 catalog.root().display()
             )
         })?;
-        crate::input::read_bytes(&file, FILE_LIMIT)
+        gepa_lab_input::read_bytes(&file, FILE_LIMIT)
             .map(|bytes| (bytes, kind))
             .map_err(|err| format!("{}: {err}", file.display()))
     })

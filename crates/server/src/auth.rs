@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::AppState;
 use super::db::{KeyRecord, UsageRow};
-use crate::http::Secret;
+use gepa_lab_http::Secret;
 
 /// The authenticated caller, put in the request's extensions for the handlers.
 #[derive(Debug, Clone)]

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::store::{REPLAY_FILE, ReplayOf, ReplayRow, RunDir, StoreError};
+use gepa_lab_store::{REPLAY_FILE, ReplayOf, ReplayRow, RunDir, StoreError};
 
 /// Records on one page.
 pub const PAGE_RECORDS: usize = 200;
@@ -113,7 +113,7 @@ mod tests {
 
     #[test]
     fn pages_hold_their_records_and_say_whether_more_follow() {
-        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/run");
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/run");
         let all: Vec<ReplayRow> = RunDir::open(&fixture)
             .unwrap()
             .read_csv(REPLAY_FILE)

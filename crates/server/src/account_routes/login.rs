@@ -7,12 +7,12 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
 use super::{Rejection, bad_request, internal, now_unix, parse_body, random_hex};
-use crate::account::login_message;
-use crate::account::wire::{ApiKeyGrant, WalletLogin};
-use crate::http::Secret;
-use crate::server::AppState;
-use crate::server::account_db::NewWalletKey;
-use crate::wallet::{Address, Signature, recover_personal};
+use crate::AppState;
+use crate::account_db::NewWalletKey;
+use gepa_lab_account::login_message;
+use gepa_lab_account::wire::{ApiKeyGrant, WalletLogin};
+use gepa_lab_http::Secret;
+use gepa_lab_wallet::{Address, Signature, recover_personal};
 
 pub(super) async fn auth_wallet(
     State(state): State<AppState>,

@@ -10,9 +10,9 @@ use async_trait::async_trait;
 use rusqlite::params;
 
 use super::db::{Db, DbError};
-use crate::engine::IterationRecord;
-use crate::evolution::wire::{BatchJob, HistoryRecord, PromptState, StartExecution, Status};
-use crate::local::{CallRecord, ExecutionState, ExecutionStore, StoreError, StoredExecution};
+use gepa_lab_engine::IterationRecord;
+use gepa_lab_evolution::wire::{BatchJob, HistoryRecord, PromptState, StartExecution, Status};
+use gepa_lab_local::{CallRecord, ExecutionState, ExecutionStore, StoreError, StoredExecution};
 
 /// Executions and batch jobs in the server's database.
 #[derive(Clone)]
@@ -343,9 +343,9 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::engine::{MutationRecord, Outcome, Spent};
-    use crate::evolution::wire::DatasetItem;
-    use crate::local::CallResult;
+    use gepa_lab_engine::{MutationRecord, Outcome, Spent};
+    use gepa_lab_evolution::wire::DatasetItem;
+    use gepa_lab_local::CallResult;
 
     fn execution(id: &str) -> StoredExecution {
         StoredExecution {

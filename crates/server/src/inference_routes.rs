@@ -15,11 +15,11 @@ use futures::StreamExt;
 use super::AppState;
 use super::auth::{Caller, text};
 use super::db::UsageRow;
-use crate::http::ApiError;
-use crate::inference::wire::{
+use gepa_lab_http::ApiError;
+use gepa_lab_inference::wire::{
     ChatRequest, ChatResponse, Metadata, ModelList, STREAM_ERROR_EVENT, StreamError, Usage,
 };
-use crate::inference::{ChunkStream, InferenceError, check_request, validate_answer};
+use gepa_lab_inference::{ChunkStream, InferenceError, check_request, validate_answer};
 
 /// Tries for an answer that conforms to a request's JSON schema.
 const SCHEMA_ATTEMPTS: u32 = 2;

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use rusqlite::{Connection, OptionalExtension, params};
 use sha2::{Digest, Sha256};
 
-use crate::http::Secret;
+use gepa_lab_http::Secret;
 
 /// Schema changes, oldest first. Never edit one that has shipped; append a new one.
 const MIGRATIONS: &[&str] = &[

@@ -6,7 +6,7 @@
 use rusqlite::{OptionalExtension, Transaction, params};
 
 use super::db::{Db, DbError, key_hash};
-use crate::http::Secret;
+use gepa_lab_http::Secret;
 
 /// The credit account a key draws on.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -18,15 +18,15 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::report::ReportContext;
-use crate::store::{ExecutionRecord, HISTORY_FILE, HistoryRow, RunDir, RunManifest};
+use gepa_lab_report::ReportContext;
+use gepa_lab_store::{ExecutionRecord, HISTORY_FILE, HistoryRow, RunDir, RunManifest};
 use mlflow::{Metric, Mlflow, RunInfo, RunStatus, TrackingError};
 
 /// The file in the run directory that names each execution's MLflow run.
 pub const TRACKING_FILE: &str = "mlflow.json";
 
 /// Where an execution is logged: the tracking server and the MLflow experiment's name.
-pub use crate::experiment::TrackingPlan as Target;
+pub use gepa_lab_experiment::TrackingPlan as Target;
 
 /// Each execution's MLflow run, as logged so far.
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -90,7 +90,7 @@ fn read_record(dir: &RunDir, warn: &mut impl FnMut(String)) -> Record {
     if !path.exists() {
         return Record::default();
     }
-    match crate::input::read_text(&path, 16 << 20)
+    match gepa_lab_input::read_text(&path, 16 << 20)
         .map_err(|err| err.to_string())
         .and_then(|text| serde_json::from_str(&text).map_err(|err| err.to_string()))
     {
@@ -247,7 +247,7 @@ impl<'a> Ending<'a> {
         Some(Self { context, label })
     }
 
-    fn versions(self) -> impl Iterator<Item = &'a crate::report::VersionView> {
+    fn versions(self) -> impl Iterator<Item = &'a gepa_lab_report::VersionView> {
         let label = self.label;
         self.context
             .versions
@@ -255,7 +255,7 @@ impl<'a> Ending<'a> {
             .filter(move |v| v.execution == label)
     }
 
-    fn comparisons(self) -> impl Iterator<Item = &'a crate::report::ComparisonView> {
+    fn comparisons(self) -> impl Iterator<Item = &'a gepa_lab_report::ComparisonView> {
         let label = self.label;
         self.context
             .comparisons
@@ -300,7 +300,7 @@ async fn start_one(
                 run_id: run.run_id.clone(),
             });
             let text = serde_json::to_vec_pretty(record).unwrap_or_default();
-            if let Err(err) = crate::store::write_atomic(&dir.file(TRACKING_FILE), &text) {
+            if let Err(err) = gepa_lab_store::write_atomic(&dir.file(TRACKING_FILE), &text) {
                 // Without the file a resume makes a second MLflow run; the run itself is fine.
                 tracing::warn!("writing {TRACKING_FILE}: {err}");
             }
@@ -534,7 +534,7 @@ async fn log_end(
         .log_batch(&run.run_id, &metrics, &[], &end_tags(manifest, ending))
         .await?;
     for (path, file, kind) in artifacts(dir) {
-        let bytes = match crate::input::read_bytes(&file, 256 << 20) {
+        let bytes = match gepa_lab_input::read_bytes(&file, 256 << 20) {
             Ok(bytes) => bytes,
             Err(_) => continue,
         };
@@ -558,7 +558,7 @@ fn artifacts(dir: &Path) -> Vec<(String, PathBuf, &'static str)> {
     let mut files = vec![
         (
             "report/index.html".to_owned(),
-            dir.join(crate::report::HTML_FILE),
+            dir.join(gepa_lab_report::HTML_FILE),
             "text/html; charset=utf-8",
         ),
         (
@@ -567,8 +567,8 @@ fn artifacts(dir: &Path) -> Vec<(String, PathBuf, &'static str)> {
             "text/markdown; charset=utf-8",
         ),
         (
-            crate::report::RESULTS_FILE.to_owned(),
-            dir.join(crate::report::RESULTS_FILE),
+            gepa_lab_report::RESULTS_FILE.to_owned(),
+            dir.join(gepa_lab_report::RESULTS_FILE),
             "application/json",
         ),
     ];
@@ -598,7 +598,7 @@ mod tests {
     use super::*;
 
     fn fixture() -> RunManifest {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/run");
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/run");
         RunDir::open(&dir).unwrap().read_manifest().unwrap()
     }
 

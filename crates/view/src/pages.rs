@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 
 use super::catalog::{BackendKind, Holdout, RunEntry, RunSummary};
 use super::rows::{PAGE_RECORDS, ReplayPage};
-use crate::report::stats::Verdict;
-use crate::report::{self, ReportError, RunPoint};
+use gepa_lab_report::stats::Verdict;
+use gepa_lab_report::{self as report, ReportError, RunPoint};
 
 /// The head and frame every page of the viewer extends.
 const BASE: (&str, &str) = ("base.html", include_str!("templates/base.html"));
@@ -304,7 +304,7 @@ impl<'a> RunRow<'a> {
             rows_href: rows_href(&run.key, 1),
             report_href: summary
                 .filter(|s| s.has_report)
-                .map(|_| run_href(&run.key, crate::report::HTML_FILE)),
+                .map(|_| run_href(&run.key, gepa_lab_report::HTML_FILE)),
             experiment_href: summary.map(|s| experiment_href(&s.experiment)),
             error: run.summary.as_ref().err().map(String::as_str),
             summary,
@@ -515,7 +515,7 @@ pub fn rows_page(run: &RunEntry, rows: &ReplayPage) -> Result<String, ReportErro
     let has_report = run.summary.as_ref().is_ok_and(|s| s.has_report);
     let page = RowsPage {
         key: &run.key,
-        report_href: has_report.then(|| run_href(&run.key, crate::report::HTML_FILE)),
+        report_href: has_report.then(|| run_href(&run.key, gepa_lab_report::HTML_FILE)),
         rows,
         page_records: PAGE_RECORDS,
         previous_href: (rows.page > 1).then(|| rows_href(&run.key, rows.page - 1)),
@@ -609,8 +609,8 @@ mod tests {
 
     #[test]
     fn runs_without_a_value_sort_last_in_either_order() {
-        let root = crate::view::catalog::tests::folder();
-        let runs = crate::view::catalog::Catalog::new(root.path()).runs();
+        let root = crate::catalog::tests::folder();
+        let runs = crate::catalog::Catalog::new(root.path()).runs();
         for order in [Order::Asc, Order::Desc] {
             let query = RunsQuery {
                 sort: Some(SortKey::Best),
@@ -649,15 +649,15 @@ mod tests {
 
     #[test]
     fn the_runs_table_is_paged() {
-        let fixture =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/run/run.json");
+        let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/fixtures/run/run.json");
         let root = tempfile::tempdir().unwrap();
         for i in 0..=PAGE_ROWS {
             let dir = root.path().join(format!("run-{i:03}"));
             std::fs::create_dir(&dir).unwrap();
             std::fs::copy(&fixture, dir.join("run.json")).unwrap();
         }
-        let runs = crate::view::catalog::Catalog::new(root.path()).runs();
+        let runs = crate::catalog::Catalog::new(root.path()).runs();
         let page = |number: Option<usize>| {
             let query = RunsQuery {
                 sort: Some(SortKey::Run),

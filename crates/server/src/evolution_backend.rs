@@ -15,13 +15,13 @@ use reqwest::StatusCode;
 use super::Catalog;
 use super::db::{Db, DbError};
 use super::evolution_store::SqliteExecutions;
-use crate::evolution::{EvolutionError, ServiceProfile};
-use crate::http::ApiError;
-use crate::inference::wire::Model;
-use crate::inference::{
+use gepa_lab_evolution::{EvolutionError, ServiceProfile};
+use gepa_lab_http::ApiError;
+use gepa_lab_inference::wire::Model;
+use gepa_lab_inference::{
     ChatRequest, ChatResponse, ChunkStream, Inference, InferenceError, ModelClass,
 };
-use crate::local::{ExecutionStore, LocalEvolution, LocalSettings, ModelSettings};
+use gepa_lab_local::{ExecutionStore, LocalEvolution, LocalSettings, ModelSettings};
 
 /// How `serve` runs evolutions.
 #[derive(Debug, Clone, Default)]
