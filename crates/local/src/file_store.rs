@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use super::journal::CallRecord;
+use super::call::CallRecord;
 use super::store::{ExecutionState, ExecutionStore, StoredExecution};
 use gepa_lab_engine::IterationRecord;
 use gepa_lab_evolution::StoreError;

@@ -22,52 +22,11 @@ use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::call::{CallRecord, CallResult};
 use super::store::ExecutionStore;
 use gepa_lab_engine::{Evaluation, ExampleView, Reflection, Task, TaskError};
-
-/// One paid call and its result, as the checkpoint keeps it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "call", rename_all = "snake_case")]
-pub enum CallRecord {
-    Evaluate {
-        /// SHA-256 of the prompt template, in hex.
-        prompt: String,
-        example: usize,
-        result: CallResult<Evaluation>,
-    },
-    Reflect {
-        /// SHA-256 of the reflection request, in hex.
-        request: String,
-        result: CallResult<Reflection>,
-    },
-}
-
-/// What a call returned: its value, or the error it failed with.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CallResult<T> {
-    Answered(T),
-    Failed(String),
-}
-
-impl<T: Clone> CallResult<T> {
-    fn of(result: &Result<T, TaskError>) -> Self {
-        match result {
-            Ok(value) => Self::Answered(value.clone()),
-            Err(error) => Self::Failed(error.to_string()),
-        }
-    }
-
-    fn into_result(self) -> Result<T, TaskError> {
-        match self {
-            Self::Answered(value) => Ok(value),
-            Self::Failed(error) => Err(TaskError::new(error)),
-        }
-    }
-}
 
 fn digest(text: &str) -> String {
     hex::encode(Sha256::digest(text.as_bytes()))

@@ -25,14 +25,16 @@
 //! Strategy `RPM` runs reflective mutation only; `SAM` adds the engine's merge of two lineages
 //! (our reading of "system-aware merge", which the service does not define).
 mod adapter;
+mod call;
 mod file_store;
 mod journal;
 mod store;
 
 pub use adapter::{InferenceTask, ModelSettings, evaluator_metric, scorer_for_metric};
+pub use call::{CallRecord, CallResult};
 pub use file_store::FileExecutions;
 pub use gepa_lab_evolution::StoreError;
-pub use journal::{CallRecord, CallResult, JournaledTask, Replay, Sink};
+pub use journal::{JournaledTask, Replay, Sink};
 pub use store::{ExecutionState, ExecutionStore, StoredExecution};
 
 use std::collections::HashMap;

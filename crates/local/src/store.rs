@@ -5,7 +5,7 @@
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use super::journal::CallRecord;
+use super::call::CallRecord;
 use gepa_lab_engine::IterationRecord;
 use gepa_lab_evolution::StoreError;
 use gepa_lab_evolution::wire::{Execution, HistoryRecord, PromptState, StartExecution, Status};

@@ -17,14 +17,16 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 
 use gepa_lab_store::{ReplayAnswer, ReplayOf, ReplayRow, Version};
 
-use super::baseline::LABEL_CHARS;
-use super::samples::RowAnswers;
 use super::tables::VersionTotals;
 
 mod sorted;
 
 pub(super) use sorted::read_exact_at;
 use sorted::{Cursor, Keyed, Sorter, Store};
+
+/// The longest expected value, in characters, that can be a label (see `baseline`'s
+/// `MAX_LABELS`).
+pub const LABEL_CHARS: usize = 40;
 
 /// One answer of the replay, without its text.
 #[derive(Debug, Clone, Copy)]
@@ -551,6 +553,199 @@ impl Texts<'_> {
             Self::Read(records) => records.get(&record),
             Self::All(rows) => rows.get(record as usize),
         }
+    }
+}
+
+/// The answers one version gave to one row on one model, in sample order.
+#[derive(Debug, Clone)]
+pub struct RowAnswers {
+    samples: Samples,
+}
+
+/// A row's answers: nearly always one, so that one needs no allocation.
+#[derive(Debug, Clone)]
+enum Samples {
+    One(Answer),
+    Many(Vec<Answer>),
+}
+
+impl RowAnswers {
+    pub(super) fn one(answer: Answer) -> Self {
+        Self {
+            samples: Samples::One(answer),
+        }
+    }
+
+    /// Adds the next sample.
+    pub(super) fn push(&mut self, answer: Answer) {
+        match &mut self.samples {
+            Samples::One(first) => self.samples = Samples::Many(vec![*first, answer]),
+            Samples::Many(all) => all.push(answer),
+        }
+    }
+
+    fn all(&self) -> &[Answer] {
+        match &self.samples {
+            Samples::One(answer) => std::slice::from_ref(answer),
+            Samples::Many(all) => all,
+        }
+    }
+
+    /// Every sample's record in `replay.csv` with its answer, in sample order.
+    pub fn samples(&self) -> impl Iterator<Item = (u32, &Answer)> {
+        self.all().iter().map(|answer| (answer.record, answer))
+    }
+
+    /// Answered samples: those without an error.
+    pub fn answered(&self) -> impl Iterator<Item = (u32, &Answer)> {
+        self.samples().filter(|(_, a)| a.answered)
+    }
+
+    /// The row's score: the mean of its answered samples; none when every one failed.
+    pub fn score(&self) -> Option<f64> {
+        let (sum, n) = self
+            .answered()
+            .fold((0.0, 0usize), |(sum, n), (_, a)| (sum + a.score, n + 1));
+        (n > 0).then(|| sum / n as f64)
+    }
+
+    /// The record of the sample whose inputs, expected output, model and error a table shows:
+    /// the first answered one, else the first.
+    pub fn shown(&self) -> u32 {
+        self.first().record
+    }
+
+    /// The shown sample's answer (see [`Self::shown`]).
+    pub fn first(&self) -> &Answer {
+        self.answered()
+            .next()
+            .map_or(&self.all()[0], |(_, answer)| answer)
+    }
+
+    /// The record whose answer a table shows: the row's one answer, or with repeats its most
+    /// common one (ties to the one given first), since the score beside it is the mean of all
+    /// of them.
+    pub fn output_record(&self) -> u32 {
+        if self.all().len() < 2 {
+            return self.shown();
+        }
+        self.distinct()
+            .first()
+            .map_or(self.shown(), |&(record, _)| record)
+    }
+
+    /// The answer a table shows (see [`Self::output_record`]); trimmed with repeats, where
+    /// answers are compared trimmed. Empty when `texts` lacks the record.
+    pub fn output<'t>(&self, texts: &'t Texts<'_>) -> &'t str {
+        let output = texts
+            .get(self.output_record())
+            .map_or("", |r| r.output.as_str());
+        if self.all().len() < 2 {
+            output
+        } else {
+            output.trim()
+        }
+    }
+
+    /// The shown sample's whole record, when `texts` holds it.
+    pub fn shown_row<'t>(&self, texts: &'t Texts<'_>) -> Option<&'t ReplayRow> {
+        texts.get(self.shown())
+    }
+
+    /// The scorer's feedback on the row's one answer; empty with repeats, where each answer
+    /// has its own and the summary lists them.
+    pub fn feedback<'t>(&self, texts: &'t Texts<'_>) -> &'t str {
+        match self.shown_row(texts) {
+            Some(row) if self.all().len() < 2 => &row.feedback,
+            _ => "",
+        }
+    }
+
+    /// Samples asked for this row.
+    pub fn asked(&self) -> usize {
+        self.all().len()
+    }
+
+    /// The share of answered samples that gave the most common answer (answers compared after
+    /// trimming white space); none with fewer than two answered samples.
+    pub fn agreement(&self) -> Option<f64> {
+        let answers = self.distinct();
+        let total: usize = answers.iter().map(|(_, n)| n).sum();
+        (total >= 2).then(|| answers[0].1 as f64 / total as f64)
+    }
+
+    /// Whether every answered sample got the same score; none with fewer than two answered.
+    /// Answers that differ only where the scorer does not look (case, say) agree here.
+    pub fn same_score(&self) -> Option<bool> {
+        let mut scores = self.answered().map(|(_, a)| a.score);
+        let first = scores.next()?;
+        let mut count = 1;
+        let mut same = true;
+        for score in scores {
+            count += 1;
+            same &= score == first;
+        }
+        (count >= 2).then_some(same)
+    }
+
+    /// Each distinct answer, as the record that first gave it, and how many samples gave it,
+    /// most common first (ties by first seen).
+    fn distinct(&self) -> Vec<(u32, usize)> {
+        let mut counts: Vec<(u32, u64, usize)> = Vec::new();
+        for (record, answer) in self.answered() {
+            match counts
+                .iter_mut()
+                .find(|(_, seen, _)| *seen == answer.output)
+            {
+                Some((_, _, n)) => *n += 1,
+                None => counts.push((record, answer.output, 1)),
+            }
+        }
+        // Stable: equal counts keep the order they were first seen in.
+        counts.sort_by_key(|&(_, _, n)| std::cmp::Reverse(n));
+        counts
+            .into_iter()
+            .map(|(record, _, n)| (record, n))
+            .collect()
+    }
+
+    /// One line on the repeats of this row, for the row tables: how many answers, which ones,
+    /// how many failed. None for a row answered once.
+    pub fn summary(&self, texts: &Texts<'_>) -> Option<String> {
+        if self.all().len() < 2 {
+            return None;
+        }
+        const SHOWN: usize = 3;
+        const LONGEST: usize = 40;
+        let answers = self.distinct();
+        let answered: usize = answers.iter().map(|(_, n)| n).sum();
+        let mut text = format!(
+            "{answered} of {} answers: {} distinct",
+            self.all().len(),
+            answers.len()
+        );
+        if !answers.is_empty() {
+            let each: Vec<String> = answers
+                .iter()
+                .take(SHOWN)
+                .map(|&(record, n)| {
+                    let answer = texts.get(record).map_or("", |r| r.output.trim());
+                    let short: String = answer.chars().take(LONGEST).collect();
+                    let cut = if short.len() < answer.len() {
+                        "…"
+                    } else {
+                        ""
+                    };
+                    format!("\u{201c}{short}{cut}\u{201d} ×{n}")
+                })
+                .collect();
+            text.push_str(&format!(" ({}", each.join(", ")));
+            if answers.len() > SHOWN {
+                text.push_str(&format!(", {} more", answers.len() - SHOWN));
+            }
+            text.push(')');
+        }
+        Some(text)
     }
 }
 

@@ -12,16 +12,14 @@ use serde::Serialize;
 
 use gepa_lab_score::ScorerSpec;
 
-use super::answers::{Answer, Rows};
+use super::answers::{Answer, LABEL_CHARS, RowAnswers, Rows};
 use super::format;
-use super::samples::RowAnswers;
 
 /// At most this many distinct expected values, each at most `LABEL_CHARS` characters long, make
 /// a label set; and at least two rows per label on average. The engine's rule for showing its
 /// reflection model the labels of a classification (`label_set` in `engine/run.rs`), applied to
 /// the holdout rows.
 pub const MAX_LABELS: usize = 12;
-pub const LABEL_CHARS: usize = 40;
 
 /// How the scorer compares an answer with the expected value, as far as labels go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

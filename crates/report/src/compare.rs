@@ -11,12 +11,13 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use super::answers::RowAnswers;
 use super::answers::{ReplayTable, Rows, Texts};
 use super::context::{ComparisonView, ROWS_ON_PAGE, adjust_family};
 use super::diff::{DiffStats, Segment, word_diff};
 use super::format::number;
 use super::load::{RunData, load};
-use super::samples::{self, Agreement, RowAnswers};
+use super::samples::{self, Agreement};
 use super::{DatasetMismatch, ReportError, stats, terminal};
 use gepa_lab_prompt::PromptFile;
 use gepa_lab_store::{REPLAY_FILE, ReplayOf, ReplayRow};

@@ -9,12 +9,13 @@ use serde::Serialize;
 use gepa_lab_store::{Backend, ExecutionRecord, ITERATIONS_FILE, RunManifest, Version};
 
 use super::ReportError;
+use super::answers::RowAnswers;
 use super::answers::{self, ReplayTable, Rows, Texts};
 use super::baseline::{AnswerCounts, Baseline, Classification, Labels};
 use super::diff::{DiffStats, Segment, word_diff};
 use super::format::{self, p_phrase};
 use super::load::{Execution, IterationLog, PromptVersion, RunData};
-use super::samples::{self, Agreement, RowAnswers};
+use super::samples::{self, Agreement};
 use super::search::{self, SearchView};
 use super::stats::{self, Adjustment, PairedComparison, Pairs, Values, Verdict};
 use super::tables::{HistoryTotals, VersionTotals};

@@ -13,9 +13,9 @@ use std::fmt::Write;
 use std::path::Path;
 
 use super::ReportError;
+use super::answers::RowAnswers;
 use super::answers::{ReplayTable, Texts};
 use super::context::ComparisonView;
-use super::samples::RowAnswers;
 use super::stats::Verdict;
 use gepa_lab_prompt::PromptFile;
 use gepa_lab_store::{REPLAY_FILE, ReplayOf, ReplayRow};
