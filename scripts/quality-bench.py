@@ -55,6 +55,7 @@ import os
 import pathlib
 import re
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -234,14 +235,22 @@ def binary(given):
     sys.exit("quality-bench: no gepa-lab binary; run `cargo build --release` first")
 
 
-def init_experiment(exe, dataset, folder):
-    """`gepa-lab init` on the dataset; returns (experiment file or None, init's output)."""
+def init_experiment(exe, dataset, folder, inits=None):
+    """`gepa-lab init` on the dataset; returns (experiment file or None, init's output). With
+    `inits`, a folder of files init wrote in an earlier round, the one named after the dataset
+    is used as it is instead (init's probe takes minutes per dataset)."""
     stem = dataset.stem
     out = folder / f"{stem}.toml"
     n = 2
     while out.exists():  # two datasets with one stem
         out = folder / f"{stem}-{n}.toml"
         n += 1
+    if inits is not None:
+        kept = inits / out.name
+        if not kept.is_file():
+            return None, f"error: --inits {inits} holds no {out.name}"
+        shutil.copyfile(kept, out)
+        return out, ""
     done = subprocess.run([str(exe), "init", "--dataset", str(dataset), "--out", str(out)],
                           capture_output=True, text=True, cwd=ROOT)
     output = done.stdout + done.stderr
@@ -636,6 +645,9 @@ def main():
                         " without repeating the ones it has)")
     parser.add_argument("--out", type=pathlib.Path)
     parser.add_argument("--bin")
+    parser.add_argument("--inits", type=pathlib.Path, metavar="DIR",
+                        help="with --datasets: use the experiment files init wrote into DIR in an"
+                             " earlier round (named after each CSV) instead of running init")
     parser.add_argument("--summarise", type=pathlib.Path, metavar="DIR",
                         help="rebuild the table from the runs of an earlier benchmark in DIR")
     parser.add_argument("--self-test", nargs="?", const=SHARED_QUOTES_TOOL, type=pathlib.Path,
@@ -660,7 +672,7 @@ def main():
     with tempfile.TemporaryDirectory() as folder:
         folder = pathlib.Path(folder)
         if args.datasets:
-            jobs = [(label, *prepare_dataset(exe, csv_file.resolve(), folder))
+            jobs = [(label, *prepare_dataset(exe, csv_file.resolve(), folder, args.inits))
                     for label, csv_file in labelled(args.datasets)]
         else:
             experiments = args.experiments or [ROOT / "experiments" / f
@@ -709,10 +721,13 @@ def labelled(paths):
     return [(p.name if names.count(p.name) == 1 else str(p), p) for p in paths]
 
 
-def prepare_dataset(exe, dataset, folder):
+def prepare_dataset(exe, dataset, folder, inits=None):
     """(init's experiment file or None, False: used as written, init's error line)."""
-    print(f"quality-bench: gepa-lab init --dataset {dataset}", flush=True)
-    experiment, output = init_experiment(exe, dataset, folder)
+    if inits is None:
+        print(f"quality-bench: gepa-lab init --dataset {dataset}", flush=True)
+    else:
+        print(f"quality-bench: {dataset.name}: the experiment init wrote into {inits}", flush=True)
+    experiment, output = init_experiment(exe, dataset, folder, inits)
     if experiment is None:
         print(f"  init failed: {last_error_line(output)}", flush=True)
     return experiment, False, last_error_line(output) if experiment is None else ""

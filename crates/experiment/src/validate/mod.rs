@@ -1384,36 +1384,39 @@ fn check_engine_choices(
             template
         }
     };
-    let proposer = engine.proposer.as_deref().map(Proposer::parse);
-    match (&engine.proposer, proposer) {
-        (Some(seen), Some(None)) => {
-            ok = false;
-            scope.report(
-                "engine.proposer",
-                Diagnostic::error(
-                    Rule::EngineProposer,
-                    "engine.proposer must be rules or rewrite",
-                )
-                .seen(format!("{seen:?}")),
-            );
+    let proposer = match engine.proposer.as_deref() {
+        None => None,
+        Some(name) => {
+            let proposer = Proposer::parse(name);
+            if proposer.is_none() {
+                ok = false;
+                scope.report(
+                    "engine.proposer",
+                    Diagnostic::error(
+                        Rule::EngineProposer,
+                        "engine.proposer must be rules or rewrite",
+                    )
+                    .seen(format!("{name:?}")),
+                );
+            }
+            proposer
         }
-        (_, Some(Some(Proposer::Rules))) if engine.reflection_template.is_some() => {
-            ok = false;
-            scope.report(
-                "engine.proposer",
-                Diagnostic::error(
-                    Rule::EngineProposer,
-                    "engine.proposer = \"rules\" cannot use engine.reflection_template, which asks for whole prompts",
-                )
-                .seen("\"rules\"")
-                .help("remove one of the two: a reflection template makes the engine rewrite"),
-            );
-        }
-        _ => {}
+    };
+    if proposer == Some(Proposer::Rules) && engine.reflection_template.is_some() {
+        ok = false;
+        scope.report(
+            "engine.proposer",
+            Diagnostic::error(
+                Rule::EngineProposer,
+                "engine.proposer = \"rules\" cannot use engine.reflection_template, which asks for whole prompts",
+            )
+            .seen("\"rules\"")
+            .help("remove one of the two: a reflection template makes the engine rewrite"),
+        );
     }
     ok.then_some(EngineChoices {
         on_error,
-        proposer: proposer.flatten(),
+        proposer,
         reflection_template,
     })
 }

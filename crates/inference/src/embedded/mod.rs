@@ -89,7 +89,7 @@ pub enum EmbeddedError {
     Generation(String),
     #[error("the caller went away before the answer was finished")]
     Cancelled,
-    #[error("generation timed out after {} s (embedded model; time spent waiting for earlier requests not counted)", limit.as_secs())]
+    #[error("generation timed out after {} s (embedded model; counted as its share of each batched step; waiting not counted)", limit.as_secs())]
     TimedOut { limit: Duration },
     #[error("the model's thread has stopped")]
     WorkerGone,
