@@ -42,12 +42,12 @@ pub use config::{
     DEFAULT_PARALLEL_CALLS, DEFAULT_REFLECTION_MINIBATCH, EngineConfig, MAX_DEMONSTRATIONS,
     MergeConfig, OnTaskError, Proposer,
 };
-pub use error::{EngineError, TaskError};
+pub use error::EngineError;
 pub use records::{
     Best, CallKind, CandidateRecord, EngineEvent, Failure, IterationRecord, MergeRecord,
-    MutationKind, MutationRecord, Outcome, PARETO_ACCEPT_P, Progress, ProposalFailure, Run,
-    StopReason, sign_test, wins_and_losses,
+    MutationKind, MutationRecord, Outcome, PARETO_ACCEPT_P, Progress, ProposalFailure,
+    ProposalKind, Run, StopReason, sign_test, wins_and_losses,
 };
 pub use reflection::{MissingPlaceholders, ReflectionTemplate};
 pub use run::run;
-pub use task::{Evaluation, ExampleView, Reflection, Task};
+pub use task::{Evaluation, ExampleView, Reflection, Task, TaskError};

@@ -150,85 +150,97 @@ impl InputPairs {
     /// beside a word of the inputs ([`Quote::Phrase`]), then the first span in quotation marks
     /// that the seed lacks and whose words stand in that order in a few inputs.
     pub(crate) fn quoted(&self, prompt: &str) -> Option<Quote> {
+        self.quoted_pair(prompt)
+            .or_else(|| self.quoted_phrase(prompt))
+            .or_else(|| self.quoted_span(prompt))
+            .or_else(|| self.quoted_word(prompt))
+    }
+
+    /// The inputs that hold `first` and `second` side by side.
+    fn pair_inputs(&self, first: &str, second: &str) -> usize {
+        self.inputs_with
+            .get(&(first.to_owned(), second.to_owned()))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// The words of `prompt` less the engine's own lines: what the prompt's writer wrote.
+    fn written_words(&self, prompt: &str) -> Vec<String> {
+        let written: Vec<&str> = prompt
+            .lines()
+            .filter(|line| !self.own_lines.iter().any(|own| own == line.trim()))
+            .collect();
+        words(&written.join("\n"))
+    }
+
+    /// The first new word pair that 1 to [`RARE_INPUTS`] inputs hold.
+    fn quoted_pair(&self, prompt: &str) -> Option<Quote> {
         let words = words(prompt);
-        let count = |first: &String, second: &String| {
-            self.inputs_with
-                .get(&(first.clone(), second.clone()))
-                .copied()
-                .unwrap_or(0)
-        };
-        let pair = self.new_pairs(&words).find_map(|(first, second)| {
-            let inputs = count(first, second);
+        self.new_pairs(&words).find_map(|(first, second)| {
+            let inputs = self.pair_inputs(first, second);
             (1..=RARE_INPUTS).contains(&inputs).then(|| Quote::Pair {
                 pair: format!("{first} {second}"),
                 inputs,
             })
-        });
-        let phrase = || {
-            // The phrase check reads the prompt without the engine's own lines, worked out only
-            // when no pair was found.
-            let written: Vec<&str> = prompt
-                .lines()
-                .filter(|line| !self.own_lines.iter().any(|own| own == line.trim()))
-                .collect();
-            let written = self::words(&written.join("\n"));
-            self.new_pairs(&written).find_map(|(first, second)| {
-                let stop = |word: &String| self.stop_words.contains(word);
-                let word = match (stop(first), stop(second)) {
-                    (true, false) => second,
-                    (false, true) => first,
-                    _ => return None,
-                };
-                let word_inputs = self.inputs_with_word.get(word).copied().unwrap_or(0);
-                let inputs = count(first, second);
-                // A stop word beside a word many inputs use ("technology or", "oil or" of a
-                // news topic task) is a general rule's English; beside a word of a few, it is
-                // how those few put it.
-                let rare = inputs <= RARE_INPUTS && word_inputs <= RARE_INPUTS;
-                let general = self.common.contains(word) || common_english(word);
-                (word_inputs > 0 && !general && rare).then(|| Quote::Phrase {
-                    pair: format!("{first} {second}"),
-                    word: word.clone(),
-                    word_inputs,
+        })
+    }
+
+    /// The first new pair of a stop word beside a word few inputs use; the prompt is read
+    /// without the engine's own lines.
+    fn quoted_phrase(&self, prompt: &str) -> Option<Quote> {
+        let written = self.written_words(prompt);
+        self.new_pairs(&written).find_map(|(first, second)| {
+            let stop = |word: &String| self.stop_words.contains(word);
+            let word = match (stop(first), stop(second)) {
+                (true, false) => second,
+                (false, true) => first,
+                _ => return None,
+            };
+            let word_inputs = self.inputs_with_word.get(word).copied().unwrap_or(0);
+            let inputs = self.pair_inputs(first, second);
+            // A stop word beside a word many inputs use ("technology or", "oil or" of a
+            // news topic task) is a general rule's English; beside a word of a few, it is
+            // how those few put it.
+            let rare = inputs <= RARE_INPUTS && word_inputs <= RARE_INPUTS;
+            let general = self.common.contains(word) || common_english(word);
+            (word_inputs > 0 && !general && rare).then(|| Quote::Phrase {
+                pair: format!("{first} {second}"),
+                word: word.clone(),
+                word_inputs,
+                inputs,
+            })
+        })
+    }
+
+    /// The first span in quotation marks, not in the seed, whose words stand in that order in
+    /// 1 to [`RARE_INPUTS`] inputs.
+    fn quoted_span(&self, prompt: &str) -> Option<Quote> {
+        quoted_spans(prompt)
+            .into_iter()
+            .filter(|span| !self.seed_spans.contains(span))
+            .find_map(|span| {
+                let inputs = self
+                    .inputs
+                    .iter()
+                    .filter(|input| input.windows(span.len()).any(|run| run == span))
+                    .count();
+                (1..=RARE_INPUTS).contains(&inputs).then(|| Quote::Span {
+                    span: span.join(" "),
                     inputs,
                 })
             })
-        };
-        let span = || {
-            quoted_spans(prompt)
-                .into_iter()
-                .filter(|span| !self.seed_spans.contains(span))
-                .find_map(|span| {
-                    let inputs = self
-                        .inputs
-                        .iter()
-                        .filter(|input| input.windows(span.len()).any(|run| run == span))
-                        .count();
-                    (1..=RARE_INPUTS).contains(&inputs).then(|| Quote::Span {
-                        span: span.join(" "),
-                        inputs,
-                    })
-                })
-        };
-        let word = || {
-            // The engine's own lines and the words every prompt of this kind uses are not
-            // quotes of an input (the shared measure leaves the same frame words out).
-            let written: Vec<&str> = prompt
-                .lines()
-                .filter(|line| !self.own_lines.iter().any(|own| own == line.trim()))
-                .collect();
-            self::words(&written.join("\n"))
-                .into_iter()
-                .find_map(|word| {
-                    let single = self.inputs_with_word.get(&word).copied() == Some(1);
-                    let ours =
-                        self.common.contains(&word) || FRAME_WORDS.split(' ').any(|f| f == word);
-                    let long = word.chars().count() >= RARE_WORD_LETTERS;
-                    (single && long && !ours && !common_english(&word))
-                        .then_some(Quote::Word { word })
-                })
-        };
-        pair.or_else(phrase).or_else(span).or_else(word)
+    }
+
+    /// The first long, uncommon word that a single input holds. The engine's own lines and
+    /// the words every prompt of this kind uses are not quotes of an input (the shared measure
+    /// leaves the same frame words out).
+    fn quoted_word(&self, prompt: &str) -> Option<Quote> {
+        self.written_words(prompt).into_iter().find_map(|word| {
+            let single = self.inputs_with_word.get(&word).copied() == Some(1);
+            let ours = self.common.contains(&word) || FRAME_WORDS.split(' ').any(|f| f == word);
+            let long = word.chars().count() >= RARE_WORD_LETTERS;
+            (single && long && !ours && !common_english(&word)).then_some(Quote::Word { word })
+        })
     }
 }
 

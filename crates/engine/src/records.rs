@@ -7,7 +7,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::budget::Spent;
-use super::error::TaskError;
+use super::task::TaskError;
 
 /// A candidate in the pool: the seed (generation 0) or an accepted child. The caller turns these
 /// into the evolution API's history records {generation, score, prompt}.
@@ -35,6 +35,37 @@ pub struct CandidateRecord {
 pub enum IterationRecord {
     Mutation(MutationRecord),
     Merge(MergeRecord),
+}
+
+/// What an iteration proposed, as the event log and the report name it: a reflective
+/// `mutation`, a label `glossary`, a `layout` change, `demonstrations`, or a `merge` of two
+/// lineages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProposalKind {
+    Mutation,
+    Glossary,
+    Layout,
+    Demonstrations,
+    Merge,
+}
+
+impl ProposalKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Mutation => "mutation",
+            Self::Glossary => "glossary",
+            Self::Layout => "layout",
+            Self::Demonstrations => "demonstrations",
+            Self::Merge => "merge",
+        }
+    }
+}
+
+impl fmt::Display for ProposalKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 impl IterationRecord {
@@ -84,16 +115,16 @@ impl IterationRecord {
         }
     }
 
-    /// `mutation`, `glossary`, `layout`, `demonstrations` or `merge`.
-    pub fn kind(&self) -> &'static str {
+    /// What kind of proposal the iteration made.
+    pub fn kind(&self) -> ProposalKind {
         match self {
             Self::Mutation(record) => match record.written_from {
-                MutationKind::Reflection => "mutation",
-                MutationKind::Glossary => "glossary",
-                MutationKind::Layout => "layout",
-                MutationKind::Demonstrations => "demonstrations",
+                MutationKind::Reflection => ProposalKind::Mutation,
+                MutationKind::Glossary => ProposalKind::Glossary,
+                MutationKind::Layout => ProposalKind::Layout,
+                MutationKind::Demonstrations => ProposalKind::Demonstrations,
             },
-            Self::Merge(_) => "merge",
+            Self::Merge(_) => ProposalKind::Merge,
         }
     }
 
@@ -431,6 +462,11 @@ pub enum Outcome {
     Failed { reason: ProposalFailure },
 }
 
+/// A label glossary needs at least this many labels: with two, the labels' names and the task
+/// already say what each means; with more, names such as `meta` or `utility` are shorthand whose
+/// scope a small model cannot guess.
+pub(crate) const MIN_GLOSSARY_LABELS: usize = 3;
+
 /// Why a reflection produced no child worth running.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "reason", rename_all = "snake_case")]
@@ -450,7 +486,7 @@ pub enum ProposalFailure {
     /// Every rule of the answer is already in the parent.
     NoNewRule,
     /// A label glossary kept subjects for fewer labels than
-    /// `reflection::MIN_GLOSSARY_LABELS` (the answers had no list, or every subject was
+    /// [`MIN_GLOSSARY_LABELS`] (the answers had no list, or every subject was
     /// dropped); `answers` are the reflection model's answers, one per label asked about.
     ThinGlossary { labels: usize, answers: String },
     /// The child dropped `{variable}` placeholders the seed uses, so it could not be rendered
@@ -553,7 +589,7 @@ impl fmt::Display for ProposalFailure {
             Self::ThinGlossary { labels, .. } => write!(
                 f,
                 "the glossary kept subjects for {labels} label(s); it needs {}",
-                super::reflection::MIN_GLOSSARY_LABELS
+                MIN_GLOSSARY_LABELS
             ),
             Self::MissingPlaceholders { missing } => {
                 write!(f, "the child dropped {}", list(missing))

@@ -380,10 +380,6 @@ fn write_rule_ask(text: &mut String, several: bool, labels: &[String], first: &S
     }
 }
 
-/// A label glossary needs at least this many labels: with two, the labels' names and the task
-/// already say what each means; with more, names such as `meta` or `utility` are shorthand whose
-/// scope a small model cannot guess.
-pub(crate) const MIN_GLOSSARY_LABELS: usize = 3;
 /// At most this many feedback rows of one label are shown in its glossary request.
 pub(crate) const MAX_GLOSSARY_EXAMPLES: usize = 8;
 /// At most this many subjects are kept for one label.

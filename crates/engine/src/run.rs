@@ -12,19 +12,19 @@ use super::budget::Budget;
 use super::cache::{EvaluationCache, PromptId};
 use super::config::{EngineConfig, OnTaskError, Proposer};
 use super::demonstrations;
-use super::error::{EngineError, TaskError};
+use super::error::EngineError;
 use super::merge::{self, MergeScheduler, Triplet};
 use super::placeholders::Placeholders;
 use super::pool::Pool;
 use super::quotes::InputPairs;
 use super::records::{
     Best, CallKind, CandidateRecord, ChildFields, EngineEvent, Failure, IterationRecord,
-    MergeRecord, MutationKind, MutationRecord, Outcome, Progress, ProposalFailure, Run, StopReason,
-    sum,
+    MIN_GLOSSARY_LABELS, MergeRecord, MutationKind, MutationRecord, Outcome, Progress,
+    ProposalFailure, Run, StopReason, sum,
 };
 use super::reflection::{self, Revision, Shown};
 use super::sampler::EpochSampler;
-use super::task::{Evaluation, ExampleView, Reflection, Task};
+use super::task::{Evaluation, ExampleView, Reflection, Task, TaskError};
 
 /// Scores are in [0, 1]; a parent at 1 on every minibatch example has nothing to learn there.
 const PERFECT: f64 = 1.0;
@@ -418,19 +418,32 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             }
         }
         let parent = pool.select_parent(&mut self.selection_rng);
-        let mut minibatch = self.sampler.next_batch();
         let parent_prompt = self.candidate_prompts[parent].clone();
-        // The parent's unknown scores, one reflection, the child on the minibatch, and the
-        // child on the Pareto set. A child is never a prompt of the pool, so none of its Pareto
-        // scores can be known.
+        let minibatch = self.affordable_minibatch(&parent_prompt, pareto)?;
+        self.iteration += 1;
+        self.mutate(pool, parent, parent_prompt, minibatch)
+            .await
+            .map(IterationRecord::Mutation)
+    }
+
+    /// The next minibatch for a reflective mutation of `parent_prompt`, once the budget is known
+    /// to pay for it: the parent's unknown scores, one reflection, the child on the minibatch,
+    /// and the child on the Pareto set. A child is never a prompt of the pool, so none of its
+    /// Pareto scores can be known.
+    fn affordable_minibatch(
+        &mut self,
+        parent_prompt: &PromptId,
+        pareto: usize,
+    ) -> Result<Vec<usize>, Halt> {
+        let mut minibatch = self.sampler.next_batch();
         let worst_case = |cache: &EvaluationCache, minibatch: &[usize]| {
-            cache.uncached(&parent_prompt, minibatch) + 1 + minibatch.len() + pareto
+            cache.uncached(parent_prompt, minibatch) + 1 + minibatch.len() + pareto
         };
         // Near the end of the budget a smaller minibatch still decides something, where
         // stopping would leave the rest unspent: drop examples, those the parent has no score
         // on first, until the iteration fits (or one example is left and it still does not).
         if worst_case(&self.cache, &minibatch) as u64 > self.budget.remaining() {
-            minibatch.sort_by_key(|&example| self.cache.get(&parent_prompt, example).is_none());
+            minibatch.sort_by_key(|&example| self.cache.get(parent_prompt, example).is_none());
             while minibatch.len() > 1
                 && worst_case(&self.cache, &minibatch) as u64 > self.budget.remaining()
             {
@@ -441,7 +454,7 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             // budget left cannot teach anything.
             let known_perfect = minibatch.iter().all(|&example| {
                 self.cache
-                    .get(&parent_prompt, example)
+                    .get(parent_prompt, example)
                     .is_some_and(|evaluation| evaluation.score >= PERFECT)
             });
             if known_perfect {
@@ -449,10 +462,7 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             }
         }
         self.afford(worst_case(&self.cache, &minibatch))?;
-        self.iteration += 1;
-        self.mutate(pool, parent, parent_prompt, minibatch)
-            .await
-            .map(IterationRecord::Mutation)
+        Ok(minibatch)
     }
 
     async fn mutate(
@@ -562,7 +572,7 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
     fn glossary_due(&self) -> bool {
         self.config.label_glossary
             && self.config.proposer == Proposer::Rules
-            && self.labels.len() >= reflection::MIN_GLOSSARY_LABELS
+            && self.labels.len() >= MIN_GLOSSARY_LABELS
     }
 
     /// Whether the layout child is offered: asked for, by the rules proposer, of a
@@ -725,7 +735,7 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
         }
         record.shown.sort_unstable();
         // A glossary of one label singles it out, which a small model answers to everything.
-        if entries.len() < reflection::MIN_GLOSSARY_LABELS {
+        if entries.len() < MIN_GLOSSARY_LABELS {
             record.outcome = Outcome::Failed {
                 reason: ProposalFailure::ThinGlossary {
                     labels: entries.len(),

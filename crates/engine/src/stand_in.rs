@@ -10,7 +10,7 @@
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::error::TaskError;
+use super::task::TaskError;
 use super::task::{Evaluation, ExampleView, Reflection, Task};
 
 type Reflect = Box<dyn Fn(&str) -> Result<String, TaskError> + Send + Sync>;

@@ -1,10 +1,11 @@
 //! The engine's only window on the outside world.
 
+use std::error::Error;
 use std::future::Future;
+use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-
-use super::error::TaskError;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use thiserror::Error;
 
 /// What the engine needs from the outside world. An adapter renders the prompt with the example's
 /// row, calls the task model and scores the answer; `reflect` sends text to the reflection model.
@@ -74,4 +75,46 @@ pub struct ExampleView {
     pub inputs: Vec<(String, String)>,
     /// The expected output.
     pub expected: String,
+}
+
+/// A failed model call or scoring, as the adapter reports it.
+///
+/// It wraps the adapter's own error (for example the `http` layer's `ApiError`) so a caller can
+/// downcast it through [`TaskError::inner`]; it is cheap to clone because the same failure is
+/// kept in the run's records and sent to the observer.
+#[derive(Debug, Clone, Error)]
+#[error(transparent)]
+pub struct TaskError(Arc<dyn Error + Send + Sync>);
+
+impl TaskError {
+    /// Wrap any error, or a message (`&str` and `String` convert too).
+    pub fn new(error: impl Into<Box<dyn Error + Send + Sync>>) -> Self {
+        Self(Arc::from(error.into()))
+    }
+
+    /// The adapter's original error.
+    pub fn inner(&self) -> &(dyn Error + Send + Sync + 'static) {
+        &*self.0
+    }
+}
+
+// Records holding a task error compare equal when the errors say the same thing, which is what
+// a serialised record keeps of them.
+impl PartialEq for TaskError {
+    fn eq(&self, other: &Self) -> bool {
+        self.to_string() == other.to_string()
+    }
+}
+
+impl Serialize for TaskError {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+/// A recorded error comes back as its message: what serialising it kept.
+impl<'de> Deserialize<'de> for TaskError {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        String::deserialize(deserializer).map(TaskError::new)
+    }
 }

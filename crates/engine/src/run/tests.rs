@@ -11,6 +11,7 @@ use futures_test as tokio;
 
 use super::*;
 use crate::config::MergeConfig;
+use crate::records::ProposalKind;
 use crate::stand_in::{
     STAND_IN_EVALUATION_TOKENS, STAND_IN_REFLECTION_TOKENS, StandIn, fenced_blocks,
     keyword_reflection,
@@ -893,7 +894,7 @@ async fn the_first_iteration_of_a_classification_writes_a_label_glossary_judged_
     assert_eq!(record.child_scores, vec![1.0; 6]);
     assert_eq!(record.outcome, Outcome::Accepted { generation: 1 });
     assert_eq!(record.written_from, MutationKind::Glossary);
-    assert_eq!(run.iterations()[0].kind(), "glossary");
+    assert_eq!(run.iterations()[0].kind(), ProposalKind::Glossary);
     assert_eq!(
         run.candidates()[1].prompt,
         "What each answer is about:\n- alpha: alpha matters, question, topics\n- bravo: bravo \
@@ -954,7 +955,7 @@ async fn a_glossary_no_better_on_the_pareto_set_is_rejected_and_says_where_it_wa
     let config = glossary_config();
     let run = run_quietly(&task, &config).await.expect("run");
     let record = &run.iterations()[0];
-    assert_eq!(record.kind(), "glossary");
+    assert_eq!(record.kind(), ProposalKind::Glossary);
     assert_eq!(record.outcome(), &Outcome::Rejected);
     assert_eq!(
         record.explain(),
@@ -977,7 +978,7 @@ async fn a_glossary_with_subjects_for_too_few_labels_is_no_proposal() {
     let config = glossary_config();
     let run = run_quietly(&task, &config).await.expect("run");
     let record = &run.iterations()[0];
-    assert_eq!(record.kind(), "glossary");
+    assert_eq!(record.kind(), ProposalKind::Glossary);
     let Outcome::Failed {
         reason: reason @ ProposalFailure::ThinGlossary { labels: 1, .. },
     } = record.outcome()
@@ -1011,7 +1012,7 @@ async fn a_classification_prompt_with_its_input_first_is_offered_once_with_its_i
     let IterationRecord::Mutation(record) = &offered.iterations()[0] else {
         panic!("merge is off");
     };
-    assert_eq!(offered.iterations()[0].kind(), "layout");
+    assert_eq!(offered.iterations()[0].kind(), ProposalKind::Layout);
     // Judged on the Pareto set, written from no row.
     assert_eq!(record.minibatch, (6..12).collect::<Vec<_>>());
     assert!(record.shown.is_empty());
@@ -1026,7 +1027,10 @@ async fn a_classification_prompt_with_its_input_first_is_offered_once_with_its_i
     assert_eq!(record.cost.reflection_calls, 0);
     assert_eq!(record.cost.task_calls, 6);
     // Offered once: the iterations after it are rules.
-    let layouts = offered.iterations().iter().filter(|r| r.kind() == "layout");
+    let layouts = offered
+        .iterations()
+        .iter()
+        .filter(|r| r.kind() == ProposalKind::Layout);
     assert_eq!(layouts.count(), 1);
     assert!(offered.iterations().len() > 1, "{:?}", offered.iterations());
 
@@ -1037,12 +1041,12 @@ async fn a_classification_prompt_with_its_input_first_is_offered_once_with_its_i
     let run_off = run(&StandIn::new(&rows).reflecting(rule), seed, &off, |_| {})
         .await
         .expect("run");
-    assert_eq!(first_kind(&run_off), "mutation");
+    assert_eq!(first_kind(&run_off), ProposalKind::Mutation);
     let last = "Answer bravo.\nQuestion: {question}";
     let run_last = run(&StandIn::new(&rows).reflecting(rule), last, &config, |_| {})
         .await
         .expect("run");
-    assert_eq!(first_kind(&run_last), "mutation");
+    assert_eq!(first_kind(&run_last), ProposalKind::Mutation);
 }
 
 #[tokio::test]
@@ -1056,7 +1060,7 @@ async fn demonstrations_of_each_label_are_offered_and_judged_on_the_pareto_set()
         panic!("merge is off");
     };
     assert_eq!(record.written_from, MutationKind::Demonstrations);
-    assert_eq!(run.iterations()[0].kind(), "demonstrations");
+    assert_eq!(run.iterations()[0].kind(), ProposalKind::Demonstrations);
     // Judged on the Pareto set; shown: one feedback row of each label, never a Pareto row.
     assert_eq!(record.minibatch, (6..12).collect::<Vec<_>>());
     assert_eq!(record.shown.len(), 3, "{:?}", record.shown);
