@@ -58,7 +58,10 @@ fn public_keys() -> anyhow::Result<(Credential, Credential)> {
             keys::from_env(EVOLUTION_KEY),
             &crate::evolution::config_from_env().base_url,
         )?,
-        keys::for_service(keys::from_env(INFERENCE_KEY), &inference_url())?,
+        keys::for_service(
+            keys::from_env(INFERENCE_KEY),
+            &crate::inference::base_url_from_env(),
+        )?,
     ))
 }
 
@@ -121,15 +124,9 @@ pub fn describe(choice: &BackendChoice) -> Backend {
         BackendChoice::Url(url) => Backend::Url { url: url.clone() },
         BackendChoice::Remote => Backend::Remote {
             evolution_url: crate::evolution::config_from_env().base_url,
-            inference_url: inference_url(),
+            inference_url: crate::inference::base_url_from_env(),
         },
     }
-}
-
-/// The public inference API's URL: `GEPA_LAB_INFERENCE_URL`, else the default.
-pub fn inference_url() -> String {
-    crate::env::var(crate::env::INFERENCE_URL)
-        .unwrap_or_else(|| crate::inference::DEFAULT_BASE_URL.to_owned())
 }
 
 /// The reflection model of a local run: `GEPA_LAB_REFLECTION_MODEL`, else the catalog's
@@ -461,11 +458,15 @@ fn public_backends(
     let evolution_url = crate::evolution::config_from_env().base_url;
     let given = |var: &'static str| keys::from_env(var).is_some().then_some(var);
     let keys_sent = vec![
-        KeySent::new(Service::Inference, &inference_url(), given(INFERENCE_KEY)),
+        KeySent::new(
+            Service::Inference,
+            &crate::inference::base_url_from_env(),
+            given(INFERENCE_KEY),
+        ),
         KeySent::new(Service::Evolution, &evolution_url, given(EVOLUTION_KEY)),
     ];
     let evolution_config = EvolutionConfig::new(evolution_url, Some(evolution_key));
-    let remote = http_inference(&inference_url(), inference, rpm)?;
+    let remote = http_inference(&crate::inference::base_url_from_env(), inference, rpm)?;
     Ok(Built {
         evolution: Arc::new(HttpEvolution::new(evolution_config)?),
         inference: router(local_ids, Some(remote), providers)?,

@@ -103,7 +103,7 @@ pub fn public_destinations() -> Vec<KeySent> {
     vec![
         KeySent::new(
             Service::Inference,
-            &super::backends::inference_url(),
+            &crate::inference::base_url_from_env(),
             given(crate::env::INFERENCE_KEY),
         ),
         KeySent::new(

@@ -15,6 +15,11 @@ use gepa_lab_http::{ATTEMPT_TIMEOUT, ApiError, Auth, Call, HttpClient, ServiceCo
 /// The public inference service.
 pub const DEFAULT_BASE_URL: &str = "https://inference.dria.co";
 
+/// The public inference API's URL: `GEPA_LAB_INFERENCE_URL`, else [`DEFAULT_BASE_URL`].
+pub fn base_url_from_env() -> String {
+    gepa_lab_env::var(gepa_lab_env::INFERENCE_URL).unwrap_or_else(|| DEFAULT_BASE_URL.to_owned())
+}
+
 /// Time granted beyond the request's own `timeout_secs`, so the server's time-out answer (with
 /// its status and body) arrives before ours fires.
 const TIMEOUT_GRACE: Duration = Duration::from_secs(10);

@@ -25,7 +25,7 @@ mod sim;
 mod structured;
 pub mod wire;
 
-pub use client::{DEFAULT_BASE_URL, HttpInference, InferenceConfig};
+pub use client::{DEFAULT_BASE_URL, HttpInference, InferenceConfig, base_url_from_env};
 pub use embedded::{EmbeddedConfig, EmbeddedError, EmbeddedModel, ModelChoice, is_local_model};
 pub use fallback::{Answered, Fallback};
 pub use provider::{ModelRef, Provider, ProviderName};

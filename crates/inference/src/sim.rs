@@ -604,17 +604,7 @@ fn instance_of(schema: &Value, rng: &mut ChaCha8Rng, depth: usize) -> Value {
             return instance_of(first, rng, depth + 1);
         }
     }
-    let kind = match schema.get("type") {
-        Some(Value::String(kind)) => kind.as_str(),
-        Some(Value::Array(kinds)) => kinds
-            .iter()
-            .filter_map(Value::as_str)
-            .find(|k| *k != "null")
-            .unwrap_or("null"),
-        _ if schema.get("properties").is_some() => "object",
-        _ => "string",
-    };
-    match kind {
+    match schema_type(schema) {
         "object" => {
             let mut object = serde_json::Map::new();
             if depth < 8
@@ -641,6 +631,28 @@ fn instance_of(schema: &Value, rng: &mut ChaCha8Rng, depth: usize) -> Value {
                     .collect(),
             )
         }
+        kind => scalar_of(kind, schema, rng),
+    }
+}
+
+/// The JSON type a schema asks for: its `type` (the first that is not `null` of a list), an
+/// object when it has properties, else a string.
+fn schema_type(schema: &Value) -> &str {
+    match schema.get("type") {
+        Some(Value::String(kind)) => kind.as_str(),
+        Some(Value::Array(kinds)) => kinds
+            .iter()
+            .filter_map(Value::as_str)
+            .find(|k| *k != "null")
+            .unwrap_or("null"),
+        _ if schema.get("properties").is_some() => "object",
+        _ => "string",
+    }
+}
+
+/// A number, boolean, null or string within the schema's bounds; any other type is a string.
+fn scalar_of(kind: &str, schema: &Value, rng: &mut ChaCha8Rng) -> Value {
+    match kind {
         "integer" => {
             let min = schema.get("minimum").and_then(Value::as_i64).unwrap_or(0);
             let max = schema

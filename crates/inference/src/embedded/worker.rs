@@ -607,6 +607,26 @@ impl<'m> Session<'m> {
     /// generating, then prompt tokens of the others, oldest request first, up to the batch size.
     /// Then samples, streams and finishes what the decode produced logits for.
     fn step(&mut self) -> Result<(), EmbeddedError> {
+        let added = self.fill_batch()?;
+        let decoding = Instant::now();
+        self.decode()?;
+        let share = share_of(decoding.elapsed(), added.len());
+        for (index, tokens) in added {
+            let slot = &mut self.slots[index];
+            slot.cached.extend(tokens);
+            if let Some(work) = slot.work.as_mut() {
+                work.deadline.charge(share);
+            }
+        }
+
+        self.sample_and_finish();
+        Ok(())
+    }
+
+    /// The batch of this step: the next token of each generating request, then prompt tokens
+    /// of the others, oldest request first, up to the batch size. Returns, per slot, the tokens
+    /// the batch adds to its sequence.
+    fn fill_batch(&mut self) -> Result<Vec<(usize, Vec<LlamaToken>)>, EmbeddedError> {
         self.batch.clear();
         // (slot, tokens added to its sequence by this batch)
         let mut added: Vec<(usize, Vec<LlamaToken>)> = Vec::new();
@@ -658,18 +678,12 @@ impl<'m> Session<'m> {
             }
             added.push((index, work.tokens[from..to].to_vec()));
         }
+        Ok(added)
+    }
 
-        let decoding = Instant::now();
-        self.decode()?;
-        let share = share_of(decoding.elapsed(), added.len());
-        for (index, tokens) in added {
-            let slot = &mut self.slots[index];
-            slot.cached.extend(tokens);
-            if let Some(work) = slot.work.as_mut() {
-                work.deadline.charge(share);
-            }
-        }
-
+    /// Samples what the decode produced logits for, streams it, and finishes each request that
+    /// is done, cancelled or out of time.
+    fn sample_and_finish(&mut self) {
         let (ctx, model) = (&self.ctx, self.model);
         for slot in &mut self.slots {
             let Some(work) = slot.work.as_mut() else {
@@ -695,7 +709,6 @@ impl<'m> Session<'m> {
                 work.finish(result);
             }
         }
-        Ok(())
     }
 
     /// The prompt text: the GGUF's Jinja template, else llama.cpp's built-in one.
