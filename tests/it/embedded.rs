@@ -535,7 +535,7 @@ async fn a_tiny_gepa_run_on_real_rows_stays_within_its_budget() {
             })
             .collect();
     let request = StartExecution {
-        strategy: "RPM".into(),
+        strategy: gepa_lab::evolution::wire::Strategy::Rpm,
         model: "gpt-4o-mini".into(),
         dataset_columns: vec!["review".into()],
         // The seed on 2 Pareto rows, then one iteration at its worst case: the parent and the

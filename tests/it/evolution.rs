@@ -38,7 +38,7 @@ const REVIEWS: [(&str, &str); 10] = [
 
 pub(crate) fn sentiment(budget: u64, minibatch: u64, pareto: u64) -> StartExecution {
     StartExecution {
-        strategy: "RPM".into(),
+        strategy: gepa_lab::evolution::wire::Strategy::Rpm,
         model: "gpt-4o-mini".into(),
         dataset_columns: vec!["review".into()],
         budget,
@@ -187,11 +187,6 @@ async fn every_rule_of_start_execution_is_a_400_naming_the_rule_and_the_value() 
     type Change = fn(&mut StartExecution);
     let cases: Vec<(&str, Change, &str)> = vec![
         (
-            "strategy",
-            |r| r.strategy = "GREEDY".into(),
-            "seen: \"GREEDY\"",
-        ),
-        (
             "evolution-model",
             |r| r.model = "gpt-3".into(),
             "seen: \"gpt-3\"",
@@ -304,6 +299,11 @@ async fn every_rule_of_start_execution_is_a_400_naming_the_rule_and_the_value() 
     let mut input_number = valid.clone();
     input_number["dataset"][1]["input"]["review"] = json!(42);
     let raw_cases: Vec<(&str, String, &str)> = vec![
+        (
+            "strategy",
+            with("strategy", json!("GREEDY")).to_string(),
+            "seen: \"GREEDY\"",
+        ),
         (
             "body-json",
             "{\"strategy\": ".into(),

@@ -131,20 +131,12 @@ pub fn validate_start(
     }
 }
 
-/// The strategy is RPM or SAM and the model one the service supports.
+/// The model is one the service supports (the strategy, typed, is read by [`parse_start`]).
 fn check_models(
     request: &StartExecution,
     profile: &ServiceProfile,
     found: &mut Vec<RuleViolation>,
 ) {
-    if Strategy::parse(&request.strategy).is_none() {
-        found.push(RuleViolation::new(
-            "strategy",
-            "strategy",
-            "must be RPM or SAM",
-            quoted(&request.strategy),
-        ));
-    }
     if !profile.supports(&request.model) {
         found.push(RuleViolation::new(
             "evolution-model",
@@ -337,6 +329,7 @@ pub fn parse_start(body: &[u8], profile: &ServiceProfile) -> Result<StartExecuti
             *slot = Value::from(n);
         }
     }
+    let unknown_strategy = read_strategy(&mut value);
     // The shape checks above are what this conversion needs; should they ever miss a case,
     // the body is still refused with the serde error rather than accepted.
     let request: StartExecution = serde_json::from_value(value).map_err(|err| {
@@ -347,8 +340,28 @@ pub fn parse_start(body: &[u8], profile: &ServiceProfile) -> Result<StartExecuti
             err.to_string(),
         )])
     })?;
-    validate_start(&request, profile)?;
-    Ok(request)
+    match (unknown_strategy, validate_start(&request, profile)) {
+        (None, Ok(())) => Ok(request),
+        (unknown, checked) => {
+            let mut found: Vec<RuleViolation> = unknown.into_iter().collect();
+            found.extend(checked.err().into_iter().flat_map(|broken| broken.0));
+            Err(Violations(found))
+        }
+    }
+}
+
+/// The strategy of a start request's body (a string, as the shape checks made sure): RPM or
+/// SAM, or the rule it breaks. An unknown strategy is listed with every other broken rule, so
+/// the body is then read with RPM in its place to check the rest.
+fn read_strategy(value: &mut Value) -> Option<RuleViolation> {
+    let slot = value.get_mut("strategy")?;
+    let name = slot.as_str()?;
+    if Strategy::parse(name).is_some() {
+        return None;
+    }
+    let violation = RuleViolation::new("strategy", "strategy", "must be RPM or SAM", quoted(name));
+    *slot = Value::from(Strategy::Rpm.as_str());
+    Some(violation)
 }
 
 /// The rules a typed request cannot break: presence and JSON types of each field.
@@ -559,7 +572,7 @@ mod tests {
 
     fn valid() -> StartExecution {
         StartExecution {
-            strategy: "RPM".into(),
+            strategy: Strategy::Rpm,
             model: "gpt-4o-mini".into(),
             dataset_columns: vec!["review".into()],
             budget: 30,
@@ -583,6 +596,27 @@ mod tests {
         validate_start(&request, &ServiceProfile::default()).expect_err("a rule is broken")
     }
 
+    /// Like `broken`, with `strategy` as the body's strategy: the wire carries it as text, which
+    /// `parse_start` reads.
+    fn broken_strategy(strategy: &str, change: impl FnOnce(&mut StartExecution)) -> Violations {
+        let mut request = valid();
+        change(&mut request);
+        let mut body = serde_json::to_value(&request).unwrap();
+        body["strategy"] = json!(strategy);
+        parse_start(body.to_string().as_bytes(), &ServiceProfile::default())
+            .expect_err("a rule is broken")
+    }
+
+    #[test]
+    fn an_unknown_strategy_names_its_rule_and_the_text_seen() {
+        let (rule, shown) = only(&broken_strategy("rpm", |_| {}));
+        assert_eq!(rule, "strategy");
+        assert!(shown.contains("seen: \"rpm\""), "{shown}");
+        // Listed first, with the rules the typed request breaks.
+        let both = broken_strategy("X", |r| r.prompt = String::new());
+        assert_eq!(both.rules(), ["strategy", "prompt-empty"]);
+    }
+
     /// The only rule broken, and the text shown for it.
     fn only(violations: &Violations) -> (&'static str, String) {
         assert_eq!(violations.0.len(), 1, "{violations}");
@@ -593,7 +627,7 @@ mod tests {
     fn a_valid_request_passes() {
         assert_eq!(validate_start(&valid(), &ServiceProfile::default()), Ok(()));
         let mut sam = valid();
-        sam.strategy = "SAM".into();
+        sam.strategy = Strategy::Sam;
         sam.custom_id = Some("x".repeat(CUSTOM_ID_MAX_CHARS));
         assert_eq!(validate_start(&sam, &ServiceProfile::default()), Ok(()));
     }
@@ -602,7 +636,6 @@ mod tests {
     fn each_rule_names_itself_the_field_and_the_value() {
         type Change = fn(&mut StartExecution);
         let cases: Vec<(&str, Change, &str)> = vec![
-            ("strategy", |r| r.strategy = "rpm".into(), "seen: \"rpm\""),
             (
                 "evolution-model",
                 |r| r.model = "gpt-4o-mni".into(),
@@ -704,7 +737,6 @@ mod tests {
     #[test]
     fn every_broken_rule_is_listed_and_long_datasets_are_summarised() {
         let violations = broken(|r| {
-            r.strategy = "X".into();
             r.budget = 0;
             r.minibatch_size = 10;
             r.pareto_size = 2;
@@ -713,7 +745,6 @@ mod tests {
         assert_eq!(
             violations.rules(),
             [
-                "strategy",
                 "budget-min",
                 "expected-output-empty",
                 "expected-output-empty",

@@ -102,10 +102,12 @@ pub enum OnError {
     ScoreZero,
 }
 
-/// The contract's two strategies. The request carries the name as text (a service must answer
-/// any text it receives with a 400 naming the rule), so this is what every rule about a
-/// strategy reads it as.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The contract's two strategies, written `RPM` and `SAM`. The body of a start request carries
+/// the name as text, and a service must answer any other text with a 400 naming the rule: the
+/// server reads it in [`parse_start`](crate::rules::parse_start), an experiment file in its
+/// validation, and past those edges it is this type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
 pub enum Strategy {
     /// Reflective prompt mutation.
     Rpm,
@@ -134,7 +136,7 @@ impl Strategy {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StartExecution {
-    pub strategy: String,
+    pub strategy: Strategy,
     pub model: String,
     pub dataset_columns: Vec<String>,
     pub budget: u64,
@@ -416,7 +418,7 @@ mod tests {
     #[test]
     fn start_execution_uses_the_service_field_names() {
         let body = StartExecution {
-            strategy: "RPM".into(),
+            strategy: Strategy::Rpm,
             model: "gpt-4o-mini".into(),
             dataset_columns: vec!["review".into()],
             budget: 30,

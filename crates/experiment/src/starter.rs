@@ -333,21 +333,13 @@ pub fn starter_text(
 ) -> Result<String, String> {
     let (minibatch, pareto) = splits(shape.rows)?;
     let budget = budget(minibatch, pareto);
-    // The dataset as the experiment file names it: as given when absolute, else relative to the
-    // experiment file's own folder (paths in the file resolve against it).
-    let dataset_path = if dataset.is_absolute() {
-        dataset.to_owned()
-    } else {
-        relative_to(dataset, out.parent().unwrap_or(Path::new("")))
-    };
     let stem = out
         .file_stem()
         .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
     let name = name_of(&stem);
     let (seed, scorer, max_tokens) = seed_prompt(shape)?;
-    let inputs: Vec<String> = shape.inputs.iter().map(|i| quoted(i)).collect();
     let (unused_note, labels_note) = notes(shape);
-    Ok(format!(
+    let mut text = format!(
         r#"# Written by `gepa-lab init --dataset {dataset}`: a first experiment on this dataset.
 # It validates as it is; read the comments, change what you know better, then:
 #   gepa-lab validate {file}
@@ -360,7 +352,46 @@ description = {description}
 # The prompt to improve. Each {{column}} is filled from a dataset row.
 {labels_note}seed = """{seed}"""
 
-[dataset]
+"#,
+        dataset = dataset.display(),
+        file = out.display(),
+        name = quoted(&name),
+        description = quoted(&format!(
+            "{} from {}",
+            title(&shape.expected),
+            shape.inputs.join(", ")
+        )),
+        seed = seed.replace('\\', "\\\\").replace("\"\"\"", "\"\"\\\""),
+    );
+    text.push_str(&dataset_table(
+        shape,
+        dataset,
+        out,
+        &unused_note,
+        (minibatch, pareto),
+    ));
+    text.push_str(&run_tables(budget, model, scorer, max_tokens));
+    Ok(text)
+}
+
+/// The `[dataset]` table: the file, its columns, and the split in words.
+fn dataset_table(
+    shape: &Shape,
+    dataset: &Path,
+    out: &Path,
+    unused_note: &str,
+    (minibatch, pareto): (usize, usize),
+) -> String {
+    // The dataset as the experiment file names it: as given when absolute, else relative to the
+    // experiment file's own folder (paths in the file resolve against it).
+    let dataset_path = if dataset.is_absolute() {
+        dataset.to_owned()
+    } else {
+        relative_to(dataset, out.parent().unwrap_or(Path::new("")))
+    };
+    let inputs: Vec<String> = shape.inputs.iter().map(|i| quoted(i)).collect();
+    format!(
+        r#"[dataset]
 file = {dataset_path}
 {unused_note}inputs = [{inputs}]
 expected = {expected}
@@ -371,7 +402,19 @@ pareto = {pareto}
 holdout = "rest"
 shuffle_seed = {shuffle_seed}
 
-[evolution]
+"#,
+        dataset_path = quoted(&dataset_path.to_string_lossy()),
+        inputs = inputs.join(", "),
+        expected = quoted(&shape.expected),
+        rows = shape.rows,
+        shuffle_seed = SHUFFLE_SEED,
+    )
+}
+
+/// The `[evolution]`, `[evaluator]` and `[replay]` tables.
+fn run_tables(budget: u64, model: &ModelLine, scorer: &str, max_tokens: usize) -> String {
+    format!(
+        r#"[evolution]
 strategy = "RPM"
 model = "{word}-4o-mini"
 # Inference calls the evolution may spend: this one pays for at least {reflections} proposals.
@@ -391,25 +434,11 @@ temperature = 0.0
 max_tokens = {max_tokens}
 concurrency = 16
 "#,
-        dataset = dataset.display(),
-        file = out.display(),
-        name = quoted(&name),
-        description = quoted(&format!(
-            "{} from {}",
-            title(&shape.expected),
-            shape.inputs.join(", ")
-        )),
-        seed = seed.replace('\\', "\\\\").replace("\"\"\"", "\"\"\\\""),
-        dataset_path = quoted(&dataset_path.to_string_lossy()),
-        inputs = inputs.join(", "),
-        expected = quoted(&shape.expected),
-        rows = shape.rows,
         word = gepa_lab_evolution::ServiceProfile::from_env().model_word,
         reflections = REFLECTIONS,
-        shuffle_seed = SHUFFLE_SEED,
         model_comment = model.comment,
         model = quoted(&model.model),
-    ))
+    )
 }
 
 /// The seed prompt (each input as `Title: {column}`, then the task), the scorer that fits the

@@ -899,7 +899,7 @@ impl Inner {
         config.label_glossary = config.proposer == Proposer::Rules;
         config.input_last = config.proposer == Proposer::Rules;
         config.reflection_minibatch = own.reflection_minibatch;
-        if Strategy::parse(&request.strategy) == Some(Strategy::Sam) {
+        if request.strategy == Strategy::Sam {
             config.merge = Some(MergeConfig::default());
         }
         apply_engine_settings(&mut config, &request.engine.clone().unwrap_or_default())?;
@@ -1033,7 +1033,7 @@ fn forward_events(
                 IterationRecord::Mutation(m) => tracing::debug!(
                     evolution_id = %id,
                     iteration = m.iteration,
-                    kind = record.kind(),
+                    kind = record.kind().as_str(),
                     parent = m.parent,
                     minibatch = ?m.minibatch,
                     shown = ?m.shown,

@@ -54,7 +54,7 @@ impl StoredExecution {
         Execution {
             evolution_id: Some(self.evolution_id.clone()),
             custom_id: self.request.custom_id.clone(),
-            strategy: Some(self.request.strategy.clone()),
+            strategy: Some(self.request.strategy.as_str().to_owned()),
             status: self.state.status.clone(),
             budget: Some(self.request.budget as f64),
             prompt: self.state.prompt.clone(),

@@ -225,7 +225,7 @@ const REVIEWS: [(&str, &str); 10] = [
 
 fn request(budget: u64, minibatch: u64, pareto: u64) -> StartExecution {
     StartExecution {
-        strategy: "RPM".into(),
+        strategy: Strategy::Rpm,
         model: "gpt-4o-mini".into(),
         dataset_columns: vec!["review".into()],
         budget,
@@ -316,10 +316,10 @@ async fn the_simulated_model_lets_the_engine_improve_the_seed() {
 async fn invalid_requests_are_refused_before_anything_is_recorded() {
     let Setup { local, log, .. } = setup("model=local-sim", 2, Some(false));
     let mut bad = request(0, 3, 5);
-    bad.strategy = "GREEDY".into();
+    bad.dataset_columns.clear();
     match local.start(&bad).await {
         Err(EvolutionError::Invalid(text)) => {
-            assert!(text.contains("rule strategy: "), "{text}");
+            assert!(text.contains("rule dataset-columns-min: "), "{text}");
             assert!(text.contains("rule budget-min: "), "{text}");
         }
         other => panic!("expected Invalid, got {other:?}"),

@@ -352,7 +352,7 @@ mod tests {
             evolution_id: id.into(),
             owner: Some("key-1".into()),
             request: StartExecution {
-                strategy: "RPM".into(),
+                strategy: gepa_lab_evolution::wire::Strategy::Rpm,
                 model: "gpt-4o".into(),
                 dataset_columns: vec!["q".into()],
                 budget: 12,

@@ -356,7 +356,10 @@ fn params(manifest: &RunManifest, execution: &ExecutionRecord) -> Vec<(String, S
             "backend".into(),
             serde_json::to_string(&manifest.backend).unwrap_or_default(),
         ),
-        ("evolution.strategy".into(), start.strategy.clone()),
+        (
+            "evolution.strategy".into(),
+            start.strategy.as_str().to_owned(),
+        ),
         ("evolution.model".into(), start.model.clone()),
         ("evolution.budget".into(), start.budget.to_string()),
         ("evolution.evaluator".into(), start.evaluator.clone()),

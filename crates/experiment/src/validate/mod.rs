@@ -6,25 +6,18 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use super::diagnostic::{Diagnostic, Location};
-use super::file::{
-    DatasetSection, EngineSection, Experiment, Holdout, PromptSection, ReplaySection,
-    TrackingSection,
-};
+use super::file::{DatasetSection, Experiment, Holdout, PromptSection, TrackingSection};
 use super::plan::{
     DatasetPlan, Estimate, ExecutionPlan, ModelRoles, ModelSources, Plan, ReplayPlan, TrackingPlan,
 };
 use super::rules::Rule;
 use super::source::{Loaded, Resolved, load};
 use gepa_lab_dataset::{self as dataset, HoldoutSize, Split};
-use gepa_lab_engine::{self as engine, Proposer, ReflectionTemplate};
+use gepa_lab_engine as engine;
 use gepa_lab_evolution::ServiceProfile;
-use gepa_lab_evolution::wire::{
-    DatasetItem, EngineSettings, Evaluator, OnError, StartExecution, Strategy,
-};
+use gepa_lab_evolution::wire::{DatasetItem, EngineSettings, Evaluator, StartExecution, Strategy};
 use gepa_lab_inference::ModelRef;
 use gepa_lab_prompt::Template;
-use gepa_lab_score::judge::JudgePlan;
-use gepa_lab_score::{SCORER_NAMES, ScorerSpec};
 use gepa_lab_suggest::closest;
 
 /// Longest `name` the format allows.
@@ -470,6 +463,81 @@ impl Scope<'_, '_> {
     }
 }
 
+/// The sections of one resolved experiment, each checked.
+struct Sections {
+    prompt: String,
+    dataset: DatasetPlan,
+    items: Vec<DatasetItem>,
+    strategy: Strategy,
+    model: String,
+    budget: u64,
+    evaluator: Evaluator,
+    engine: Option<EngineSettings>,
+    replay: Option<ReplayPlan>,
+    tracking: Option<TrackingPlan>,
+    models: ModelRoles,
+}
+
+/// Checks every section of `experiment`, each reporting at its keys; `None` when any check
+/// failed.
+fn check_sections(scope: &mut Scope<'_, '_>, experiment: &Experiment) -> Option<Sections> {
+    check_name(scope, &experiment.name);
+    let prompt = scope.prompt(experiment);
+    let counts = check_counts(scope, experiment);
+    let dataset = scope.dataset(experiment, counts);
+    let evolution = check_evolution(scope, experiment);
+    let evaluator = check_evaluator(scope, experiment);
+    let engine = match &experiment.engine {
+        Some(section) => engine_section::check_engine(scope, section),
+        None => Some(None),
+    };
+    let replay = experiment
+        .replay
+        .as_ref()
+        .and_then(|replay| replay_section::check_replay(scope, replay));
+    if let (Some(replay), Some((plan, _))) = (&replay, &dataset) {
+        check_holdout_for_replay(scope, replay, plan);
+    }
+    let tracking = match &experiment.tracking {
+        Some(section) => check_tracking(scope, section, &experiment.name),
+        None => Some(None),
+    };
+    let models = providers::model_roles(scope, experiment);
+    if let (Some((plan, _)), Some((_, _, budget))) = (&dataset, &evolution) {
+        // [engine]'s reflection minibatch when it sets one (a range error is reported above).
+        let reflection_minibatch = experiment
+            .engine
+            .as_ref()
+            .and_then(|engine| engine.reflection_minibatch)
+            .filter(|size| (1..=MAX_REFLECTION_MINIBATCH).contains(size))
+            .map_or(engine::DEFAULT_REFLECTION_MINIBATCH as u64, |size| {
+                size as u64
+            });
+        check_budget_room(scope, plan, *budget, reflection_minibatch);
+    }
+    let failed = scope.failed;
+    let (prompt, (dataset, items), (strategy, model, budget), evaluator, engine, tracking) = (
+        prompt?, dataset?, evolution?, evaluator?, engine?, tracking?,
+    );
+    let models = models?;
+    if failed {
+        return None;
+    }
+    Some(Sections {
+        prompt,
+        dataset,
+        items,
+        strategy,
+        model,
+        budget,
+        evaluator,
+        engine,
+        replay,
+        tracking,
+        models,
+    })
+}
+
 impl<'a> Checker<'a> {
     fn experiment(&mut self, resolved: &'a Resolved) -> Option<Draft> {
         let experiment = resolved.experiment.as_ref()?;
@@ -478,53 +546,12 @@ impl<'a> Checker<'a> {
             resolved,
             failed: false,
         };
-        check_name(&mut scope, &experiment.name);
-        let prompt = scope.prompt(experiment);
-        let counts = check_counts(&mut scope, experiment);
-        let dataset = scope.dataset(experiment, counts);
-        let evolution = check_evolution(&mut scope, experiment);
-        let evaluator = check_evaluator(&mut scope, experiment);
-        let engine = match &experiment.engine {
-            Some(section) => check_engine(&mut scope, section),
-            None => Some(None),
-        };
-        let replay = experiment
-            .replay
-            .as_ref()
-            .and_then(|replay| check_replay(&mut scope, replay));
-        if let (Some(replay), Some((plan, _))) = (&replay, &dataset) {
-            check_holdout_for_replay(&mut scope, replay, plan);
-        }
-        let tracking = match &experiment.tracking {
-            Some(section) => check_tracking(&mut scope, section, &experiment.name),
-            None => Some(None),
-        };
-        let models = providers::model_roles(&mut scope, experiment);
-        if let (Some((plan, _)), Some((_, _, budget))) = (&dataset, &evolution) {
-            // [engine]'s reflection minibatch when it sets one (a range error is reported above).
-            let reflection_minibatch = experiment
-                .engine
-                .as_ref()
-                .and_then(|engine| engine.reflection_minibatch)
-                .filter(|size| (1..=MAX_REFLECTION_MINIBATCH).contains(size))
-                .map_or(engine::DEFAULT_REFLECTION_MINIBATCH as u64, |size| {
-                    size as u64
-                });
-            check_budget_room(&mut scope, plan, *budget, reflection_minibatch);
-        }
-        let failed = scope.failed;
-        let (prompt, (dataset, items), (strategy, model, budget), evaluator, engine, tracking) = (
-            prompt?, dataset?, evolution?, evaluator?, engine?, tracking?,
-        );
-        let models = models?;
-        if failed {
-            return None;
-        }
+        let checked = check_sections(&mut scope, experiment)?;
         let estimate = estimate(
-            replay.as_ref(),
-            &models,
-            &dataset,
-            budget,
+            checked.replay.as_ref(),
+            &checked.models,
+            &checked.dataset,
+            checked.budget,
             self.settings.credits_per_call,
         );
         let custom_id = experiment.evolution.custom_id.clone().map(|id| {
@@ -540,23 +567,23 @@ impl<'a> Checker<'a> {
             custom_id,
             name: experiment.name.clone(),
             start: StartExecution {
-                strategy,
-                model,
+                strategy: checked.strategy,
+                model: checked.model,
                 dataset_columns: experiment.dataset.inputs.clone(),
-                budget,
-                minibatch_size: dataset.minibatch_rows.len() as u64,
-                pareto_size: dataset.pareto_rows.len() as u64,
-                evaluator: evaluator.to_json_string(),
-                dataset: items,
-                prompt,
+                budget: checked.budget,
+                minibatch_size: checked.dataset.minibatch_rows.len() as u64,
+                pareto_size: checked.dataset.pareto_rows.len() as u64,
+                evaluator: checked.evaluator.to_json_string(),
+                dataset: checked.items,
+                prompt: checked.prompt,
                 custom_id: None,
-                engine,
+                engine: checked.engine,
             },
-            dataset,
-            replay,
-            tracking,
+            dataset: checked.dataset,
+            replay: checked.replay,
+            tracking: checked.tracking,
             estimate,
-            models,
+            models: checked.models,
         })
     }
 
@@ -1089,10 +1116,10 @@ fn check_model(scope: &mut Scope<'_, '_>, path: &str, rule: Rule, model: &str) -
 fn check_evolution(
     scope: &mut Scope<'_, '_>,
     experiment: &Experiment,
-) -> Option<(String, String, u64)> {
+) -> Option<(Strategy, String, u64)> {
     let section = &experiment.evolution;
     let strategy = match Strategy::parse(&section.strategy) {
-        Some(Strategy::Rpm) => Some(section.strategy.clone()),
+        Some(Strategy::Rpm) => Some(Strategy::Rpm),
         Some(Strategy::Sam) => {
             scope.report(
                 "evolution.strategy",
@@ -1102,7 +1129,7 @@ fn check_evolution(
                 )
                 .seen("SAM"),
             );
-            Some(section.strategy.clone())
+            Some(Strategy::Sam)
         }
         None => {
             let other = &section.strategy;
@@ -1239,414 +1266,6 @@ fn check_evaluator(scope: &mut Scope<'_, '_>, experiment: &Experiment) -> Option
     })
 }
 
-/// The `[engine]` table as the engine's settings; `Some(None)` when it sets nothing. Each key
-/// out of its range is reported at its line, with the range and the value seen.
-fn check_engine(
-    scope: &mut Scope<'_, '_>,
-    engine: &EngineSection,
-) -> Option<Option<EngineSettings>> {
-    let mut ok = true;
-    let mut whole = |key: &str, value: Option<i64>, min: i64, max: i64| -> Option<u64> {
-        let value = value?;
-        if (min..=max).contains(&value) {
-            return Some(value as u64);
-        }
-        ok = false;
-        scope.report(
-            &format!("engine.{key}"),
-            Diagnostic::error(
-                Rule::EngineRange,
-                format!("engine.{key} must be from {min} to {max}"),
-            )
-            .seen(value),
-        );
-        None
-    };
-    let reflection_minibatch = whole(
-        "reflection_minibatch",
-        engine.reflection_minibatch,
-        1,
-        MAX_REFLECTION_MINIBATCH,
-    );
-    let reflection_max_tokens = whole(
-        "reflection_max_tokens",
-        engine.reflection_max_tokens,
-        1,
-        32_768,
-    );
-    let max_seconds = whole("max_seconds", engine.max_seconds, 1, 604_800);
-    let stall_iterations = whole("stall_iterations", engine.stall_iterations, 1, 10_000);
-    let parallel_calls = whole("parallel_calls", engine.parallel_calls, 1, 64);
-    let demonstrations = whole(
-        "demonstrations",
-        engine.demonstrations,
-        0,
-        gepa_lab_engine::MAX_DEMONSTRATIONS as i64,
-    );
-    let seed = whole("seed", engine.seed, 0, i64::MAX);
-    let mut fraction = |key: &str, value: Option<f64>, max: f64| -> Option<f64> {
-        let value = value?;
-        if value.is_finite() && (0.0..=max).contains(&value) {
-            return Some(value);
-        }
-        ok = false;
-        scope.report(
-            &format!("engine.{key}"),
-            Diagnostic::error(
-                Rule::EngineRange,
-                format!("engine.{key} must be a number from 0 to {max}"),
-            )
-            .seen(value),
-        );
-        None
-    };
-    let reflection_temperature =
-        fraction("reflection_temperature", engine.reflection_temperature, 2.0);
-    let score_threshold = fraction("score_threshold", engine.score_threshold, 1.0);
-    let choices = check_engine_choices(scope, engine);
-    ok &= choices.is_some();
-    let EngineChoices {
-        on_error,
-        proposer,
-        reflection_template,
-    } = choices?;
-    if !ok {
-        return None;
-    }
-    let settings = EngineSettings {
-        reflection_minibatch: reflection_minibatch.map(|n| n as usize),
-        reflection_model: engine.reflection_model.clone(),
-        task_model: engine.task_model.clone(),
-        proposer,
-        reflection_temperature,
-        reflection_max_tokens: reflection_max_tokens.map(|n| n as u32),
-        max_seconds,
-        stall_iterations: stall_iterations.map(|n| n as usize),
-        score_threshold,
-        on_error,
-        merge: engine.merge,
-        parallel_calls: parallel_calls.map(|n| n as usize),
-        demonstrations: demonstrations.map(|n| n as usize),
-        reflection_template,
-        seed,
-    };
-    Some((settings != EngineSettings::default()).then_some(settings))
-}
-
-/// `engine.on_error`, `engine.reflection_model` and `engine.reflection_template`, each checked;
-/// `None` when any is wrong (each reported at its key).
-fn check_engine_choices(
-    scope: &mut Scope<'_, '_>,
-    engine: &EngineSection,
-) -> Option<EngineChoices> {
-    let mut ok = true;
-    let on_error = match engine.on_error.as_deref() {
-        None => None,
-        Some("fail") => Some(OnError::Fail),
-        Some("score_zero") => Some(OnError::ScoreZero),
-        Some(other) => {
-            ok = false;
-            scope.report(
-                "engine.on_error",
-                Diagnostic::error(
-                    Rule::EngineOnError,
-                    "engine.on_error must be fail or score_zero",
-                )
-                .seen(format!("{other:?}")),
-            );
-            None
-        }
-    };
-    for (key, model) in [
-        ("reflection_model", &engine.reflection_model),
-        ("task_model", &engine.task_model),
-    ] {
-        if let Some(model) = model
-            && model.trim().is_empty()
-        {
-            ok = false;
-            scope.report(
-                &format!("engine.{key}"),
-                Diagnostic::error(
-                    Rule::EngineReflectionModel,
-                    format!("engine.{key} must name a model"),
-                )
-                .seen(format!("{model:?}"))
-                .help("`local` or `local:<name>`, or `<provider>/<model>` for a local run, a model serve's upstreams serve for gepa-lab serve; remove the key for the default"),
-            );
-        }
-    }
-    let reflection_template = match &engine.reflection_template {
-        None => None,
-        Some(file) => {
-            let template = reflection_template(scope, file);
-            ok &= template.is_some();
-            template
-        }
-    };
-    let proposer = match engine.proposer.as_deref() {
-        None => None,
-        Some(name) => {
-            let proposer = Proposer::parse(name);
-            if proposer.is_none() {
-                ok = false;
-                scope.report(
-                    "engine.proposer",
-                    Diagnostic::error(
-                        Rule::EngineProposer,
-                        "engine.proposer must be rules or rewrite",
-                    )
-                    .seen(format!("{name:?}")),
-                );
-            }
-            proposer
-        }
-    };
-    if proposer == Some(Proposer::Rules) && engine.reflection_template.is_some() {
-        ok = false;
-        scope.report(
-            "engine.proposer",
-            Diagnostic::error(
-                Rule::EngineProposer,
-                "engine.proposer = \"rules\" cannot use engine.reflection_template, which asks for whole prompts",
-            )
-            .seen("\"rules\"")
-            .help("remove one of the two: a reflection template makes the engine rewrite"),
-        );
-    }
-    ok.then_some(EngineChoices {
-        on_error,
-        proposer,
-        reflection_template,
-    })
-}
-
-/// The `[engine]` keys that name one of a few choices, as parsed.
-struct EngineChoices {
-    on_error: Option<OnError>,
-    proposer: Option<Proposer>,
-    reflection_template: Option<String>,
-}
-
-/// The text of `engine.reflection_template`'s file, checked: readable, with both placeholders.
-/// A template that asks for no fenced block is a warning: the engine reads the new prompt from
-/// one, so every answer would fail as `no_fenced_block`.
-fn reflection_template(scope: &mut Scope<'_, '_>, file: &Path) -> Option<String> {
-    const KEY: &str = "engine.reflection_template";
-    let full = resolve_path(&scope.checker.base_dir, file);
-    let text = match gepa_lab_input::read_text(&full, gepa_lab_input::TEXT_LIMIT) {
-        Ok(text) => text,
-        Err(err) => {
-            scope.report(
-                KEY,
-                Diagnostic::error(
-                    Rule::EngineReflectionTemplate,
-                    format!("cannot read the reflection template file: {err}"),
-                )
-                .seen(full.display()),
-            );
-            return None;
-        }
-    };
-    if let Err(missing) = ReflectionTemplate::parse(&text) {
-        scope.report(
-            KEY,
-            Diagnostic::error(
-                Rule::EngineReflectionTemplate,
-                format!("the reflection template {missing}"),
-            )
-            .seen(full.display())
-            .help("the reference implementation's placeholders, written exactly like that, angle brackets included"),
-        );
-        return None;
-    }
-    if !ReflectionTemplate::mentions_a_fence(&text) {
-        scope.report(
-            KEY,
-            Diagnostic::warning(
-                Rule::EngineReflectionTemplateFence,
-                "the reflection template never mentions a ``` fenced block; the engine reads the \
-                 new prompt from one, so answers without it are failed proposals",
-            )
-            .seen(full.display())
-            .help(
-                "end it with something like: Write the new instruction inside a ``` fenced block.",
-            ),
-        );
-    }
-    scope.checker.file_texts.insert(full, text.clone());
-    Some(text)
-}
-
-fn check_replay(scope: &mut Scope<'_, '_>, replay: &ReplaySection) -> Option<ReplayPlan> {
-    let mut ok = check_replay_models(scope, &replay.models);
-    let top = at_least_one(scope, "replay.top", Rule::ReplayTop, replay.top);
-    let concurrency = at_least_one(
-        scope,
-        "replay.concurrency",
-        Rule::ReplayConcurrency,
-        replay.concurrency,
-    );
-    let max_tokens = match replay.max_tokens {
-        Some(tokens) => {
-            at_least_one(scope, "replay.max_tokens", Rule::ReplayMaxTokens, tokens).map(Some)
-        }
-        None => Some(None),
-    };
-    let repeat = check_repeat(scope, replay);
-    if !replay.temperature.is_finite() || replay.temperature < 0.0 {
-        ok = false;
-        scope.report(
-            "replay.temperature",
-            Diagnostic::error(
-                Rule::ReplayTemperature,
-                "replay.temperature must be a number >= 0",
-            )
-            .seen(replay.temperature),
-        );
-    }
-    let scorer = check_scorer(scope, replay);
-    let judge = replay.judge.as_ref().map(|judge| JudgePlan {
-        model: judge.model.clone(),
-        rubric: judge.rubric.clone(),
-    });
-    if !ok {
-        return None;
-    }
-    Some(ReplayPlan {
-        models: replay.models.clone(),
-        top: top?,
-        scorer: scorer?,
-        temperature: replay.temperature,
-        max_tokens: max_tokens?.and_then(|tokens| u32::try_from(tokens).ok()),
-        concurrency: concurrency?,
-        repeat: repeat?,
-        judge,
-    })
-}
-
-/// At least 1 replay model, each a non-empty id listed once.
-fn check_replay_models(scope: &mut Scope<'_, '_>, models: &[String]) -> bool {
-    let mut ok = true;
-    if models.is_empty() {
-        ok = false;
-        scope.report(
-            "replay.models",
-            Diagnostic::error(Rule::ReplayModels, "replay.models needs at least 1 model id")
-                .seen("[]")
-                .help("name inference model ids, or \"local\" for the embedded model; remove [replay] to skip replay"),
-        );
-    }
-    for (index, model) in models.iter().enumerate() {
-        if model.trim().is_empty() || models[..index].contains(model) {
-            ok = false;
-            scope.report(
-                &format!("replay.models.{index}"),
-                Diagnostic::error(
-                    Rule::ReplayModels,
-                    "each replay model must be a non-empty id, listed once",
-                )
-                .seen(format!("{model:?}")),
-            );
-        }
-    }
-    ok
-}
-
-/// `replay.repeat` from 1 to [`MAX_REPEAT`]; above 1 at temperature 0 is a warning.
-fn check_repeat(scope: &mut Scope<'_, '_>, replay: &ReplaySection) -> Option<u32> {
-    match u32::try_from(replay.repeat) {
-        Ok(repeat @ 1..=MAX_REPEAT) => {
-            if repeat > 1 && replay.temperature == 0.0 {
-                scope.report(
-                    "replay.repeat",
-                    Diagnostic::warning(
-                        Rule::ReplayRepeatGreedy,
-                        "at temperature 0 a model usually gives the same answer every time, so \
-                         repeated answers add cost and little information",
-                    )
-                    .seen(replay.repeat)
-                    .help(
-                        "set replay.temperature above 0 (0.7 is common), or remove replay.repeat",
-                    ),
-                );
-            }
-            Some(repeat)
-        }
-        _ => {
-            scope.report(
-                "replay.repeat",
-                Diagnostic::error(
-                    Rule::ReplayRepeat,
-                    format!("replay.repeat must be from 1 to {MAX_REPEAT}"),
-                )
-                .seen(replay.repeat),
-            );
-            None
-        }
-    }
-}
-
-/// `replay.scorer` parsed, with its schema file or program found; the judge needs its table.
-fn check_scorer(scope: &mut Scope<'_, '_>, replay: &ReplaySection) -> Option<ScorerSpec> {
-    match replay.scorer.parse::<ScorerSpec>() {
-        Ok(ScorerSpec::JsonSchema { schema }) => {
-            let full = resolve_path(&scope.checker.base_dir, &schema);
-            match gepa_lab_score::load_schema(&full) {
-                Ok(_) => Some(ScorerSpec::JsonSchema { schema: full }),
-                Err(err) => {
-                    scope.report(
-                        "replay.scorer",
-                        Diagnostic::error(Rule::ReplayScorer, err.to_string()).seen(&replay.scorer),
-                    );
-                    None
-                }
-            }
-        }
-        Ok(ScorerSpec::Command { command, .. }) => {
-            // The program runs in the experiment file's folder.
-            let dir = scope.checker.base_dir.clone();
-            match gepa_lab_score::command::find_program(&command, &dir) {
-                Ok(()) => Some(ScorerSpec::Command { command, dir }),
-                Err(message) => {
-                    scope.report(
-                        "replay.scorer",
-                        Diagnostic::error(
-                            Rule::ReplayScorer,
-                            format!("scorer command `{command}`: {message}"),
-                        )
-                        .seen(&replay.scorer),
-                    );
-                    None
-                }
-            }
-        }
-        Ok(ScorerSpec::Judge) if replay.judge.is_none() => {
-            scope.report(
-                "replay.scorer",
-                Diagnostic::error(
-                    Rule::ReplayJudge,
-                    "the judge scorer needs a [replay.judge] table with `model` and `rubric`",
-                )
-                .seen("judge"),
-            );
-            None
-        }
-        Ok(spec) => Some(spec),
-        Err(err) => {
-            let names = SCORER_NAMES.map(|name| name.split([':', '[']).next().unwrap_or(name));
-            let head = replay.scorer.split(':').next().unwrap_or_default();
-            scope.report(
-                "replay.scorer",
-                Diagnostic::error(Rule::ReplayScorer, format!("replay.scorer: {err}"))
-                    .seen(format!("{:?}", replay.scorer))
-                    .help_if(closest(head, names).map(|s| format!("did you mean \"{s}\"?"))),
-            );
-            None
-        }
-    }
-}
-
 /// One diagnostic per problem: an error in a base table is found once per variant but reported
 /// once, without a variant tag.
 fn dedupe(diagnostics: Vec<Diagnostic>) -> Vec<Diagnostic> {
@@ -1695,7 +1314,9 @@ fn resolve_path(base: &Path, relative: &Path) -> PathBuf {
     out
 }
 
+mod engine_section;
 mod providers;
+mod replay_section;
 
 #[cfg(test)]
 mod tests;
