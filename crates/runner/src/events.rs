@@ -1,6 +1,34 @@
 //! What the runner reports as it goes: every event is appended to `events.jsonl` and handed to an
 //! [`Observer`] (the terminal's progress bars).
-use serde::Serialize;
+use std::fmt;
+
+use gepa_lab_engine::ProposalKind;
+use gepa_lab_store::ReplayOf;
+use serde::{Serialize, Serializer};
+
+/// What an answer event's request was for: the answer of a version (or, in `compare --prompts`,
+/// a prompt file), or the judge's grade of such an answer. Written as the version's text, and
+/// a grade as `judge:<version>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AnswerFor {
+    Version(ReplayOf),
+    Grade(ReplayOf),
+}
+
+impl fmt::Display for AnswerFor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Version(version) => version.fmt(f),
+            Self::Grade(version) => write!(f, "judge:{version}"),
+        }
+    }
+}
+
+impl Serialize for AnswerFor {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
 
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
@@ -65,8 +93,7 @@ pub enum Event {
         variant: String,
         evolution_id: String,
         iteration: usize,
-        /// `mutation` or `merge`.
-        kind: String,
+        kind: ProposalKind,
         /// Generations the proposal was made from.
         parents: Vec<usize>,
         /// `accepted`, `rejected`, `skipped_perfect`, or why no child came out (`no_fenced_block`, ...).
@@ -117,7 +144,7 @@ pub enum Event {
     /// One replay request's outcome (a cached answer is not sent and not reported here).
     Answer {
         variant: String,
-        version: String,
+        version: AnswerFor,
         model: String,
         row: usize,
         answered_by: String,

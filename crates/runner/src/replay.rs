@@ -13,7 +13,7 @@ use std::time::Instant;
 use futures::StreamExt;
 use sha2::{Digest, Sha256};
 
-use super::{Event, Observer, RunError};
+use super::{AnswerFor, Event, Observer, RunError};
 use gepa_lab_dataset::{Columns, Row, RowStream};
 use gepa_lab_experiment::ReplayPlan;
 use gepa_lab_inference::{
@@ -76,8 +76,8 @@ pub(super) struct Cell {
 /// Who waits for an answer: one cell of the replay table.
 pub(super) struct Waiting {
     pub variant: String,
-    /// What the answer event names: the version or prompt file, or `judge:<it>` for a grade.
-    pub version: String,
+    /// What the answer event names: the version or prompt file, or the grade of its answer.
+    pub version: AnswerFor,
     pub row: usize,
 }
 
@@ -610,7 +610,7 @@ pub(super) fn queue_cell(
             if !cache.contains(&key) {
                 let waiting = Waiting {
                     variant: at.variant.to_owned(),
-                    version: at.version.to_string(),
+                    version: AnswerFor::Version(at.version.clone()),
                     row: row.index + 1,
                 };
                 queue.push(key.clone(), request, waiting);
@@ -1024,7 +1024,7 @@ pub(super) async fn grade(
         } else {
             let waiting = Waiting {
                 variant: cell.variant.clone(),
-                version: format!("judge:{}", cell.version),
+                version: AnswerFor::Grade(cell.version.clone()),
                 row: cell.row,
             };
             queue.push(key.clone(), request, waiting);
