@@ -491,6 +491,27 @@ fn find(pick: &Pick, runs: &[RunData], index: usize) -> Result<Found, ReportErro
 /// (`gepa-lab view`'s side by side). Each directory is read once however many of its versions
 /// are picked.
 pub fn compare(picks: &[Pick]) -> Result<CompareReport, ReportError> {
+    let (runs, found) = load_picks(picks)?;
+    let (sha256, file) = shared_dataset(&runs)?;
+    let picked = contenders(&runs, &found);
+    let comparisons = against_first(&picked, "compare", "holdout");
+    let differing = differing_rows(&runs, &found, &picked)?;
+    for run in &runs {
+        run.replay.check()?;
+    }
+    Ok(CompareReport {
+        subject: "run".to_owned(),
+        dataset_file: file,
+        dataset_sha256: sha256,
+        settings: Vec::new(),
+        comparisons,
+        contenders: with_diffs(picked),
+        differing,
+    })
+}
+
+/// The run directories the picks name, each read once, and where each pick is in them.
+fn load_picks(picks: &[Pick]) -> Result<(Vec<RunData>, Vec<Found>), ReportError> {
     let mut runs: Vec<RunData> = Vec::new();
     let mut found = Vec::with_capacity(picks.len());
     for pick in picks {
@@ -503,12 +524,19 @@ pub fn compare(picks: &[Pick]) -> Result<CompareReport, ReportError> {
         };
         found.push(find(pick, &runs, index)?);
     }
-    let Some(first) = runs.first() else {
+    if runs.is_empty() {
         return Err(ReportError::NothingToCompare {
             run: PathBuf::from("."),
             message: "no run directory given".into(),
         });
-    };
+    }
+    Ok((runs, found))
+}
+
+/// The dataset every run was made on, as (SHA-256, file): runs on different datasets do not
+/// answer the same rows, so they are refused.
+fn shared_dataset(runs: &[RunData]) -> Result<(String, String), ReportError> {
+    let first = &runs[0];
     let dataset = |run: &RunData| {
         run.manifest
             .executions
@@ -524,7 +552,7 @@ pub fn compare(picks: &[Pick]) -> Result<CompareReport, ReportError> {
     let Some((sha256, file)) = dataset(first).into_iter().next() else {
         return Err(nothing(&first.dir, "the plan has no execution"));
     };
-    for run in &runs {
+    for run in runs {
         if let Some((other_sha, other_file)) =
             dataset(run).into_iter().find(|(sha, _)| *sha != sha256)
         {
@@ -538,13 +566,17 @@ pub fn compare(picks: &[Pick]) -> Result<CompareReport, ReportError> {
             })));
         }
     }
+    Ok((sha256, file))
+}
 
+/// Each picked version as a contender, with its row scores.
+fn contenders(runs: &[RunData], found: &[Found]) -> Vec<(Contender, BTreeMap<usize, f64>)> {
     let mut picked = Vec::new();
-    for f in &found {
+    for f in found {
         let run = &runs[f.run];
         let execution = &run.executions[f.execution];
         let version = &execution.versions[f.version];
-        let rows = f.rows(&runs);
+        let rows = f.rows(runs);
         let scores = rows.map(samples::row_scores).unwrap_or_default();
         picked.push((
             Contender {
@@ -563,19 +595,25 @@ pub fn compare(picks: &[Pick]) -> Result<CompareReport, ReportError> {
             scores,
         ));
     }
-    let comparisons = against_first(&picked, "compare", "holdout");
+    picked
+}
 
-    // The rows each contender scored differently from the first; their texts are read back
-    // from each run's replay.csv in one more pass per directory.
+/// The rows each contender scored differently from the first, with their texts, read back
+/// from each run's replay.csv in one more pass per directory.
+fn differing_rows(
+    runs: &[RunData],
+    found: &[Found],
+    picked: &[(Contender, BTreeMap<usize, f64>)],
+) -> Result<Vec<DifferingRows>, ReportError> {
     let differences: Vec<Differences> = found
         .iter()
         .skip(1)
-        .map(|f| Differences::of(found[0].rows(&runs), f.rows(&runs)))
+        .map(|f| Differences::of(found[0].rows(runs), f.rows(runs)))
         .collect();
     let mut wanted: Vec<HashSet<u32>> = vec![HashSet::new(); runs.len()];
     for (f, difference) in found.iter().skip(1).zip(&differences) {
-        wanted[found[0].run].extend(difference.records(found[0].rows(&runs)));
-        wanted[f.run].extend(difference.records(f.rows(&runs)));
+        wanted[found[0].run].extend(difference.records(found[0].rows(runs)));
+        wanted[f.run].extend(difference.records(f.rows(runs)));
     }
     let texts: Vec<Texts<'static>> = runs
         .iter()
@@ -583,34 +621,22 @@ pub fn compare(picks: &[Pick]) -> Result<CompareReport, ReportError> {
         .map(|(run, wanted)| run.texts(|record| wanted.contains(&record), |_, _| {}))
         .collect::<Result<_, _>>()?;
     let reference = &picked[0].0;
-    let differing = found
+    Ok(found
         .iter()
-        .zip(&picked)
+        .zip(picked)
         .skip(1)
         .zip(differences)
         .map(|((f, (contender, _)), difference)| {
             difference.table(
                 (
                     &reference.title(),
-                    found[0].rows(&runs),
+                    found[0].rows(runs),
                     &texts[found[0].run],
                 ),
-                (&contender.title(), f.rows(&runs), &texts[f.run]),
+                (&contender.title(), f.rows(runs), &texts[f.run]),
             )
         })
-        .collect();
-    for run in &runs {
-        run.replay.check()?;
-    }
-    Ok(CompareReport {
-        subject: "run".to_owned(),
-        dataset_file: file,
-        dataset_sha256: sha256,
-        settings: Vec::new(),
-        comparisons,
-        contenders: with_diffs(picked),
-        differing,
-    })
+        .collect())
 }
 
 /// The contenders, each after the first with its prompt's diff against the first's.

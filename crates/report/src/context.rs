@@ -1,7 +1,8 @@
 //! The report context: everything the HTML page, `summary.md`, `results.json` and the terminal
 //! table show, as one plain serialisable snapshot of a run. The templates only lay it out; every
-//! number, verdict and sentence is decided here, so a snapshot test of this struct covers what a
-//! reader is told.
+//! number and sentence is worked out here, from what `verdict` decides (the recommended version,
+//! the headline, the family of comparisons adjusted together, each version's cautions), so a
+//! snapshot test of this struct covers what a reader is told.
 use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
@@ -19,6 +20,10 @@ use super::samples::{self, Agreement};
 use super::search::{self, SearchView};
 use super::stats::{self, Adjustment, PairedComparison, Pairs, Values, Verdict};
 use super::tables::{HistoryTotals, VersionTotals};
+
+mod verdict;
+
+pub use verdict::adjust_family;
 
 /// Version of the context's (and `results.json`'s) shape; bumped when a field changes meaning
 /// or goes away. 2: a comparison's `verdict` is decided on its Holm-adjusted p-value when it is
@@ -302,21 +307,12 @@ pub fn build(
     history_totals: &[HistoryTotals],
 ) -> Result<ReportContext, ReportError> {
     let manifest = &run.manifest;
-    let answers = &run.replay;
     let classifications: Vec<Option<Classification>> = run
         .executions
         .iter()
         .map(|execution| classification(run, execution))
         .collect();
-    let tables = plan_row_tables(run);
-    let (texts, labels) = reread(run, &tables, &classifications)?;
-    let row_tables = tables
-        .into_iter()
-        .map(|table| {
-            let execution = &run.executions[table.execution];
-            table.fill(answers, execution, &texts)
-        })
-        .collect();
+    let (row_tables, labels) = row_tables(run, &classifications)?;
     let totals: Totals<'_> = version_totals
         .iter()
         .map(|t| ((t.variant.as_str(), t.version, t.model.as_str()), t))
@@ -334,34 +330,14 @@ pub fn build(
     } = views(run, &totals, &history, &classifications, &labels);
 
     let mut notes = Vec::new();
-    let mut variant_comparisons = variant_comparisons(run, &mut notes);
-    let headline = headline(run, &comparisons);
-    // The headline was chosen before the holdout was read and stays a single test; every other
-    // comparison on this page is one family.
-    let is_headline = |c: &ComparisonView| {
-        headline
-            .as_ref()
-            .is_some_and(|h| h.execution == c.execution && h.model == c.model)
-    };
-    adjust_family(
-        comparisons
-            .iter_mut()
-            .filter(|c| !is_headline(c))
-            .chain(variant_comparisons.iter_mut()),
-    );
-    if let Some(note) = family_note(
-        headline.as_ref(),
-        comparisons.iter().chain(&variant_comparisons),
-    ) {
-        notes.push(note);
-    }
+    let (headline, variant_comparisons) = page_comparisons(run, &mut comparisons, &mut notes);
     notes.extend(run_notes(run, version_totals, &comparisons));
     // A temporary file of labels that failed to be read gave some answers none: nothing built
     // on it may be shown. (The caller checks the answers' own file once the charts read it too.)
     if let Some(source) = labels.failure() {
         return Err(ReportError::temp_file(source));
     }
-    let best = recommend(run, &versions);
+    let best = verdict::recommend(run, &versions);
     let seed_is_best = run
         .best()
         .is_some_and(|(e, v)| run.executions[e].versions[v].is_seed());
@@ -382,6 +358,44 @@ pub fn build(
         method: method(),
         notes,
     })
+}
+
+/// The row tables of the page, filled with the texts of their rows (read back from
+/// `replay.csv` in one pass, with the labels of a classification's answers).
+fn row_tables(
+    run: &RunData,
+    classifications: &[Option<Classification>],
+) -> Result<(Vec<RowTable>, Labels), ReportError> {
+    let tables = plan_row_tables(run);
+    let (texts, labels) = reread(run, &tables, classifications)?;
+    let row_tables = tables
+        .into_iter()
+        .map(|table| {
+            let execution = &run.executions[table.execution];
+            table.fill(&run.replay, execution, &texts)
+        })
+        .collect();
+    Ok((row_tables, labels))
+}
+
+/// The headline and the variants' comparisons, once the page's family is adjusted as
+/// `verdict` decides; a note says how, and `variant_comparisons` notes the variants it could
+/// not pair.
+fn page_comparisons(
+    run: &RunData,
+    comparisons: &mut [ComparisonView],
+    notes: &mut Vec<String>,
+) -> (Option<ComparisonView>, Vec<ComparisonView>) {
+    let mut variant_comparisons = variant_comparisons(run, notes);
+    let headline = verdict::headline(run, comparisons);
+    verdict::adjust_page_family(headline.as_ref(), comparisons, &mut variant_comparisons);
+    if let Some(note) = family_note(
+        headline.as_ref(),
+        comparisons.iter().chain(&variant_comparisons),
+    ) {
+        notes.push(note);
+    }
+    (headline, variant_comparisons)
 }
 
 /// The classification of an execution's holdout rows, when they are one (see
@@ -581,7 +595,7 @@ fn execution_view(
         evolution_id: record.state.evolution_id().map(str::to_owned),
         status: Some(record.state.status_text()),
         error: record.state.problem().map(str::to_owned),
-        strategy: spec.start.strategy.clone(),
+        strategy: spec.start.strategy.as_str().to_owned(),
         model: spec.start.model.clone(),
         budget: spec.start.budget,
         // What the service said the execution spent, else what its last generation had.
@@ -716,8 +730,8 @@ fn seed_against_best(
     let comparison = pairs.compare();
     let mut view =
         ComparisonView::new(&execution.label, model, &seed, best, &comparison, "holdout");
-    view.cautions_a = cautions(versions, &execution.label, &seed, model);
-    view.cautions_b = cautions(versions, &execution.label, best, model);
+    view.cautions_a = verdict::cautions(versions, &execution.label, &seed, model);
+    view.cautions_b = verdict::cautions(versions, &execution.label, best, model);
     view
 }
 
@@ -801,18 +815,6 @@ fn run_notes(
         }
     }
     notes
-}
-
-/// The cautions of one version on one model (see [`AnswerCounts::cautions`]).
-fn cautions(versions: &[VersionView], execution: &str, label: &str, model: &str) -> Vec<String> {
-    versions
-        .iter()
-        .filter(|v| v.execution == execution && v.label == label)
-        .flat_map(|v| &v.scores)
-        .filter(|s| s.model == model)
-        .filter_map(|s| s.answers.as_ref())
-        .flat_map(|a| a.cautions.iter().cloned())
-        .collect()
 }
 
 /// A note for a seed-against-best comparison whose seed or best has cautions: a gain over a
@@ -1076,29 +1078,6 @@ fn p_text(c: &PairedComparison) -> String {
     }
 }
 
-/// Adjusts comparisons made together as one family by Holm's method ([`stats::holm`]) and
-/// rewrites their verdicts and sentences from the adjusted p-values.
-pub fn adjust_family<'a>(family: impl IntoIterator<Item = &'a mut ComparisonView>) {
-    let mut views: Vec<&mut ComparisonView> = family.into_iter().collect();
-    let mut tests: Vec<&mut PairedComparison> = views.iter_mut().map(|v| &mut v.stats).collect();
-    stats::holm(&mut tests);
-    for view in views {
-        let cautions = (
-            std::mem::take(&mut view.cautions_a),
-            std::mem::take(&mut view.cautions_b),
-        );
-        *view = ComparisonView::new(
-            &view.execution,
-            &view.model,
-            &view.a,
-            &view.b,
-            &view.stats,
-            &view.scope,
-        );
-        (view.cautions_a, view.cautions_b) = cautions;
-    }
-}
-
 /// One sentence a reader can quote: what was compared, on how many rows, the difference with its
 /// interval, the test and the verdict.
 fn sentence(
@@ -1240,40 +1219,6 @@ fn family_note<'a>(
          Holm's method: each verdict is read on its adjusted p-value, so that making {family} \
          comparisons does not make a false \"significant\" {family} times as likely."
     ))
-}
-
-/// The comparison of the seed with the run's best version on its first replay model.
-fn headline(run: &RunData, comparisons: &[ComparisonView]) -> Option<ComparisonView> {
-    let (execution, version) = run.best()?;
-    let execution = &run.executions[execution];
-    if execution.versions[version].is_seed() {
-        return None;
-    }
-    comparisons
-        .iter()
-        .find(|c| c.execution == execution.label && Some(&c.model) == execution.models.first())
-        .cloned()
-}
-
-/// The version the run recommends (see [`ReportContext::best`]).
-fn recommend(run: &RunData, versions: &[VersionView]) -> Option<Recommendation> {
-    let (execution, version) = run.recommended()?;
-    let execution = &run.executions[execution];
-    let label = &execution.versions[version].label;
-    let model = execution.models.first()?;
-    let mean = versions
-        .iter()
-        .find(|v| v.execution == execution.label && v.label == *label)?
-        .scores
-        .iter()
-        .find(|s| s.model == *model)
-        .and_then(|s| s.mean);
-    Some(Recommendation {
-        execution: execution.label.clone(),
-        version: label.clone(),
-        model: model.clone(),
-        mean,
-    })
 }
 
 fn method() -> MethodView {

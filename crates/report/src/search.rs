@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use gepa_lab_engine::{IterationRecord, Outcome};
+use gepa_lab_engine::{IterationRecord, Outcome, ProposalKind};
 use gepa_lab_store::{ITERATIONS_FILE, Version};
 
 use super::load::{Execution, IterationLog};
@@ -97,8 +97,7 @@ pub struct LineageNode {
 #[derive(Debug, Clone, Serialize)]
 pub struct ProposalView {
     pub iteration: usize,
-    /// `mutation` or `merge`.
-    pub kind: String,
+    pub kind: ProposalKind,
     /// The candidates it was made from, as labels.
     pub parents: Vec<String>,
     /// Rows both prompts ran on: the minibatch of a mutation, the Pareto subsample of a merge.
@@ -377,7 +376,7 @@ fn proposal(record: &IterationRecord) -> ProposalView {
     let cost = record.cost();
     ProposalView {
         iteration: record.iteration(),
-        kind: record.kind().to_owned(),
+        kind: record.kind(),
         parents: record.parents().into_iter().map(label).collect(),
         rows,
         parent_scores,
@@ -656,7 +655,7 @@ pub(super) mod tests {
         assert_eq!(empty.child_score, None, "the child never ran");
         assert_eq!(empty.reason, "no child: the fenced block is empty");
 
-        assert_eq!(merge.kind, "merge");
+        assert_eq!(merge.kind, ProposalKind::Merge);
         assert_eq!(merge.parents, vec!["g0".to_owned(), "g1".to_owned()]);
         assert_eq!(merge.rows, 3);
         assert_eq!(merge.parent_scores, vec![1.0, 2.0]);

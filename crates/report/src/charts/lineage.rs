@@ -233,49 +233,7 @@ impl Drawing for Lineage {
     }
 
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Drawn {
-        let text = |size: u32, colour: &'static RGBColor| {
-            TextStyle::from((FONT, size).into_font())
-                .color(colour)
-                .pos(Pos::new(HPos::Left, VPos::Center))
-        };
-        // The legend.
-        let legend_y = 14;
-        let mut x = LEFT;
-        root.draw(&PathElement::new(
-            [(x, legend_y), (x + 22, legend_y)],
-            EDGE_COLOUR.stroke_width(2),
-        ))
-        .map_err(failed)?;
-        root.draw(&Text::new(
-            "accepted proposal (parent to child)",
-            (x + 28, legend_y),
-            text(15, &BLACK),
-        ))
-        .map_err(failed)?;
-        x += 270;
-        root.draw(&DashedPathElement::new(
-            [(x, legend_y), (x + 22, legend_y)],
-            4,
-            3,
-            MERGE_COLOUR.stroke_width(2),
-        ))
-        .map_err(failed)?;
-        root.draw(&Text::new(
-            "merge (two parents)",
-            (x + 28, legend_y),
-            text(15, &BLACK),
-        ))
-        .map_err(failed)?;
-        x += 170;
-        root.draw(&Circle::new((x + 6, legend_y), 6, BEST_COLOUR.filled()))
-            .map_err(failed)?;
-        root.draw(&Text::new(
-            "the report's best version",
-            (x + 18, legend_y),
-            text(15, &BLACK),
-        ))
-        .map_err(failed)?;
-
+        draw_legend(root)?;
         for edge in &self.layout.edges {
             let points = self.edge_points(edge);
             if edge.merge {
@@ -290,6 +248,60 @@ impl Drawing for Lineage {
             }
             .map_err(failed)?;
         }
+        self.draw_rows(root)
+    }
+}
+
+/// Left-aligned text of `size` in `colour`, centred on its line.
+fn text(size: u32, colour: &'static RGBColor) -> TextStyle<'static> {
+    TextStyle::from((FONT, size).into_font())
+        .color(colour)
+        .pos(Pos::new(HPos::Left, VPos::Center))
+}
+
+/// The legend above the chart: an accepted proposal's edge, a merge's, the best version's dot.
+fn draw_legend<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>) -> Drawn {
+    let legend_y = 14;
+    let mut x = LEFT;
+    root.draw(&PathElement::new(
+        [(x, legend_y), (x + 22, legend_y)],
+        EDGE_COLOUR.stroke_width(2),
+    ))
+    .map_err(failed)?;
+    root.draw(&Text::new(
+        "accepted proposal (parent to child)",
+        (x + 28, legend_y),
+        text(15, &BLACK),
+    ))
+    .map_err(failed)?;
+    x += 270;
+    root.draw(&DashedPathElement::new(
+        [(x, legend_y), (x + 22, legend_y)],
+        4,
+        3,
+        MERGE_COLOUR.stroke_width(2),
+    ))
+    .map_err(failed)?;
+    root.draw(&Text::new(
+        "merge (two parents)",
+        (x + 28, legend_y),
+        text(15, &BLACK),
+    ))
+    .map_err(failed)?;
+    x += 170;
+    root.draw(&Circle::new((x + 6, legend_y), 6, BEST_COLOUR.filled()))
+        .map_err(failed)?;
+    root.draw(&Text::new(
+        "the report's best version",
+        (x + 18, legend_y),
+        text(15, &BLACK),
+    ))
+    .map_err(failed)
+}
+
+impl Lineage {
+    /// Each version's dot on its lane, with its label, score and origin to the right.
+    fn draw_rows<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Drawn {
         let text_x = self.text_x();
         for (row, line) in self.rows.iter().enumerate() {
             let (x, y) = (self.x(self.layout.lanes[row]), Self::y(row));

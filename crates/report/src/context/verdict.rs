@@ -1,0 +1,99 @@
+//! The report's decisions, apart from how they are shown: which version the run recommends,
+//! which comparison is the headline, which comparisons form one family for Holm's adjustment,
+//! and which cautions a version carries. `context` calls these and lays out what they decide;
+//! nothing here writes a sentence.
+use super::{ComparisonView, Recommendation, VersionView};
+use crate::load::RunData;
+use crate::stats::{self, PairedComparison};
+
+/// The version the run recommends (see [`ReportContext::best`](super::ReportContext::best)).
+pub(super) fn recommend(run: &RunData, versions: &[VersionView]) -> Option<Recommendation> {
+    let (execution, version) = run.recommended()?;
+    let execution = &run.executions[execution];
+    let label = &execution.versions[version].label;
+    let model = execution.models.first()?;
+    let mean = versions
+        .iter()
+        .find(|v| v.execution == execution.label && v.label == *label)?
+        .scores
+        .iter()
+        .find(|s| s.model == *model)
+        .and_then(|s| s.mean);
+    Some(Recommendation {
+        execution: execution.label.clone(),
+        version: label.clone(),
+        model: model.clone(),
+        mean,
+    })
+}
+
+/// The comparison of the seed with the run's best version on its first replay model.
+pub(super) fn headline(run: &RunData, comparisons: &[ComparisonView]) -> Option<ComparisonView> {
+    let (execution, version) = run.best()?;
+    let execution = &run.executions[execution];
+    if execution.versions[version].is_seed() {
+        return None;
+    }
+    comparisons
+        .iter()
+        .find(|c| c.execution == execution.label && Some(&c.model) == execution.models.first())
+        .cloned()
+}
+
+/// Adjusts the page's family of comparisons: every comparison but the headline, which was
+/// chosen before the holdout was read and stays a single test, together with the variants'.
+pub(super) fn adjust_page_family(
+    headline: Option<&ComparisonView>,
+    comparisons: &mut [ComparisonView],
+    variant_comparisons: &mut [ComparisonView],
+) {
+    let is_headline = |c: &ComparisonView| {
+        headline.is_some_and(|h| h.execution == c.execution && h.model == c.model)
+    };
+    adjust_family(
+        comparisons
+            .iter_mut()
+            .filter(|c| !is_headline(c))
+            .chain(variant_comparisons.iter_mut()),
+    );
+}
+
+/// Adjusts comparisons made together as one family by Holm's method ([`stats::holm`]) and
+/// rewrites their verdicts and sentences from the adjusted p-values.
+pub fn adjust_family<'a>(family: impl IntoIterator<Item = &'a mut ComparisonView>) {
+    let mut views: Vec<&mut ComparisonView> = family.into_iter().collect();
+    let mut tests: Vec<&mut PairedComparison> = views.iter_mut().map(|v| &mut v.stats).collect();
+    stats::holm(&mut tests);
+    for view in views {
+        let cautions = (
+            std::mem::take(&mut view.cautions_a),
+            std::mem::take(&mut view.cautions_b),
+        );
+        *view = ComparisonView::new(
+            &view.execution,
+            &view.model,
+            &view.a,
+            &view.b,
+            &view.stats,
+            &view.scope,
+        );
+        (view.cautions_a, view.cautions_b) = cautions;
+    }
+}
+
+/// The cautions of one version on one model (see [`AnswerCounts::cautions`](crate::baseline::AnswerCounts::cautions)).
+pub(super) fn cautions(
+    versions: &[VersionView],
+    execution: &str,
+    label: &str,
+    model: &str,
+) -> Vec<String> {
+    versions
+        .iter()
+        .filter(|v| v.execution == execution && v.label == label)
+        .flat_map(|v| &v.scores)
+        .filter(|s| s.model == model)
+        .filter_map(|s| s.answers.as_ref())
+        .flat_map(|a| a.cautions.iter().cloned())
+        .collect()
+}
