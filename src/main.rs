@@ -4,7 +4,7 @@ fn main() -> ExitCode {
     // First, before any code that may use an instruction this CPU lacks (crates/cpu).
     if let Err(message) = gepa_lab::cpu::check() {
         eprintln!("error: {message}");
-        return ExitCode::from(3);
+        return gepa_lab::cli::ExitStatus::Failure.into();
     }
     gepa_lab::cli::main()
 }

@@ -1,13 +1,12 @@
 //! `gepa-lab auth wallet`: log in with the wallet, and keep the API key it yields.
 //! `gepa-lab auth key`: keep an API key issued elsewhere (the evolution service's, say), read
 //! from standard input so that it never stands on a command line.
+use super::ExitStatus;
 use std::num::NonZeroU32;
-use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Subcommand;
 
-use super::exit;
 use super::wallet_args::WalletArgs;
 use crate::account::{AccountClient, AccountConfig, DEFAULT_LOGIN_WORD, UserConfig, config_path};
 use crate::inference::DEFAULT_BASE_URL;
@@ -61,19 +60,19 @@ struct WalletLogin {
     login_word: String,
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     match args.command {
         AuthCommand::Wallet(login) => wallet(login),
         AuthCommand::Key(store) => key(store),
     }
 }
 
-fn wallet(args: WalletLogin) -> anyhow::Result<ExitCode> {
+fn wallet(args: WalletLogin) -> anyhow::Result<ExitStatus> {
     let wallet = match args.wallet.load() {
         Ok(wallet) => wallet,
         Err(err) => {
             eprintln!("error: {err}");
-            return Ok(ExitCode::from(exit::INVALID));
+            return Ok(ExitStatus::Invalid);
         }
     };
     // Read the config before asking for a key, so a config that cannot be updated fails the
@@ -106,14 +105,14 @@ fn wallet(args: WalletLogin) -> anyhow::Result<ExitCode> {
     println!("tier: {}", grant.tier);
     println!("rpmLimit: {}", grant.rpm_limit);
     println!("API key stored in {} (not shown)", path.display());
-    Ok(ExitCode::from(exit::OK))
+    Ok(ExitStatus::Ok)
 }
 
-fn key(args: StoreKey) -> anyhow::Result<ExitCode> {
+fn key(args: StoreKey) -> anyhow::Result<ExitStatus> {
     let base_url = match (&args.base_url, args.service) {
         (Some(url), _) => url.clone(),
         (None, Service::Evolution) => crate::evolution::config_from_env().base_url,
-        (None, Service::Inference) => super::backends::inference_url(),
+        (None, Service::Inference) => crate::inference::base_url_from_env(),
     };
     let path = config_path()?;
     let mut config = UserConfig::load(&path)?;
@@ -127,7 +126,7 @@ fn key(args: StoreKey) -> anyhow::Result<ExitCode> {
             eprintln!(
                 "error: standard input: {reason}; pipe the key in, as in `printf %s \"$KEY\" | gepa-lab auth key evolution`"
             );
-            return Ok(ExitCode::from(exit::INVALID));
+            return Ok(ExitStatus::Invalid);
         }
     };
     let account = config.service_mut(&base_url);
@@ -140,5 +139,5 @@ fn key(args: StoreKey) -> anyhow::Result<ExitCode> {
         "API key for {base_url} stored in {} (not shown)",
         path.display()
     );
-    Ok(ExitCode::from(exit::OK))
+    Ok(ExitStatus::Ok)
 }

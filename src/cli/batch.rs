@@ -1,11 +1,10 @@
 //! `gepa-lab batch jobs`: the caller's batch jobs on a prompt-evolution API.
-use std::process::ExitCode;
+use super::ExitStatus;
 
 use anyhow::Context;
 use clap::Subcommand;
 
 use super::evolution_args::{EvolutionArgs, table};
-use super::exit;
 use crate::evolution::Evolution;
 
 #[derive(Debug, clap::Args)]
@@ -36,7 +35,7 @@ impl Args {
     }
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     let Command::Jobs(args) = args.command;
     let client = args.evolution.client()?;
     let answer = super::runtime()?
@@ -45,14 +44,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.json {
         let text = serde_json::to_string_pretty(&answer).context("printing JSON")?;
         println!("{text}");
-        return Ok(ExitCode::from(exit::OK));
+        return Ok(ExitStatus::Ok);
     }
     if !answer.success {
         eprintln!("note: the service answered success: false");
     }
     if answer.jobs.is_empty() {
         eprintln!("no batch jobs");
-        return Ok(ExitCode::from(exit::OK));
+        return Ok(ExitStatus::Ok);
     }
     let missing = || "-".to_owned();
     let rows: Vec<Vec<String>> = answer
@@ -85,5 +84,5 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             &[2],
         )
     );
-    Ok(ExitCode::from(exit::OK))
+    Ok(ExitStatus::Ok)
 }

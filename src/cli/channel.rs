@@ -1,15 +1,14 @@
 //! `gepa-lab channel post` and `gepa-lab channel read [--follow]`: the community channels.
 //! Messages print oldest first, one per line, as a chat log reads.
+use super::ExitStatus;
 use std::collections::HashMap;
 use std::io::Write;
-use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
 use chrono::{DateTime, TimeDelta, Utc};
 use clap::Subcommand;
 
-use super::exit;
 use super::inference_args::InferenceArgs;
 use crate::account::channel::{DEFAULT_LIMIT, check_limit, parse_cursor};
 use crate::account::wire::{ChannelMessage, PostMessage};
@@ -86,7 +85,7 @@ impl Args {
     }
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     let result = match args.command {
         ChannelCommand::Post(args) => post(args),
         ChannelCommand::Read(args) => read(args),
@@ -96,7 +95,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             // A broken rule is the user's input, refused before anything was sent.
             Some(AccountError::Rule(rule)) => {
                 eprintln!("error: {rule}");
-                Ok(ExitCode::from(exit::INVALID))
+                Ok(ExitStatus::Invalid)
             }
             _ => Err(err),
         },
@@ -104,7 +103,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn post(args: PostArgs) -> anyhow::Result<ExitCode> {
+fn post(args: PostArgs) -> anyhow::Result<ExitStatus> {
     let post = PostMessage {
         channel: args.channel,
         content: args.text,
@@ -118,10 +117,10 @@ fn post(args: PostArgs) -> anyhow::Result<ExitCode> {
         .map_err(anyhow::Error::from)
         .context("posting the message")?;
     print_message(&message, args.json);
-    Ok(ExitCode::from(exit::OK))
+    Ok(ExitStatus::Ok)
 }
 
-fn read(args: ReadArgs) -> anyhow::Result<ExitCode> {
+fn read(args: ReadArgs) -> anyhow::Result<ExitStatus> {
     let channel: Channel = args.channel.parse().map_err(AccountError::from)?;
     let mut query = ReadQuery::new(channel);
     query.limit = check_limit(args.limit).map_err(AccountError::from)?;
@@ -152,7 +151,7 @@ fn read(args: ReadArgs) -> anyhow::Result<ExitCode> {
             args.json,
         ))?;
     }
-    Ok(ExitCode::from(exit::OK))
+    Ok(ExitStatus::Ok)
 }
 
 /// What `--follow` has already printed, so overlapping reads print each message once.

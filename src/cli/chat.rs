@@ -1,14 +1,13 @@
 //! `gepa-lab chat`: one message to a model, the answer on stdout. `local` and `local:<name>`
 //! models run in this process (no server); any other id goes to the inference API.
+use super::ExitStatus;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
 use anyhow::Context;
 use base64::Engine;
 use futures::StreamExt;
 
-use super::exit;
 use super::inference_args::InferenceArgs;
 use crate::inference::wire::{JsonSchemaFormat, ResponseFormat, UrlRef};
 use crate::inference::{
@@ -47,7 +46,7 @@ pub struct Args {
     pub text: String,
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     let content = match &args.image {
         None => Content::Text(args.text.clone()),
         Some(path) => Content::Parts(vec![
@@ -89,20 +88,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Ok(code) => Ok(code),
         Err(InferenceError::InvalidRequest { field, reason }) => {
             eprintln!("error: {field}: {reason}");
-            Ok(ExitCode::from(exit::INVALID))
+            Ok(ExitStatus::Invalid)
         }
         Err(InferenceError::SchemaMismatch {
             content, errors, ..
         }) => {
             println!("{content}");
             report_mismatch(&errors);
-            Ok(ExitCode::from(exit::INVALID))
+            Ok(ExitStatus::Invalid)
         }
         Err(err) => Err(err).context("chat"),
     }
 }
 
-async fn plain(fallback: &Fallback, request: &ChatRequest) -> Result<ExitCode, InferenceError> {
+async fn plain(fallback: &Fallback, request: &ChatRequest) -> Result<ExitStatus, InferenceError> {
     let answered = fallback.chat(request).await?;
     println!("{}", answered.response.content());
     if answered.response.truncated() {
@@ -119,10 +118,10 @@ async fn plain(fallback: &Fallback, request: &ChatRequest) -> Result<ExitCode, I
             usage.prompt_tokens, usage.completion_tokens
         );
     }
-    Ok(ExitCode::from(exit::OK))
+    Ok(ExitStatus::Ok)
 }
 
-async fn stream(fallback: &Fallback, request: &ChatRequest) -> Result<ExitCode, InferenceError> {
+async fn stream(fallback: &Fallback, request: &ChatRequest) -> Result<ExitStatus, InferenceError> {
     let answered = fallback.chat_stream(request).await?;
     let mut chunks = answered.response;
     let mut content = String::new();
@@ -158,9 +157,9 @@ async fn stream(fallback: &Fallback, request: &ChatRequest) -> Result<ExitCode, 
         && let Err(errors) = validate_answer(schema, &content)
     {
         report_mismatch(&errors);
-        return Ok(ExitCode::from(exit::INVALID));
+        return Ok(ExitStatus::Invalid);
     }
-    Ok(ExitCode::from(exit::OK))
+    Ok(ExitStatus::Ok)
 }
 
 /// The answer is not all the model had to say: it stopped at its token limit.

@@ -7,12 +7,11 @@
 //!   Tables go to a folder named after the comparison; answers to a cache shared by every
 //!   comparison under the same --out, so a command run again (after an interruption, or with
 //!   one prompt changed) asks only what was never answered.
+use super::ExitStatus;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use anyhow::Context;
 
-use super::exit;
 use super::inference_args::InferenceArgs;
 use super::progress::Progress;
 use crate::inference::is_local_model;
@@ -126,8 +125,8 @@ impl Args {
     }
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let mut code = exit::OK;
+pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
+    let mut code = ExitStatus::Ok;
     let comparison = if args.prompts.is_empty() {
         let picks: Vec<report::Pick> = args
             .run_dirs
@@ -142,7 +141,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         match compare_prompts(&args.prompts, &args.answering)? {
             Ok((comparison, missing)) => {
                 if missing > 0 && !args.answering.allow_missing {
-                    code = exit::MISSING_ANSWERS;
+                    code = ExitStatus::MissingAnswers;
                 }
                 comparison
             }
@@ -156,12 +155,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         print!("{}", comparison.text());
     }
-    if code == exit::MISSING_ANSWERS {
+    if code == ExitStatus::MissingAnswers {
         eprintln!(
             "answers are missing (see above), so the comparison rests on fewer rows than asked \
              for: exit {}. Run the same command again to ask for them (answers \
              already given come from the cache), or pass --allow-missing.",
-            exit::MISSING_ANSWERS
+            ExitStatus::MissingAnswers
         );
     }
     let gates = gate(
@@ -174,9 +173,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     // A missed gate is what a CI job acts on; it outranks missing answers.
     if gates.iter().any(|(passed, _)| !passed) {
-        code = exit::GATE_MISSED;
+        code = ExitStatus::GateMissed;
     }
-    Ok(ExitCode::from(code))
+    Ok(code)
 }
 
 /// The CI gates of `compare --prompts`: whether each passed, and a line that says why.
@@ -208,7 +207,7 @@ fn gate(
 fn compare_prompts(
     files: &[PathBuf],
     args: &PromptArgs,
-) -> anyhow::Result<Result<(CompareReport, usize), ExitCode>> {
+) -> anyhow::Result<Result<(CompareReport, usize), ExitStatus>> {
     let job = match prompts_job(files, args)? {
         Ok(job) => job,
         Err(code) => return Ok(Err(code)),
@@ -218,7 +217,7 @@ fn compare_prompts(
         Err(err) => {
             // Every refusal here is about the user's files or flags; nothing was sent.
             eprintln!("error: {err}");
-            return Ok(Err(ExitCode::from(exit::INVALID)));
+            return Ok(Err(ExitStatus::Invalid));
         }
     };
     for warning in &prepared.warnings {
@@ -229,7 +228,7 @@ fn compare_prompts(
     let planned = prompts::plan(&job, &prepared, &root)?;
     if !confirmed(&job, &planned, args)? {
         eprintln!("nothing was sent");
-        return Ok(Err(ExitCode::from(exit::INVALID)));
+        return Ok(Err(ExitStatus::Invalid));
     }
     let dir = RunDir::folder(&root.path.join(prompts::folder_name(&job, &prepared)))?;
     let mut models = vec![job.model.clone()];
@@ -254,7 +253,7 @@ fn compare_prompts(
              again to go on: only the requests never answered are sent.",
             root.file(crate::store::CACHE_FILE).display()
         );
-        return Ok(Err(ExitCode::from(exit::INTERRUPTED)));
+        return Ok(Err(ExitStatus::Interrupted));
     };
     let answered = answered.context("answering the prompts")?;
     progress.finish();
@@ -309,7 +308,7 @@ fn warn_of_failures(answered: &prompts::Answered, args: &PromptArgs, dir: &RunDi
 fn prompts_job(
     files: &[PathBuf],
     args: &PromptArgs,
-) -> anyhow::Result<Result<PromptsJob, ExitCode>> {
+) -> anyhow::Result<Result<PromptsJob, ExitStatus>> {
     let Some(dataset) = &args.dataset else {
         anyhow::bail!("--prompts needs --dataset");
     };
@@ -318,7 +317,7 @@ fn prompts_job(
             "error: --concurrency must be at least 1 and --temperature between 0 and 2; seen {} and {}",
             args.concurrency, args.temperature
         );
-        return Ok(Err(ExitCode::from(exit::USAGE)));
+        return Ok(Err(ExitStatus::Usage));
     }
     let judge = match (&args.judge_model, &args.rubric) {
         (Some(model), Some(rubric)) => {
@@ -329,11 +328,11 @@ fn prompts_job(
                 }),
                 Ok(_) => {
                     eprintln!("error: {}: the rubric is empty", rubric.display());
-                    return Ok(Err(ExitCode::from(exit::INVALID)));
+                    return Ok(Err(ExitStatus::Invalid));
                 }
                 Err(err) => {
                     eprintln!("error: {}: cannot read the rubric: {err}", rubric.display());
-                    return Ok(Err(ExitCode::from(exit::INVALID)));
+                    return Ok(Err(ExitStatus::Invalid));
                 }
             }
         }
@@ -341,7 +340,7 @@ fn prompts_job(
     };
     if judge.is_some() && !matches!(args.scorer, ScorerSpec::Judge) {
         eprintln!("error: --judge-model and --rubric grade answers only with --scorer judge");
-        return Ok(Err(ExitCode::from(exit::USAGE)));
+        return Ok(Err(ExitStatus::Usage));
     }
     let mut prompt_files = Vec::with_capacity(files.len());
     for file in files {
@@ -352,7 +351,7 @@ fn prompts_job(
                     "error: {}: cannot read the prompt file: {err}",
                     file.display()
                 );
-                return Ok(Err(ExitCode::from(exit::INVALID)));
+                return Ok(Err(ExitStatus::Invalid));
             }
         }
     }

@@ -1,7 +1,7 @@
 //! `gepa-lab completions SHELL`: the shell's completion script, generated from the command
 //! definition itself, so it never falls behind a new subcommand or option.
+use super::ExitStatus;
 use std::io::Write;
-use std::process::ExitCode;
 
 use clap::CommandFactory;
 use clap_complete::Shell;
@@ -16,7 +16,7 @@ pub struct Args {
     shell: Shell,
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     let mut command = super::Cli::command();
     // Into memory first: clap_complete panics when its writer fails, as stdout does when the
     // reader has gone (`| head`).
@@ -26,6 +26,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Err(err) if err.kind() != std::io::ErrorKind::BrokenPipe => {
             Err(anyhow::Error::new(err).context("writing the completion script"))
         }
-        _ => Ok(ExitCode::from(super::exit::OK)),
+        _ => Ok(ExitStatus::Ok),
     }
 }

@@ -1,12 +1,11 @@
 //! `gepa-lab credits balance` and `gepa-lab credits topup`: the credit balance, and buying
 //! credits with USDC through the two-step x402 flow, refusing to sign anything the user did
 //! not ask for.
-use std::process::ExitCode;
+use super::ExitStatus;
 
 use anyhow::Context;
 use clap::Subcommand;
 
-use super::exit;
 use super::inference_args::InferenceArgs;
 use super::wallet_args::WalletArgs;
 use crate::account::{
@@ -66,14 +65,14 @@ impl Args {
     }
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     match args.command {
         CreditsCommand::Balance(args) => balance(args),
         CreditsCommand::Topup(args) => topup(args),
     }
 }
 
-fn balance(args: BalanceArgs) -> anyhow::Result<ExitCode> {
+fn balance(args: BalanceArgs) -> anyhow::Result<ExitStatus> {
     let client = args.inference.account_client()?;
     let balance = super::runtime()?
         .block_on(client.balance())
@@ -82,13 +81,13 @@ fn balance(args: BalanceArgs) -> anyhow::Result<ExitCode> {
         "balance: {} credits ({} USDC)",
         balance.balance, balance.balance_usdc
     );
-    Ok(ExitCode::from(exit::OK))
+    Ok(ExitStatus::Ok)
 }
 
-fn topup(args: TopupArgs) -> anyhow::Result<ExitCode> {
+fn topup(args: TopupArgs) -> anyhow::Result<ExitStatus> {
     if args.amount.is_zero() {
         eprintln!("error: amount 0: a top-up must be above 0 USDC");
-        return Ok(ExitCode::from(exit::INVALID));
+        return Ok(ExitStatus::Invalid);
     }
     // Checked before anything is sent: an over-cap top-up contacts nobody.
     if let Err(refusal) = check_cap(args.amount, args.max_usdc) {
@@ -98,7 +97,7 @@ fn topup(args: TopupArgs) -> anyhow::Result<ExitCode> {
         Ok(wallet) => wallet,
         Err(err) => {
             eprintln!("error: {err}");
-            return Ok(ExitCode::from(exit::INVALID));
+            return Ok(ExitStatus::Invalid);
         }
     };
     let base_url = args.inference.base_url.clone();
@@ -148,12 +147,12 @@ fn topup(args: TopupArgs) -> anyhow::Result<ExitCode> {
         Err(err) => return Err(err).context("sending the payment"),
     };
     print_receipt(&args.amount, &accepted.pay_to, args.network, &receipt);
-    Ok(ExitCode::from(exit::OK))
+    Ok(ExitStatus::Ok)
 }
 
-fn refused(refusal: &Refusal) -> ExitCode {
+fn refused(refusal: &Refusal) -> ExitStatus {
     eprintln!("error: payment refused, nothing was signed: {refusal}");
-    ExitCode::from(exit::INVALID)
+    ExitStatus::Invalid
 }
 
 fn print_receipt(amount: &UsdcAmount, pay_to: &Address, network: Network, receipt: &TopupReceipt) {

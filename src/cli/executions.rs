@@ -1,14 +1,13 @@
 //! `gepa-lab executions list|show|history`: read executions from a prompt-evolution API (the
 //! public service or a `gepa-lab serve`); `executions cancel` stops one on a `gepa-lab serve`
 //! (an extension beyond the contract).
+use super::ExitStatus;
 use std::io::Write;
-use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Subcommand;
 
 use super::evolution_args::{EvolutionArgs, first_line, generation, score, table};
-use super::exit;
 use crate::evolution::wire::{Execution, HistoryRecord};
 use crate::evolution::{Evolution, EvolutionError, PAGE_LIMIT, fetch_history};
 use crate::http::ApiError;
@@ -89,7 +88,7 @@ impl Args {
     }
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     match args.command {
         Command::List(args) => list(args),
         Command::Show(args) => show(args),
@@ -98,7 +97,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn cancel(args: ShowArgs) -> anyhow::Result<ExitCode> {
+fn cancel(args: ShowArgs) -> anyhow::Result<ExitStatus> {
     let client = args.evolution.client()?;
     let execution = match super::runtime()?.block_on(client.cancel(&args.id)) {
         Ok(execution) => execution,
@@ -108,13 +107,13 @@ fn cancel(args: ShowArgs) -> anyhow::Result<ExitCode> {
                  (cancel is an extension of gepa-lab serve; the public service does not offer it)",
                 args.evolution.base_url
             );
-            return Ok(ExitCode::from(exit::INVALID));
+            return Ok(ExitStatus::Invalid);
         }
         Err(EvolutionError::Api(ApiError::Status { status, body, .. }))
             if status == reqwest::StatusCode::CONFLICT =>
         {
             eprintln!("error: {}", body.trim());
-            return Ok(ExitCode::from(exit::INVALID));
+            return Ok(ExitStatus::Invalid);
         }
         Err(err) => return Err(err).with_context(|| format!("cancelling execution {}", args.id)),
     };
@@ -123,14 +122,14 @@ fn cancel(args: ShowArgs) -> anyhow::Result<ExitCode> {
     } else {
         print(&describe(&args.id, &execution))?;
     }
-    Ok(ExitCode::from(exit::OK))
+    Ok(ExitStatus::Ok)
 }
 
 /// An unknown id is the caller's mistake (exit 1), not a failure of the service.
-fn unknown(err: &EvolutionError) -> Option<ExitCode> {
+fn unknown(err: &EvolutionError) -> Option<ExitStatus> {
     if let EvolutionError::NotFound(id) = err {
         eprintln!("error: no execution with evolutionId {id}");
-        return Some(ExitCode::from(exit::INVALID));
+        return Some(ExitStatus::Invalid);
     }
     None
 }
@@ -150,18 +149,18 @@ fn json(value: &impl serde::Serialize) -> anyhow::Result<String> {
     ))
 }
 
-fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
+fn list(args: ListArgs) -> anyhow::Result<ExitStatus> {
     let client = args.evolution.client()?;
     let executions = super::runtime()?
         .block_on(client.list(args.page, args.limit))
         .with_context(|| format!("listing executions at {}", args.evolution.base_url))?;
     if args.json {
         print(&json(&executions)?)?;
-        return Ok(ExitCode::from(exit::OK));
+        return Ok(ExitStatus::Ok);
     }
     if executions.is_empty() {
         eprintln!("no executions on page {}", args.page.unwrap_or(1));
-        return Ok(ExitCode::from(exit::OK));
+        return Ok(ExitStatus::Ok);
     }
     let rows: Vec<Vec<String>> = executions.iter().map(list_row).collect();
     print(&table(
@@ -178,7 +177,7 @@ fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
         &rows,
         &[4, 5, 6],
     ))?;
-    Ok(ExitCode::from(exit::OK))
+    Ok(ExitStatus::Ok)
 }
 
 fn list_row(execution: &Execution) -> Vec<String> {
@@ -195,7 +194,7 @@ fn list_row(execution: &Execution) -> Vec<String> {
     ]
 }
 
-fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
+fn show(args: ShowArgs) -> anyhow::Result<ExitStatus> {
     let client = args.evolution.client()?;
     let execution = match super::runtime()?.block_on(client.get(&args.id)) {
         Ok(execution) => execution,
@@ -208,10 +207,10 @@ fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
     };
     if args.json {
         print(&json(&execution)?)?;
-        return Ok(ExitCode::from(exit::OK));
+        return Ok(ExitStatus::Ok);
     }
     print(&describe(&args.id, &execution))?;
-    Ok(ExitCode::from(exit::OK))
+    Ok(ExitStatus::Ok)
 }
 
 fn describe(id: &str, execution: &Execution) -> String {
@@ -254,7 +253,7 @@ fn describe(id: &str, execution: &Execution) -> String {
     out
 }
 
-fn history(args: HistoryArgs) -> anyhow::Result<ExitCode> {
+fn history(args: HistoryArgs) -> anyhow::Result<ExitStatus> {
     let client = args.evolution.client()?;
     let runtime = super::runtime()?;
     // Set when --all-pages had to stop before the end: records may be missing.
@@ -310,11 +309,11 @@ fn history(args: HistoryArgs) -> anyhow::Result<ExitCode> {
     if let Some(why) = incomplete {
         eprintln!(
             "warning: the history may be incomplete: {why}; exit {}",
-            exit::MISSING_ANSWERS
+            ExitStatus::MissingAnswers
         );
-        return Ok(ExitCode::from(exit::MISSING_ANSWERS));
+        return Ok(ExitStatus::MissingAnswers);
     }
-    Ok(ExitCode::from(exit::OK))
+    Ok(ExitStatus::Ok)
 }
 
 fn history_table(records: &[HistoryRecord]) -> String {

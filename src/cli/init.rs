@@ -2,12 +2,11 @@
 //! validates as written. The expected column and the inputs are guessed from the header, the
 //! seed prompt uses every input, the splits and the budget fit the file's rows, and the file is
 //! checked with `validate` before `init` says it is done.
+use super::ExitStatus;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use anyhow::Context;
 
-use super::exit;
 use crate::experiment::starter::{ModelLine, name_of, read_shape, starter_text};
 use crate::experiment::{Plan, validate_file};
 use crate::inference::embedded::{CATALOG, DEFAULT_MODEL, LOCAL, models_dir};
@@ -36,12 +35,12 @@ pub struct Args {
     settings: super::SettingsArgs,
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     let shape = match read_shape(&args.dataset, args.expected.as_deref()) {
         Ok(shape) => shape,
         Err(message) => {
             eprintln!("error: {}: {message}", args.dataset.display());
-            return Ok(ExitCode::from(exit::INVALID));
+            return Ok(ExitStatus::Invalid);
         }
     };
     let out = args.out.clone().unwrap_or_else(|| {
@@ -56,7 +55,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             "error: {} exists; pass --force to replace it, or --out for another file",
             out.display()
         );
-        return Ok(ExitCode::from(exit::INVALID));
+        return Ok(ExitStatus::Invalid);
     }
     let default_model = ModelLine {
         model: LOCAL.to_owned(),
@@ -66,7 +65,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Ok(text) => text,
         Err(message) => {
             eprintln!("error: {}: {message}", args.dataset.display());
-            return Ok(ExitCode::from(exit::INVALID));
+            return Ok(ExitStatus::Invalid);
         }
     };
     if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
@@ -96,7 +95,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             out.display(),
             out.display()
         );
-        return Ok(ExitCode::from(exit::INVALID));
+        return Ok(ExitStatus::Invalid);
     }
     println!(
         "{}: an experiment on {} ({} rows; inputs {}; expected {}). It validates; read its \
@@ -108,7 +107,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         shape.expected,
         out.display()
     );
-    Ok(ExitCode::from(exit::OK))
+    Ok(ExitStatus::Ok)
 }
 
 /// Asks every installed catalog model the seed on the first [`PROBE_ROWS`] feedback and Pareto

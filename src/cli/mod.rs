@@ -34,25 +34,57 @@ mod validate;
 mod view;
 mod wallet_args;
 
-/// Exit codes shared by every subcommand.
-pub mod exit {
+/// How a command ended, as its exit status: one value per outcome a script may tell apart,
+/// shared by every subcommand. `main` turns it into the process's exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum ExitStatus {
     /// Everything worked and every input was valid.
-    pub const OK: u8 = 0;
+    Ok = 0,
     /// The command ran but its input was invalid or its check failed (validation errors, a
     /// `--fail-under` gate, a refused payment).
-    pub const INVALID: u8 = 1;
+    Invalid = 1,
     /// The command line itself was wrong (clap's own usage errors exit with 2 as well).
-    pub const USAGE: u8 = 2;
+    Usage = 2,
     /// A service, file system or other runtime failure stopped the command.
-    pub const FAILURE: u8 = 3;
+    Failure = 3,
     /// A CI gate was missed: `run --fail-under`, `compare --fail-under` or `--fail-if-worse`.
-    pub const GATE_MISSED: u8 = 4;
+    GateMissed = 4,
+    /// `run` finished, but an execution failed or timed out.
+    ExecutionFailed = 5,
     /// `run` and `compare --prompts` finished, but answers are missing (failed after their
     /// retries), so the means rest on fewer rows than planned; `--allow-missing` makes it 0.
     /// Also `executions history --all-pages` when paging had to stop before the end.
-    pub const MISSING_ANSWERS: u8 = 6;
+    MissingAnswers = 6,
     /// Stopped by Ctrl-C (128 + SIGINT, as shells report it); what was received is kept.
-    pub const INTERRUPTED: u8 = 130;
+    Interrupted = 130,
+}
+
+impl ExitStatus {
+    /// Every status, in the order of `docs/cli.md`'s table.
+    pub const ALL: [ExitStatus; 8] = [
+        ExitStatus::Ok,
+        ExitStatus::Invalid,
+        ExitStatus::Usage,
+        ExitStatus::Failure,
+        ExitStatus::GateMissed,
+        ExitStatus::ExecutionFailed,
+        ExitStatus::MissingAnswers,
+        ExitStatus::Interrupted,
+    ];
+}
+
+impl From<ExitStatus> for ExitCode {
+    fn from(status: ExitStatus) -> ExitCode {
+        ExitCode::from(status as u8)
+    }
+}
+
+/// The number, as a shell shows it (`exit 6`).
+impl std::fmt::Display for ExitStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", *self as u8)
+    }
 }
 
 // The whole command line. Public so that the docs test (`tests/it/docs.rs`) can parse every
@@ -189,7 +221,9 @@ pub fn main() -> ExitCode {
             if let Some(name) = suggestion {
                 eprintln!("\ntip: did you mean `gepa-lab {name}`?");
             }
-            return ExitCode::from(u8::try_from(err.exit_code()).unwrap_or(exit::USAGE));
+            return ExitCode::from(
+                u8::try_from(err.exit_code()).unwrap_or(ExitStatus::Usage as u8),
+            );
         }
     };
     if !matches!(cli.command, Command::Serve(_)) {
@@ -228,14 +262,14 @@ pub fn main() -> ExitCode {
         Command::Init(args) => init::run(args),
     };
     match result {
-        Ok(code) => code,
+        Ok(status) => status.into(),
         Err(err) => {
             eprint!("{}", error_report(&err));
             if refuses_key(&err) {
                 let keys_sent = keys_sent.unwrap_or_else(keys::public_destinations);
                 eprintln!("tip: {}", keys::unauthorized_hint(&keys_sent));
             }
-            ExitCode::from(exit::FAILURE)
+            ExitStatus::Failure.into()
         }
     }
 }

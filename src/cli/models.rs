@@ -1,9 +1,8 @@
 //! `gepa-lab models`: the models of an inference API as a table.
-use std::process::ExitCode;
+use super::ExitStatus;
 
 use anyhow::Context;
 
-use super::exit;
 use super::inference_args::InferenceArgs;
 use crate::inference::{Inference, ModelClass};
 
@@ -13,7 +12,7 @@ pub struct Args {
     pub inference: InferenceArgs,
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     let client = args.inference.client()?;
     let mut models = super::runtime()?
         .block_on(client.models())
@@ -44,7 +43,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         "{}",
         table(["model", "node_count", "class", "owned_by"], &rows)
     );
-    Ok(ExitCode::from(exit::OK))
+    Ok(ExitStatus::Ok)
 }
 
 fn table(header: [&str; 4], rows: &[[String; 4]]) -> String {

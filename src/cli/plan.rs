@@ -1,8 +1,7 @@
 //! `gepa-lab plan FILE`: validate, then show exactly what would be sent to the evolution service.
+use super::ExitStatus;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
-use super::exit;
 use crate::experiment::{ModelRoles, Plan, validate_file};
 
 #[derive(Debug, clap::Args)]
@@ -22,21 +21,25 @@ pub struct Args {
     settings: super::SettingsArgs,
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     let validation = validate_file(&args.file, &args.settings.settings());
     for diagnostic in &validation.diagnostics {
         eprintln!("{diagnostic}\n");
     }
     let Some(plan) = validation.plan else {
         eprintln!("{}: invalid; nothing to plan", args.file.display());
-        return Ok(ExitCode::from(exit::INVALID));
+        return Ok(ExitStatus::Invalid);
     };
     let checked = if args.check {
         check_providers(&plan)?
     } else {
         true
     };
-    let status = ExitCode::from(if checked { exit::OK } else { exit::INVALID });
+    let status = if checked {
+        ExitStatus::Ok
+    } else {
+        ExitStatus::Invalid
+    };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&plan)?);
         return Ok(status);

@@ -1,10 +1,9 @@
 //! `gepa-lab report RUN_DIR`: renders a run's report again from its run directory alone, offline
 //! (charts, `index.html`, `summary.md`, `results.json`, `replay.parquet`), and prints the summary
 //! table.
+use super::ExitStatus;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
-use super::exit;
 use crate::report::{self, HTML_FILE, RenderOptions, ReportError};
 
 #[derive(Debug, clap::Args)]
@@ -25,14 +24,14 @@ pub struct Args {
     context_json: bool,
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     let report = match report::build(&args.run_dir, RenderOptions { png: args.png }) {
         Ok(report) => report,
         Err(err) => return Ok(report_error(&err)),
     };
     if args.context_json {
         println!("{}", serde_json::to_string_pretty(&report.context)?);
-        return Ok(ExitCode::from(exit::OK));
+        return Ok(ExitStatus::Ok);
     }
     let written = match report::write(&report, &args.run_dir) {
         Ok(written) => written,
@@ -49,21 +48,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.open {
         open_in_browser(&page);
     }
-    Ok(ExitCode::from(exit::OK))
+    Ok(ExitStatus::Ok)
 }
 
 /// Prints a report error; a run directory whose files are bad is invalid input (exit 1), anything
 /// else (a disk error) a failure (exit 3).
-pub fn report_error(err: &ReportError) -> ExitCode {
+pub fn report_error(err: &ReportError) -> ExitStatus {
     eprintln!("error: {err}");
     match err {
         ReportError::Record { .. }
         | ReportError::DifferentDatasets(_)
         | ReportError::NothingToCompare { .. }
-        | ReportError::Store(crate::store::StoreError::Format { .. }) => {
-            ExitCode::from(exit::INVALID)
-        }
-        _ => ExitCode::from(exit::FAILURE),
+        | ReportError::Store(crate::store::StoreError::Format { .. }) => ExitStatus::Invalid,
+        _ => ExitStatus::Failure,
     }
 }
 

@@ -1,13 +1,12 @@
 //! `gepa-lab run FILE...`: the whole experiment — validate, plan, start, poll, history, replay,
 //! score, store, report — and `run --resume RUN_DIR` to continue a run that was stopped.
+use super::ExitStatus;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
 
 use super::backends::{self, BackendChoice};
-use super::exit;
 use super::progress::Progress;
 use crate::experiment::{Plan, validate_file};
 use crate::inference::embedded::CatalogModel;
@@ -103,10 +102,7 @@ impl From<AnswerEventsArg> for runner::AnswerEvents {
     }
 }
 
-/// Exit status when the run finished but an execution failed or timed out.
-const EXECUTION_FAILED: u8 = 5;
-
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     let plans = match validate_all(&args.files, &args.settings) {
         Ok(plans) => plans,
         Err(code) => return Ok(code),
@@ -143,11 +139,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         )
     {
         eprintln!("{refusal}");
-        return Ok(ExitCode::from(exit::INVALID));
+        return Ok(ExitStatus::Invalid);
     }
     if let Some(refusal) = backends::provider_engine_refusal(&choice, &plans) {
         eprintln!("{refusal}");
-        return Ok(ExitCode::from(exit::INVALID));
+        return Ok(ExitStatus::Invalid);
     }
     let mut options = backends::options(&choice);
     if let Some(interval) = args.poll_interval {
@@ -159,7 +155,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     options.answer_events = args.answer_events.into();
     let runtime = super::runtime()?;
-    let mut worst = exit::OK;
+    let mut worst = ExitStatus::Ok;
     let jobs: Vec<(RunDir, RunManifest)> = match resumed {
         Some(job) => vec![job],
         None => {
@@ -167,7 +163,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             for (file, plan) in plans {
                 match prepare(&args, file, plan, &choice)? {
                     Ok(job) => jobs.push(job),
-                    Err(code) => return Ok(ExitCode::from(code)),
+                    Err(code) => return Ok(code),
                 }
             }
             jobs
@@ -179,7 +175,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             Err(code) => return Ok(code),
         }
     }
-    Ok(ExitCode::from(worst))
+    Ok(worst)
 }
 
 /// Validates every file before anything else is said or done: a missing or broken file is the
@@ -189,7 +185,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 fn validate_all<'a>(
     files: &'a [PathBuf],
     settings: &super::SettingsArgs,
-) -> Result<Vec<(&'a PathBuf, Plan)>, ExitCode> {
+) -> Result<Vec<(&'a PathBuf, Plan)>, ExitStatus> {
     let mut plans = Vec::new();
     let mut settings = settings.settings();
     settings.run_suffix = Some(format!(
@@ -203,7 +199,7 @@ fn validate_all<'a>(
         }
         let Some(plan) = validation.plan else {
             eprintln!("{}: invalid; nothing was started", file.display());
-            return Err(ExitCode::from(exit::INVALID));
+            return Err(ExitStatus::Invalid);
         };
         // A provider that is down, or lacks a model the file names, would fail the run after
         // it started spending.
@@ -212,7 +208,7 @@ fn validate_all<'a>(
                 "{}: a provider cannot serve this run; nothing was started",
                 file.display()
             );
-            return Err(ExitCode::from(exit::INVALID));
+            return Err(ExitStatus::Invalid);
         }
         plans.push((file, plan));
     }
@@ -244,7 +240,7 @@ fn run_one(
     runtime: &tokio::runtime::Runtime,
     dir: RunDir,
     manifest: RunManifest,
-) -> anyhow::Result<Result<u8, ExitCode>> {
+) -> anyhow::Result<Result<ExitStatus, ExitStatus>> {
     // The local engine continues its unfinished executions as soon as it is built.
     let _runtime = runtime.enter();
     let (backends, keys_sent) = build_backends(args, choice, &dir, &manifest)?;
@@ -270,7 +266,7 @@ fn run_one(
             runtime.block_on(tracker.interrupted(warn));
         }
         say_interrupted(&path, local);
-        return Ok(Err(ExitCode::from(exit::INTERRUPTED)));
+        return Ok(Err(ExitStatus::Interrupted));
     };
     let outcome = match outcome {
         Ok(outcome) => outcome,
@@ -279,7 +275,7 @@ fn run_one(
             let err = anyhow::Error::from(err).context("running the experiment");
             eprint!("{}", super::error_report(&err));
             eprintln!("tip: {}", super::keys::unauthorized_hint(&keys_sent));
-            return Ok(Err(ExitCode::from(exit::FAILURE)));
+            return Ok(Err(ExitStatus::Failure));
         }
         Err(err) => return Err(err).context("running the experiment"),
     };
@@ -343,7 +339,7 @@ fn prepare(
     file: &Path,
     mut plan: Plan,
     choice: &BackendChoice,
-) -> anyhow::Result<Result<(RunDir, RunManifest), u8>> {
+) -> anyhow::Result<Result<(RunDir, RunManifest), ExitStatus>> {
     if let Some(unfinished) =
         crate::store::unfinished_run(&args.out, &plan.name, &plan.content_hash)
         && !args.new
@@ -354,7 +350,7 @@ fn prepare(
             unfinished.display(),
             file.display()
         );
-        return Ok(Err(exit::USAGE));
+        return Ok(Err(ExitStatus::Usage));
     }
     eprintln!("{}: {}", plan.name, super::validate::describe(&plan));
     if let Some(cap) = args.max_credits
@@ -364,7 +360,7 @@ fn prepare(
             "refused: the estimate of {:.0} credits is above --max-credits {cap}",
             plan.estimate.credits
         );
-        return Ok(Err(exit::INVALID));
+        return Ok(Err(ExitStatus::Invalid));
     }
     if backends::costs_money(choice)
         && !args.yes
@@ -374,7 +370,7 @@ fn prepare(
         ))?
     {
         eprintln!("not started");
-        return Ok(Err(exit::INVALID));
+        return Ok(Err(ExitStatus::Invalid));
     }
     // gepa-lab's engine gets a seed for every run, so that any run can be repeated.
     let seed = (*choice != BackendChoice::Remote).then(|| {
@@ -468,9 +464,9 @@ fn finish(
     recommendation: Option<&crate::report::Recommendation>,
     (fail_under, allow_missing): (Option<f64>, bool),
     keys_sent: &[super::keys::KeySent],
-) -> u8 {
+) -> ExitStatus {
     println!("run directory: {}", outcome.dir.path.display());
-    let mut code = exit::OK;
+    let mut code = ExitStatus::Ok;
     let failed: Vec<&str> = outcome
         .manifest
         .executions
@@ -480,7 +476,7 @@ fn finish(
         .collect();
     if !failed.is_empty() {
         eprintln!("not completed: {}", failed.join(", "));
-        code = EXECUTION_FAILED;
+        code = ExitStatus::ExecutionFailed;
     }
     let missing = outcome.replay.errors;
     if outcome.key_refused {
@@ -494,8 +490,8 @@ fn finish(
             outcome.replay.rows,
             outcome.dir.path.display(),
         );
-        if !allow_missing && code == exit::OK {
-            code = exit::MISSING_ANSWERS;
+        if !allow_missing && code == ExitStatus::Ok {
+            code = ExitStatus::MissingAnswers;
         }
     }
     if outcome.history_failures > 0 {
@@ -506,17 +502,17 @@ fn finish(
             outcome.history_failures,
             outcome.dir.path.display()
         );
-        code = exit::FAILURE;
+        code = ExitStatus::Failure;
     }
     if let Some(threshold) = fail_under {
         let (passed, message) = gate(recommendation, threshold);
         eprintln!("{message}");
         if !passed {
-            code = exit::GATE_MISSED;
+            code = ExitStatus::GateMissed;
         }
     }
     // Said only when it is the exit status: a failed execution, history or gate outranks it.
-    if code == exit::MISSING_ANSWERS {
+    if code == ExitStatus::MissingAnswers {
         eprintln!("exit 6 because answers are missing (--allow-missing makes it 0)");
     }
     code

@@ -1,13 +1,12 @@
 //! `gepa-lab serve`: start the local server (inference and evolution APIs) and report its
 //! address.
+use super::ExitStatus;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use anyhow::Context;
 
-use super::exit;
 use super::inference_args::parse_secret;
 use super::serve_account::ServeAccountArgs;
 use crate::evolution::ServiceProfile;
@@ -108,7 +107,7 @@ pub struct EngineArgs {
 /// of MB of records. A budget of 10^12 would run and grow for ever.
 const DEFAULT_MAX_BUDGET: u64 = 100_000;
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     // Logs go to stderr: stdout's first line is the address, which scripts and tests read.
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
@@ -147,7 +146,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         writeln!(stdout, "listening on http://{addr}").context("writing to stdout")?;
         stdout.flush().context("writing to stdout")?;
         server.run(shutdown_signal()).await?;
-        Ok(ExitCode::from(exit::OK))
+        Ok(ExitStatus::Ok)
     })
 }
 

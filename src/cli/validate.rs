@@ -1,8 +1,7 @@
 //! `gepa-lab validate FILE...`: check experiment files, print every problem at once.
+use super::ExitStatus;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
-use super::exit;
 use crate::experiment::{Plan, Rule, Validation, validate_file};
 
 #[derive(Debug, clap::Args)]
@@ -20,13 +19,13 @@ pub struct Args {
     settings: super::SettingsArgs,
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     if args.rules {
         println!("| rule | requires |\n|---|---|");
         for rule in Rule::ALL {
             println!("| `{}` | {} |", rule.id(), rule.summary());
         }
-        return Ok(ExitCode::from(exit::OK));
+        return Ok(ExitStatus::Ok);
     }
     let settings = args.settings.settings();
     let results: Vec<(PathBuf, Validation)> = args
@@ -56,11 +55,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             println!("{}", summary_line(file, validation));
         }
     }
-    Ok(ExitCode::from(if all_valid {
-        exit::OK
+    Ok(if all_valid {
+        ExitStatus::Ok
     } else {
-        exit::INVALID
-    }))
+        ExitStatus::Invalid
+    })
 }
 
 fn summary_line(file: &std::path::Path, validation: &Validation) -> String {

@@ -1,13 +1,12 @@
 //! `gepa-lab view`: serve the read-only web app over the run directories under a folder, and
 //! report its address.
+use super::ExitStatus;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use anyhow::Context;
 
-use super::exit;
 use crate::view::Viewer;
 
 #[derive(Debug, clap::Args)]
@@ -26,14 +25,14 @@ pub struct Args {
     open: bool,
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     if !args.folder.is_dir() {
         eprintln!(
             "error: {}: not a folder; `gepa-lab run` writes its run directories under reports/ \
              (or its --out), and `view` shows the ones under the folder it is given",
             args.folder.display()
         );
-        return Ok(ExitCode::from(exit::INVALID));
+        return Ok(ExitStatus::Invalid);
     }
     if !args.bind.ip().is_loopback() {
         eprintln!(
@@ -56,7 +55,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             open(&url);
         }
         viewer.run(super::serve::shutdown_signal()).await;
-        Ok(ExitCode::from(exit::OK))
+        Ok(ExitStatus::Ok)
     })
 }
 

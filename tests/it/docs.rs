@@ -643,16 +643,7 @@ fn the_cli_page_has_every_subcommand_and_exit_status() {
             }
         }
     }
-    use gepa_lab::cli::exit;
-    for code in [
-        exit::OK,
-        exit::INVALID,
-        exit::USAGE,
-        exit::FAILURE,
-        exit::GATE_MISSED,
-        exit::MISSING_ANSWERS,
-        exit::INTERRUPTED,
-    ] {
+    for code in gepa_lab::cli::ExitStatus::ALL {
         if !page.contains(&format!("\n| {code} |")) {
             missing.push(format!("docs/cli.md's exit status table lacks {code}"));
         }
