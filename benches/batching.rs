@@ -158,6 +158,50 @@ async fn run(
     measured
 }
 
+/// The model to measure, how many requests it gets in flight, and the setup in words: the
+/// server at `url`, else the embedded model `model_id` (`None` when it is not installed).
+fn answering_model(
+    url: Option<&str>,
+    model_id: &str,
+    concurrency_setting: Option<usize>,
+) -> Option<(Arc<dyn Inference>, usize, String)> {
+    Some(match url {
+        Some(url) => {
+            let client = HttpInference::new(InferenceConfig::new(url.to_owned(), None))
+                .unwrap_or_else(|e| fail(e));
+            let concurrency = concurrency_setting.unwrap_or(8);
+            (
+                Arc::new(client),
+                concurrency,
+                format!("{concurrency} in flight"),
+            )
+        }
+        None => {
+            let config =
+                gepa_lab::inference::EmbeddedConfig::from_env().unwrap_or_else(|e| fail(e));
+            let choice = match ModelChoice::from_model_id(model_id, &config.models_dir) {
+                Ok(Some(choice)) => choice,
+                Ok(None) => fail(format!("BENCH_MODEL={model_id} is not a local model id")),
+                Err(err) => fail(err),
+            };
+            let model = match EmbeddedModel::load_with(choice, config) {
+                Ok(model) => model,
+                Err(err) => {
+                    eprintln!("batching: not measured: {err}");
+                    return None;
+                }
+            };
+            let info = model.info();
+            let concurrency = concurrency_setting.unwrap_or(info.slots);
+            let setup = format!(
+                "{} threads, {} slots, {concurrency} in flight",
+                info.threads, info.slots
+            );
+            (model, concurrency, setup)
+        }
+    })
+}
+
 fn main() {
     let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
     let url = var("BENCH_URL");
@@ -178,40 +222,10 @@ fn main() {
     let mut answers = var("BENCH_ANSWERS")
         .map(|path| std::fs::File::create(&path).unwrap_or_else(|e| fail(format!("{path}: {e}"))));
 
-    let (model, concurrency, setup): (Arc<dyn Inference>, usize, String) = match &url {
-        Some(url) => {
-            let client = HttpInference::new(InferenceConfig::new(url.clone(), None))
-                .unwrap_or_else(|e| fail(e));
-            let concurrency = concurrency_setting.unwrap_or(8);
-            (
-                Arc::new(client),
-                concurrency,
-                format!("{concurrency} in flight"),
-            )
-        }
-        None => {
-            let config =
-                gepa_lab::inference::EmbeddedConfig::from_env().unwrap_or_else(|e| fail(e));
-            let choice = match ModelChoice::from_model_id(&model_id, &config.models_dir) {
-                Ok(Some(choice)) => choice,
-                Ok(None) => fail(format!("BENCH_MODEL={model_id} is not a local model id")),
-                Err(err) => fail(err),
-            };
-            let model = match EmbeddedModel::load_with(choice, config) {
-                Ok(model) => model,
-                Err(err) => {
-                    eprintln!("batching: not measured: {err}");
-                    return;
-                }
-            };
-            let info = model.info();
-            let concurrency = concurrency_setting.unwrap_or(info.slots);
-            let setup = format!(
-                "{} threads, {} slots, {concurrency} in flight",
-                info.threads, info.slots
-            );
-            (model, concurrency, setup)
-        }
+    let Some((model, concurrency, setup)) =
+        answering_model(url.as_deref(), &model_id, concurrency_setting)
+    else {
+        return;
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

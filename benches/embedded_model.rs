@@ -10,8 +10,10 @@
 //! `cargo bench --bench embedded_model` (release). Settings: `GEPA_LAB_THREADS` (default: the
 //! cores), `BENCH_MODEL` (a `local` model id; default `local`), `BENCH_REPS` (default 5).
 //! Prints a Markdown table and exits 0 without measuring when the model is not installed.
+use std::sync::Arc;
 use std::time::Duration;
 
+use gepa_lab::inference::embedded::ModelInfo;
 use gepa_lab::inference::{ChatMessage, ChatRequest, EmbeddedConfig, EmbeddedModel, ModelChoice};
 
 /// A prompt whose rendered template is about 215 tokens, like the notes' llama.cpp runs.
@@ -34,31 +36,8 @@ fn main() {
         .filter(|n| *n >= 1)
         .unwrap_or(5);
     let id = std::env::var("BENCH_MODEL").unwrap_or_else(|_| "local".into());
-    let mut config = match EmbeddedConfig::from_env() {
-        Ok(config) => config,
-        Err(err) => {
-            eprintln!("embedded_model: {err}");
-            std::process::exit(2);
-        }
-    };
-    config.reuse_prefix = false;
-    let choice = match ModelChoice::from_model_id(&id, &config.models_dir) {
-        Ok(Some(choice)) => choice,
-        Ok(None) => {
-            eprintln!("embedded_model: BENCH_MODEL={id} is not a local model id");
-            std::process::exit(2);
-        }
-        Err(err) => {
-            eprintln!("embedded_model: {err}");
-            std::process::exit(2);
-        }
-    };
-    let model = match EmbeddedModel::load_with(choice, config) {
-        Ok(model) => model,
-        Err(err) => {
-            eprintln!("embedded_model: not measured: {err}");
-            return;
-        }
+    let Some(model) = load(&id) else {
+        return;
     };
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -70,21 +49,7 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let info = model.info().clone();
-
-    let mut prompt_request = ChatRequest::new("local", vec![ChatMessage::user(PROMPT)]);
-    prompt_request.model = model.id().to_owned();
-    prompt_request.temperature = Some(0.0);
-    prompt_request.max_tokens = Some(1);
-    let mut generation_request = ChatRequest::new(
-        model.id(),
-        vec![ChatMessage::user(
-            "Count from 1 to 200, separated by commas, with nothing else.",
-        )],
-    );
-    generation_request.temperature = Some(0.0);
-    generation_request.max_tokens = Some(32);
-
+    let (prompt_request, generation_request) = requests(&model);
     let run = |request: &ChatRequest| {
         runtime
             .block_on(model.generate(request))
@@ -113,14 +78,69 @@ fn main() {
             stats.generation_per_sec()
         })
         .collect();
+    print_table(
+        model.info(),
+        &[
+            (format!("pp{prompt_tokens}"), &pp),
+            (format!("tg{generated}"), &tg),
+        ],
+    );
+}
 
+/// The model `id` names, loaded without prefix reuse (each request is measured from scratch);
+/// `None` when it is not installed. Exits 2 on a wrong setting.
+fn load(id: &str) -> Option<Arc<EmbeddedModel>> {
+    let mut config = match EmbeddedConfig::from_env() {
+        Ok(config) => config,
+        Err(err) => {
+            eprintln!("embedded_model: {err}");
+            std::process::exit(2);
+        }
+    };
+    config.reuse_prefix = false;
+    let choice = match ModelChoice::from_model_id(id, &config.models_dir) {
+        Ok(Some(choice)) => choice,
+        Ok(None) => {
+            eprintln!("embedded_model: BENCH_MODEL={id} is not a local model id");
+            std::process::exit(2);
+        }
+        Err(err) => {
+            eprintln!("embedded_model: {err}");
+            std::process::exit(2);
+        }
+    };
+    match EmbeddedModel::load_with(choice, config) {
+        Ok(model) => Some(model),
+        Err(err) => {
+            eprintln!("embedded_model: not measured: {err}");
+            None
+        }
+    }
+}
+
+/// The prompt-evaluation request (one token out) and the generation request (32 tokens).
+fn requests(model: &EmbeddedModel) -> (ChatRequest, ChatRequest) {
+    let mut prompt_request = ChatRequest::new("local", vec![ChatMessage::user(PROMPT)]);
+    prompt_request.model = model.id().to_owned();
+    prompt_request.temperature = Some(0.0);
+    prompt_request.max_tokens = Some(1);
+    let mut generation_request = ChatRequest::new(
+        model.id(),
+        vec![ChatMessage::user(
+            "Count from 1 to 200, separated by commas, with nothing else.",
+        )],
+    );
+    generation_request.temperature = Some(0.0);
+    generation_request.max_tokens = Some(32);
+    (prompt_request, generation_request)
+}
+
+/// The Markdown table of the measurements, one line per test.
+fn print_table(info: &ModelInfo, tests: &[(String, &Vec<f64>)]) {
     println!("| runner | model | threads | load | test | t/s | peak RSS |");
     println!("|---|---|---|---|---|---|---|");
     let peak = peak_rss_mib().map_or("?".to_owned(), |m| format!("{m:.0} MiB"));
-    for (test, values) in [
-        (format!("pp{prompt_tokens}"), &pp),
-        (format!("tg{generated}"), &tg),
-    ] {
+    for (test, values) in tests {
         let (mean, sd) = mean_sd(values);
         println!(
             "| EmbeddedModel | {} | {} | {} | {test} | {mean:.2} ± {sd:.2} | {peak} |",

@@ -61,46 +61,9 @@ fn main() {
         .unwrap_or_else(|err| fail(&err.to_string()));
         for task in &tasks {
             let examples = read_rows(&root.join(task.file), task, rows);
-            let template = Template::parse(&task.prompt).unwrap_or_else(|e| fail(&e.to_string()));
-            let (mut total, mut prompt_tokens, mut prompt_secs, mut gen_tokens, mut gen_secs) =
-                (0.0, 0u64, 0.0, 0u64, 0.0);
-            let started = Instant::now();
-            for (inputs, expected) in &examples {
-                let text = template
-                    .render(|name| {
-                        task.inputs
-                            .iter()
-                            .position(|i| *i == name)
-                            .map(|i| inputs[i].as_str())
-                    })
-                    .unwrap_or_else(|e| fail(&e.to_string()));
-                let mut request = ChatRequest::new(loaded.id(), vec![ChatMessage::user(text)]);
-                request.temperature = Some(0.0);
-                request.max_tokens = Some(task.max_tokens);
-                let answer = runtime
-                    .block_on(loaded.generate(&request))
-                    .unwrap_or_else(|e| fail(&e.to_string()));
-                total += task
-                    .scorer
-                    .score(None, answer.response.content(), expected)
-                    .unwrap_or_else(|e| fail(&e.to_string()))
-                    .value;
-                prompt_tokens += u64::from(answer.stats.prompt_tokens_evaluated);
-                prompt_secs += answer.stats.prompt_time.as_secs_f64();
-                gen_tokens += u64::from(answer.stats.completion_tokens);
-                gen_secs += answer.stats.generation_time.as_secs_f64();
-            }
-            let n = examples.len().max(1) as f64;
             println!(
-                "| {} | {} | {:.2} ({}/{}) | {:.2} | {:.0} | {:.1} |",
-                model.name,
-                task.name,
-                total / n,
-                fmt_score(total),
-                examples.len(),
-                started.elapsed().as_secs_f64() / n,
-                prompt_tokens as f64 / prompt_secs.max(1e-9),
-                gen_tokens as f64 / gen_secs.max(1e-9),
+                "{}",
+                score_line(&runtime, &loaded, model.name, task, &examples)
             );
             let (rewritten, usable) = reflect(&runtime, &loaded, task);
             rewrites.push(format!(
@@ -120,6 +83,58 @@ fn main() {
     for line in rewrites {
         println!("{line}");
     }
+}
+
+/// The table's line of one model on one task: its mean score on `examples`, seconds per row,
+/// and prompt and generation speeds.
+fn score_line(
+    runtime: &tokio::runtime::Runtime,
+    loaded: &EmbeddedModel,
+    model: &str,
+    task: &Task,
+    examples: &[(Vec<String>, String)],
+) -> String {
+    let template = Template::parse(&task.prompt).unwrap_or_else(|e| fail(&e.to_string()));
+    let (mut total, mut prompt_tokens, mut prompt_secs, mut gen_tokens, mut gen_secs) =
+        (0.0, 0u64, 0.0, 0u64, 0.0);
+    let started = Instant::now();
+    for (inputs, expected) in examples {
+        let text = template
+            .render(|name| {
+                task.inputs
+                    .iter()
+                    .position(|i| *i == name)
+                    .map(|i| inputs[i].as_str())
+            })
+            .unwrap_or_else(|e| fail(&e.to_string()));
+        let mut request = ChatRequest::new(loaded.id(), vec![ChatMessage::user(text)]);
+        request.temperature = Some(0.0);
+        request.max_tokens = Some(task.max_tokens);
+        let answer = runtime
+            .block_on(loaded.generate(&request))
+            .unwrap_or_else(|e| fail(&e.to_string()));
+        total += task
+            .scorer
+            .score(None, answer.response.content(), expected)
+            .unwrap_or_else(|e| fail(&e.to_string()))
+            .value;
+        prompt_tokens += u64::from(answer.stats.prompt_tokens_evaluated);
+        prompt_secs += answer.stats.prompt_time.as_secs_f64();
+        gen_tokens += u64::from(answer.stats.completion_tokens);
+        gen_secs += answer.stats.generation_time.as_secs_f64();
+    }
+    let n = examples.len().max(1) as f64;
+    format!(
+        "| {} | {} | {:.2} ({}/{}) | {:.2} | {:.0} | {:.1} |",
+        model,
+        task.name,
+        total / n,
+        fmt_score(total),
+        examples.len(),
+        started.elapsed().as_secs_f64() / n,
+        prompt_tokens as f64 / prompt_secs.max(1e-9),
+        gen_tokens as f64 / gen_secs.max(1e-9),
+    )
 }
 
 fn fmt_score(total: f64) -> String {

@@ -33,6 +33,26 @@ impl Lcg {
 }
 
 fn generate(dir: &Path) {
+    let template = write_manifest(dir);
+    let run = RunDir::open(dir).expect("a run directory");
+    let mut rng = Lcg(7);
+    let seed = template["start"]["prompt"]
+        .as_str()
+        .unwrap_or("seed")
+        .to_owned();
+    run.write_csv(HISTORY_FILE, &history(&mut rng, &seed))
+        .expect("history");
+    run.write_csv(REPLAY_FILE, &replay(&mut rng))
+        .expect("replay");
+}
+
+fn variant_name(v: usize) -> String {
+    format!("variant-{v:02}")
+}
+
+/// The fixture's run.json with [`VARIANTS`] executions of [`ROWS`] holdout rows each; returns
+/// the fixture's planned execution they are copies of.
+fn write_manifest(dir: &Path) -> serde_json::Value {
     let fixture: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string("tests/fixtures/run/run.json").expect("the fixture run.json"),
     )
@@ -40,7 +60,7 @@ fn generate(dir: &Path) {
     let mut manifest = fixture.clone();
     let template = fixture["plan"]["executions"][0].clone();
     let record = fixture["executions"][0].clone();
-    let name = |v: usize| format!("variant-{v:02}");
+    let name = variant_name;
     manifest["plan"]["executions"] = (0..VARIANTS)
         .map(|v| {
             let mut execution = template.clone();
@@ -64,20 +84,18 @@ fn generate(dir: &Path) {
         serde_json::to_vec_pretty(&manifest).expect("JSON"),
     )
     .expect("write run.json");
+    template
+}
 
-    let run = RunDir::open(dir).expect("a run directory");
-    let mut rng = Lcg(7);
-    let seed = template["start"]["prompt"]
-        .as_str()
-        .unwrap_or("seed")
-        .to_owned();
+/// [`GENERATIONS`] generations of each variant, the best score creeping up.
+fn history(rng: &mut Lcg, seed: &str) -> Vec<HistoryRow> {
     let mut history = Vec::new();
     for v in 0..VARIANTS {
         let mut best: f64 = 0.4;
         for generation in 0..GENERATIONS {
             best = (best + rng.next() * 0.01).min(1.0);
             history.push(HistoryRow {
-                variant: name(v),
+                variant: variant_name(v),
                 evolution_id: format!("evo-{v}"),
                 generation,
                 score: (best - rng.next() * 0.2).max(0.0),
@@ -89,14 +107,18 @@ fn generate(dir: &Path) {
             });
         }
     }
-    run.write_csv(HISTORY_FILE, &history).expect("history");
+    history
+}
+
+/// Every replayed version of every variant on every row, later versions right more often.
+fn replay(rng: &mut Lcg) -> Vec<ReplayRow> {
     let mut replay = Vec::new();
     for v in 0..VARIANTS {
         for (k, version) in REPLAYED.iter().enumerate() {
             for row in 0..ROWS {
                 let right = rng.next() < 0.5 + 0.1 * k as f64;
                 replay.push(ReplayRow {
-                    variant: name(v),
+                    variant: variant_name(v),
                     version: version.parse().unwrap(),
                     model: "local".into(),
                     answered_by: "local".into(),
@@ -120,7 +142,7 @@ fn generate(dir: &Path) {
             }
         }
     }
-    run.write_csv(REPLAY_FILE, &replay).expect("replay");
+    replay
 }
 
 fn peak_rss_kib() -> i64 {
