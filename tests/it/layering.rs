@@ -99,7 +99,7 @@ fn is_ident(c: char) -> bool {
 
 /// `text` with comments, string literals and character literals blanked out (line breaks
 /// kept, so line numbers hold): what is left is code.
-fn code_only(text: &str) -> String {
+pub(crate) fn code_only(text: &str) -> String {
     let chars: Vec<char> = text.chars().collect();
     let mut out = String::with_capacity(text.len());
     let blank = |out: &mut String, skipped: &[char]| {

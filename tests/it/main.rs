@@ -21,6 +21,7 @@ mod providers;
 mod report;
 mod run;
 mod setup;
+mod structure;
 mod tracking;
 mod validate;
 mod view;
