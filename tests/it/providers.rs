@@ -77,21 +77,10 @@ impl Providers {
 /// `gepa-lab run --backend local` of `file` with both keys in their variables, writing under
 /// `out`.
 fn run(file: &Path, out: &Path) -> Command {
-    let mut command = crate::common::command();
+    let mut command = crate::common::local_run(file, out);
     command
         .env("GEPA_LAB_TEST_TASKS_KEY", TASKS_KEY)
-        .env("GEPA_LAB_TEST_REFLECTOR_KEY", REFLECTOR_KEY)
-        .args([
-            "run",
-            "--backend",
-            "local",
-            "--yes",
-            "--poll-interval",
-            "0.1",
-        ])
-        .arg(file)
-        .arg("--out")
-        .arg(out);
+        .env("GEPA_LAB_TEST_REFLECTOR_KEY", REFLECTOR_KEY);
     command
 }
 
@@ -348,8 +337,8 @@ fn a_provider_that_refuses_its_key_is_named_with_the_variable() {
     assert!(!said.contains("not-the-tasks-key"), "{said}");
 }
 
-/// Chat requests `serve` answered with `status`, as its log says.
-fn chats_answered(serve: &Serve, status: u16) -> usize {
+/// The chat requests `serve` answered, as its log says: when, and with which status.
+fn chat_log(serve: &Serve) -> Vec<(chrono::DateTime<chrono::FixedOffset>, u16)> {
     let mut plain = String::new();
     let mut in_escape = false;
     // The log is coloured: escape sequences run from ESC to their final `m`.
@@ -361,11 +350,19 @@ fn chats_answered(serve: &Serve, status: u16) -> usize {
             (true, _) => {}
         }
     }
-    let status = format!(" status={status} ");
     plain
         .lines()
-        .filter(|line| line.contains("path=/v1/chat/completions") && line.contains(&status))
-        .count()
+        .filter(|line| line.contains("path=/v1/chat/completions"))
+        .map(|line| {
+            let at = line.split_whitespace().next().unwrap_or_default();
+            let status = line.split(" status=").nth(1).unwrap_or_default();
+            let status = status.split_whitespace().next().unwrap_or_default();
+            (
+                chrono::DateTime::parse_from_rfc3339(at).unwrap_or_else(|e| panic!("{e}: {line}")),
+                status.parse().unwrap_or_else(|e| panic!("{e}: {line}")),
+            )
+        })
+        .collect()
 }
 
 /// Calls of `kind` (`evaluate`, `reflect`) the engine of the run in `dir` recorded.
@@ -409,26 +406,42 @@ fn a_provider_answering_429_with_or_without_retry_after_is_retried_until_it_answ
         // The server refused the chat requests numbered 2, 26, 50, ... (from 0) and answered
         // the others: one answered request per answer, one more per refusal, no other.
         let answers = answered.len() + engine_calls(&dir, engine_kind);
-        let (ok, refused) = (chats_answered(server, 200), chats_answered(server, 429));
+        let log = chat_log(server);
+        let count = |status: u16| log.iter().filter(|(_, s)| *s == status).count();
+        let (ok, refused) = (count(200), count(429));
         assert_eq!(ok, answers, "{model}: {refused} refused");
         assert_eq!(refused, (ok + refused + 21) / 24, "{model}: {ok} answered");
         assert!(refused >= 1, "{model}: {refused} refusals");
     }
-    // A 429 with `Retry-After: 1` holds the retried request (and, at once, the client's others)
-    // for that second; without one, the backoff starts at a quarter of a second.
-    let waited = |model: &str| {
-        rows.iter()
-            .filter(|r| r.model == model)
-            .filter_map(|r| r.waited_ms)
-            .max()
-            .unwrap_or(0)
-    };
+    // `Retry-After: 1` holds every new request to that provider for a second: in the second
+    // after each refusal only the requests already in flight with it (`max_in_flight = 4`) end.
+    // The replay, with more requests to send, meets one of them (number 26 of at most 24 engine
+    // calls and 24 replay requests).
+    let log = chat_log(&providers.tasks);
+    let events = std::fs::read_to_string(dir.file("events.jsonl")).unwrap();
+    let replay_began = events
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .find(|event| event["event"] == "replay_planned")
+        .and_then(|event| chrono::DateTime::parse_from_rfc3339(event["at"].as_str()?).ok())
+        .expect("the replay's start");
     assert!(
-        waited("tasks/task-sim") >= 900,
-        "{}",
-        waited("tasks/task-sim")
+        log.iter()
+            .any(|(at, status)| *status == 429 && *at > replay_began),
+        "no 429 during the replay"
     );
-    assert!(waited("reflector/reflect-sim") >= 200);
+    for (refused_at, _) in log.iter().filter(|(_, status)| *status == 429) {
+        let within = log
+            .iter()
+            .filter(|(at, _)| {
+                at > refused_at && *at - *refused_at < chrono::Duration::milliseconds(900)
+            })
+            .count();
+        assert!(
+            within <= 3,
+            "{within} requests within 0.9 s of a 429 at {refused_at}"
+        );
+    }
     assert!(took < std::time::Duration::from_secs(90), "{took:?}");
 }
 
