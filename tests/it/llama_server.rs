@@ -198,61 +198,10 @@ fn a_run_on_two_llama_servers_killed_mid_evolution_resumes_and_replays_on_both_a
     let out = tempfile::tempdir().unwrap();
     let small = LlamaServer::start(&server, &small_model, "qwen-0.5b", 2, out.path());
     let large = LlamaServer::start(&server, &large_model, "qwen-1.5b", 1, out.path());
-    let text =
-        std::fs::read_to_string(root().join("tests/fixtures/run_experiments/llama-server.toml"))
-            .unwrap()
-            .replace(
-                "../data/tiny.csv",
-                &root()
-                    .join("tests/fixtures/data/tiny.csv")
-                    .display()
-                    .to_string(),
-            )
-            .replace("SMALL_URL", &small.url)
-            .replace("LARGE_URL", &large.url);
-    let file = out.path().join("llama-server.toml");
-    std::fs::write(&file, text).unwrap();
+    let file = experiment(out.path(), &small, &large);
 
-    // Killed once the engine has recorded its first calls: the seed's Pareto rows on `small`,
-    // before the first reflection on `large` is done.
     let began = Instant::now();
-    let mut child = crate::common::command()
-        .args([
-            "run",
-            "--backend",
-            "local",
-            "--yes",
-            "--poll-interval",
-            "0.1",
-        ])
-        .arg(&file)
-        .arg("--out")
-        .arg(out.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("run starts");
-    while engine_calls(out.path()) < 4 {
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "the run ended before the kill"
-        );
-        assert!(
-            began.elapsed() < Duration::from_secs(240),
-            "no engine calls in 240 s"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.kill().expect("SIGKILL");
-    child.wait().unwrap();
-    let dirs = run_dirs(out.path());
-    assert_eq!(dirs.len(), 1, "{dirs:?}");
-    let dir = RunDir::open(&dirs[0]).unwrap();
-    assert!(
-        !dir.file(REPLAY_FILE).exists(),
-        "the kill came before the replay"
-    );
-
+    let dir = killed_mid_evolution(&file, out.path());
     let resumed = crate::common::output_within(
         Duration::from_secs(600),
         crate::common::command()
@@ -269,14 +218,83 @@ fn a_run_on_two_llama_servers_killed_mid_evolution_resumes_and_replays_on_both_a
     assert!(said.contains("continuing 1 evolution(s)"), "{said}");
     eprintln!("killed, resumed and replayed in {:?}", began.elapsed());
 
-    // run.json names each role's provider and model.
     let manifest: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.file("run.json")).unwrap()).unwrap();
+    assert!(manifest["finished_at"].is_string(), "the run finished");
     assert_eq!(
         manifest["plan"]["providers"]["small"]["url"],
         format!("{}/v1", small.url).as_str()
     );
-    let roles = &manifest["executions"][0]["plan"]["models"];
+    assert_roles(&manifest["executions"][0]["plan"]["models"]);
+    assert_each_answer_once_by_the_model_asked(&dir);
+    assert_the_engine_did_nothing_twice(&dir);
+    // The report says what the run ran on: each role's provider and model.
+    let summary = std::fs::read_to_string(dir.file("summary.md")).unwrap();
+    assert!(
+        summary.contains(
+            "local engine; task model qwen-0.5b of provider small, reflection model qwen-1.5b \
+             of provider large"
+        ),
+        "{summary}"
+    );
+    for model in ["small/qwen-0.5b", "large/qwen-1.5b"] {
+        assert!(summary.contains(model), "{model}: {summary}");
+    }
+}
+
+/// The replay models of the fixture, as `replay.csv` names them.
+const REPLAY_MODELS: [&str; 3] = ["small/qwen-0.5b", "large/qwen-1.5b", "local"];
+
+/// The fixture written to `out` with the servers' URLs and the dataset's path.
+fn experiment(out: &Path, small: &LlamaServer, large: &LlamaServer) -> PathBuf {
+    let fixture = root().join("tests/fixtures/run_experiments/llama-server.toml");
+    let dataset = root().join("tests/fixtures/data/tiny.csv");
+    let text = std::fs::read_to_string(fixture)
+        .unwrap()
+        .replace("../data/tiny.csv", &dataset.display().to_string())
+        .replace("SMALL_URL", &small.url)
+        .replace("LARGE_URL", &large.url);
+    let file = out.join("llama-server.toml");
+    std::fs::write(&file, text).unwrap();
+    file
+}
+
+/// Runs `file` and kills the run with SIGKILL once the engine has recorded its first calls (the
+/// seed's Pareto rows on `small`), while the evolution runs: its run directory.
+fn killed_mid_evolution(file: &Path, out: &Path) -> RunDir {
+    let began = Instant::now();
+    let mut child = crate::common::local_run(file, out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run starts");
+    while engine_calls(out) < 4 {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended before the kill"
+        );
+        assert!(
+            began.elapsed() < Duration::from_secs(240),
+            "no engine calls in 240 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().expect("SIGKILL");
+    child.wait().unwrap();
+    let dirs = run_dirs(out);
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    let dir = RunDir::open(&dirs[0]).unwrap();
+    let manifest = dir.read_manifest().unwrap();
+    assert!(
+        manifest.executions[0].state.is_running(),
+        "killed while the evolution ran: {:?}",
+        manifest.executions[0].state
+    );
+    dir
+}
+
+/// `run.json` names each role's provider and model.
+fn assert_roles(roles: &serde_json::Value) {
     let role = |value: &serde_json::Value| {
         format!(
             "{}/{}",
@@ -296,15 +314,12 @@ fn a_run_on_two_llama_servers_killed_mid_evolution_resumes_and_replays_on_both_a
         replayed,
         ["small/qwen-0.5b", "large/qwen-1.5b", "local/local"]
     );
-    assert!(manifest["finished_at"].is_string(), "the run finished");
+}
 
-    // Every replay answer came from the model it was asked of, each once.
+/// Every replay answer came from the model it was asked of, and each was written once.
+fn assert_each_answer_once_by_the_model_asked(dir: &RunDir) {
     let rows: Vec<ReplayRow> = dir.read_csv(REPLAY_FILE).unwrap();
-    for (model, answered_by) in [
-        ("small/qwen-0.5b", "small/qwen-0.5b"),
-        ("large/qwen-1.5b", "large/qwen-1.5b"),
-        ("local", "local"),
-    ] {
+    for model in REPLAY_MODELS {
         let answers: Vec<&ReplayRow> = rows.iter().filter(|r| r.model == model).collect();
         assert_eq!(
             answers.len(),
@@ -313,7 +328,7 @@ fn a_run_on_two_llama_servers_killed_mid_evolution_resumes_and_replays_on_both_a
         );
         for row in answers {
             assert!(row.error.is_empty(), "{model}: {}", row.error);
-            assert_eq!(row.answered_by, answered_by, "{model}");
+            assert_eq!(row.answered_by, model);
         }
     }
     assert!(
@@ -330,11 +345,13 @@ fn a_run_on_two_llama_servers_killed_mid_evolution_resumes_and_replays_on_both_a
         )
     }));
     assert!(twice.is_empty(), "replay answers written twice: {twice:?}");
+}
 
-    // Nothing the engine did before the kill was done or written again after it: each
-    // generation, iteration and task call is recorded once.
+/// Nothing the engine did before the kill was done or written again after it: each generation,
+/// iteration and task call is recorded once.
+fn assert_the_engine_did_nothing_twice(dir: &RunDir) {
     let history: Vec<HistoryRow> = dir.read_csv(HISTORY_FILE).unwrap();
-    let twice = repeated(history.iter().map(|h| h.generation.to_string()));
+    let twice = repeated(history.iter().map(|h| h.generation));
     assert!(twice.is_empty(), "generations written twice: {twice:?}");
     let engine = std::fs::read_to_string(dir.file("engine.jsonl")).unwrap();
     let records: Vec<serde_json::Value> = engine
@@ -359,17 +376,4 @@ fn a_run_on_two_llama_servers_killed_mid_evolution_resumes_and_replays_on_both_a
         iterations.is_empty(),
         "iterations recorded twice: {iterations:?}"
     );
-
-    // The report says what the run ran on: each role's provider and model.
-    let summary = std::fs::read_to_string(dir.file("summary.md")).unwrap();
-    assert!(
-        summary.contains(
-            "local engine; task model qwen-0.5b of provider small, reflection model qwen-1.5b \
-             of provider large"
-        ),
-        "{summary}"
-    );
-    for model in ["small/qwen-0.5b", "large/qwen-1.5b"] {
-        assert!(summary.contains(model), "{model}: {summary}");
-    }
 }
