@@ -471,6 +471,9 @@ fn a_provider_that_does_not_answer_in_time_fails_its_answers_by_name_and_the_res
             ("[engine]", &declared),
             ("\"reflector/reflect-sim\"]", "\"slow/slow-sim\"]"),
             ("concurrency = 2", variants),
+            // Two answers per row, so that the slow provider has more requests (24 at least,
+            // whichever versions are replayed) than the 8 that stop it and the 7 in flight.
+            ("temperature = 0.0", "temperature = 0.5\nrepeat = 2"),
         ],
     );
     let began = std::time::Instant::now();
