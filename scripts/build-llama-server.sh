@@ -9,22 +9,32 @@
 # CPU flags as gepa-lab's build (GGML_NATIVE; OpenMP). One line of the server is adapted to
 # the crate's `common` (fs_open_ifstream, a std::ifstream on Linux). The build is kept in
 # <target>/llama-server/, one per set of flags (about 10 minutes the first time on 2 cores).
+# It is up to date while its stamp (beside the binary) names the same inputs: the sdist, the
+# llama-cpp-sys-2 release whose llama.cpp it is built on, the CPU flags and the recipe below;
+# otherwise it is built again, so that a llama-cpp-sys-2 upgrade is never tested against an
+# older server.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 sdist_version=0.3.36
 sdist_sha256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
 target_dir="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')"
-vendored="$(cargo metadata --format-version 1 --locked |
-    python3 -c 'import json,sys,os; m=json.load(sys.stdin); p=[p for p in m["packages"] if p["name"]=="llama-cpp-sys-2"][0]; print(os.path.join(os.path.dirname(p["manifest_path"]), "llama.cpp"))')"
+sys_crate="$(cargo metadata --format-version 1 --locked |
+    python3 -c 'import json,sys,os; m=json.load(sys.stdin); p=[p for p in m["packages"] if p["name"]=="llama-cpp-sys-2"][0]; print(p["version"], os.path.dirname(p["manifest_path"]))')"
+sys_version="${sys_crate%% *}"
+vendored="${sys_crate#* }/llama.cpp"
 # For this CPU, as cargo builds gepa-lab's llama.cpp (target-cpu=native: GGML_NATIVE).
 cpu_flags=(-DGGML_NATIVE=ON)
 work="$target_dir/llama-server"
 build="$work/build-native"
 server="$build/bin/llama-server"
+# Raise `recipe` when the steps below change what is built.
+recipe=1
+stamp="$build/gepa-lab-inputs"
+inputs="recipe $recipe; llama-cpp-python $sdist_version ($sdist_sha256); llama-cpp-sys-2 $sys_version; ${cpu_flags[*]}"
 
-if [[ ! -x "$server" ]]; then
-    echo "building llama-server in $work (once)" >&2
+if [[ ! -x "$server" || "$(cat "$stamp" 2>/dev/null)" != "$inputs" ]]; then
+    echo "building llama-server in $work (its inputs changed, or it was never built)" >&2
     mkdir -p "$work/sdist"
     sdist="$work/sdist/llama_cpp_python-$sdist_version.tar.gz"
     if [[ ! -f "$sdist" ]]; then
@@ -56,6 +66,7 @@ if [[ ! -x "$server" ]]; then
         -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF \
         -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_APP=OFF >/dev/null
     cmake --build "$build" --target llama-server -j "$(nproc)" >/dev/null
+    echo "$inputs" >"$stamp"
 fi
 
 echo "$server"

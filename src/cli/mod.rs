@@ -297,9 +297,10 @@ fn refuses_key(err: &anyhow::Error) -> bool {
     err.chain().any(|cause| {
         let api = cause
             .downcast_ref::<ApiError>()
-            .or_else(|| match cause.downcast_ref() {
-                Some(crate::inference::InferenceError::Api(api)) => Some(api),
-                _ => None,
+            .or_else(|| {
+                cause
+                    .downcast_ref::<crate::inference::InferenceError>()
+                    .and_then(crate::inference::InferenceError::api)
             })
             .or_else(|| match cause.downcast_ref() {
                 Some(crate::evolution::EvolutionError::Api(api)) => Some(api),

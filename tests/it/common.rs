@@ -243,6 +243,24 @@ pub fn command() -> Command {
     command
 }
 
+/// `gepa-lab run --backend local --yes` of `file`, writing under `out` and polling every 0.1 s.
+pub fn local_run(file: &Path, out: &Path) -> Command {
+    let mut command = command();
+    command
+        .args([
+            "run",
+            "--backend",
+            "local",
+            "--yes",
+            "--poll-interval",
+            "0.1",
+        ])
+        .arg(file)
+        .arg("--out")
+        .arg(out);
+    command
+}
+
 /// Runs `gepa-lab ARGS` from the repository root.
 pub fn gepa_lab(args: &[&str]) -> Output {
     command()

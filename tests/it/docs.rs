@@ -377,8 +377,9 @@ fn resolve<'a>(schema: &'a Value, node: &'a Value) -> &'a Value {
     node
 }
 
-/// The keys of `table` the schema node does not define, as dotted paths.
-fn unknown_keys(
+/// The problems of `table` against the schema node: keys it does not define, and values whose
+/// kind its `type` or `enum` refuses (`minibatch = "eight"`), each named by its dotted path.
+fn fragment_problems(
     schema: &Value,
     node: &Value,
     table: &toml::Table,
@@ -398,18 +399,25 @@ fn unknown_keys(
         } else {
             format!("{path}.{key}")
         };
-        let Some(property) = properties.and_then(|p| p.get(key)).or(entries) else {
-            out.push(dotted);
+        let Some(declared) = properties.and_then(|p| p.get(key)).or(entries) else {
+            out.push(format!("`{dotted}` is not a key of the experiment format"));
             continue;
         };
-        let property = resolve(schema, property);
+        if let Some(why) = refused_value(schema, declared, value) {
+            out.push(format!("`{dotted}`: {why}"));
+            continue;
+        }
+        let property = resolve(schema, declared);
         match value {
-            toml::Value::Table(inner) => unknown_keys(schema, property, inner, &dotted, out),
+            toml::Value::Table(inner) => fragment_problems(schema, property, inner, &dotted, out),
             toml::Value::Array(items) => {
                 if let Some(item_schema) = property.get("items") {
                     for item in items {
-                        if let toml::Value::Table(inner) = item {
-                            unknown_keys(schema, item_schema, inner, &format!("{dotted}[]"), out);
+                        if let Some(why) = refused_value(schema, item_schema, item) {
+                            out.push(format!("`{dotted}[]`: {why}"));
+                        } else if let toml::Value::Table(inner) = item {
+                            let at = format!("{dotted}[]");
+                            fragment_problems(schema, item_schema, inner, &at, out);
                         }
                     }
                 }
@@ -419,8 +427,56 @@ fn unknown_keys(
     }
 }
 
+/// Why the schema node refuses `value`: a kind its `type` does not allow, or a string its
+/// `enum` does not list; a union (`anyOf`, `oneOf`) refuses what every option refuses. Nodes
+/// with neither accept anything here; `validate` checks whole examples further.
+fn refused_value(schema: &Value, node: &Value, value: &toml::Value) -> Option<String> {
+    if let Some(reference) = node.get("$ref").and_then(Value::as_str) {
+        let target = reference
+            .trim_start_matches("#/")
+            .split('/')
+            .fold(schema, |at, part| &at[part]);
+        return refused_value(schema, target, value);
+    }
+    for union in ["anyOf", "oneOf"] {
+        if let Some(options) = node.get(union).and_then(Value::as_array) {
+            let mut refusals = options.iter().map(|o| refused_value(schema, o, value));
+            return refusals
+                .next()
+                .flatten()
+                .filter(|_| refusals.all(|r| r.is_some()));
+        }
+    }
+    let kind = match value {
+        toml::Value::String(_) => "string",
+        toml::Value::Integer(_) => "integer",
+        toml::Value::Float(_) => "number",
+        toml::Value::Boolean(_) => "boolean",
+        toml::Value::Datetime(_) => "datetime",
+        toml::Value::Array(_) => "array",
+        toml::Value::Table(_) => "object",
+    };
+    let types: Vec<&str> = match node.get("type") {
+        Some(Value::String(one)) => vec![one.as_str()],
+        Some(Value::Array(many)) => many.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    };
+    // An integer is a number too.
+    let allowed = |t: &str| t == kind || (t == "number" && kind == "integer");
+    if !types.is_empty() && !types.iter().any(|t| allowed(t)) {
+        return Some(format!(
+            "{kind} value, where the format takes {}",
+            types.join(" or ")
+        ));
+    }
+    let listed = node.get("enum").and_then(Value::as_array)?;
+    let text = value.as_str()?;
+    (!listed.iter().any(|v| v.as_str() == Some(text)))
+        .then(|| format!("{text:?} is not one of {}", Value::Array(listed.clone())))
+}
+
 /// Problems of one ```toml block: not TOML; a whole experiment that does not validate; a
-/// fragment with keys the format does not define.
+/// fragment with keys the format does not define or values it refuses.
 fn toml_block_problems(block: &Block, schema: &Value) -> Vec<String> {
     let text = block.lines.join("\n");
     let table: toml::Table = match toml::from_str(&text) {
@@ -433,12 +489,9 @@ fn toml_block_problems(block: &Block, schema: &Value) -> Vec<String> {
     if table.contains_key("name") && table.get("prompt").is_some_and(toml::Value::is_table) {
         return experiment_problems(&text);
     }
-    let mut unknown = Vec::new();
-    unknown_keys(schema, schema, &table, "", &mut unknown);
-    unknown
-        .into_iter()
-        .map(|key| format!("`{key}` is not a key of the experiment format"))
-        .collect()
+    let mut problems = Vec::new();
+    fragment_problems(schema, schema, &table, "", &mut problems);
+    problems
 }
 
 /// A whole experiment file is validated as `gepa-lab validate` would: every error counts,
@@ -748,6 +801,31 @@ fn the_checks_see_what_they_are_meant_to() {
     assert_eq!(
         commit_hashes("at 3e8e310, run 20261128-035021-a91d, seed 3251493934730182763, defaced"),
         ["3e8e310"]
+    );
+    let schema = gepa_lab::experiment::json_schema();
+    let fragment = |text: &str| {
+        let block = Block {
+            lang: "toml".into(),
+            marker: None,
+            line: 1,
+            lines: text.lines().map(str::to_owned).collect(),
+        };
+        toml_block_problems(&block, &schema)
+    };
+    assert_eq!(
+        fragment("[dataset]\nminibatch = 8\ninputs = [\"review\"]"),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        fragment("[dataset]\nminibatch = \"eight\""),
+        ["`dataset.minibatch`: string value, where the format takes integer"]
+    );
+    assert_eq!(
+        fragment("[dataset]\ninputs = [3]\nrows = 2"),
+        [
+            "`dataset.inputs[]`: integer value, where the format takes string",
+            "`dataset.rows` is not a key of the experiment format",
+        ]
     );
     assert!(parse_error(&words(&["validate", "FILE"])).is_none());
     assert!(parse_error(&words(&["no-such-command", "FILE"])).is_some());

@@ -20,7 +20,7 @@ use crate::common::{Serve, gepa_lab, stdout};
 /// One test at a time uses the model: its answers would not get faster by sharing 2 cores, the
 /// prefix-cache test needs its two requests back to back, and `serve`'s copy of the model would
 /// compete with this process's for the same cores.
-static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+pub(crate) static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// The default model, loaded once for every test here; `None` (after saying why) when it is not
 /// installed outside CI.

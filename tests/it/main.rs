@@ -16,6 +16,8 @@ mod fuzz;
 mod inference;
 mod init;
 mod layering;
+#[cfg(feature = "embedded")]
+mod llama_server;
 mod plan;
 mod providers;
 mod report;

@@ -456,7 +456,7 @@ impl SectionReader<'_, '_> {
                 Diagnostic::error(Rule::Required, format!("missing required {what}"))
                     .at(Some(self.source.location(0)))
                     .help(format!(
-                        "see the reference experiment in the README for the keys of {what}"
+                        "docs/experiment-file.md has a complete example and the keys of {what}"
                     )),
             );
             return None;

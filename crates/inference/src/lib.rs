@@ -93,6 +93,15 @@ pub enum InferenceError {
     /// The embedded model could not be loaded or failed while generating.
     #[error("embedded model: {0}")]
     Embedded(EmbeddedError),
+    /// A declared provider failed a request for one of its models (no answer in time, a 429
+    /// after every retry, a 5xx): the error says which provider and which model, since a run
+    /// may use several.
+    #[error("provider `{provider}`, model {model}: {error}")]
+    Provider {
+        provider: String,
+        model: String,
+        error: ApiError,
+    },
 }
 
 impl From<EmbeddedError> for InferenceError {
@@ -122,20 +131,29 @@ impl InferenceError {
     /// serves this model"), answered 408, or still answered 429 after every retry. Asking again
     /// at once would fail the same way.
     pub fn is_outage(&self) -> bool {
-        match self {
-            InferenceError::Api(ApiError::Transport(_)) => true,
-            InferenceError::Api(err) => err.status().is_some_and(|status| {
+        match self.api() {
+            Some(ApiError::Transport(_)) => true,
+            Some(err) => err.status().is_some_and(|status| {
                 gepa_lab_http::server_failed(status, false)
                     || status == reqwest::StatusCode::TOO_MANY_REQUESTS
                     || status == reqwest::StatusCode::REQUEST_TIMEOUT
             }),
-            _ => false,
+            None => false,
         }
     }
 
     /// True for the contract's "no node is available for the requested model".
     pub fn is_unavailable(&self) -> bool {
-        matches!(self, InferenceError::Api(err) if err.status() == Some(reqwest::StatusCode::SERVICE_UNAVAILABLE))
+        self.api()
+            .is_some_and(|err| err.status() == Some(reqwest::StatusCode::SERVICE_UNAVAILABLE))
+    }
+
+    /// The service's answer or failure, whether the public API's or a declared provider's.
+    pub fn api(&self) -> Option<&ApiError> {
+        match self {
+            InferenceError::Api(err) | InferenceError::Provider { error: err, .. } => Some(err),
+            _ => None,
+        }
     }
 }
 
@@ -160,6 +178,21 @@ mod tests {
         for code in [503, 501, 505, 400, 404, 413] {
             assert!(!status(code).is_outage(), "{code}");
         }
+        // A provider's failure is an outage as the same failure of the public API is.
+        let named = InferenceError::Provider {
+            provider: "slow".into(),
+            model: "m".into(),
+            error: ApiError::Status {
+                status: reqwest::StatusCode::BAD_GATEWAY,
+                retry_after: None,
+                body: "down".into(),
+            },
+        };
+        assert!(named.is_outage());
+        assert_eq!(
+            named.to_string(),
+            "provider `slow`, model m: 502 Bad Gateway: down"
+        );
         let refused = InferenceError::InvalidRequest {
             field: "messages".into(),
             reason: "empty".into(),

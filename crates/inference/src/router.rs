@@ -37,6 +37,20 @@ struct Route<'a> {
     in_flight: Option<&'a Arc<Semaphore>>,
 }
 
+impl Route<'_> {
+    /// A provider's failure, with the provider and the model it was asked for named.
+    fn name(&self, err: InferenceError) -> InferenceError {
+        match (self.provider, err) {
+            (Some(provider), InferenceError::Api(error)) => InferenceError::Provider {
+                provider: provider.to_string(),
+                model: self.request.model.clone(),
+                error,
+            },
+            (_, err) => err,
+        }
+    }
+}
+
 impl ModelRouter {
     pub fn new(local: Vec<Arc<EmbeddedModel>>, remote: Option<Arc<dyn Inference>>) -> Self {
         Self {
@@ -176,7 +190,11 @@ impl Inference for ModelRouter {
     async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, InferenceError> {
         let route = self.pick(request)?;
         let _permit = permit(route.in_flight).await?;
-        let mut answer = route.backend.chat(&route.request).await?;
+        let mut answer = route
+            .backend
+            .chat(&route.request)
+            .await
+            .map_err(|err| route.name(err))?;
         if let Some(provider) = route.provider {
             answer.model = format!("{provider}/{}", answer.model);
         }
@@ -186,7 +204,11 @@ impl Inference for ModelRouter {
     async fn chat_stream(&self, request: &ChatRequest) -> Result<ChunkStream, InferenceError> {
         let route = self.pick(request)?;
         let permit = permit(route.in_flight).await?;
-        let stream = route.backend.chat_stream(&route.request).await?;
+        let stream = route
+            .backend
+            .chat_stream(&route.request)
+            .await
+            .map_err(|err| route.name(err))?;
         // The permit is held until the stream is dropped: a stream is a request in flight.
         Ok(Box::pin(stream.map(move |chunk| {
             let _held = &permit;
@@ -241,6 +263,13 @@ mod tests {
         assert_eq!(answer.node_id(), Some("sim-node-1"));
         let unserved = router.chat(&ask("ollama/task-sim")).await.unwrap_err();
         assert!(unserved.is_unavailable(), "{unserved}");
+        // A provider's failure names the provider and the model it was asked for.
+        assert!(
+            unserved
+                .to_string()
+                .starts_with("provider `ollama`, model task-sim: 503"),
+            "{unserved}"
+        );
         let ids: Vec<String> = router
             .models()
             .await

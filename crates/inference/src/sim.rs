@@ -24,7 +24,7 @@ use gepa_lab_http::ApiError;
 pub enum Fault {
     /// Answer normally.
     None,
-    /// 429 with `Retry-After: retry_after`.
+    /// 429 with `Retry-After: retry_after` (no header when `retry_after=none`).
     RateLimited,
     /// 503, as for a model with no node.
     Unavailable,
@@ -70,8 +70,8 @@ pub struct SimConfig {
     pub latency: Duration,
     /// Extra time for a `Fault::Slow` request.
     pub slow: Duration,
-    /// `Retry-After` of a simulated 429.
-    pub retry_after: Duration,
+    /// `Retry-After` of a simulated 429; none sends no header, as some servers do.
+    pub retry_after: Option<Duration>,
     /// Fault of request number i (counted from 0 over chat and stream calls to served models):
     /// `faults[i]`, or `faults[i % cycle]` when `cycle` is set; requests past the end answer.
     pub faults: Vec<Fault>,
@@ -93,7 +93,7 @@ impl Default for SimConfig {
             models: vec!["sim-text".into(), "sim-vl".into(), "sim-audio".into()],
             latency: Duration::ZERO,
             slow: Duration::from_secs(2),
-            retry_after: Duration::from_secs(1),
+            retry_after: Some(Duration::from_secs(1)),
             faults: Vec::new(),
             cycle: None,
             broken_schema_every: None,
@@ -113,11 +113,11 @@ impl FromStr for SimConfig {
     type Err = SimConfigError;
 
     /// Keys: `model` (repeatable; default `sim-text`, `sim-vl`, `sim-audio`), `seed`,
-    /// `latency_ms`, `slow_ms`, `retry_after` (seconds), `faults` (a `/`-separated script of
-    /// `ok`, `429`, `503`, `500`, `slow`, `truncate`, `nonconforming`, each optionally `*N`),
-    /// `cycle` (repeat the script every N requests), `varies` (`1`: answers at a temperature
-    /// above 0 differ from call to call), `broken_schema_every` (N: one prompt in N always gets
-    /// a structured answer that breaks its schema).
+    /// `latency_ms`, `slow_ms`, `retry_after` (seconds, or `none`: no header), `faults` (a
+    /// `/`-separated script of `ok`, `429`, `503`, `500`, `slow`, `truncate`, `nonconforming`,
+    /// each optionally `*N`), `cycle` (repeat the script every N requests), `varies` (`1`:
+    /// answers at a temperature above 0 differ from call to call), `broken_schema_every` (N: one
+    /// prompt in N always gets a structured answer that breaks its schema).
     fn from_str(spec: &str) -> Result<Self, Self::Err> {
         let mut config = SimConfig::default();
         let mut models = Vec::new();
@@ -140,7 +140,8 @@ impl FromStr for SimConfig {
                 "seed" => config.seed = number(value)?,
                 "latency_ms" => config.latency = Duration::from_millis(number(value)?),
                 "slow_ms" => config.slow = Duration::from_millis(number(value)?),
-                "retry_after" => config.retry_after = Duration::from_secs(number(value)?),
+                "retry_after" if value == "none" => config.retry_after = None,
+                "retry_after" => config.retry_after = Some(Duration::from_secs(number(value)?)),
                 "broken_schema_every" => match number(value)? {
                     0 => return Err(bad("must be at least 1".into())),
                     n => config.broken_schema_every = Some(n),
@@ -291,7 +292,7 @@ impl SimModel {
         match fault {
             Fault::RateLimited => Err(simulated_status(
                 StatusCode::TOO_MANY_REQUESTS,
-                Some(self.config.retry_after),
+                self.config.retry_after,
                 "rate limit exceeded (simulated)".into(),
             )),
             Fault::Unavailable => Err(simulated_status(
@@ -732,7 +733,9 @@ mod tests {
         assert_eq!(config.models, vec!["a", "b-vl"]);
         assert_eq!(config.seed, 7);
         assert_eq!(config.latency, Duration::from_millis(20));
-        assert_eq!(config.retry_after, Duration::from_secs(2));
+        assert_eq!(config.retry_after, Some(Duration::from_secs(2)));
+        let bare: SimConfig = "faults=429,retry_after=none".parse().unwrap();
+        assert_eq!(bare.retry_after, None);
         assert_eq!(
             config.faults,
             vec![

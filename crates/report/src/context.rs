@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 
-use gepa_lab_store::{Backend, ExecutionRecord, ITERATIONS_FILE, RunManifest, Version};
+use gepa_lab_store::{ExecutionRecord, ITERATIONS_FILE, RunManifest, Version};
 
 use super::ReportError;
 use super::answers::RowAnswers;
@@ -571,7 +571,7 @@ fn experiment_view(manifest: &RunManifest) -> ExperimentView {
         updated_at: manifest
             .updated_at
             .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-        backend: backend_text(&manifest.backend, manifest.simulated),
+        backend: backend_text(manifest.backend_description(), manifest.simulated),
         providers: plan
             .providers
             .values()
@@ -1276,8 +1276,7 @@ fn method() -> MethodView {
     }
 }
 
-fn backend_text(backend: &Backend, simulated: bool) -> String {
-    let text = backend.to_string();
+fn backend_text(text: String, simulated: bool) -> String {
     if simulated {
         format!("{text}; answers from the test stand-in model")
     } else {

@@ -339,8 +339,8 @@ impl Failures {
     }
 
     fn failed(&mut self, key: &str, err: &Sent) {
-        if let Sent::Failed(InferenceError::Api(api)) = err
-            && api.refuses_key()
+        if let Sent::Failed(err) = err
+            && err.api().is_some_and(|api| api.refuses_key())
         {
             self.key_refused = true;
         }
@@ -493,7 +493,10 @@ fn note_refusal(
     model: &str,
     result: &Result<ChatResponse, Sent>,
 ) -> Result<(), RunError> {
-    let Err(Sent::Failed(InferenceError::Api(api))) = result else {
+    let Err(Sent::Failed(err)) = result else {
+        return Ok(());
+    };
+    let Some(api) = err.api() else {
         return Ok(());
     };
     if !api.refuses_key() {

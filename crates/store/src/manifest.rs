@@ -217,6 +217,38 @@ impl RunManifest {
     pub fn execution(&self, variant: &str) -> Option<&ExecutionRecord> {
         self.executions.iter().find(|e| e.variant() == variant)
     }
+
+    /// Where the run's services and models were, as a report's header says it. A local run
+    /// whose engine evolves or reflects on a provider's model names each such role's model and
+    /// provider: [`Backend`]'s own text would claim the embedded model did all of it.
+    pub fn backend_description(&self) -> String {
+        if self.backend != Backend::Local {
+            return self.backend.to_string();
+        }
+        let mut roles: Vec<String> = Vec::new();
+        for execution in &self.executions {
+            let models = &execution.plan.models;
+            for (role, model) in [("task", &models.task), ("reflection", &models.reflection)] {
+                let Some(model) = model else { continue };
+                let said = if model.is_embedded() {
+                    format!("{role} model {} (embedded)", model.model())
+                } else {
+                    format!(
+                        "{role} model {} of provider {}",
+                        model.model(),
+                        model.provider()
+                    )
+                };
+                if !roles.contains(&said) {
+                    roles.push(said);
+                }
+            }
+        }
+        if roles.iter().all(|role| role.ends_with("(embedded)")) {
+            return self.backend.to_string();
+        }
+        format!("local engine; {}", roles.join(", "))
+    }
 }
 
 /// Reads `run.json` of either format from `text`; `path` names the file in errors.
@@ -449,6 +481,47 @@ mod tests {
         let again = parse(Path::new("run.json"), &text).unwrap();
         assert_eq!(again.executions[0].state, manifest.executions[0].state);
         assert_eq!(again.plan, manifest.plan);
+    }
+
+    #[test]
+    fn a_local_run_on_providers_names_each_engine_roles_model_and_provider() {
+        let mut manifest = parse_value(&fixture()).unwrap();
+        manifest.backend = Backend::Local;
+        let roles = |value: serde_json::Value| serde_json::from_value(value).unwrap();
+        // No roles recorded (older runs), or only embedded ones: the embedded model did it all.
+        assert_eq!(
+            manifest.backend_description(),
+            "local engine and embedded model"
+        );
+        let embedded = serde_json::json!({"provider": "local", "model": "local"});
+        manifest.executions[0].plan.models =
+            roles(serde_json::json!({"task": embedded, "reflection": embedded}));
+        assert_eq!(
+            manifest.backend_description(),
+            "local engine and embedded model"
+        );
+        manifest.executions[0].plan.models = roles(serde_json::json!({
+            "task": {"provider": "small", "model": "qwen-0.5b"},
+            "reflection": {"provider": "large", "model": "qwen-1.5b"},
+            "replay": [embedded],
+        }));
+        manifest.executions[1].plan.models = roles(serde_json::json!({
+            "task": {"provider": "small", "model": "qwen-0.5b"},
+            "reflection": embedded,
+        }));
+        assert_eq!(
+            manifest.backend_description(),
+            "local engine; task model qwen-0.5b of provider small, reflection model qwen-1.5b \
+             of provider large, reflection model local (embedded)"
+        );
+        // Other backends say what they always said.
+        manifest.backend = Backend::Url {
+            url: "http://127.0.0.1:8080".into(),
+        };
+        assert_eq!(
+            manifest.backend_description(),
+            "gepa-lab serve at http://127.0.0.1:8080"
+        );
     }
 
     #[test]

@@ -272,7 +272,7 @@ impl RunSummary {
             run_id: manifest.run_id.clone(),
             created_at: manifest.created_at,
             backend: BackendKind::of(&manifest.backend),
-            backend_text: manifest.backend.to_string(),
+            backend_text: manifest.backend_description(),
             simulated: manifest.simulated,
             state: RunState::of(&manifest),
             executions: manifest.executions.len(),

@@ -335,7 +335,10 @@ fn misspelt_provider(scope: &mut Scope<'_, '_>, key: &str, text: &str) -> Option
         .filter(|name| strsim::levenshtein(prefix, name) <= TYPO_EDITS)
         .min_by_key(|name| strsim::levenshtein(prefix, name))
         .cloned();
-    let near = near?;
+    // Far from every declared name: a public model id with a `/` (`meta-llama/llama-3`).
+    let Some(near) = near else {
+        return Some(());
+    };
     let declared: Vec<&str> = scope
         .checker
         .providers

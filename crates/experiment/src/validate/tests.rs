@@ -58,11 +58,15 @@ fn validate(text: &str) -> Validation {
 
 /// The rules `edits` break, errors and warnings alike, each once, in rule order.
 fn rules(edits: &[(&str, &str)]) -> Vec<Rule> {
-    let mut rules: Vec<Rule> = validate(&edited(edits))
-        .diagnostics
-        .iter()
-        .map(|d| d.rule)
-        .collect();
+    let validation = validate(&edited(edits));
+    // A file is refused only with an error that says why.
+    assert_eq!(
+        validation.plan.is_none(),
+        validation.diagnostics.iter().any(Diagnostic::is_error),
+        "{edits:?}: a plan without errors or errors with a plan: {:?}",
+        validation.diagnostics
+    );
+    let mut rules: Vec<Rule> = validation.diagnostics.iter().map(|d| d.rule).collect();
     rules.sort_by_key(|rule| Rule::ALL.iter().position(|r| r == rule));
     rules.dedup();
     rules
