@@ -262,18 +262,17 @@ fn text(size: u32, colour: &'static RGBColor) -> TextStyle<'static> {
 /// The legend above the chart: an accepted proposal's edge, a merge's, the best version's dot.
 fn draw_legend<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>) -> Drawn {
     let legend_y = 14;
+    let label = |words: &str, x: i32| {
+        root.draw(&Text::new(words, (x, legend_y), text(15, &BLACK)))
+            .map_err(failed)
+    };
     let mut x = LEFT;
     root.draw(&PathElement::new(
         [(x, legend_y), (x + 22, legend_y)],
         EDGE_COLOUR.stroke_width(2),
     ))
     .map_err(failed)?;
-    root.draw(&Text::new(
-        "accepted proposal (parent to child)",
-        (x + 28, legend_y),
-        text(15, &BLACK),
-    ))
-    .map_err(failed)?;
+    label("accepted proposal (parent to child)", x + 28)?;
     x += 270;
     root.draw(&DashedPathElement::new(
         [(x, legend_y), (x + 22, legend_y)],
@@ -282,21 +281,11 @@ fn draw_legend<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>) -> Drawn {
         MERGE_COLOUR.stroke_width(2),
     ))
     .map_err(failed)?;
-    root.draw(&Text::new(
-        "merge (two parents)",
-        (x + 28, legend_y),
-        text(15, &BLACK),
-    ))
-    .map_err(failed)?;
+    label("merge (two parents)", x + 28)?;
     x += 170;
     root.draw(&Circle::new((x + 6, legend_y), 6, BEST_COLOUR.filled()))
         .map_err(failed)?;
-    root.draw(&Text::new(
-        "the report's best version",
-        (x + 18, legend_y),
-        text(15, &BLACK),
-    ))
-    .map_err(failed)
+    label("the report's best version", x + 18)
 }
 
 impl Lineage {
