@@ -18,9 +18,11 @@
 #
 # gepa-lab is compiled for this machine's CPU (.cargo/config.toml): nothing to set on any CPU.
 # --tools-only stops after steps 1 and 2 (CI runs them before clippy, which builds llama.cpp).
-# GEPA_LAB_SETUP_PROFILE picks the cargo profile gepa-lab is built with for step 3: release by
-# default, because the README runs `cargo run --release` next and nothing is then built twice;
-# CI uses dev, like its tests.
+# GEPA_LAB_SETUP_PROFILE picks the cargo profile gepa-lab is built with for step 3: dev by
+# default, because the README runs `cargo run` next and `cargo test` after it, and both reuse
+# that build. llama.cpp is compiled in Release in every profile, so the dev build answers as
+# fast; it compiles the Rust dependencies without optimising them, which a cold build on 2
+# cores spends most of its time on in release.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -50,7 +52,7 @@ if $tools_only; then
     exit 0
 fi
 
-profile="${GEPA_LAB_SETUP_PROFILE:-release}"
+profile="${GEPA_LAB_SETUP_PROFILE:-dev}"
 # Wheels into pip's cache while cargo compiles. A failure here is not fatal: `model install`
 # downloads again and reports what went wrong.
 wheels="$(mktemp -d)"
