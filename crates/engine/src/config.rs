@@ -50,6 +50,11 @@ pub struct EngineConfig {
     /// them, then now and then with one of them swapped, each judged on the Pareto set
     /// (`demonstrations`). 0 turns them off.
     pub demonstrations: usize,
+    /// Rows the parent is known to fail (its cached answers on feedback rows) take the place of
+    /// rows it is known to answer right in a reflection's minibatch, up to half of it
+    /// (`sampler::with_known_failures`), so that a reflection sees failures where the parent has
+    /// them. `false` keeps the reference implementation's epoch-sampled minibatches as drawn.
+    pub known_failures_first: bool,
     /// The request [`Proposer::Rewrite`] sends, when the user has one of their own; `None`
     /// sends the built-in one. [`Proposer::Rules`] does not use it.
     pub reflection_template: Option<ReflectionTemplate>,
@@ -94,6 +99,7 @@ impl EngineConfig {
             label_glossary: false,
             input_last: false,
             demonstrations: 0,
+            known_failures_first: false,
             reflection_template: None,
             merge: None,
             on_task_error: OnTaskError::Fail,

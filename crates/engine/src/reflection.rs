@@ -534,7 +534,8 @@ pub(crate) const OWN_WORDING: [&str; 3] = [GLOSSARY_HEADING, LABEL_ONLY, RULES_H
 ///
 /// With a label set, a rule that names a label must name `correct`, the answer of the example it
 /// was written for: a small model now and then copies the wrong answer into its rule, and such a
-/// rule would teach the mistake.
+/// rule would teach the mistake. A rule that names no label gets `correct` as its answer clause
+/// ([`with_answer`]).
 pub(crate) fn parse_rules(
     answer: &str,
     labels: &[String],
@@ -567,12 +568,17 @@ pub(crate) fn parse_rules(
             if rule.is_empty() || rule.contains("...") {
                 continue;
             }
-            if last_label(rule, labels)
-                .is_some_and(|label| !label.eq_ignore_ascii_case(correct.trim()))
-            {
-                wrong += 1;
-                continue;
-            }
+            let rule = match last_label(rule, labels) {
+                Some(label) if !label.eq_ignore_ascii_case(correct.trim()) => {
+                    wrong += 1;
+                    continue;
+                }
+                None if !labels.is_empty() && !correct.trim().is_empty() => {
+                    with_answer(rule, correct)
+                }
+                _ => rule.to_string(),
+            };
+            let rule = rule.as_str();
             if !rules.iter().any(|known| known.eq_ignore_ascii_case(rule)) {
                 rules.push(rule.to_string());
             }
@@ -587,6 +593,14 @@ pub(crate) fn parse_rules(
             answer: answer.to_string(),
         }),
     }
+}
+
+/// `rule` with the answer clause the request asked for ("..., answer LABEL."), for a rule that
+/// names no label: "When the text expresses disappointment." tells the task model what to notice
+/// but not what to answer; the engine knows which answer the rule was written for.
+fn with_answer(rule: &str, correct: &str) -> String {
+    let condition = rule.trim_end_matches(['.', ',', ';', ':', ' ']);
+    format!("{condition}, answer {}.", correct.trim())
 }
 
 /// The label named last in `rule` (as a whole word, any case): the answer it tells to give.
@@ -1217,6 +1231,27 @@ mod tests {
             parse_rules("- When it fails, answer billing.", &labels, "technical"),
             Err(ProposalFailure::WrongAnswerInRules { .. })
         ));
+    }
+
+    #[test]
+    fn a_rule_naming_no_label_gets_the_answer_it_was_written_for() {
+        let labels: Vec<String> = ["negative", "positive"].map(String::from).to_vec();
+        // An answer of the embedded 1.5B model on SST-2, written for a row whose answer is
+        // `negative`: the condition without the answer the request asked for.
+        let answer = "- When the text expresses disappointment or dissatisfaction with the \
+                      subject being described.";
+        assert_eq!(
+            parse_rules(answer, &labels, "negative").unwrap(),
+            vec![
+                "When the text expresses disappointment or dissatisfaction with the subject \
+                 being described, answer negative."
+            ]
+        );
+        // Without a label set there is no answer to add.
+        assert_eq!(
+            parse_rules("- When unsure, ask.", &[], "").unwrap(),
+            vec!["When unsure, ask."]
+        );
     }
 
     #[test]

@@ -23,7 +23,7 @@ use super::records::{
     ProposalFailure, Run, StopReason, sum,
 };
 use super::reflection::{self, Revision, Shown};
-use super::sampler::EpochSampler;
+use super::sampler::{self, EpochSampler};
 use super::task::{Evaluation, ExampleView, Reflection, Task, TaskError};
 
 /// Scores are in [0, 1]; a parent at 1 on every minibatch example has nothing to learn there.
@@ -35,6 +35,7 @@ const SELECTION_STREAM: u64 = 0;
 const SAMPLER_STREAM: u64 = 1;
 const MERGE_STREAM: u64 = 2;
 const DEMONSTRATION_STREAM: u64 = 3;
+const FAILURE_STREAM: u64 = 4;
 
 /// Iterations between two offers of demonstrations (a first set, then swaps).
 const DEMONSTRATIONS_EVERY: usize = 4;
@@ -127,6 +128,8 @@ struct Engine<'a, T, O> {
     selection_rng: ChaCha8Rng,
     merge_rng: ChaCha8Rng,
     demonstration_rng: ChaCha8Rng,
+    // Which known failures take the place of known-right rows in a minibatch.
+    failure_rng: ChaCha8Rng,
     merges: Option<MergeScheduler>,
     pareto_examples: Vec<usize>,
     // The distinct expected outputs of a task that picks from a small set of answers
@@ -248,6 +251,7 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             selection_rng: random_stream(config.seed, SELECTION_STREAM),
             merge_rng: random_stream(config.seed, MERGE_STREAM),
             demonstration_rng: random_stream(config.seed, DEMONSTRATION_STREAM),
+            failure_rng: random_stream(config.seed, FAILURE_STREAM),
             merges: config.merge.as_ref().map(MergeScheduler::new),
             labels: label_set(expected),
             input_pairs: InputPairs::new(seed_prompt, texts.iter().map(String::as_str))
@@ -436,6 +440,19 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
         pareto: usize,
     ) -> Result<Vec<usize>, Halt> {
         let mut minibatch = self.sampler.next_batch();
+        if self.config.known_failures_first {
+            let cache = &self.cache;
+            sampler::with_known_failures(
+                &mut minibatch,
+                0..self.config.minibatch,
+                |row| {
+                    cache
+                        .get(parent_prompt, row)
+                        .map(|evaluation| evaluation.score >= PERFECT)
+                },
+                &mut self.failure_rng,
+            );
+        }
         let worst_case = |cache: &EvaluationCache, minibatch: &[usize]| {
             cache.uncached(parent_prompt, minibatch) + 1 + minibatch.len() + pareto
         };

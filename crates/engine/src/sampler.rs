@@ -70,6 +70,55 @@ impl EpochSampler {
     }
 }
 
+/// `batch` with rows it is known to fail swapped in, until half the batch (rounded up) is known
+/// failures or no known failure is left outside it: in place of rows the parent is known to
+/// answer right, then of rows it has not answered yet. Returns how many rows were swapped.
+///
+/// A reflection learns only from failures: a minibatch the parent answers right throughout is
+/// skipped, and one with a single failure shows the reflection model one row. Where the task
+/// model is right on most rows (a strong seed, or one label far commoner than the rest), most
+/// epoch-sampled minibatches are such, and the budget goes on rows that teach nothing. The
+/// parent's answers on many feedback rows are already known (cached), so a known failure costs
+/// nothing to show. The other half stays as the epoch drew it (so rows not answered yet are
+/// still explored), rows the child is also judged on
+/// ([`MutationRecord::improves`](super::records::MutationRecord::improves)), so a rule that
+/// fixes the failures by breaking right answers is still caught.
+///
+/// `known` gives the parent's known outcome on a feedback row (`Some(true)`: right); `rows` are
+/// the feedback rows.
+pub(crate) fn with_known_failures(
+    batch: &mut [usize],
+    rows: impl Iterator<Item = usize>,
+    known: impl Fn(usize) -> Option<bool>,
+    rng: &mut ChaCha8Rng,
+) -> usize {
+    let wanted = batch.len().div_ceil(2);
+    let failing = batch
+        .iter()
+        .filter(|&&row| known(row) == Some(false))
+        .count();
+    let mut failures: Vec<usize> = rows
+        .filter(|row| !batch.contains(row) && known(*row) == Some(false))
+        .collect();
+    failures.shuffle(rng);
+    // Rows known right give way first, then rows not answered yet; the last of each first, so
+    // the first rows of the epoch's draw stay in place.
+    let mut replaceable: Vec<usize> = (0..batch.len())
+        .rev()
+        .filter(|&at| known(batch[at]) == Some(true))
+        .collect();
+    replaceable.extend(
+        (0..batch.len())
+            .rev()
+            .filter(|&at| known(batch[at]).is_none()),
+    );
+    let swaps = wanted.saturating_sub(failing).min(failures.len());
+    for (&at, failure) in replaceable.iter().zip(failures).take(swaps) {
+        batch[at] = failure;
+    }
+    swaps
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
@@ -135,5 +184,47 @@ mod tests {
         };
         assert_eq!(draw(3), draw(3));
         assert_ne!(draw(3), draw(4));
+    }
+
+    #[test]
+    fn known_failures_replace_known_right_rows_up_to_half_the_batch() {
+        // Rows 0..10; the parent is known right on 0..6, known wrong on 6..9, unknown on 9.
+        let known = |row: usize| match row {
+            0..6 => Some(true),
+            6..9 => Some(false),
+            _ => None,
+        };
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let mut batch = vec![0, 1, 2, 3, 9, 6];
+        let swapped = with_known_failures(&mut batch, 0..10, known, &mut rng);
+        // Half of six is three: one failure was in the batch, two are swapped in, in place of
+        // the last known-right rows; the unknown row and the first rows stay.
+        assert_eq!(swapped, 2);
+        assert_eq!(&batch[..2], &[0, 1]);
+        assert_eq!(batch[4..], [9, 6]);
+        let mut swapped_in = batch[2..4].to_vec();
+        swapped_in.sort_unstable();
+        assert_eq!(swapped_in, vec![7, 8]);
+    }
+
+    #[test]
+    fn nothing_is_swapped_without_known_failures_and_unknown_rows_give_way_last() {
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let mut batch = vec![0, 1, 2];
+        let all_right = |_row: usize| Some(true);
+        assert_eq!(
+            with_known_failures(&mut batch, 0..6, all_right, &mut rng),
+            0
+        );
+        assert_eq!(batch, vec![0, 1, 2]);
+        // Rows not answered yet give way when no row is known right.
+        let unknown = |row: usize| (row >= 3).then_some(false);
+        assert_eq!(with_known_failures(&mut batch, 0..6, unknown, &mut rng), 2);
+        assert_eq!(batch[0], 0);
+        assert!(batch[1..].iter().all(|&row| row >= 3), "{batch:?}");
+        // Already half failures: nothing to do.
+        let half = |row: usize| Some(row != 0 && row != 1);
+        let mut batch = vec![0, 2, 3, 1];
+        assert_eq!(with_known_failures(&mut batch, 0..6, half, &mut rng), 0);
     }
 }

@@ -898,6 +898,8 @@ impl Inner {
         // rows, and each cost a pass over them that reflections did not get.
         config.label_glossary = config.proposer == Proposer::Rules;
         config.input_last = config.proposer == Proposer::Rules;
+        // Every proposer learns from failures only; see `EngineConfig::known_failures_first`.
+        config.known_failures_first = true;
         config.reflection_minibatch = own.reflection_minibatch;
         if request.strategy == Strategy::Sam {
             config.merge = Some(MergeConfig::default());

@@ -1090,3 +1090,62 @@ async fn demonstrations_of_each_label_are_offered_and_judged_on_the_pareto_set()
     assert_eq!(record.cost.reflection_calls, 0);
     assert_eq!(record.cost.task_calls, 6);
 }
+
+/// The minibatches of a rules run on twelve feedback rows of which two fail with the seed,
+/// whose every rule teaches a wrong label (refused), so the seed stays the parent; with the
+/// parent's known failures swapped in or not.
+async fn minibatches_of_a_stuck_run(known_failures_first: bool) -> Vec<(Vec<usize>, Outcome)> {
+    let feedback = ["alpha", "", "", "", "", "", "bravo", "", "", "", "", ""];
+    let pareto = ["alpha", "", "bravo", "", "charlie", ""];
+    let rows: Vec<&str> = feedback.iter().chain(&pareto).copied().collect();
+    let task = StandIn::new(&rows)
+        .reflecting(|_| Ok("- When the question looks like this, answer charlie.".to_owned()));
+    let mut config = EngineConfig::new(12, 6, 40);
+    config.proposer = Proposer::Rules;
+    config.reflection_minibatch = 4;
+    config.known_failures_first = known_failures_first;
+    let run = run_quietly(&task, &config).await.expect("run");
+    run.iterations()
+        .iter()
+        .map(|record| {
+            let IterationRecord::Mutation(record) = record else {
+                panic!("merge is off");
+            };
+            (record.minibatch.clone(), record.outcome.clone())
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn known_failures_take_the_place_of_known_right_rows_in_a_minibatch() {
+    const FAILING: [usize; 2] = [0, 6];
+    // The iterations after the one where both failing rows have been answered by the seed.
+    let after_both_known = |batches: Vec<(Vec<usize>, Outcome)>| {
+        let mut known = BTreeSet::new();
+        let mut after = Vec::new();
+        for (minibatch, outcome) in batches {
+            if FAILING.iter().all(|row| known.contains(row)) {
+                after.push((minibatch.clone(), outcome));
+            }
+            known.extend(minibatch);
+        }
+        after
+    };
+    let swapped = after_both_known(minibatches_of_a_stuck_run(true).await);
+    assert!(swapped.len() >= 5, "{swapped:?}");
+    for (minibatch, outcome) in &swapped {
+        assert!(
+            FAILING.iter().any(|row| minibatch.contains(row)),
+            "{minibatch:?}"
+        );
+        assert_ne!(*outcome, Outcome::SkippedPerfect);
+    }
+    // As drawn, some minibatches hold no failure and teach nothing.
+    let drawn = after_both_known(minibatches_of_a_stuck_run(false).await);
+    assert!(
+        drawn
+            .iter()
+            .any(|(_, outcome)| *outcome == Outcome::SkippedPerfect),
+        "{drawn:?}"
+    );
+}
