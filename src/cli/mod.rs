@@ -206,6 +206,19 @@ fn config_with_providers() -> Option<std::path::PathBuf> {
     }
 }
 
+/// A command whose output goes to a reader that stops reading (`gepa-lab validate f | head -1`)
+/// ends quietly, as any Unix tool does, instead of panicking in `println!` (Rust ignores SIGPIPE
+/// by default, so the write fails). Not for `serve` and `view`, whose sockets must outlive a
+/// closed terminal pipe; their socket writes never raise SIGPIPE on Linux anyway (MSG_NOSIGNAL).
+fn quit_on_closed_pipe() {
+    #[cfg(unix)]
+    // SAFETY: called on the main thread before any other thread exists; SIG_DFL is a valid
+    // disposition for SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -226,6 +239,9 @@ pub fn main() -> ExitCode {
             );
         }
     };
+    if !matches!(cli.command, Command::Serve(_) | Command::View(_)) {
+        quit_on_closed_pipe();
+    }
     if !matches!(cli.command, Command::Serve(_)) {
         // Quiet unless asked: `RUST_LOG=gepa_lab=info gepa-lab run ...` shows, among other
         // things, why the local engine stopped. serve sets up its own, louder, logging.

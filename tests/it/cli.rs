@@ -223,3 +223,28 @@ fn completion_scripts_know_every_subcommand_and_load_in_bash() {
     let unknown = crate::common::gepa_lab(&["completions", "tcsh"]);
     assert_eq!(unknown.status.code(), Some(2));
 }
+
+#[test]
+#[cfg(unix)]
+fn a_reader_that_stops_reading_ends_the_command_quietly_not_with_a_panic() {
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Stdio;
+    // Over 64 KiB, more than a pipe holds, so the command is still writing when the reader
+    // closes its end (`gepa-lab completions bash | head -1`).
+    let mut child = crate::common::command()
+        .args(["completions", "bash"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run gepa-lab");
+    let mut first = String::new();
+    let mut reader = BufReader::new(child.stdout.take().expect("piped"));
+    reader.read_line(&mut first).expect("a first line");
+    assert!(!first.is_empty());
+    drop(reader);
+    let out = child.wait_with_output().expect("gepa-lab ends");
+    let stderr = text(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{:?}", out.status);
+}
