@@ -39,6 +39,7 @@ impl Task for InstantTask {
                 score: 1.0,
                 feedback: "Correct.".into(),
                 tokens: 0,
+                cost: None,
             }
         } else {
             Evaluation {
@@ -46,6 +47,7 @@ impl Task for InstantTask {
                 score: 0.0,
                 feedback: format!("Wrong. The answer must mention {keyword}."),
                 tokens: 0,
+                cost: None,
             }
         })
     }

@@ -103,6 +103,7 @@ fn history(rng: &mut Lcg, seed: &str) -> Vec<HistoryRow> {
                     "{seed}\nRule {generation}: read the whole review; sarcasm counts as negative."
                 ),
                 budget_used: Some(u64::from(generation) * 3),
+                costs: None,
                 pareto_scores: None,
             });
         }

@@ -375,6 +375,7 @@ mod tests {
             score: 0.25,
             prompt: "Classify.\nReview: {review}".into(),
             pareto_scores: None,
+            costs: None,
         }];
         assert_eq!(
             history_table(&records),

@@ -30,8 +30,8 @@ use crate::evolution::{finished, sentiment};
 const KEY: &str = "checkpoint-key";
 
 /// The simulated model behind HTTP, counting the chat requests it receives.
-struct Upstream {
-    url: String,
+pub(crate) struct Upstream {
+    pub(crate) url: String,
     requests: Arc<AtomicU64>,
 }
 
@@ -62,7 +62,7 @@ fn kill_point(
 }
 
 /// The simulated model configured by `sim` (see `SimConfig`), served over HTTP.
-fn upstream(runtime: &tokio::runtime::Runtime, sim: &str) -> Upstream {
+pub(crate) fn upstream(runtime: &tokio::runtime::Runtime, sim: &str) -> Upstream {
     #[derive(Clone)]
     struct Shared {
         sim: Arc<SimModel>,

@@ -18,6 +18,7 @@ mod init;
 mod layering;
 #[cfg(feature = "embedded")]
 mod llama_server;
+mod objectives;
 mod plan;
 mod providers;
 mod report;

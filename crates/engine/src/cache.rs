@@ -78,6 +78,7 @@ mod tests {
             score: 1.0,
             feedback: String::new(),
             tokens: 0,
+            cost: None,
         };
         cache.insert(&first, 3, evaluation.clone());
         let again = cache.intern(&String::from("Answer {question}."));

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::costs::{CostKind, Objectives};
 use super::error::EngineError;
 use super::reflection::ReflectionTemplate;
 
@@ -72,6 +73,9 @@ pub struct EngineConfig {
     /// How many `evaluate` calls may be in flight at once. Results are used in example order,
     /// so this changes speed, never the run.
     pub parallel_calls: usize,
+    /// Costs the run weighs beside the score: they choose the candidate it recommends
+    /// ([`Run::best`](super::Run::best)), never the search. Empty by default.
+    pub objectives: Objectives,
 }
 
 /// The most demonstrations a prompt may show.
@@ -106,6 +110,7 @@ impl EngineConfig {
             retries: 1,
             failures_in_a_row: 3,
             parallel_calls: DEFAULT_PARALLEL_CALLS,
+            objectives: Objectives::default(),
         }
     }
 
@@ -156,7 +161,23 @@ impl EngineConfig {
                 "must be between 0 and 1",
             );
         }
+        if let Some((kind, value, rule)) = self.objectives.out_of_range() {
+            return Err(EngineError::Config {
+                field: objective_field(kind),
+                value: value.to_string(),
+                rule,
+            });
+        }
         Ok(())
+    }
+}
+
+/// The setting an objective is, as a config error names it.
+fn objective_field(kind: CostKind) -> &'static str {
+    match kind {
+        CostKind::PromptTokens => "objectives.prompt_tokens",
+        CostKind::AnswerTokens => "objectives.answer_tokens",
+        CostKind::LatencyMs => "objectives.latency_ms",
     }
 }
 
@@ -234,13 +255,16 @@ mod tests {
         let good = EngineConfig::new(3, 2, 10);
         assert!(good.validate().is_ok());
         type Break = fn(&mut EngineConfig);
-        let cases: [(&str, Break); 6] = [
+        let cases: [(&str, Break); 7] = [
             ("minibatch", |c| c.minibatch = 0),
             ("pareto", |c| c.pareto = 0),
             ("reflection_minibatch", |c| c.reflection_minibatch = 0),
             ("parallel_calls", |c| c.parallel_calls = 0),
             ("failures_in_a_row", |c| c.failures_in_a_row = 0),
             ("score_threshold", |c| c.score_threshold = Some(f64::NAN)),
+            ("objectives.answer_tokens", |c| {
+                c.objectives.answer_tokens = Some(crate::Objective::Limit(-1.0))
+            }),
         ];
         for (name, break_it) in cases {
             let mut config = good.clone();

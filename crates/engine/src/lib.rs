@@ -23,9 +23,11 @@ struct ReadmeExample;
 mod budget;
 mod cache;
 mod config;
+mod costs;
 mod demonstrations;
 mod error;
 mod merge;
+mod objectives;
 mod placeholders;
 mod pool;
 mod quotes;
@@ -42,7 +44,11 @@ pub use config::{
     DEFAULT_PARALLEL_CALLS, DEFAULT_REFLECTION_MINIBATCH, EngineConfig, MAX_DEMONSTRATIONS,
     MergeConfig, OnTaskError, Proposer,
 };
+pub use costs::{AnswerCost, CostKind, Costs, MAX_WEIGHT, Objective, Objectives};
 pub use error::EngineError;
+pub use objectives::{
+    NOT_WORSE_P, ParetoComparison, Standing, cheapest_not_worse, frontier, recommend,
+};
 pub use records::{
     Best, CallKind, CandidateRecord, EngineEvent, Failure, IterationRecord, MergeRecord,
     MutationKind, MutationRecord, Outcome, PARETO_ACCEPT_P, Progress, ProposalFailure,

@@ -162,6 +162,7 @@ pub(crate) mod tests {
             parents: parents.to_vec(),
             iteration: generation,
             spent: Spent::default(),
+            costs: None,
         }
     }
 

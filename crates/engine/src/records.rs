@@ -7,6 +7,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::budget::Spent;
+use super::costs::{Costs, Objectives};
 use super::task::TaskError;
 
 /// A candidate in the pool: the seed (generation 0) or an accepted child. The caller turns these
@@ -27,6 +28,10 @@ pub struct CandidateRecord {
     pub iteration: usize,
     /// Calls spent when it had been scored on the Pareto set.
     pub spent: Spent,
+    /// Its mean cost per answer on the Pareto rows, when its answers there had costs (see
+    /// [`Costs`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub costs: Option<Costs>,
 }
 
 /// One iteration: a reflective mutation or a merge attempt.
@@ -720,6 +725,7 @@ pub struct Run {
     pub(crate) iterations: Vec<IterationRecord>,
     pub(crate) spent: Spent,
     pub(crate) budget: u64,
+    pub(crate) objectives: Objectives,
 }
 
 impl Run {
@@ -732,9 +738,16 @@ impl Run {
         self.failure.as_ref()
     }
 
-    /// The candidate with the highest mean Pareto score; the earlier one on a tie.
+    /// The candidate the run recommends: with objectives, [`Self::recommended`] when one is
+    /// within the limits; otherwise (and always without objectives) the candidate with the
+    /// highest mean Pareto score, the earlier one on a tie.
     pub fn best(&self) -> &CandidateRecord {
-        &self.candidates[self.best]
+        let best = self.recommended().map_or(self.best, |c| c.generation);
+        &self.candidates[best]
+    }
+
+    pub fn objectives(&self) -> &Objectives {
+        &self.objectives
     }
 
     /// Every accepted candidate in generation order, the seed first: the run's history.

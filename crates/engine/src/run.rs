@@ -11,6 +11,7 @@ use rand_chacha::ChaCha8Rng;
 use super::budget::Budget;
 use super::cache::{EvaluationCache, PromptId};
 use super::config::{EngineConfig, OnTaskError, Proposer};
+use super::costs::Costs;
 use super::demonstrations;
 use super::error::EngineError;
 use super::merge::{self, MergeScheduler, Triplet};
@@ -323,6 +324,7 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             iterations: self.iterations,
             spent: self.budget.spent(),
             budget: self.budget.limit(),
+            objectives: self.config.objectives.clone(),
         })
     }
 
@@ -1010,6 +1012,20 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
         pareto_scores: Vec<f64>,
         parents: Vec<usize>,
     ) -> CandidateRecord {
+        // Its answers on the Pareto rows were just paid for (or known), so they are cached.
+        let mut costs = Costs::mean(
+            self.pareto_examples
+                .iter()
+                .filter_map(|&example| self.cache.get(prompt, example)?.cost.as_ref()),
+        );
+        // Latency is the one cost that differs between two runs of the same prompts on the
+        // same answers: kept only when an objective asks for it, so that without one a run's
+        // records repeat exactly.
+        if self.config.objectives.latency_ms.is_none()
+            && let Some(costs) = costs.as_mut()
+        {
+            costs.latency_ms = None;
+        }
         CandidateRecord {
             generation,
             score: sum(&pareto_scores) / pareto_scores.len() as f64,
@@ -1018,6 +1034,7 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             parents,
             iteration: self.iteration,
             spent: self.budget.spent(),
+            costs,
         }
     }
 
@@ -1081,6 +1098,7 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
                                 score: 0.0,
                                 feedback: format!("no answer: {error}"),
                                 tokens: 0,
+                                cost: None,
                             }
                         } else {
                             failure.get_or_insert(Failure {

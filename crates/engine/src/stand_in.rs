@@ -10,6 +10,7 @@
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::costs::AnswerCost;
 use super::task::TaskError;
 use super::task::{Evaluation, ExampleView, Reflection, Task};
 
@@ -99,6 +100,16 @@ fn evaluation(output: &str, score: f64, feedback: &str) -> Evaluation {
         score,
         feedback: feedback.into(),
         tokens: STAND_IN_EVALUATION_TOKENS,
+        cost: None,
+    }
+}
+
+/// What the stand-in says an answer cost: a token per word of the prompt and one for the answer.
+pub(crate) fn cost_of(prompt: &str) -> AnswerCost {
+    AnswerCost {
+        prompt_tokens: prompt.split_whitespace().count() as u64,
+        answer_tokens: 1,
+        latency_ms: None,
     }
 }
 
@@ -157,7 +168,10 @@ impl Task for StandIn {
         }
         match (self.fails)(prompt, example) {
             Some(error) => Err(error),
-            None => Ok(self.score(prompt, example)),
+            None => Ok(Evaluation {
+                cost: Some(cost_of(prompt)),
+                ..self.score(prompt, example)
+            }),
         }
     }
 

@@ -7,6 +7,8 @@ use std::sync::Arc;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use thiserror::Error;
 
+use super::costs::AnswerCost;
+
 /// What the engine needs from the outside world. An adapter renders the prompt with the example's
 /// row, calls the task model and scores the answer; `reflect` sends text to the reflection model.
 ///
@@ -47,6 +49,13 @@ pub struct Evaluation {
     /// was made or the model did not count.
     #[serde(default)]
     pub tokens: u64,
+    /// What the answer cost, when a model answered and counted its tokens (see
+    /// [`AnswerCost`]); `None` when no call was made or the model did not count. The engine
+    /// keeps each candidate's mean over its Pareto rows ([`CandidateRecord::costs`]).
+    ///
+    /// [`CandidateRecord::costs`]: super::CandidateRecord
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<AnswerCost>,
 }
 
 /// The reflection model's answer.

@@ -134,6 +134,7 @@ mod tests {
             score: f64::from(generation) / 10.0,
             prompt: format!("prompt {generation}"),
             pareto_scores: None,
+            costs: None,
         }
     }
 

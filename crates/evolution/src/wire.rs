@@ -53,6 +53,10 @@ pub struct EngineSettings {
     /// [`MAX_ENGINE_SEED`]); absent: a hash of the request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
+    /// The experiment's `[objectives]`: costs that choose the recommended candidate beside the
+    /// score (see `engine::Objectives`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub objectives: Option<gepa_lab_engine::Objectives>,
 }
 
 /// The largest engine seed: 63 bits, so that stores with signed 64-bit integers keep it exactly.
@@ -83,6 +87,7 @@ impl EngineSettings {
             ("demonstrations", self.demonstrations.is_some()),
             ("reflection_template", self.reflection_template.is_some()),
             ("seed", self.seed.is_some()),
+            ("objectives", self.objectives.is_some()),
         ];
         set.into_iter()
             .filter(|(_, on)| *on)
@@ -305,6 +310,11 @@ pub struct HistoryRecord {
         skip_serializing_if = "Option::is_none"
     )]
     pub pareto_scores: Option<Vec<f64>>,
+    /// The candidate's mean cost per answer on its Pareto rows (`engine::Costs`), when its
+    /// answers had costs. Not in the contract; the local engine fills it, and the report weighs
+    /// it against the score when the experiment sets `[objectives]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub costs: Option<gepa_lab_engine::Costs>,
 }
 
 /// Response of `get_execution_prompts`.

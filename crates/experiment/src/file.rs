@@ -38,6 +38,11 @@ pub struct Experiment {
     /// Settings of gepa-lab's engine, for `--backend local` and `gepa-lab serve` only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine: Option<EngineSection>,
+    /// Costs weighed beside the score when the run recommends a prompt (gepa-lab's engine
+    /// only): each of `prompt_tokens`, `answer_tokens` and `latency_ms`, a mean per answer on
+    /// the Pareto rows, with a hard `limit` or a `weight`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub objectives: Option<ObjectivesSection>,
     /// Where runs are tracked: each execution is logged as an MLflow run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tracking: Option<TrackingSection>,
@@ -167,6 +172,36 @@ pub struct EngineSection {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub seed: Option<i64>,
+}
+
+/// Costs the run weighs beside the score, each a mean per answer over a candidate's Pareto
+/// rows. A candidate over a `limit` is never recommended; weights choose, among those within
+/// the limits, the highest score less each weight times its cost. The search itself goes by
+/// the score alone.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+pub struct ObjectivesSection {
+    /// Tokens of the prompt as the model counts them (the rendered prompt, row included).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens: Option<ObjectiveSection>,
+    /// Tokens of the model's answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_tokens: Option<ObjectiveSection>,
+    /// Milliseconds the model took to answer, as the backend measured it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_ms: Option<ObjectiveSection>,
+}
+
+/// One cost objective: exactly one of `limit` and `weight`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+pub struct ObjectiveSection {
+    /// The most a recommended prompt may cost per answer, above 0: at most 1000000 tokens, or
+    /// 3600000 ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<f64>,
+    /// Score given up per token (or millisecond) when choosing the recommended prompt, above 0
+    /// and at most 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<f64>,
 }
 
 /// The seed prompt: exactly one of `seed` and `seed_file`.

@@ -92,6 +92,9 @@ rules! {
     ModelProvider => "model-provider", "a model reference `<provider>/<model>` names a declared provider (an undeclared prefix within 2 edits of a declared name is a typo) and a model";
     ProviderUnreachable => "provider-unreachable", "(plan --check, run) every used provider answers GET /v1/models";
     ProviderModel => "provider-model", "(plan --check, run) every provider lists the models the file names of it in /v1/models";
+    ObjectivesOneOf => "objectives-one-of", "[objectives] names at least one cost, and each of `prompt_tokens`, `answer_tokens` and `latency_ms` sets exactly one of `limit` and `weight`";
+    ObjectivesLimit => "objectives-limit", "an objective's `limit` is above 0 and at most 1000000 tokens (3600000 for `latency_ms`)";
+    ObjectivesWeight => "objectives-weight", "an objective's `weight` is above 0 and at most 1";
     TrackingMlflow => "tracking-mlflow", "`tracking.mlflow` is an http(s) URL of an MLflow tracking server and `tracking.experiment`, when given, 1 to 500 characters";
     VariantName => "variant-name", "a variant name uses only a-z, 0-9, `_` and `-`";
     VariantNameUnique => "variant-name-unique", "variant names are unique";

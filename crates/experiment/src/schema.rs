@@ -5,7 +5,7 @@ use serde_json::{Map, Value, json};
 use super::file::ExperimentFile;
 
 /// Tables a variant may override, each with every key optional.
-const OVERRIDABLE: [&str; 7] = [
+const OVERRIDABLE: [&str; 8] = [
     "description",
     "prompt",
     "dataset",
@@ -13,6 +13,7 @@ const OVERRIDABLE: [&str; 7] = [
     "evaluator",
     "replay",
     "engine",
+    "objectives",
 ];
 
 /// The schema `gepa-lab schema` prints and the loader checks keys against.
@@ -51,6 +52,8 @@ pub fn json_schema() -> Value {
         "ReplaySection",
         "JudgeSection",
         "ProviderSection",
+        "ObjectivesSection",
+        "ObjectiveSection",
     ] {
         schema["$defs"][name]["additionalProperties"] = json!(false);
     }

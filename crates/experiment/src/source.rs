@@ -15,8 +15,8 @@ use toml::de::{DeTable, DeValue, ValueDeserializer};
 use super::diagnostic::{Diagnostic, Location};
 use super::file::DatasetSection;
 use super::file::{
-    EngineSection, EvaluatorSection, EvolutionSection, Experiment, PromptSection, ProviderSection,
-    ReplaySection, TrackingSection,
+    EngineSection, EvaluatorSection, EvolutionSection, Experiment, ObjectivesSection,
+    PromptSection, ProviderSection, ReplaySection, TrackingSection,
 };
 use super::rules::Rule;
 use super::schema::{TableShape, json_schema};
@@ -405,6 +405,7 @@ fn resolve_one(
     let evaluator: Option<EvaluatorSection> = reader.required("evaluator");
     let replay: Option<ReplaySection> = reader.optional("replay");
     let engine: Option<EngineSection> = reader.optional("engine");
+    let objectives: Option<ObjectivesSection> = reader.optional("objectives");
     let tracking: Option<TrackingSection> = reader.optional("tracking");
     let providers: Option<BTreeMap<String, ProviderSection>> = reader.optional("providers");
     let experiment = match (name, prompt, dataset, evolution, evaluator) {
@@ -420,6 +421,7 @@ fn resolve_one(
                 evaluator,
                 replay,
                 engine,
+                objectives,
                 tracking,
                 providers: providers.unwrap_or_default(),
             })

@@ -12,7 +12,7 @@
 //! the call would end the whole run over one bad candidate.
 use std::sync::Arc;
 
-use gepa_lab_engine::{Evaluation, ExampleView, Reflection, Task, TaskError};
+use gepa_lab_engine::{AnswerCost, Evaluation, ExampleView, Reflection, Task, TaskError};
 use gepa_lab_evolution::wire::DatasetItem;
 use gepa_lab_inference::{ChatMessage, ChatRequest, ChatResponse, Inference, sampling_seed};
 use gepa_lab_prompt::Template;
@@ -127,6 +127,20 @@ fn tokens_of(answer: &ChatResponse) -> u64 {
     })
 }
 
+/// What an answer cost, when its model counted its tokens: the prompt and completion tokens it
+/// reported, and the latency its backend measured (the HTTP client's, the embedded model's own
+/// time; `None` from a backend that measures none, so a run on the stand-in model repeats).
+fn cost_of(answer: &ChatResponse) -> Option<AnswerCost> {
+    let usage = answer.usage.as_ref()?;
+    Some(AnswerCost {
+        prompt_tokens: usage.prompt_tokens,
+        answer_tokens: usage.completion_tokens,
+        latency_ms: answer
+            .latency
+            .map(|latency| u64::try_from(latency.as_millis()).unwrap_or(u64::MAX)),
+    })
+}
+
 /// One execution's dataset, models and scorer.
 pub struct InferenceTask {
     task_model: Arc<dyn Inference>,
@@ -181,6 +195,7 @@ impl InferenceTask {
             score: 0.0,
             feedback: format!("{reason}; the prompt was not sent to the model"),
             tokens: 0,
+            cost: None,
         }
     }
 }
@@ -226,6 +241,7 @@ impl Task for InferenceTask {
             score: score.value,
             feedback: score.feedback,
             tokens: tokens_of(&answer),
+            cost: cost_of(&answer),
         })
     }
 

@@ -205,6 +205,7 @@ mod tests {
                 score: 1.0,
                 feedback: String::new(),
                 tokens: 7,
+                cost: None,
             })
         }
         async fn reflect(&self, request: &str) -> Result<Reflection, TaskError> {

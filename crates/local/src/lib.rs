@@ -601,6 +601,9 @@ fn apply_engine_settings(
     if let Some(demonstrations) = settings.demonstrations {
         config.demonstrations = demonstrations;
     }
+    if let Some(objectives) = &settings.objectives {
+        config.objectives = objectives.clone();
+    }
     Ok(())
 }
 
@@ -939,6 +942,7 @@ impl Inner {
             score: candidate.score,
             prompt: candidate.prompt,
             pareto_scores: Some(candidate.pareto_scores),
+            costs: candidate.costs,
         };
         let state = {
             let mut registry = self.registry();

@@ -467,6 +467,7 @@ async fn restore_runs_pending_executions_and_continues_interrupted_ones() {
         score: 0.5,
         prompt: SEED_PROMPT.into(),
         pareto_scores: None,
+        costs: None,
     };
     let restored = local.restore(vec![
         stored("queued", Status::Pending, Vec::new()),

@@ -12,6 +12,7 @@
 //! backend. Labels are escaped by plotters' SVG backend; we still cut long ones to keep the
 //! layout sane.
 mod bitmap;
+mod frontier;
 mod lineage;
 
 use std::collections::BTreeMap;
@@ -59,6 +60,9 @@ pub struct Charts {
     /// The lineage of each execution's candidates, by execution label; only for executions
     /// whose iterations are on record.
     pub lineage: BTreeMap<String, Chart>,
+    /// With `[objectives]`: each execution's score against cost, with its frontier.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub frontier: Vec<Chart>,
 }
 
 impl Charts {
@@ -69,6 +73,7 @@ impl Charts {
             .chain(&self.heatmaps)
             .chain(&self.latency_tokens)
             .chain(self.lineage.values())
+            .chain(&self.frontier)
     }
 }
 
@@ -249,6 +254,7 @@ pub fn build(run: &RunData, context: &ReportContext, png: bool) -> Result<Charts
             png,
         )?);
     }
+    charts.frontier = frontier_charts(context, png)?;
     for search in &context.searches {
         if search.summary.is_none() || search.lineage.is_empty() {
             continue;
@@ -264,6 +270,28 @@ pub fn build(run: &RunData, context: &ReportContext, png: bool) -> Result<Charts
         );
     }
     Ok(charts)
+}
+
+/// With `[objectives]`, each execution's score against cost with its frontier.
+fn frontier_charts(context: &ReportContext, png: bool) -> Result<Vec<Chart>, ReportError> {
+    context
+        .costs
+        .iter()
+        .map(|view| {
+            let measured = view.candidates.iter().filter(|c| c.cost.is_some()).count();
+            chart(
+                format!(
+                    "{}: mean Pareto score against {} ({measured} of {} candidates measured)",
+                    view.execution,
+                    view.axis_label,
+                    view.candidates.len()
+                ),
+                format!("frontier-{}", file_part(&view.execution)),
+                &frontier::Frontier::new(view),
+                png,
+            )
+        })
+        .collect()
 }
 
 /// A file-name part from a label or model name, which may hold any character.

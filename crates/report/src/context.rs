@@ -21,8 +21,10 @@ use super::search::{self, SearchView};
 use super::stats::{self, Adjustment, PairedComparison, Pairs, Values, Verdict};
 use super::tables::{HistoryTotals, VersionTotals};
 
+mod costs;
 mod verdict;
 
+pub use costs::{CostPoint, CostRole, CostRow, CostView};
 pub use verdict::adjust_family;
 
 /// Version of the context's (and `results.json`'s) shape; bumped when a field changes meaning
@@ -54,6 +56,10 @@ pub struct ReportContext {
     /// the first replay model they share, paired on the holdout rows both answered. Only
     /// variants with the first one's holdout rows (the same dataset and split) are compared.
     pub variant_comparisons: Vec<ComparisonView>,
+    /// With `[objectives]`: each execution's candidates against their cost, the frontier, and
+    /// the recommended against the cheapest close to it on the holdout. Empty without.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub costs: Vec<CostView>,
     pub versions: Vec<VersionView>,
     pub row_tables: Vec<RowTable>,
     /// How each execution's search went (`iterations.jsonl`), in the order of `executions`.
@@ -330,7 +336,14 @@ pub fn build(
     } = views(run, &totals, &history, &classifications, &labels);
 
     let mut notes = Vec::new();
-    let (headline, variant_comparisons) = page_comparisons(run, &mut comparisons, &mut notes);
+    let mut cost_comparisons: Vec<ComparisonView> = run
+        .executions
+        .iter()
+        .filter_map(|execution| verdict::cheapest_against_best(run, execution))
+        .collect();
+    let (headline, variant_comparisons) =
+        page_comparisons(run, &mut comparisons, &mut cost_comparisons, &mut notes);
+    let costs = costs::views(&run.executions, &versions, &cost_comparisons);
     notes.extend(run_notes(run, version_totals, &comparisons));
     // A temporary file of labels that failed to be read gave some answers none: nothing built
     // on it may be shown. (The caller checks the answers' own file once the charts read it too.)
@@ -352,6 +365,7 @@ pub fn build(
         headline,
         comparisons,
         variant_comparisons,
+        costs,
         versions,
         row_tables,
         searches,
@@ -384,14 +398,23 @@ fn row_tables(
 fn page_comparisons(
     run: &RunData,
     comparisons: &mut [ComparisonView],
+    cost_comparisons: &mut [ComparisonView],
     notes: &mut Vec<String>,
 ) -> (Option<ComparisonView>, Vec<ComparisonView>) {
     let mut variant_comparisons = variant_comparisons(run, notes);
     let headline = verdict::headline(run, comparisons);
-    verdict::adjust_page_family(headline.as_ref(), comparisons, &mut variant_comparisons);
+    verdict::adjust_page_family(
+        headline.as_ref(),
+        comparisons,
+        &mut variant_comparisons,
+        cost_comparisons,
+    );
     if let Some(note) = family_note(
         headline.as_ref(),
-        comparisons.iter().chain(&variant_comparisons),
+        comparisons
+            .iter()
+            .chain(&variant_comparisons)
+            .chain(cost_comparisons.iter()),
     ) {
         notes.push(note);
     }

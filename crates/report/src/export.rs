@@ -9,8 +9,8 @@ use serde::Serialize;
 
 use super::ReportError;
 use super::context::{
-    ComparisonView, ExecutionView, ExperimentView, MethodView, Recommendation, ReportContext,
-    VersionScore,
+    ComparisonView, CostView, ExecutionView, ExperimentView, MethodView, Recommendation,
+    ReportContext, VersionScore,
 };
 use super::tables::replay_frame;
 use gepa_lab_store::{ReplayRow, StoreError};
@@ -35,6 +35,10 @@ pub struct Results<'a> {
     pub best: Option<&'a Recommendation>,
     pub headline: Option<&'a ComparisonView>,
     pub comparisons: &'a [ComparisonView],
+    /// With `[objectives]`: each execution's costs, frontier, recommended and cheapest
+    /// candidates and their holdout comparison; absent without.
+    #[serde(skip_serializing_if = "no_costs")]
+    pub costs: &'a [CostView],
     pub versions: Vec<VersionResult<'a>>,
     pub method: &'a MethodView,
 }
@@ -51,6 +55,10 @@ pub struct VersionResult<'a> {
     pub scores: &'a [VersionScore],
 }
 
+fn no_costs(costs: &&[CostView]) -> bool {
+    costs.is_empty()
+}
+
 pub fn results(context: &ReportContext) -> Results<'_> {
     Results {
         format_version: context.format_version,
@@ -61,6 +69,7 @@ pub fn results(context: &ReportContext) -> Results<'_> {
         best: context.best.as_ref(),
         headline: context.headline.as_ref(),
         comparisons: &context.comparisons,
+        costs: &context.costs,
         versions: context
             .versions
             .iter()

@@ -59,8 +59,9 @@ pub use compare::{
     CompareReport, Contender, Pick, PromptDiff, PromptSetting, compare, compare_prompts,
 };
 pub use context::{
-    Cell, ComparisonView, ExecutionView, ExperimentView, FORMAT_VERSION, InputField, MethodView,
-    Recommendation, ReplayView, ReportContext, RowTable, RowView, VersionScore, VersionView,
+    Cell, ComparisonView, CostPoint, CostRole, CostRow, CostView, ExecutionView, ExperimentView,
+    FORMAT_VERSION, InputField, MethodView, Recommendation, ReplayView, ReportContext, RowTable,
+    RowView, VersionScore, VersionView,
 };
 pub use diff::{DiffStats, Segment, SegmentKind, word_diff};
 pub use export::{REPLAY_PARQUET_FILE, RESULTS_FILE, Results};

@@ -9,11 +9,12 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
-use gepa_lab_engine::IterationRecord;
+use gepa_lab_engine::{IterationRecord, Objectives};
 use gepa_lab_experiment::ExecutionPlan;
 use gepa_lab_store::{
-    HISTORY_FILE, HistoryRow, ITERATIONS_FILE, IterationRow, REPLAY_FILE, ReplayAnswer, ReplayOf,
-    ReplayRow, RunDir, RunManifest, Version, best_by_score,
+    HISTORY_FILE, HistoryRow, ITERATIONS_FILE, IterationRow, ObjectiveChoices, REPLAY_FILE,
+    ReplayAnswer, ReplayOf, ReplayRow, RunDir, RunManifest, Version, best_by_score,
+    objective_choices,
 };
 
 use super::ReportError;
@@ -68,6 +69,9 @@ pub struct Execution {
     /// replayed: the seed (index 0) when no evolved version scored above the seed's own
     /// evolution score.
     pub best: Option<usize>,
+    /// With `[objectives]`: them, and what they choose among the history's generations (the
+    /// recommended one is the execution's best).
+    pub objectives: Option<(Objectives, ObjectiveChoices)>,
     /// Its records in `iterations.jsonl` (those of its evolution id), by iteration.
     pub iterations: Vec<IterationRecord>,
 }
@@ -385,15 +389,7 @@ fn execution(
                 replayed: true,
             }),
     );
-    // The best version is chosen by the ranking rule on the evolution's own scores,
-    // before the holdout is looked at. The seed competes when its score is known: an
-    // evolved prompt that did not score above it is no improvement, whatever its
-    // holdout score says by chance.
-    let best = if versions.len() > 1 {
-        best_by_score(0..versions.len(), |&i| versions[i].validation_score)
-    } else {
-        None
-    };
+    let (best, objectives) = best_version(spec, &versions, &history);
     let planned: Vec<String> = spec
         .replay
         .as_ref()
@@ -421,6 +417,58 @@ fn execution(
         versions,
         models: ordered,
         best,
+        objectives,
         iterations: Vec::new(),
     }
+}
+
+/// The best of an execution's `versions`, with its objectives and their choices when it has
+/// them.
+///
+/// The best version is chosen by the ranking rule on the evolution's own scores, before the
+/// holdout is looked at. The seed competes when its score is known: an evolved prompt that did
+/// not score above it is no improvement, whatever its holdout score says by chance. With
+/// objectives, it is the one they recommend (none when no generation is within the limits).
+fn best_version(
+    spec: &ExecutionPlan,
+    versions: &[PromptVersion],
+    history: &BTreeMap<u32, HistoryRow>,
+) -> (Option<usize>, Option<(Objectives, ObjectiveChoices)>) {
+    let objectives = spec
+        .start
+        .engine
+        .as_ref()
+        .and_then(|engine| engine.objectives.clone())
+        .map(|objectives| {
+            let rows: Vec<&HistoryRow> = history.values().collect();
+            let choices = objective_choices(&rows, &objectives);
+            (objectives, choices)
+        });
+    let best = match &objectives {
+        Some((_, choices)) => choices
+            .recommended
+            .and_then(|generation| version_of(versions, history.values(), generation)),
+        None if versions.len() > 1 => {
+            best_by_score(0..versions.len(), |&i| versions[i].validation_score)
+        }
+        None => None,
+    };
+    (best, objectives)
+}
+
+/// The index in `versions` of generation `generation`: the seed's when it is the seed's prompt
+/// (the runner replays it as the seed); `None` when it was not replayed.
+pub fn version_of<'h>(
+    versions: &[PromptVersion],
+    generations: impl IntoIterator<Item = &'h HistoryRow>,
+    generation: u32,
+) -> Option<usize> {
+    let prompt = &generations
+        .into_iter()
+        .find(|row| row.generation == generation)?
+        .prompt;
+    versions.iter().position(|version| match version.version {
+        Version::Seed => version.prompt == *prompt && version.replayed,
+        Version::Generation(g) => g == generation,
+    })
 }

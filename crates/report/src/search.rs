@@ -548,6 +548,7 @@ pub(super) mod tests {
                     score: 0.5 + f64::from(generation) / 10.0,
                     prompt: format!("prompt {generation}"),
                     budget_used: None,
+                    costs: None,
                     pareto_scores: None,
                 })
                 .collect(),
@@ -560,6 +561,7 @@ pub(super) mod tests {
             }],
             models: vec!["m".into()],
             best: None,
+            objectives: None,
             iterations,
         }
     }

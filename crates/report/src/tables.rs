@@ -154,6 +154,7 @@ mod tests {
             score,
             prompt: "p".into(),
             budget_used: budget,
+            costs: None,
             pareto_scores: None,
         };
         let rows = [

@@ -346,11 +346,15 @@ pub fn public_service_refusal<'a>(
         .chain(resumed_executions)
         .find_map(|(file, execution)| {
             let engine = execution.start.engine.as_ref()?;
+            // `[objectives]` travel with the engine's settings.
+            let set = match engine.keys_set().as_slice() {
+                ["objectives"] => "[objectives] is set".to_owned(),
+                keys => format!("[engine] sets {}", keys.join(", ")),
+            };
             Some(format!(
-                "{file}: [engine] sets {} but the public evolution service takes no engine \
+                "{file}: {set} but the public evolution service takes no engine \
                  settings; nothing was started\n  run with --backend local or --backend \
-                 <URL of a gepa-lab serve>, or remove [engine]",
-                engine.keys_set().join(", ")
+                 <URL of a gepa-lab serve>, or remove [engine]"
             ))
         })
 }
@@ -799,6 +803,7 @@ impl Runner<'_> {
                         prompt: record.prompt,
                         // The evolution API does not say what each generation cost.
                         budget_used: None,
+                        costs: record.costs,
                         pareto_scores: record.pareto_scores,
                     }));
                 }

@@ -15,6 +15,7 @@ use sha2::{Digest, Sha256};
 
 use super::{AnswerFor, Event, Observer, RunError};
 use gepa_lab_dataset::{Columns, Row, RowStream};
+use gepa_lab_engine::Objectives;
 use gepa_lab_experiment::ReplayPlan;
 use gepa_lab_inference::{
     ChatMessage, ChatRequest, ChatResponse, Inference, InferenceError, sampling_seed,
@@ -23,7 +24,7 @@ use gepa_lab_prompt::Template;
 use gepa_lab_score::{Score, Scorer, ScorerSpec, judge};
 use gepa_lab_store::{
     CacheIndex, CachedAnswer, CsvAppender, ExecutionRecord, HistoryRow, ReplayOf, ReplayRow,
-    RunDir, Version, rank_by_score,
+    RunDir, Version, objective_choices, rank_by_score,
 };
 
 /// A prompt to replay.
@@ -34,17 +35,52 @@ struct ToReplay {
 }
 
 /// The seed, then the best `top` distinct prompts of the history by the ranking rule. A history
-/// prompt identical to the seed is the seed.
-fn versions(seed: &str, history: &[&HistoryRow], top: usize) -> Vec<ToReplay> {
+/// prompt identical to the seed is the seed. With objectives, the candidate they recommend and
+/// the cheapest one not significantly worse than it on the Pareto rows come first, and both are
+/// replayed whatever `top` says ([`objective_choices`]).
+fn versions(
+    seed: &str,
+    history: &[&HistoryRow],
+    top: usize,
+    objectives: Option<&Objectives>,
+) -> Vec<ToReplay> {
     let mut ranked: Vec<&HistoryRow> = history.to_vec();
     ranked.sort_by_key(|row| row.generation);
     rank_by_score(&mut ranked, |row| Some(row.score));
+    let mut chosen: Vec<u32> = objectives
+        .map(|objectives| {
+            let choices = objective_choices(history, objectives);
+            choices
+                .recommended
+                .into_iter()
+                .chain(choices.cheapest.map(|(generation, _)| generation))
+                .collect()
+        })
+        .unwrap_or_default();
+    chosen.dedup();
+    // Stable: the chosen first, in their order, then the rest by the ranking rule.
+    ranked.sort_by_key(|row| {
+        chosen
+            .iter()
+            .position(|&g| g == row.generation)
+            .unwrap_or(usize::MAX)
+    });
+    // The seed is replayed anyway: a chosen generation that is the seed takes no place.
+    let evolved = chosen
+        .iter()
+        .filter(|&&g| {
+            history
+                .iter()
+                .any(|r| r.generation == g && r.prompt != seed)
+        })
+        .count();
+    let most = top.max(evolved);
     let mut out = vec![ToReplay {
         version: Version::Seed,
         prompt: seed.to_owned(),
     }];
     for row in ranked {
-        if out.len() > top {
+        if out.len() > most {
             break;
         }
         if out.iter().any(|version| version.prompt == row.prompt) {
@@ -825,15 +861,25 @@ impl<'a> Table<'a> {
                 .iter()
                 .filter(|row| row.variant == variant)
                 .collect();
-            let versions = versions(&execution.start.prompt, &own_history, replay.top)
-                .into_iter()
-                .map(|version| {
-                    (
-                        ReplayOf::Version(version.version),
-                        Template::parse(&version.prompt),
-                    )
-                })
-                .collect();
+            let objectives = execution
+                .start
+                .engine
+                .as_ref()
+                .and_then(|engine| engine.objectives.as_ref());
+            let versions = versions(
+                &execution.start.prompt,
+                &own_history,
+                replay.top,
+                objectives,
+            )
+            .into_iter()
+            .map(|version| {
+                (
+                    ReplayOf::Version(version.version),
+                    Template::parse(&version.prompt),
+                )
+            })
+            .collect();
             match (&replay.scorer, &replay.judge) {
                 (ScorerSpec::Judge, Some(judge)) => {
                     table.judges.insert(variant.clone(), judge.clone());
@@ -1063,8 +1109,50 @@ mod tests {
             score,
             prompt: prompt.into(),
             budget_used: None,
+            costs: None,
             pareto_scores: None,
         }
+    }
+
+    #[test]
+    fn with_objectives_the_recommended_and_the_cheapest_are_replayed_first() {
+        let costed = |generation: u32, scores: &[f64], tokens: f64| HistoryRow {
+            costs: Some(gepa_lab_engine::Costs {
+                prompt_tokens: tokens,
+                answer_tokens: 1.0,
+                latency_ms: None,
+                rows: scores.len(),
+            }),
+            pareto_scores: Some(scores.to_vec()),
+            ..row(
+                generation,
+                scores.iter().sum::<f64>() / scores.len() as f64,
+                &format!("p{generation} {{x}}"),
+            )
+        };
+        let history = [
+            costed(0, &[0.0; 8], 10.0),
+            costed(1, &[1., 1., 1., 1., 1., 1., 0., 0.], 20.0),
+            costed(2, &[1., 1., 1., 1., 1., 1., 1., 0.], 40.0),
+            costed(3, &[1.0; 8], 90.0),
+        ];
+        let refs: Vec<&HistoryRow> = history.iter().collect();
+        let objectives = Objectives {
+            prompt_tokens: Some(gepa_lab_engine::Objective::Limit(50.0)),
+            ..Objectives::default()
+        };
+        let labels = |top: usize, objectives: Option<&Objectives>| -> Vec<String> {
+            versions("p0 {x}", &refs, top, objectives)
+                .into_iter()
+                .map(|v| v.version.to_string())
+                .collect()
+        };
+        // g3 is over the limit: g2 is recommended, and g1, one row behind on 8 (p = 1), is the
+        // cheapest close to it (the seed, 7 rows behind, p = 0.016, is significantly worse).
+        // Both are replayed even with top = 1.
+        assert_eq!(labels(1, Some(&objectives)), ["seed", "g2", "g1"]);
+        assert_eq!(labels(3, Some(&objectives)), ["seed", "g2", "g1", "g3"]);
+        assert_eq!(labels(1, None), ["seed", "g3"]);
     }
 
     #[test]
@@ -1077,13 +1165,13 @@ mod tests {
             row(4, 0.9, "b {x}"),
         ];
         let refs: Vec<&HistoryRow> = history.iter().collect();
-        let labels: Vec<String> = versions("seed {x}", &refs, 3)
+        let labels: Vec<String> = versions("seed {x}", &refs, 3, None)
             .into_iter()
             .map(|v| v.version.to_string())
             .collect();
         // b (0.9, gen 2 before its repeat in gen 4), then the 0.7 tie goes to the earlier gen 1.
         assert_eq!(labels, ["seed", "g2", "g1", "g3"]);
-        let labels: Vec<String> = versions("seed {x}", &refs, 1)
+        let labels: Vec<String> = versions("seed {x}", &refs, 1, None)
             .into_iter()
             .map(|v| v.version.to_string())
             .collect();

@@ -105,12 +105,14 @@ impl Evolution for Scripted {
                 score: 0.5,
                 prompt: "Is this review positive or negative?\nReview: {review}".into(),
                 pareto_scores: None,
+                costs: None,
             },
             HistoryRecord {
                 generation: 1.0,
                 score: 0.75,
                 prompt: "Answer with one of: positive, negative\nReview: {review}".into(),
                 pareto_scores: None,
+                costs: None,
             },
         ])
     }

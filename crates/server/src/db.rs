@@ -121,6 +121,9 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX evolution_calls_by_execution ON evolution_calls (evolution_id, seq);",
     // 6: each candidate's score per Pareto row (a JSON array), for the report's lineage.
     "ALTER TABLE evolution_history ADD COLUMN pareto_scores TEXT;",
+    // 7: each candidate's mean costs per answer on its Pareto rows (a JSON object), which
+    // `[objectives]` weigh.
+    "ALTER TABLE evolution_history ADD COLUMN costs TEXT;",
 ];
 
 #[derive(Debug, thiserror::Error)]

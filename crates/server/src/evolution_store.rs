@@ -69,7 +69,7 @@ impl SqliteExecutions {
                      FROM evolution_executions ORDER BY seq",
                 )?;
                 let mut history = conn.prepare(
-                    "SELECT generation, score, prompt, pareto_scores FROM evolution_history
+                    "SELECT generation, score, prompt, pareto_scores, costs FROM evolution_history
                      WHERE evolution_id = ?1 ORDER BY generation",
                 )?;
                 let mut iterations = conn.prepare(
@@ -258,21 +258,26 @@ impl ExecutionStore for SqliteExecutions {
             .pareto_scores
             .as_ref()
             .map(|scores| serde_json::to_string(scores).expect("numbers serialise"));
+        let costs = record
+            .costs
+            .as_ref()
+            .map(|costs| serde_json::to_string(costs).expect("numbers serialise"));
         self.db
             .call(move |conn| {
                 conn.execute(
                     "INSERT INTO evolution_history
-                       (evolution_id, generation, score, prompt, pareto_scores)
-                     VALUES (?1, ?2, ?3, ?4, ?5)
+                       (evolution_id, generation, score, prompt, pareto_scores, costs)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)
                      ON CONFLICT(evolution_id, generation) DO UPDATE SET
                        score = excluded.score, prompt = excluded.prompt,
-                       pareto_scores = excluded.pareto_scores",
+                       pareto_scores = excluded.pareto_scores, costs = excluded.costs",
                     params![
                         id,
                         record.generation.max(0.0).round() as i64,
                         record.score,
                         record.prompt,
                         pareto_scores,
+                        costs,
                     ],
                 )?;
                 Ok(())
@@ -332,6 +337,9 @@ fn history_of(
                 prompt: row.get(2)?,
                 pareto_scores: row
                     .get::<_, Option<String>>(3)?
+                    .and_then(|json| serde_json::from_str(&json).ok()),
+                costs: row
+                    .get::<_, Option<String>>(4)?
                     .and_then(|json| serde_json::from_str(&json).ok()),
             })
         })?
@@ -463,6 +471,7 @@ mod tests {
                 prompt: format!("p{generation}"),
                 // Generation 0 as the public service reports it: no per-row scores.
                 pareto_scores: (generation > 0.0).then(|| vec![score, 1.0 - score]),
+                costs: None,
             };
             store
                 .add_history("b-second-id-sorts-first", &record(1.0, 0.5))

@@ -25,9 +25,11 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 mod manifest;
+mod objectives;
 mod version;
 
 pub use manifest::{Backend, ExecutionRecord, ExecutionState, FORMAT_VERSION, RunManifest};
+pub use objectives::{ObjectiveChoices, objective_choices};
 pub use version::{ReplayOf, Version, best_by_score, rank_by_score};
 
 pub const MANIFEST_FILE: &str = "run.json";
@@ -80,6 +82,12 @@ pub struct HistoryRow {
     /// Files written before the column existed read as `None`.
     #[serde(default)]
     pub budget_used: Option<u64>,
+    /// The generation's mean cost per answer on its Pareto rows (prompt and answer tokens,
+    /// latency, and the rows they rest on), when the backend measured them (the local engine
+    /// does). Written as one JSON object, `{"prompt_tokens":41.5,"answer_tokens":2.0,
+    /// "rows":8}`; empty, and files written before the column existed, read as `None`.
+    #[serde(default, with = "costs_column")]
+    pub costs: Option<gepa_lab_engine::Costs>,
     /// The generation's score on each Pareto row, in the order of the Pareto set, when the
     /// service reports them (`serve` and the local engine do; the public service does not).
     /// Written as numbers separated by spaces; files written before the column existed read as
@@ -255,6 +263,38 @@ mod json_column {
         serde_json::from_str(&text).map_err(|err| {
             serde::de::Error::custom(format!(
                 "inputs: expected a JSON object of strings, found {text:?} ({err})"
+            ))
+        })
+    }
+}
+
+/// A generation's costs in one CSV field, as a JSON object; empty is `None`.
+mod costs_column {
+    use gepa_lab_engine::Costs;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(
+        costs: &Option<Costs>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        match costs {
+            // Costs are numbers, so the JSON always exists.
+            Some(costs) => serializer
+                .serialize_str(&serde_json::to_string(costs).expect("costs are plain JSON")),
+            None => serializer.serialize_str(""),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<Costs>, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        if text.trim().is_empty() {
+            return Ok(None);
+        }
+        serde_json::from_str(&text).map(Some).map_err(|err| {
+            serde::de::Error::custom(format!(
+                "costs: expected a JSON object of mean costs, found {text:?} ({err})"
             ))
         })
     }
@@ -975,8 +1015,37 @@ mod tests {
             score: 0.5,
             prompt: "Line one, with comma\nline \"two\"".into(),
             budget_used: (generation > 0).then_some(u64::from(generation) * 7),
+            costs: None,
             pareto_scores: (generation > 0).then(|| vec![1.0, 0.0, 1.0 / 3.0, 0.25]),
         }
+    }
+
+    #[test]
+    fn costs_round_trip_as_one_json_field() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDir::create(dir.path(), "x", "r1").unwrap();
+        let costs = gepa_lab_engine::Costs {
+            prompt_tokens: 41.5,
+            answer_tokens: 2.0,
+            latency_ms: None,
+            rows: 8,
+        };
+        let with = HistoryRow {
+            costs: Some(costs),
+            ..row(1)
+        };
+        run.write_csv(HISTORY_FILE, &[row(0), with.clone()])
+            .unwrap();
+        let back: Vec<HistoryRow> = run.read_csv(HISTORY_FILE).unwrap();
+        assert_eq!(back, vec![row(0), with]);
+        let text = std::fs::read_to_string(run.file(HISTORY_FILE)).unwrap();
+        assert!(
+            text.contains(r#","{""prompt_tokens"":41.5,""answer_tokens"":2.0,""rows"":8}","#),
+            "{text}"
+        );
+        std::fs::write(run.file(HISTORY_FILE), text.replace("41.5", "many")).unwrap();
+        let err = run.read_csv::<HistoryRow>(HISTORY_FILE).unwrap_err();
+        assert!(err.to_string().contains("costs: expected"), "{err}");
     }
 
     #[test]

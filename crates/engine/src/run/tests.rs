@@ -1149,3 +1149,43 @@ async fn known_failures_take_the_place_of_known_right_rows_in_a_minibatch() {
         "{drawn:?}"
     );
 }
+
+#[tokio::test]
+async fn a_token_limit_recommends_the_best_candidate_within_it() {
+    let task = StandIn::new(&ROWS);
+    let plain = run_quietly(&task, &config(200)).await.expect("run");
+    assert_eq!(plain.best().score, 1.0);
+    assert!(plain.recommended().is_none() && plain.frontier().is_empty());
+
+    // The stand-in counts a token per word of the prompt: the seed has 2, each rule adds 2.
+    let mut limited = config(200);
+    limited.objectives.prompt_tokens = Some(crate::Objective::Limit(6.0));
+    let task = StandIn::new(&ROWS);
+    let run = run_quietly(&task, &limited).await.expect("run");
+    // The search is the score's alone: it still finds the prompt with every keyword.
+    let top = run
+        .candidates()
+        .iter()
+        .max_by(|a, b| a.score.total_cmp(&b.score))
+        .expect("a candidate");
+    assert_eq!(top.score, 1.0);
+    assert_eq!(top.costs.map(|c| c.prompt_tokens), Some(8.0));
+    let best = run.best();
+    let costs = best.costs.expect("the stand-in's answers have costs");
+    assert_eq!((costs.prompt_tokens, costs.rows), (6.0, 6));
+    assert!((best.score - 4.0 / 6.0).abs() < 1e-12, "{}", best.score);
+    assert_eq!(
+        run.recommended().map(|c| c.generation),
+        Some(best.generation)
+    );
+    for candidate in run.candidates() {
+        if candidate.costs.is_some_and(|c| c.prompt_tokens <= 6.0) {
+            assert!(candidate.score <= best.score, "g{}", candidate.generation);
+        }
+    }
+    // The frontier runs from the seed, the cheapest, to the prompt with every keyword.
+    let frontier = run.frontier();
+    assert_eq!(frontier.first(), Some(&0));
+    assert_eq!(frontier.last(), Some(&top.generation));
+    assert!(frontier.contains(&best.generation), "{frontier:?}");
+}

@@ -35,6 +35,7 @@ pub(super) fn check_engine(
         demonstrations: numbers.demonstrations.map(|n| n as usize),
         reflection_template: choices.reflection_template,
         seed: numbers.seed,
+        objectives: None,
     };
     Some((settings != EngineSettings::default()).then_some(settings))
 }

@@ -487,10 +487,7 @@ fn check_sections(scope: &mut Scope<'_, '_>, experiment: &Experiment) -> Option<
     let dataset = scope.dataset(experiment, counts);
     let evolution = check_evolution(scope, experiment);
     let evaluator = check_evaluator(scope, experiment);
-    let engine = match &experiment.engine {
-        Some(section) => engine_section::check_engine(scope, section),
-        None => Some(None),
-    };
+    let engine = objectives_section::check_engine_and_objectives(scope, experiment);
     let replay = experiment
         .replay
         .as_ref()
@@ -1315,6 +1312,7 @@ fn resolve_path(base: &Path, relative: &Path) -> PathBuf {
 }
 
 mod engine_section;
+mod objectives_section;
 mod providers;
 mod replay_section;
 

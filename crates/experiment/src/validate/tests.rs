@@ -503,3 +503,111 @@ fn the_config_files_providers_may_be_named_and_the_experiments_own_win() {
         .unwrap();
     assert_eq!(ollama.url, "http://127.0.0.1:11434/v1");
 }
+
+#[test]
+fn each_objective_sets_exactly_one_of_a_limit_and_a_weight() {
+    let objectives = |lines: &'static str| [("[objectives]", lines)];
+    assert_cases(&[
+        (&objectives("prompt_tokens = { limit = 120 }"), &[]),
+        (&objectives("answer_tokens = { weight = 0.001 }"), &[]),
+        (
+            &objectives("prompt_tokens = { limit = 120, weight = 0.1 }"),
+            &[Rule::ObjectivesOneOf],
+        ),
+        (&objectives("latency_ms = {}"), &[Rule::ObjectivesOneOf]),
+        // An empty table is a mistake, not "no objectives".
+        (&objectives(""), &[Rule::ObjectivesOneOf]),
+        // An unknown key is named, and what is left names no objective.
+        (
+            &objectives("cost = { limit = 1 }"),
+            &[Rule::UnknownKey, Rule::ObjectivesOneOf],
+        ),
+        (
+            &objectives("prompt_tokens = { max = 1 }"),
+            &[Rule::UnknownKey, Rule::ObjectivesOneOf],
+        ),
+    ]);
+}
+
+#[test]
+fn an_objectives_limit_is_above_0_and_at_most_a_million_tokens_or_an_hour() {
+    let objectives = |lines: &'static str| [("[objectives]", lines)];
+    assert_cases(&[
+        (&objectives("prompt_tokens = { limit = 0.5 }"), &[]),
+        (&objectives("prompt_tokens = { limit = 1000000 }"), &[]),
+        (&objectives("latency_ms = { limit = 3600000 }"), &[]),
+        (
+            &objectives("prompt_tokens = { limit = 0 }"),
+            &[Rule::ObjectivesLimit],
+        ),
+        (
+            &objectives("answer_tokens = { limit = -3 }"),
+            &[Rule::ObjectivesLimit],
+        ),
+        (
+            &objectives("answer_tokens = { limit = 1000001 }"),
+            &[Rule::ObjectivesLimit],
+        ),
+        (
+            &objectives("latency_ms = { limit = 3600001 }"),
+            &[Rule::ObjectivesLimit],
+        ),
+        (
+            &objectives("latency_ms = { limit = nan }"),
+            &[Rule::ObjectivesLimit],
+        ),
+    ]);
+}
+
+#[test]
+fn an_objectives_weight_is_above_0_and_at_most_1() {
+    let objectives = |lines: &'static str| [("[objectives]", lines)];
+    assert_cases(&[
+        (&objectives("latency_ms = { weight = 1 }"), &[]),
+        (&objectives("latency_ms = { weight = 0.000001 }"), &[]),
+        (
+            &objectives("latency_ms = { weight = 0 }"),
+            &[Rule::ObjectivesWeight],
+        ),
+        (
+            &objectives("prompt_tokens = { weight = 1.5 }"),
+            &[Rule::ObjectivesWeight],
+        ),
+        (
+            &objectives("prompt_tokens = { weight = -0.1 }"),
+            &[Rule::ObjectivesWeight],
+        ),
+    ]);
+}
+
+#[test]
+fn objectives_reach_the_engine_with_its_settings_and_name_their_line() {
+    let text = edited(&[(
+        "[objectives]",
+        "prompt_tokens = { limit = 120 }\nanswer_tokens = { weight = 0.01 }",
+    )]);
+    let plan = validate(&text).plan.expect("valid");
+    let engine = plan.executions[0].start.engine.as_ref().expect("settings");
+    let objectives = engine.objectives.as_ref().expect("objectives");
+    assert_eq!(
+        objectives.prompt_tokens,
+        Some(gepa_lab_engine::Objective::Limit(120.0))
+    );
+    assert_eq!(
+        objectives.answer_tokens,
+        Some(gepa_lab_engine::Objective::Weight(0.01))
+    );
+    assert_eq!(engine.keys_set(), ["objectives"]);
+    // A problem is shown at its key's line, with the value seen.
+    let broken = edited(&[("[objectives]", "prompt_tokens = { limit = -1 }")]);
+    let validation = validate(&broken);
+    let error = &validation.diagnostics[0];
+    let line = broken
+        .lines()
+        .position(|l| l.starts_with("prompt_tokens"))
+        .unwrap()
+        + 1;
+    assert_eq!(error.rule, Rule::ObjectivesLimit);
+    assert_eq!(error.location.as_ref().map(|at| at.line), Some(line));
+    assert_eq!(error.seen.as_deref(), Some("-1"));
+}

@@ -3,7 +3,7 @@
 //! and which cautions a version carries. `context` calls these and lays out what they decide;
 //! nothing here writes a sentence.
 use super::{ComparisonView, Recommendation, VersionView};
-use crate::load::RunData;
+use crate::load::{Execution, RunData, version_of};
 use crate::stats::{self, PairedComparison};
 
 /// The version the run recommends (see [`ReportContext::best`](super::ReportContext::best)).
@@ -41,11 +41,13 @@ pub(super) fn headline(run: &RunData, comparisons: &[ComparisonView]) -> Option<
 }
 
 /// Adjusts the page's family of comparisons: every comparison but the headline, which was
-/// chosen before the holdout was read and stays a single test, together with the variants'.
+/// chosen before the holdout was read and stays a single test, together with the variants' and
+/// the cheapest prompts' against the recommended ones.
 pub(super) fn adjust_page_family(
     headline: Option<&ComparisonView>,
     comparisons: &mut [ComparisonView],
     variant_comparisons: &mut [ComparisonView],
+    cost_comparisons: &mut [ComparisonView],
 ) {
     let is_headline = |c: &ComparisonView| {
         headline.is_some_and(|h| h.execution == c.execution && h.model == c.model)
@@ -54,7 +56,8 @@ pub(super) fn adjust_page_family(
         comparisons
             .iter_mut()
             .filter(|c| !is_headline(c))
-            .chain(variant_comparisons.iter_mut()),
+            .chain(variant_comparisons.iter_mut())
+            .chain(cost_comparisons.iter_mut()),
     );
 }
 
@@ -96,4 +99,39 @@ pub(super) fn cautions(
         .filter_map(|s| s.answers.as_ref())
         .flat_map(|a| a.cautions.iter().cloned())
         .collect()
+}
+
+/// With objectives, the recommended version against the cheapest one not significantly worse
+/// than it on the Pareto rows (`store::objective_choices`), on the holdout rows both answered on
+/// the execution's first replay model: whether the cheaper prompt holds up on rows the search
+/// never saw. `None` without objectives, when the two are one version, or when either was not
+/// replayed there.
+pub(super) fn cheapest_against_best(
+    run: &RunData,
+    execution: &Execution,
+) -> Option<ComparisonView> {
+    let (_, choices) = execution.objectives.as_ref()?;
+    let best = &execution.versions[execution.best?];
+    let (cheapest, _) = choices.cheapest?;
+    let cheapest =
+        &execution.versions[version_of(&execution.versions, &execution.generations, cheapest)?];
+    if cheapest.version == best.version {
+        return None;
+    }
+    let model = execution.models.first()?;
+    let pairs = super::paired_scores(
+        &run.replay,
+        execution,
+        best.version,
+        cheapest.version,
+        model,
+    );
+    Some(ComparisonView::new(
+        &execution.label,
+        model,
+        &best.label,
+        &cheapest.label,
+        &pairs.compare(),
+        "holdout",
+    ))
 }

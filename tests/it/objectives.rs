@@ -1,0 +1,171 @@
+//! `[objectives]` end to end: `run --backend local` on the simulated model behind HTTP (which
+//! counts a token per word), first with a limit too high to bite, then with a limit set between
+//! the candidates' costs. The search is the same both times (objectives choose among what it
+//! finds), the recommended prompt is the best within the limit, and the report draws the
+//! frontier and tables the recommended against the cheapest on the holdout.
+use std::path::Path;
+use std::process::Stdio;
+
+use gepa_lab::store::{HISTORY_FILE, HistoryRow, RunDir};
+use serde_json::Value;
+
+use crate::checkpoint::upstream;
+use crate::common::root;
+
+/// Runs the objectives fixture with `objective` as its `[objectives]` line, under `out`, and
+/// returns its run directory.
+fn run_with(upstream: &str, out: &Path, objective: &str) -> RunDir {
+    let fixtures = root().join("tests/fixtures");
+    let absolute = |path: &str| fixtures.join(path).display().to_string();
+    let text = std::fs::read_to_string(fixtures.join("run_experiments/objectives.toml"))
+        .unwrap()
+        .replace("prompt_tokens = { limit = 1000000 }", objective)
+        .replace("../data/tiny.csv", &absolute("data/tiny.csv"))
+        .replace(
+            "\"reflection.md\"",
+            &format!("{:?}", absolute("run_experiments/reflection.md")),
+        );
+    let file = out.join("objectives.toml");
+    std::fs::write(&file, text).unwrap();
+    let output = crate::common::command()
+        .args(["run", "--backend", "local", "--yes", "--seed", "20261124"])
+        .arg(&file)
+        .arg("--out")
+        .arg(out)
+        .env("GEPA_LAB_LOCAL_UPSTREAM", upstream)
+        .env("GEPA_LAB_REFLECTION_MODEL", "local")
+        .stdin(Stdio::null())
+        .output()
+        .expect("gepa-lab runs");
+    assert!(
+        output.status.success(),
+        "exit {:?}: {}",
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let experiment = out.join("objectives");
+    let run = std::fs::read_dir(&experiment)
+        .expect("the experiment folder")
+        .next()
+        .expect("a run")
+        .expect("readable")
+        .path();
+    RunDir::open(&run).unwrap()
+}
+
+fn prompt_tokens(row: &HistoryRow) -> f64 {
+    row.costs
+        .expect("the local engine records costs")
+        .prompt_tokens
+}
+
+fn json(dir: &RunDir, name: &str) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.file(name)).unwrap()).unwrap()
+}
+
+#[test]
+fn a_token_limit_recommends_a_prompt_within_it_and_the_report_shows_the_frontier() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    // The checkpoint test's model and seed, whose search accepts at least two children.
+    let upstream = upstream(&runtime, "model=local,seed=1");
+
+    let free_out = tempfile::tempdir().unwrap();
+    let free = run_with(
+        &upstream.url,
+        free_out.path(),
+        "prompt_tokens = { limit = 1000000 }",
+    );
+    let history: Vec<HistoryRow> = free.read_csv(HISTORY_FILE).unwrap();
+    assert!(history.len() >= 3, "a search with candidates: {history:?}");
+    // A limit just below the costliest candidates, so that they are excluded and the others
+    // are within.
+    let costliest = history.iter().map(prompt_tokens).fold(f64::NAN, f64::max);
+    let limit = history
+        .iter()
+        .map(prompt_tokens)
+        .filter(|&cost| cost < costliest)
+        .fold(f64::NAN, f64::max);
+    assert!(
+        limit.is_finite(),
+        "candidates of different lengths: {history:?}"
+    );
+    let top = history.iter().fold(
+        &history[0],
+        |best, row| {
+            if row.score > best.score { row } else { best }
+        },
+    );
+
+    let limited_out = tempfile::tempdir().unwrap();
+    let limited = run_with(
+        &upstream.url,
+        limited_out.path(),
+        &format!("prompt_tokens = {{ limit = {limit} }}"),
+    );
+    let again: Vec<HistoryRow> = limited.read_csv(HISTORY_FILE).unwrap();
+    let search = |rows: &[HistoryRow]| -> Vec<(u32, String, String)> {
+        rows.iter()
+            .map(|r| (r.generation, r.prompt.clone(), r.score.to_string()))
+            .collect()
+    };
+    assert_eq!(
+        search(&again),
+        search(&history),
+        "objectives do not steer the search"
+    );
+
+    // The recommended prompt: the best score among the candidates within the limit.
+    let within: Vec<&HistoryRow> = again.iter().filter(|r| prompt_tokens(r) <= limit).collect();
+    let recommended =
+        within.iter().fold(
+            within[0],
+            |best, row| if row.score > best.score { row } else { best },
+        );
+    assert!(prompt_tokens(recommended) <= limit);
+    assert!(recommended.score <= top.score);
+    assert!(
+        again.iter().any(|r| prompt_tokens(r) > limit),
+        "the limit excludes some"
+    );
+
+    // The report: the frontier chart, and the recommended against the cheapest on the holdout.
+    let results = json(&limited, "results.json");
+    let label = |generation: u32| {
+        if generation == 0 {
+            "seed".to_owned()
+        } else {
+            format!("g{generation}")
+        }
+    };
+    assert_eq!(results["best"]["version"], label(recommended.generation));
+    let costs = &results["costs"][0];
+    assert_eq!(costs["recommended"], label(recommended.generation));
+    assert_eq!(costs["axis"], "prompt_tokens");
+    assert_eq!(costs["limit"], limit);
+    let holdout = costs["holdout"].as_array().expect("a holdout table");
+    assert!(!holdout.is_empty());
+    for row in holdout {
+        assert!(row["answered_rows"].as_u64().unwrap() > 0, "{row}");
+        assert!(row["mean_prompt_tokens"].as_f64().unwrap() > 0.0, "{row}");
+    }
+    if holdout.len() == 2 {
+        let comparison = &costs["comparison"];
+        assert!(comparison["rows"].as_u64().unwrap() > 0, "{comparison}");
+        assert!(comparison["verdict"].is_string(), "{comparison}");
+    }
+    let chart = std::fs::read_to_string(limited.file("charts/frontier-experiment.svg"))
+        .expect("the frontier chart");
+    assert!(
+        chart.contains("<svg") && chart.contains("frontier"),
+        "{chart}"
+    );
+    let page = std::fs::read_to_string(limited.file("index.html")).unwrap();
+    assert!(page.contains("Score against cost"));
+    assert!(page.contains("Recommended against cheapest") || holdout.len() == 1);
+    let summary = std::fs::read_to_string(limited.file("summary.md")).unwrap();
+    assert!(
+        summary.contains("**Score against cost: experiment**"),
+        "{summary}"
+    );
+    assert!(summary.contains("| recommended"), "{summary}");
+}
