@@ -26,6 +26,7 @@ mod config;
 mod demonstrations;
 mod error;
 mod merge;
+mod parts;
 mod placeholders;
 mod pool;
 mod quotes;
