@@ -19,6 +19,7 @@ mod layering;
 #[cfg(feature = "embedded")]
 mod llama_server;
 mod plan;
+mod prompt_parts;
 mod providers;
 mod report;
 mod run;
