@@ -87,11 +87,42 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
         for line in role_lines(&execution.models) {
             println!("{line}");
         }
+        if let Some(lines) = joined_seed(&execution.start.prompt) {
+            println!("{lines}");
+        }
         println!("POST /gepa/start_execution");
         println!("{}\n", serde_json::to_string_pretty(&execution.start)?);
     }
     println!("{}", super::validate::describe(&plan));
     Ok(status)
+}
+
+/// For a seed of several parts: what they are, how they were joined into the one `prompt` the
+/// evolution service takes, and the joined text; `None` for a seed of one text.
+fn joined_seed(prompt: &str) -> Option<String> {
+    use crate::prompt::ChatPrompt;
+    let parts = ChatPrompt::split(prompt);
+    if parts.is_plain() {
+        return None;
+    }
+    let described: Vec<String> = parts
+        .sections()
+        .iter()
+        .map(|section| {
+            let fixed = if section.fixed { " (fixed)" } else { "" };
+            format!("{}{fixed}", section.place)
+        })
+        .collect();
+    Some(format!(
+        "seed: {} parts: {}\n\
+         joined into the one `prompt` below: each part under its marker line (`<system>`, \
+         `<turn user>`, `<turn assistant>`, `<user>`; `fixed` after the name of a part that may \
+         not change), parts separated by a blank line. The local engine and the replay send the \
+         parts as chat messages; the public service evolves the joined text.\n\
+         --- joined seed ---\n{prompt}\n--- end of the joined seed ---",
+        described.len(),
+        described.join(", ")
+    ))
 }
 
 /// Asks the plan's providers for their models: `true` when each answered and serves every model

@@ -20,6 +20,7 @@ mod layering;
 mod llama_server;
 mod objectives;
 mod plan;
+mod prompt_parts;
 mod providers;
 mod report;
 mod run;

@@ -28,6 +28,7 @@ mod demonstrations;
 mod error;
 mod merge;
 mod objectives;
+mod parts;
 mod placeholders;
 mod pool;
 mod quotes;

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::budget::Spent;
 use super::costs::{Costs, Objectives};
 use super::task::TaskError;
+use gepa_lab_prompt::PartName;
 
 /// A candidate in the pool: the seed (generation 0) or an accepted child. The caller turns these
 /// into the evolution API's history records {generation, score, prompt}.
@@ -144,7 +145,13 @@ impl IterationRecord {
     /// The outcome and its reason in words, with the scores behind a rejection: the one
     /// description the terminal and the report show.
     pub fn explain(&self) -> String {
-        let outcome = self.explain_outcome();
+        let mut outcome = self.explain_outcome();
+        if let Self::Mutation(MutationRecord {
+            part: Some(part), ..
+        }) = self
+        {
+            outcome.push_str(&format!(" (proposed for the {part} part)"));
+        }
         match self {
             Self::Mutation(MutationRecord {
                 reworded: Some(first),
@@ -315,6 +322,10 @@ pub struct MutationRecord {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shown: Vec<usize>,
     pub parent_scores: Vec<f64>,
+    /// The part of a prompt of several parts the child was written to change (the others are
+    /// kept byte for byte); absent for a prompt of one part.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub part: Option<PartName>,
     /// The proposed prompt, when one could be parsed from the reflection answer.
     pub child_prompt: Option<String>,
     /// Empty when the child was never run (skipped or failed proposal).
@@ -517,6 +528,9 @@ pub enum ProposalFailure {
     },
     /// The reflection call failed (only with [`OnTaskError::ScoreZero`](super::OnTaskError)).
     ReflectionError { error: TaskError },
+    /// The child of a prompt of several parts changes a fixed part, or the parts themselves (a
+    /// part missing, a marker line inside one): only the evolvable parts' texts may change.
+    PartsChanged,
 }
 
 /// In words, for the terminal and the report: "accepted as g3", "rejected: ...".
@@ -567,6 +581,7 @@ impl ProposalFailure {
             Self::QuotesInputs { .. } => "quotes_inputs",
             Self::QuotesPhrase { .. } => "quotes_phrase",
             Self::ReflectionError { .. } => "reflection_error",
+            Self::PartsChanged => "parts_changed",
         }
     }
 }
@@ -619,6 +634,11 @@ impl fmt::Display for ProposalFailure {
                  likely in a few inputs the engine has not seen"
             ),
             Self::ReflectionError { error } => write!(f, "the reflection call failed: {error}"),
+            Self::PartsChanged => write!(
+                f,
+                "the child changes a fixed part of the prompt, or its parts (a marker line, a \
+                 part missing)"
+            ),
         }
     }
 }
@@ -793,6 +813,7 @@ mod tests {
             minibatch: (10..10 + parent.len()).collect(),
             shown: vec![0, 1],
             parent_scores: parent,
+            part: None,
             child_prompt: Some("child".into()),
             child_scores: child,
             reworded: None,
@@ -831,6 +852,7 @@ mod tests {
             ProposalFailure::NoRules { answer: "a".into() },
             ProposalFailure::WrongAnswerInRules { answer: "a".into() },
             ProposalFailure::NoNewRule,
+            ProposalFailure::PartsChanged,
             ProposalFailure::ThinGlossary {
                 labels: 1,
                 answers: "a".into(),

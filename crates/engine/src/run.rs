@@ -15,6 +15,7 @@ use super::costs::Costs;
 use super::demonstrations;
 use super::error::EngineError;
 use super::merge::{self, MergeScheduler, Triplet};
+use super::parts::{self, RoundRobin};
 use super::placeholders::Placeholders;
 use super::pool::Pool;
 use super::quotes::InputPairs;
@@ -26,6 +27,7 @@ use super::records::{
 use super::reflection::{self, Revision, Shown};
 use super::sampler::{self, EpochSampler};
 use super::task::{Evaluation, ExampleView, Reflection, Task, TaskError};
+use gepa_lab_prompt::{ChatPrompt, PartName};
 
 /// Scores are in [0, 1]; a parent at 1 on every minibatch example has nothing to learn there.
 const PERFECT: f64 = 1.0;
@@ -61,6 +63,13 @@ pub async fn run<T: Task>(
             field: "seed_prompt",
             value: "empty".into(),
             rule: "the seed prompt needs at least 1 character",
+        });
+    }
+    if ChatPrompt::split(seed_prompt).evolvable().is_empty() {
+        return Err(EngineError::Config {
+            field: "seed_prompt",
+            value: "every part fixed".into(),
+            rule: "a prompt of several parts needs at least one evolvable part",
         });
     }
     let available = task.example_count();
@@ -105,6 +114,14 @@ enum Reading<'p> {
     RulesFor { parent: &'p str, correct: &'p str },
 }
 
+/// The part of a parent a mutation rewrites, and the parent's parts around it: the reflection
+/// model is shown that part's text alone, and the child is the parent with it replaced.
+#[derive(Clone, Copy)]
+struct Target<'p> {
+    parts: &'p ChatPrompt,
+    part: PartName,
+}
+
 /// A reflection's child, and why the first answer was refused when the engine asked again.
 struct Proposal {
     child: Result<PromptId, Rejection>,
@@ -125,6 +142,10 @@ struct Engine<'a, T, O> {
     budget: Budget,
     cache: EvaluationCache,
     placeholders: Placeholders,
+    // The seed's parts: every child keeps their places and the fixed ones' texts.
+    seed_parts: ChatPrompt,
+    // The evolvable part each reflective mutation changes, in turn.
+    part_turns: RoundRobin,
     sampler: EpochSampler,
     selection_rng: ChaCha8Rng,
     merge_rng: ChaCha8Rng,
@@ -244,6 +265,8 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             budget: Budget::new(config.budget),
             cache: EvaluationCache::default(),
             placeholders: Placeholders::new(seed_prompt, &inputs),
+            seed_parts: ChatPrompt::split(seed_prompt),
+            part_turns: RoundRobin::default(),
             sampler: EpochSampler::new(
                 (0..config.minibatch).collect(),
                 config.reflection_minibatch,
@@ -402,7 +425,12 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
         // Pareto set.
         if !self.layout_offered && self.layout_due() && self.afford(pareto).is_ok() {
             self.layout_offered = true;
-            if let Some(text) = reflection::input_last(self.candidate_prompts[pool.best()].text()) {
+            let best = self.candidate_prompts[pool.best()].text();
+            if let Some(text) = parts::on_part(
+                best,
+                parts::input_part(&self.seed_parts),
+                reflection::input_last,
+            ) {
                 self.iteration += 1;
                 return self
                     .move_input_last(pool, text)
@@ -492,6 +520,10 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
         minibatch: Vec<usize>,
     ) -> Result<MutationRecord, Halt> {
         let parent_evaluations = self.evaluate(&parent_prompt, &minibatch).await?;
+        let parts = ChatPrompt::split(parent_prompt.text());
+        // `run` checked that the seed has an evolvable part, and every child keeps the seed's.
+        let part = self.part_turns.next(&parts).unwrap_or(PartName::User);
+        let part_text = parts.part(part).unwrap_or_default().to_owned();
         let mut record = MutationRecord {
             iteration: self.iteration,
             parent,
@@ -499,6 +531,7 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             parent_scores: scores(&parent_evaluations),
             shown: minibatch.clone(),
             minibatch,
+            part: parts::recorded(&parts, part),
             child_prompt: None,
             child_scores: Vec::new(),
             reworded: None,
@@ -525,19 +558,43 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
                 feedback: &evaluation.feedback,
             })
             .collect();
-        let (request, reading) = match self.config.proposer {
+        let (request, reading) = self.mutation_request(&mut record, &shown, &part_text, part);
+        let target = Target {
+            parts: &parts,
+            part,
+        };
+        let proposal = self.propose(&request, reading, Some(target)).await?;
+        record.reworded = proposal.reworded.map(Box::new);
+        self.settle(pool, record, proposal.child).await
+    }
+
+    /// The reflection request of a mutation of `part_text` (the text of the parent's part
+    /// `part`), and how its answer is read; the rules proposer records the rows it shows.
+    fn mutation_request<'s>(
+        &self,
+        record: &mut MutationRecord,
+        shown: &'s [Shown<'s>],
+        part_text: &'s str,
+        part: PartName,
+    ) -> (String, Reading<'s>) {
+        // The system message takes no placeholders; the user template keeps the seed's.
+        let required: &[String] = match part {
+            PartName::System => &[],
+            PartName::User => self.placeholders.required(),
+        };
+        match self.config.proposer {
             Proposer::Rewrite => (
                 reflection::mutation_request(
                     self.config.reflection_template.as_ref(),
-                    parent_prompt.text(),
-                    &shown,
-                    self.placeholders.required(),
+                    part_text,
+                    shown,
+                    required,
                 ),
                 Reading::Instruction,
             ),
             // The parent is not perfect here, so the focus holds at least one failure.
             Proposer::Rules => {
-                let focus = reflection::rules_focus(&shown, &record.parent_scores, &self.labels);
+                let focus = reflection::rules_focus(shown, &record.parent_scores, &self.labels);
                 record.shown = focus
                     .failures
                     .iter()
@@ -547,19 +604,16 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
                 let contrasts: Vec<&Shown> = focus.contrasts.iter().map(|&at| &shown[at]).collect();
                 // The reflection model reads the instruction; the worked examples are the
                 // engine's to choose, and would only lengthen the request.
-                let instruction = demonstrations::without_demonstrations(parent_prompt.text());
+                let instruction = demonstrations::without_demonstrations(part_text);
                 (
                     reflection::rules_request(&instruction, &failures, &contrasts, &self.labels),
                     Reading::RulesFor {
-                        parent: parent_prompt.text(),
+                        parent: part_text,
                         correct: failures.first().map_or("", |f| f.view.expected.as_str()),
                     },
                 )
             }
-        };
-        let proposal = self.propose(&request, reading).await?;
-        record.reworded = proposal.reworded.map(Box::new);
-        self.settle(pool, record, proposal.child).await
+        }
     }
 
     /// The end of every mutation: a refused child is recorded with its reason; a child is run
@@ -631,8 +685,11 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             return None;
         }
         let shown: Vec<&ExampleView> = rows.iter().map(|&row| &views[row]).collect();
-        let text =
-            demonstrations::add_demonstrations(self.candidate_prompts[parent].text(), &shown)?;
+        let text = parts::on_part(
+            self.candidate_prompts[parent].text(),
+            parts::input_part(&self.seed_parts),
+            |text| demonstrations::add_demonstrations(text, &shown),
+        )?;
         Some((text, rows))
     }
 
@@ -686,6 +743,11 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             parent_scores,
             shown: Vec::new(),
             minibatch: self.pareto_examples.clone(),
+            part: match written_from {
+                MutationKind::Glossary => parts::glossary_part(&self.seed_parts),
+                _ => parts::input_part(&self.seed_parts),
+            }
+            .and_then(|part| parts::recorded(&self.seed_parts, part)),
             child_prompt: None,
             child_scores: Vec::new(),
             reworded: None,
@@ -742,7 +804,7 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
                 entry.1.push(subject);
                 let mut trial = entries.clone();
                 trial.push(entry.clone());
-                let text = reflection::add_glossary(parent_prompt.text(), &trial);
+                let text = self.with_glossary(parent_prompt.text(), &trial);
                 if self.input_pairs.quoted(&text).is_some() {
                     entry.1.pop();
                 }
@@ -763,8 +825,19 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             };
             return Ok(record);
         }
-        let child = self.vet(reflection::add_glossary(parent_prompt.text(), &entries));
+        let child = self.vet(self.with_glossary(parent_prompt.text(), &entries));
         self.settle(pool, record, child).await
+    }
+
+    /// `prompt` with the glossary `entries` at the top of its first evolvable part.
+    fn with_glossary(&self, prompt: &str, entries: &[(String, Vec<String>)]) -> String {
+        let part = parts::glossary_part(&self.seed_parts);
+        parts::on_part(prompt, part, |text| {
+            Some(reflection::add_glossary(text, entries))
+        })
+        // A glossary line is never a marker line, so this is not reached; the child is then
+        // refused by `vet` as a duplicate of its parent.
+        .unwrap_or_else(|| prompt.to_owned())
     }
 
     async fn merge(&mut self, pool: &mut Pool, triplet: Triplet) -> Result<MergeRecord, Halt> {
@@ -808,7 +881,10 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             self.placeholders.required(),
         );
         // An instruction is never reworded, so the proposal's child is all there is.
-        let child = self.propose(&request, Reading::Instruction).await?.child;
+        let child = self
+            .propose(&request, Reading::Instruction, None)
+            .await?
+            .child;
         let Some(child) = self.run_child(child, record.child_fields()).await? else {
             return Ok(record);
         };
@@ -858,8 +934,13 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
     /// inputs is asked for once more, told which words: the small model's rules often state a
     /// general point in the words of the row it was shown ("When discussing technology or
     /// innovation"), and reworded they can pass the guard and be judged like any other.
-    async fn propose(&mut self, request: &str, reading: Reading<'_>) -> Result<Proposal, Halt> {
-        let (answer, child) = self.propose_once(request, reading).await?;
+    async fn propose(
+        &mut self,
+        request: &str,
+        reading: Reading<'_>,
+        target: Option<Target<'_>>,
+    ) -> Result<Proposal, Halt> {
+        let (answer, child) = self.propose_once(request, reading, target).await?;
         let refused = match (&child, answer, reading) {
             (Err(rejection), Some(answer), Reading::RulesFor { .. }) => rejection
                 .reason
@@ -878,7 +959,7 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             });
         };
         let again = reflection::reword_request(request, &answer, &words);
-        let (_, child) = self.propose_once(&again, reading).await?;
+        let (_, child) = self.propose_once(&again, reading, target).await?;
         Ok(Proposal {
             child,
             reworded: Some(reason),
@@ -890,6 +971,7 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
         &mut self,
         request: &str,
         reading: Reading<'_>,
+        target: Option<Target<'_>>,
     ) -> Result<(Option<String>, Result<PromptId, Rejection>), Halt> {
         let answer = match self.reflect(request).await? {
             Ok(answer) => answer,
@@ -903,13 +985,23 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
                 ));
             }
         };
-        let child = self.child_of(&answer, reading);
+        let child = self.child_of(&answer, reading, target);
         Ok((Some(answer), child))
     }
 
-    /// The child a reflection answer holds, vetted ([`Self::vet`]).
-    fn child_of(&mut self, answer: &str, reading: Reading<'_>) -> Result<PromptId, Rejection> {
+    /// The child a reflection answer holds, vetted ([`Self::vet`]). With a `target`, the answer
+    /// is that part's new text, and the child is the parent with it replaced.
+    fn child_of(
+        &mut self,
+        answer: &str,
+        reading: Reading<'_>,
+        target: Option<Target<'_>>,
+    ) -> Result<PromptId, Rejection> {
         let parsed = match reading {
+            // The system message takes no placeholders, so none is added to it.
+            Reading::Instruction if target.is_some_and(|t| t.part == PartName::System) => {
+                reflection::extract_instruction(answer)
+            }
             Reading::Instruction => reflection::extract_instruction(answer)
                 .map(|text| self.placeholders.complete(&text)),
             Reading::RulesFor { parent, correct } => {
@@ -919,6 +1011,12 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
                 })
             }
         };
+        let parsed = parsed.and_then(|text| match target {
+            Some(Target { parts, part }) => {
+                parts::with_part(parts, part, text).ok_or(ProposalFailure::PartsChanged)
+            }
+            None => Ok(text),
+        });
         match parsed {
             Ok(text) => self.vet(text),
             Err(reason) => Err(Rejection {
@@ -937,6 +1035,16 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
                 reason,
             })
         };
+        // A merge proposes whole prompts; no child may touch a fixed part, nor put row data in
+        // a part that is the same for every row.
+        let child_parts = ChatPrompt::split(&text);
+        if !self.seed_parts.keeps_fixed_parts_of(&child_parts) {
+            return rejection(text, ProposalFailure::PartsChanged);
+        }
+        let unknown = parts::placeholders_outside_user(&child_parts);
+        if !unknown.is_empty() {
+            return rejection(text, ProposalFailure::UnknownPlaceholders { unknown });
+        }
         if let Err(reason) = self.placeholders.check(&text) {
             return rejection(text, reason);
         }

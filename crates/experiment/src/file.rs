@@ -204,7 +204,8 @@ pub struct ObjectiveSection {
     pub weight: Option<f64>,
 }
 
-/// The seed prompt: exactly one of `seed` and `seed_file`.
+/// The seed prompt: one text (`seed` or `seed_file`), or chat parts (`user`, with an optional
+/// `system` and `turns`).
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 pub struct PromptSection {
     /// The prompt text; `{column}` placeholders name input columns, `{{` and `}}` are braces.
@@ -213,6 +214,29 @@ pub struct PromptSection {
     /// A file holding the prompt text, relative to the experiment file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed_file: Option<PathBuf>,
+    /// A system message, sent before the turns and the user template; no `{column}`
+    /// placeholders (it is the same for every row).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system: Option<String>,
+    /// The user template: the message with the `{column}` placeholders, sent last.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// Few-shot turns, fixed, sent between the system message and the user template.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub turns: Vec<TurnSection>,
+    /// The parts the evolution may change: `system`, `user` (default: both that the prompt
+    /// has); the others are fixed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evolve: Option<Vec<String>>,
+}
+
+/// One few-shot exchange, sent as it is written: a user message and the assistant's answer.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+pub struct TurnSection {
+    /// What the user says; no `{column}` placeholders.
+    pub user: String,
+    /// What the assistant answers.
+    pub assistant: String,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]

@@ -37,12 +37,15 @@ rules! {
     NameFormat => "name-format", "`name` uses only a-z, 0-9, `_` and `-`, 1 to 40 characters";
     CustomIdLength => "custom-id-length", "each execution's customId is at most 50 characters";
     CustomIdUnique => "custom-id-unique", "no two executions of a file share a customId";
-    PromptSource => "prompt-source", "exactly one of `prompt.seed` and `prompt.seed_file`";
+    PromptSource => "prompt-source", "exactly one of `prompt.seed`, `prompt.seed_file` and `prompt.user` (`system` and `turns` go with `user`)";
     PromptFile => "prompt-file", "`prompt.seed_file` exists and is readable UTF-8";
     PromptEmpty => "prompt-empty", "the seed prompt has at least 1 character";
     PromptSyntax => "prompt-syntax", "every `{` in the prompt is closed; `{{` and `}}` are literal braces";
     PromptVariable => "prompt-variable", "every `{variable}` in the prompt names a column of `dataset.inputs`";
     PromptUnusedInput => "prompt-unused-input", "(warning) every input column is used in the prompt";
+    PromptPartPlaceholder => "prompt-part-placeholder", "`prompt.system` and `prompt.turns` have no `{variable}` placeholder (only the user template does)";
+    PromptPartMarker => "prompt-part-marker", "no part of the prompt holds a line that is a part marker (`<system>`, `<user>`, ...), and a `seed` does not read as a prompt of several parts";
+    PromptEvolve => "prompt-evolve", "`prompt.evolve` names at least 1 part, each `system` or `user` and one the prompt has";
     DatasetInputs => "dataset-inputs", "`dataset.inputs` lists at least 1 column, each once";
     DatasetExpectedInInputs => "dataset-expected-in-inputs", "the expected column is not also an input (the prompt would show the answer)";
     DatasetFile => "dataset-file", "`dataset.file` exists and is readable";

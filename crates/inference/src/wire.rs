@@ -72,6 +72,13 @@ impl ChatMessage {
         }
     }
 
+    pub fn assistant(text: impl Into<String>) -> Self {
+        ChatMessage {
+            role: Role::Assistant,
+            content: Content::Text(text.into()),
+        }
+    }
+
     /// The message's text: the string, or its text parts joined by newlines.
     pub fn text(&self) -> String {
         match &self.content {

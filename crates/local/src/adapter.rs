@@ -1,8 +1,9 @@
 //! The engine's [`Task`] over inference models: how `LocalEvolution` runs a prompt on a dataset
 //! item, scores the answer, and asks for a reflection.
 //!
-//! A prompt is a `{variable}` template (`prompt::Template`) filled with the item's inputs and sent
-//! as one user message to the task model; the answer is scored against the item's expected output
+//! A prompt is a `{variable}` template filled with the item's inputs and sent as one user message
+//! to the task model; a prompt of several parts (`prompt::ChatTemplate`) is sent as chat messages
+//! instead: the system message, the few-shot turns, then the filled user template; the answer is scored against the item's expected output
 //! by the scorer the evaluator's metric maps to ([`scorer_for_metric`]). Reflection requests go as
 //! they are to the reflection model. Every evolution model id (`gpt-4o-mini`, ...) runs on the
 //! one configured task model: the local engine has no fleet of hosted models to choose from.
@@ -15,7 +16,7 @@ use std::sync::Arc;
 use gepa_lab_engine::{AnswerCost, Evaluation, ExampleView, Reflection, Task, TaskError};
 use gepa_lab_evolution::wire::DatasetItem;
 use gepa_lab_inference::{ChatMessage, ChatRequest, ChatResponse, Inference, sampling_seed};
-use gepa_lab_prompt::Template;
+use gepa_lab_prompt::{ChatTemplate, Message, Role};
 use gepa_lab_score::{Scorer, ScorerSpec};
 
 /// Which models answer and how.
@@ -200,13 +201,22 @@ impl InferenceTask {
     }
 }
 
+/// A rendered part of a prompt as the chat message it is sent as.
+pub fn chat_message(message: Message) -> ChatMessage {
+    match message.role {
+        Role::System => ChatMessage::system(message.text),
+        Role::User => ChatMessage::user(message.text),
+        Role::Assistant => ChatMessage::assistant(message.text),
+    }
+}
+
 impl Task for InferenceTask {
     async fn evaluate(&self, prompt: &str, example: usize) -> Result<Evaluation, TaskError> {
         let item = self
             .items
             .get(example)
             .ok_or_else(|| TaskError::new(format!("the dataset has no item {example}")))?;
-        let template = match Template::parse(prompt) {
+        let template = match ChatTemplate::parse(prompt) {
             Ok(template) => template,
             Err(err) => {
                 return Ok(Self::unscored(format!(
@@ -214,14 +224,16 @@ impl Task for InferenceTask {
                 )));
             }
         };
-        let text = match template.render(|name| item.input.get(name).map(String::as_str)) {
-            Ok(text) => text,
+        let messages = match template.render(|name| item.input.get(name).map(String::as_str)) {
+            Ok(messages) => messages,
             Err(err) => return Ok(Self::unscored(err.to_string())),
         };
-        let seed = self.seed_for("task", &text);
+        // A prompt of one part seeds as its text alone did before parts existed.
+        let texts: Vec<&str> = messages.iter().map(|m| m.text.as_str()).collect();
+        let seed = self.seed_for("task", &texts.join("\n"));
         let mut request = ChatRequest::new(
             self.settings.task_model.clone(),
-            vec![ChatMessage::user(text)],
+            messages.into_iter().map(chat_message).collect(),
         );
         request.seed = Some(seed);
         request.temperature = self.settings.temperature;
@@ -409,6 +421,44 @@ mod tests {
         let evaluation = exact.evaluate("{title}", 0).await.unwrap();
         assert_eq!(evaluation.score, 0.0);
         assert!(evaluation.feedback.contains("Negative"), "{evaluation:?}");
+    }
+
+    #[tokio::test]
+    async fn a_prompt_of_parts_is_sent_as_chat_messages() {
+        use gepa_lab_inference::Role as ChatRole;
+        let model = Fixed::new("Negative");
+        let task = task(model.clone(), "accuracy");
+        let prompt = gepa_lab_prompt::ChatPrompt::new(
+            Some("You label reviews.".into()),
+            vec![gepa_lab_prompt::Turn {
+                user: "Title: Nice mug".into(),
+                assistant: "Positive".into(),
+            }],
+            "Title: {title}\nBody: {body}".into(),
+            &[gepa_lab_prompt::PartName::System],
+        )
+        .unwrap()
+        .join();
+        let evaluation = task.evaluate(&prompt, 0).await.unwrap();
+        assert_eq!(evaluation.score, 1.0);
+        let asked = model.asked();
+        let sent: Vec<(ChatRole, String)> = asked[0]
+            .messages
+            .iter()
+            .map(|message| (message.role, message.text()))
+            .collect();
+        assert_eq!(
+            sent,
+            [
+                (ChatRole::System, "You label reviews.".to_owned()),
+                (ChatRole::User, "Title: Nice mug".to_owned()),
+                (ChatRole::Assistant, "Positive".to_owned()),
+                (
+                    ChatRole::User,
+                    "Title: Broken kettle\nBody: It leaks.".to_owned()
+                ),
+            ]
+        );
     }
 
     #[tokio::test]

@@ -2,10 +2,15 @@
 //!
 //! `{{` and `}}` stand for literal braces, as in Python's `str.format`, which is what the
 //! prompt-evolution service and most prompt tooling expect. This module parses, lists and renders
-//! templates; it knows nothing about datasets or experiment files.
+//! templates; it knows nothing about datasets or experiment files. [`chat`] holds prompts of several
+//! parts (a system message, few-shot turns, the user template) and the one text that carries them.
 use std::collections::BTreeSet;
 
 use thiserror::Error;
+
+pub mod chat;
+
+pub use chat::{ChatPrompt, ChatTemplate, Message, PartName, PartsError, Place, Role, Turn};
 
 /// A prompt read from a file, named as the user gave it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,6 +77,20 @@ impl TemplateError {
             | Self::StrayClose { line, column, .. }
             | Self::EmptyName { line, column, .. } => (line, column),
         }
+    }
+
+    /// The same error in a text where the template starts after `lines` lines and `chars`
+    /// characters (a part of a prompt of several parts).
+    pub fn shifted(mut self, lines: usize, chars: usize) -> Self {
+        match &mut self {
+            Self::Unclosed { offset, line, .. }
+            | Self::StrayClose { offset, line, .. }
+            | Self::EmptyName { offset, line, .. } => {
+                *offset += chars;
+                *line += lines;
+            }
+        }
+        self
     }
 }
 

@@ -14,7 +14,7 @@ use serde::Serialize;
 use super::answers::RowAnswers;
 use super::answers::{ReplayTable, Rows, Texts};
 use super::context::{ComparisonView, ROWS_ON_PAGE, adjust_family};
-use super::diff::{DiffStats, Segment, word_diff};
+use super::diff::{DiffStats, PartDiff, Segment, part_diffs, word_diff};
 use super::format::number;
 use super::load::{RunData, load};
 use super::samples::{self, Agreement};
@@ -58,6 +58,9 @@ pub struct Contender {
 pub struct PromptDiff {
     pub segments: Vec<Segment>,
     pub stats: DiffStats,
+    /// For prompts of several parts, a word diff per part; empty otherwise.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<PartDiff>,
 }
 
 impl Contender {
@@ -651,7 +654,12 @@ fn with_diffs(picked: Vec<(Contender, BTreeMap<usize, f64>)>) -> Vec<Contender> 
         .map(|(i, (mut contender, _))| {
             if i > 0 {
                 let (segments, stats) = word_diff(&reference, &contender.prompt);
-                contender.diff = Some(PromptDiff { segments, stats });
+                let parts = part_diffs(&reference, &contender.prompt);
+                contender.diff = Some(PromptDiff {
+                    segments,
+                    stats,
+                    parts,
+                });
             }
             contender
         })

@@ -13,7 +13,7 @@ use super::ReportError;
 use super::answers::RowAnswers;
 use super::answers::{self, ReplayTable, Rows, Texts};
 use super::baseline::{AnswerCounts, Baseline, Classification, Labels};
-use super::diff::{DiffStats, Segment, word_diff};
+use super::diff::{DiffStats, PartDiff, Segment, part_diffs, word_diff};
 use super::format::{self, p_phrase};
 use super::load::{Execution, IterationLog, PromptVersion, RunData};
 use super::samples::{self, Agreement};
@@ -206,6 +206,9 @@ pub struct VersionView {
     /// Word diff against the execution's seed; empty for the seed itself.
     pub diff: Vec<Segment>,
     pub diff_stats: DiffStats,
+    /// For a prompt of several parts, a word diff per part against the seed's; empty otherwise.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub part_diffs: Vec<PartDiff>,
     pub scores: Vec<VersionScore>,
 }
 
@@ -670,6 +673,11 @@ fn version_view(
     } else {
         word_diff(&execution.seed, &version.prompt)
     };
+    let part_diffs = if version.is_seed() {
+        Vec::new()
+    } else {
+        part_diffs(&execution.seed, &version.prompt)
+    };
     let scores = execution
         .models
         .iter()
@@ -697,6 +705,7 @@ fn version_view(
         validation_score: version.validation_score,
         diff,
         diff_stats,
+        part_diffs,
         scores,
     }
 }

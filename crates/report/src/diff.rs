@@ -1,5 +1,7 @@
-//! Word diffs of a prompt version against the seed, as segments the templates mark up. The diff
+//! Word diffs of a prompt version against the seed, as segments the templates mark up; for a
+//! prompt of several parts, a diff per part as well. The diff
 //! itself is `similar`'s (Myers on words, whitespace kept), not ours.
+use gepa_lab_prompt::ChatPrompt;
 use serde::Serialize;
 use similar::{ChangeTag, TextDiff};
 
@@ -23,6 +25,43 @@ pub struct Segment {
 pub struct DiffStats {
     pub added_words: usize,
     pub removed_words: usize,
+}
+
+/// One part of a prompt of several parts against the same part of the other prompt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PartDiff {
+    /// The part in words: `system message`, `turn 1 (user)`, `user template`.
+    pub part: String,
+    /// A part the evolution may not change.
+    pub fixed: bool,
+    pub segments: Vec<Segment>,
+    pub stats: DiffStats,
+}
+
+/// A word diff per part when `old` and `new` are prompts of several parts with the same parts
+/// (see `gepa_lab_prompt::ChatPrompt`); empty for prompts of one text, or parts that no longer
+/// match (a service that lost the part markers), which keep the whole text's diff alone.
+pub fn part_diffs(old: &str, new: &str) -> Vec<PartDiff> {
+    let (old, new) = (ChatPrompt::split(old), ChatPrompt::split(new));
+    let (before, after) = (old.sections(), new.sections());
+    let same_parts =
+        before.len() == after.len() && before.iter().zip(&after).all(|(a, b)| a.place == b.place);
+    if (old.is_plain() && new.is_plain()) || !same_parts {
+        return Vec::new();
+    }
+    before
+        .iter()
+        .zip(&after)
+        .map(|(a, b)| {
+            let (segments, stats) = word_diff(a.text, b.text);
+            PartDiff {
+                part: b.place.to_string(),
+                fixed: b.fixed,
+                segments,
+                stats,
+            }
+        })
+        .collect()
 }
 
 /// The word diff from `old` to `new`, arranged for reading: each changed passage shows all its
@@ -103,6 +142,42 @@ fn push(segments: &mut Vec<Segment>, kind: SegmentKind, text: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gepa_lab_prompt::PartName;
+
+    #[test]
+    fn a_prompt_of_parts_is_diffed_part_by_part_with_fixed_parts_marked() {
+        let prompt = |system: &str| {
+            ChatPrompt::new(
+                Some(system.into()),
+                Vec::new(),
+                "Review: {review}".into(),
+                &[PartName::System],
+            )
+            .unwrap()
+            .join()
+        };
+        let diffs = part_diffs(&prompt("Label reviews."), &prompt("Label product reviews."));
+        let summary: Vec<(&str, bool, usize, usize)> = diffs
+            .iter()
+            .map(|d| {
+                let DiffStats {
+                    added_words,
+                    removed_words,
+                } = d.stats;
+                (d.part.as_str(), d.fixed, added_words, removed_words)
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("system message", false, 1, 0),
+                ("user template", true, 0, 0)
+            ]
+        );
+        // Prompts of one text, or parts that no longer match, keep the whole text's diff alone.
+        assert!(part_diffs("Label {review}.", "Label the {review}.").is_empty());
+        assert!(part_diffs(&prompt("Label reviews."), "Label {review}.").is_empty());
+    }
 
     #[test]
     fn marks_added_and_removed_words() {

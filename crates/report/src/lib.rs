@@ -63,7 +63,7 @@ pub use context::{
     FORMAT_VERSION, InputField, MethodView, Recommendation, ReplayView, ReportContext, RowTable,
     RowView, VersionScore, VersionView,
 };
-pub use diff::{DiffStats, Segment, SegmentKind, word_diff};
+pub use diff::{DiffStats, PartDiff, Segment, SegmentKind, part_diffs, word_diff};
 pub use export::{REPLAY_PARQUET_FILE, RESULTS_FILE, Results};
 pub use html::{render_compare, render_page_with};
 pub use junit::junit;

@@ -496,6 +496,7 @@ pub(super) mod tests {
             minibatch: vec![3, 7],
             shown: vec![3, 7],
             parent_scores: vec![0.0, 1.0],
+            part: None,
             child_prompt: (!matches!(outcome, Outcome::SkippedPerfect))
                 .then(|| format!("child of g{parent} <b>")),
             child_scores: if run { vec![1.0, 1.0] } else { Vec::new() },

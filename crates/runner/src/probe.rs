@@ -18,8 +18,8 @@ use futures::stream::{self, StreamExt};
 use super::RunError;
 use gepa_lab_dataset::Row;
 use gepa_lab_experiment::Plan;
-use gepa_lab_inference::{ChatMessage, ChatRequest, Inference};
-use gepa_lab_prompt::Template;
+use gepa_lab_inference::{ChatRequest, Inference};
+use gepa_lab_prompt::ChatTemplate;
 use gepa_lab_score::Scorer;
 
 /// A larger (slower) model is chosen over a smaller one only when it scores at least this many
@@ -34,7 +34,7 @@ pub const PROBE_ROWS: usize = 20;
 /// [`PROBE_ROWS`] of its feedback and Pareto rows (never holdout rows), scored by its replay
 /// scorer, within its replay's token limit.
 pub struct ProbeJob {
-    pub seed: Template,
+    pub seed: ChatTemplate,
     pub rows: Vec<Row>,
     pub scorer: Scorer,
     pub max_tokens: u32,
@@ -62,7 +62,7 @@ impl ProbeJob {
         let columns = super::planned_columns(data)?;
         let base = plan.file.parent().unwrap_or(std::path::Path::new("."));
         Ok(Some(Self {
-            seed: Template::parse(&execution.start.prompt)?,
+            seed: ChatTemplate::parse(&execution.start.prompt)?,
             rows: gepa_lab_dataset::read_rows(&data.file, &columns, &indices)?,
             scorer: Scorer::new(&replay.scorer, base)?,
             max_tokens: replay.max_tokens.unwrap_or(64),
@@ -115,7 +115,7 @@ impl ModelProbe {
 
 /// What the probe asks: the seed prompt, rendered with each row, at temperature 0.
 pub struct Probe<'a> {
-    pub seed: &'a Template,
+    pub seed: &'a ChatTemplate,
     pub rows: &'a [Row],
     pub scorer: &'a Scorer,
     pub max_tokens: u32,
@@ -166,8 +166,8 @@ impl Probe<'_> {
             .iter()
             .map(|(name, value)| (name.as_str(), value.as_str()))
             .collect();
-        let prompt = self.seed.render(|name| values.get(name).copied()).ok()?;
-        let mut request = ChatRequest::new(model, vec![ChatMessage::user(prompt)]);
+        let messages = self.seed.render(|name| values.get(name).copied()).ok()?;
+        let mut request = ChatRequest::new(model, super::replay::chat_messages(messages));
         request.temperature = Some(0.0);
         request.max_tokens = Some(self.max_tokens);
         let response = inference.chat(&request).await.ok()?;
@@ -252,7 +252,7 @@ mod tests {
             row(2, "lunch?", "spam"),
             row(3, "boom", "ham"),
         ];
-        let seed = Template::parse("Spam or ham? {text}").unwrap();
+        let seed = ChatTemplate::parse("Spam or ham? {text}").unwrap();
         let scorer = Scorer::new(&ScorerSpec::ExactMatchCi, Path::new(".")).unwrap();
         let probe = Probe {
             seed: &seed,

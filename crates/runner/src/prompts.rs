@@ -17,8 +17,8 @@ use super::replay::{
 };
 use super::{Event, Observer, RunError};
 use gepa_lab_dataset::{self as dataset, DatasetError, Row, RowProblem};
-use gepa_lab_inference::{ChatMessage, ChatRequest, Inference};
-use gepa_lab_prompt::{PromptFile, Template, TemplateError};
+use gepa_lab_inference::{ChatRequest, Inference};
+use gepa_lab_prompt::{ChatTemplate, PromptFile, TemplateError};
 use gepa_lab_score::judge::JudgePlan;
 use gepa_lab_score::{Scorer, ScorerError, ScorerSpec};
 use gepa_lab_store::{REPLAY_FILE, ReplayOf, ReplayRow, RunDir};
@@ -209,8 +209,8 @@ pub fn prepare(job: &PromptsJob) -> Result<Prepared, PromptsError> {
     })
 }
 
-fn parse(prompt: &PromptFile) -> Result<Template, PromptsError> {
-    Template::parse(&prompt.text).map_err(|source| {
+fn parse(prompt: &PromptFile) -> Result<ChatTemplate, PromptsError> {
+    ChatTemplate::parse(&prompt.text).map_err(|source| {
         let (line, column) = source.position();
         PromptsError::Template {
             file: prompt.file.clone(),
@@ -261,7 +261,7 @@ pub fn plan(job: &PromptsJob, prepared: &Prepared, cache: &RunDir) -> Result<Pla
     let mut queue = Queue::default();
     let mut cells = Vec::new();
     for prompt in &job.prompts {
-        let template = Template::parse(&prompt.text);
+        let template = ChatTemplate::parse(&prompt.text);
         let of = ReplayOf::PromptFile(prompt.file.clone());
         for row in &prepared.rows {
             for sample in 1..=job.repeat {
@@ -271,12 +271,19 @@ pub fn plan(job: &PromptsJob, prepared: &Prepared, cache: &RunDir) -> Result<Pla
                     model: &job.model,
                     sample,
                 };
-                cells.push(queue_cell(&mut queue, &cache, &template, row, at, |text| {
-                    let mut request = ChatRequest::new(&job.model, vec![ChatMessage::user(text)]);
-                    request.temperature = Some(job.temperature);
-                    request.max_tokens = job.max_tokens;
-                    request
-                }));
+                cells.push(queue_cell(
+                    &mut queue,
+                    &cache,
+                    &template,
+                    row,
+                    at,
+                    |messages| {
+                        let mut request = ChatRequest::new(&job.model, messages);
+                        request.temperature = Some(job.temperature);
+                        request.max_tokens = job.max_tokens;
+                        request
+                    },
+                ));
             }
         }
     }

@@ -20,7 +20,7 @@ use gepa_lab_experiment::ReplayPlan;
 use gepa_lab_inference::{
     ChatMessage, ChatRequest, ChatResponse, Inference, InferenceError, sampling_seed,
 };
-use gepa_lab_prompt::Template;
+use gepa_lab_prompt::{ChatTemplate, Message, Role};
 use gepa_lab_score::{Score, Scorer, ScorerSpec, judge};
 use gepa_lab_store::{
     CacheIndex, CachedAnswer, CsvAppender, ExecutionRecord, HistoryRow, ReplayOf, ReplayRow,
@@ -173,8 +173,21 @@ fn sample_key(request: &ChatRequest, sample: u32) -> String {
     format!("{:x}", Sha256::digest(bytes))
 }
 
-fn replay_request(replay: &ReplayPlan, model: &str, prompt: String) -> ChatRequest {
-    let mut request = ChatRequest::new(model, vec![ChatMessage::user(prompt)]);
+/// A rendered part of a prompt as the chat message it is sent as: a prompt of one part is one
+/// user message, as it always was, so its cache keys stay what they were.
+pub(super) fn chat_messages(messages: Vec<Message>) -> Vec<ChatMessage> {
+    messages
+        .into_iter()
+        .map(|message| match message.role {
+            Role::System => ChatMessage::system(message.text),
+            Role::User => ChatMessage::user(message.text),
+            Role::Assistant => ChatMessage::assistant(message.text),
+        })
+        .collect()
+}
+
+fn replay_request(replay: &ReplayPlan, model: &str, messages: Vec<ChatMessage>) -> ChatRequest {
+    let mut request = ChatRequest::new(model, messages);
     request.temperature = Some(replay.temperature);
     request.max_tokens = replay.max_tokens;
     request
@@ -627,10 +640,10 @@ pub(super) struct CellAt<'a> {
 pub(super) fn queue_cell(
     queue: &mut Queue,
     cache: &AnswerCache,
-    template: &Result<Template, gepa_lab_prompt::TemplateError>,
+    template: &Result<ChatTemplate, gepa_lab_prompt::TemplateError>,
     row: &gepa_lab_dataset::Row,
     at: CellAt<'_>,
-    request: impl FnOnce(String) -> ChatRequest,
+    request: impl FnOnce(Vec<ChatMessage>) -> ChatRequest,
 ) -> Cell {
     let rendered = template
         .as_ref()
@@ -640,8 +653,8 @@ pub(super) fn queue_cell(
                 .map_err(|e| e.to_string())
         });
     let (key, error) = match rendered {
-        Ok(prompt) => {
-            let mut request = request(prompt);
+        Ok(messages) => {
+            let mut request = request(chat_messages(messages));
             let key = sample_key(&request, at.sample);
             // The answer above temperature 0 is then a function of its cache key, as the cache
             // already treats it: asked again, the embedded model answers the same.
@@ -822,7 +835,10 @@ pub(super) async fn replay(
 struct Part<'a> {
     variant: String,
     replay: &'a ReplayPlan,
-    versions: Vec<(ReplayOf, Result<Template, gepa_lab_prompt::TemplateError>)>,
+    versions: Vec<(
+        ReplayOf,
+        Result<ChatTemplate, gepa_lab_prompt::TemplateError>,
+    )>,
     holdout: &'a Holdout,
 }
 
@@ -876,7 +892,7 @@ impl<'a> Table<'a> {
             .map(|version| {
                 (
                     ReplayOf::Version(version.version),
-                    Template::parse(&version.prompt),
+                    ChatTemplate::parse(&version.prompt),
                 )
             })
             .collect();
@@ -1250,14 +1266,30 @@ mod tests {
             repeat: 1,
             judge: None,
         };
-        let a = cache_key(&replay_request(&replay, "m", "hi".into()));
-        assert_eq!(a, cache_key(&replay_request(&replay, "m", "hi".into())));
-        assert_ne!(a, cache_key(&replay_request(&replay, "n", "hi".into())));
-        assert_ne!(a, cache_key(&replay_request(&replay, "m", "hello".into())));
+        let a = cache_key(&replay_request(&replay, "m", vec![ChatMessage::user("hi")]));
+        assert_eq!(
+            a,
+            cache_key(&replay_request(&replay, "m", vec![ChatMessage::user("hi")]))
+        );
+        assert_ne!(
+            a,
+            cache_key(&replay_request(&replay, "n", vec![ChatMessage::user("hi")]))
+        );
+        assert_ne!(
+            a,
+            cache_key(&replay_request(
+                &replay,
+                "m",
+                vec![ChatMessage::user("hello")]
+            ))
+        );
         let hotter = ReplayPlan {
             temperature: 0.7,
             ..replay.clone()
         };
-        assert_ne!(a, cache_key(&replay_request(&hotter, "m", "hi".into())));
+        assert_ne!(
+            a,
+            cache_key(&replay_request(&hotter, "m", vec![ChatMessage::user("hi")]))
+        );
     }
 }

@@ -400,6 +400,7 @@ mod tests {
             minibatch: vec![0],
             shown: vec![0],
             parent_scores: vec![0.0],
+            part: None,
             child_prompt: Some("{q}!".into()),
             child_scores: vec![1.0],
             reworded: None,

@@ -1189,3 +1189,117 @@ async fn a_token_limit_recommends_the_best_candidate_within_it() {
     assert_eq!(frontier.last(), Some(&top.generation));
     assert!(frontier.contains(&best.generation), "{frontier:?}");
 }
+
+/// A seed of a system message that evolves and a user template that does not.
+fn system_and_fixed_user(evolve: &[PartName]) -> String {
+    ChatPrompt::new(
+        Some("Answer briefly.".into()),
+        Vec::new(),
+        SEED.into(),
+        evolve,
+    )
+    .unwrap()
+    .join()
+}
+
+#[tokio::test]
+async fn a_prompt_of_parts_evolves_its_evolvable_part_alone() {
+    let task = StandIn::new(&ROWS);
+    let seed = system_and_fixed_user(&[PartName::System]);
+    let run = run(&task, &seed, &config(200), |_| {}).await.expect("run");
+
+    assert_eq!(run.best().score, 1.0);
+    let best = ChatPrompt::split(&run.best().prompt);
+    for keyword in ["alpha", "bravo", "charlie"] {
+        let system = best.part(PartName::System).unwrap_or_default();
+        assert!(system.contains(keyword), "{system}");
+    }
+    for candidate in run.candidates() {
+        let parts = ChatPrompt::split(&candidate.prompt);
+        assert_eq!(
+            parts.part(PartName::User),
+            Some(SEED),
+            "{}",
+            candidate.prompt
+        );
+    }
+    let mutations: Vec<&MutationRecord> = run
+        .iterations()
+        .iter()
+        .map(|record| match record {
+            IterationRecord::Mutation(mutation) => mutation,
+            IterationRecord::Merge(_) => panic!("merge is off"),
+        })
+        .collect();
+    assert!(!mutations.is_empty());
+    for mutation in mutations {
+        assert_eq!(mutation.part, Some(PartName::System));
+        if let Some(child) = &mutation.child_prompt {
+            assert_eq!(ChatPrompt::split(child).part(PartName::User), Some(SEED));
+        }
+    }
+}
+
+#[tokio::test]
+async fn evolvable_parts_take_turns_and_a_plain_prompt_records_none() {
+    let task = StandIn::new(&ROWS);
+    let seed = system_and_fixed_user(&PartName::ALL);
+    let run = run(&task, &seed, &config(200), |_| {}).await.expect("run");
+    let parts: Vec<Option<PartName>> = run
+        .iterations()
+        .iter()
+        .filter_map(|record| match record {
+            IterationRecord::Mutation(mutation) => Some(mutation.part),
+            IterationRecord::Merge(_) => None,
+        })
+        .collect();
+    assert!(parts.len() >= 2, "{parts:?}");
+    for (at, part) in parts.iter().enumerate() {
+        let expected = [PartName::System, PartName::User][at % 2];
+        assert_eq!(*part, Some(expected), "mutation {at}: {parts:?}");
+    }
+    // Both parts changed somewhere, each child keeping the user template's placeholder.
+    let changed: BTreeSet<PartName> = run
+        .candidates()
+        .iter()
+        .skip(1)
+        .flat_map(|candidate| {
+            ChatPrompt::split(&seed).changed_parts(&ChatPrompt::split(&candidate.prompt))
+        })
+        .collect();
+    assert!(!changed.is_empty(), "some candidate changed a part");
+    for candidate in run.candidates() {
+        assert!(
+            candidate.prompt.contains("{question}"),
+            "{}",
+            candidate.prompt
+        );
+    }
+
+    let plain = run_quietly(&StandIn::new(&ROWS), &config(60))
+        .await
+        .expect("run");
+    for record in plain.iterations() {
+        if let IterationRecord::Mutation(mutation) = record {
+            assert_eq!(mutation.part, None, "a prompt of one part names none");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_prompt_whose_every_part_is_fixed_is_refused_before_any_call() {
+    let task = StandIn::new(&ROWS);
+    let seed = system_and_fixed_user(&[]);
+    let refused = run(&task, &seed, &config(200), |_| {}).await;
+    assert!(
+        matches!(
+            refused,
+            Err(EngineError::Config {
+                field: "seed_prompt",
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(task.calls_made(), 0);
+}

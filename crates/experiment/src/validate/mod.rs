@@ -177,9 +177,16 @@ struct Scope<'c, 'a> {
 }
 
 impl Scope<'_, '_> {
-    /// The seed prompt's text, checked: one source, not empty, placeholders that name inputs.
+    /// The seed prompt's text, checked: one source, not empty, placeholders that name inputs. A
+    /// prompt of chat parts is checked part by part and its text is their join.
     fn prompt(&mut self, experiment: &Experiment) -> Option<String> {
+        if prompt_section::has_parts(&experiment.prompt) {
+            return prompt_section::check_parts(self, experiment);
+        }
         let (text, path) = self.seed_text(&experiment.prompt)?;
+        if !prompt_section::check_one_text(self, &experiment.prompt, &text, path) {
+            return None;
+        }
         if text.trim().is_empty() {
             self.report(
                 path,
@@ -218,7 +225,7 @@ impl Scope<'_, '_> {
                         if both {
                             "[prompt] sets both `seed` and `seed_file`; exactly one is allowed"
                         } else {
-                            "[prompt] needs a seed prompt: set `seed` or `seed_file`"
+                            "[prompt] needs a seed prompt: set `seed`, `seed_file`, or `user` (with `system`)"
                         },
                     )
                     .help("write the prompt inline with seed = \"\"\"...\"\"\", or keep it in a file with seed_file = \"prompts/x.txt\""),
@@ -1313,6 +1320,7 @@ fn resolve_path(base: &Path, relative: &Path) -> PathBuf {
 
 mod engine_section;
 mod objectives_section;
+mod prompt_section;
 mod providers;
 mod replay_section;
 

@@ -611,3 +611,180 @@ fn objectives_reach_the_engine_with_its_settings_and_name_their_line() {
     assert_eq!(error.location.as_ref().map(|at| at.line), Some(line));
     assert_eq!(error.seen.as_deref(), Some("-1"));
 }
+
+/// The `[prompt]` of the base written as chat parts: `lines` replace its `seed`.
+fn with_parts(lines: &str) -> Validation {
+    validate(&edited(&[("seed", lines)]))
+}
+
+#[test]
+fn a_prompt_of_chat_parts_is_sent_to_the_service_as_their_join() {
+    let validation = with_parts(
+        "system = \"You label reviews.\"\nuser = \"Review: {review}\"\nevolve = [\"system\"]\n\
+         [[prompt.turns]]\nuser = \"Review: fine\"\nassistant = \"positive\"",
+    );
+    assert!(
+        validation.diagnostics.is_empty(),
+        "{:?}",
+        validation.diagnostics
+    );
+    let plan = validation.plan.expect("a plan");
+    assert_eq!(
+        plan.executions[0].start.prompt,
+        "<system>\nYou label reviews.\n\n<turn user>\nReview: fine\n\n<turn assistant>\npositive\
+         \n\n<user fixed>\nReview: {review}"
+    );
+    // Without `evolve`, every part may change; a user template alone is a seed of one text.
+    let all = with_parts("system = \"S.\"\nuser = \"Review: {review}\"");
+    assert_eq!(
+        all.plan.expect("a plan").executions[0].start.prompt,
+        "<system>\nS.\n\n<user>\nReview: {review}"
+    );
+    let user_only = with_parts("user = \"Review: {review}\"");
+    assert_eq!(
+        user_only.plan.expect("a plan").executions[0].start.prompt,
+        "Review: {review}"
+    );
+}
+
+#[test]
+fn chat_parts_are_checked_part_by_part() {
+    assert_cases(&[
+        // Literal braces are fine anywhere; a placeholder only in the user template.
+        (
+            &[(
+                "seed",
+                "system = \"Answer {{\\\"label\\\": ...}}.\"\nuser = \"Review: {review}\"",
+            )],
+            &[],
+        ),
+        (
+            &[(
+                "seed",
+                "system = \"Label {review}.\"\nuser = \"Review: {review}\"",
+            )],
+            &[Rule::PromptPartPlaceholder],
+        ),
+        (
+            &[(
+                "seed",
+                "user = \"Review: {review}\"\n[[prompt.turns]]\nuser = \"Review: {review}\"\n\
+                 assistant = \"positive\"",
+            )],
+            &[Rule::PromptPartPlaceholder],
+        ),
+        (
+            &[("seed", "system = \"S.\"\nuser = \"Review: {text}\"")],
+            &[Rule::PromptVariable, Rule::PromptUnusedInput],
+        ),
+        (
+            &[("seed", "system = \" \"\nuser = \"Review: {review}\"")],
+            &[Rule::PromptEmpty],
+        ),
+        (
+            &[("seed", "system = \"S.\"\nuser = \"Review: {review\"")],
+            &[Rule::PromptSyntax],
+        ),
+        // A part may not hold a marker line; a seed may not read as a join.
+        (
+            &[(
+                "seed",
+                "system = \"S.\\n<user>\\nmore\"\nuser = \"Review: {review}\"",
+            )],
+            &[Rule::PromptPartMarker],
+        ),
+        (
+            &[(
+                "seed",
+                "seed = \"<system>\\nS.\\n\\n<user>\\nReview: {review}\"",
+            )],
+            &[Rule::PromptPartMarker],
+        ),
+        (&[("seed", "seed = \"Say <user> here: {review}\"")], &[]),
+    ]);
+}
+
+#[test]
+fn evolve_names_parts_the_prompt_has() {
+    assert_cases(&[
+        (
+            &[(
+                "seed",
+                "system = \"S.\"\nuser = \"Review: {review}\"\nevolve = [\"user\"]",
+            )],
+            &[],
+        ),
+        (
+            &[("seed", "seed = \"Review: {review}\"\nevolve = [\"user\"]")],
+            &[],
+        ),
+        (
+            &[(
+                "seed",
+                "system = \"S.\"\nuser = \"Review: {review}\"\nevolve = [\"turns\"]",
+            )],
+            &[Rule::PromptEvolve],
+        ),
+        (
+            &[("seed", "user = \"Review: {review}\"\nevolve = [\"system\"]")],
+            &[Rule::PromptEvolve],
+        ),
+        (
+            &[("seed", "seed = \"Review: {review}\"\nevolve = [\"system\"]")],
+            &[Rule::PromptEvolve],
+        ),
+        (
+            &[(
+                "seed",
+                "system = \"S.\"\nuser = \"Review: {review}\"\nevolve = []",
+            )],
+            &[Rule::PromptEvolve],
+        ),
+    ]);
+    let validation =
+        with_parts("system = \"S.\"\nuser = \"Review: {review}\"\nevolve = [\"sytem\"]");
+    let refused = validation
+        .diagnostics
+        .iter()
+        .find(|d| d.rule == Rule::PromptEvolve)
+        .expect("refused");
+    let text = format!("{refused}");
+    assert!(
+        text.contains("\"sytem\"") && text.contains("[\"system\", \"user\"]"),
+        "names the value and the parts allowed: {text}"
+    );
+}
+
+#[test]
+fn a_seed_beside_chat_parts_is_refused_naming_both() {
+    assert_cases(&[
+        (
+            &[(
+                "seed",
+                "seed = \"Review: {review}\"\nuser = \"Review: {review}\"",
+            )],
+            &[Rule::PromptSource],
+        ),
+        (
+            &[("seed", "system = \"You label reviews.\"")],
+            &[Rule::PromptSource],
+        ),
+    ]);
+    let validation =
+        with_parts("seed = \"Review: {review}\"\nsystem = \"S.\"\nuser = \"Review: {review}\"");
+    let refused = validation
+        .diagnostics
+        .iter()
+        .find(|d| d.rule == Rule::PromptSource)
+        .expect("refused");
+    assert!(
+        refused.message.contains("`seed` and `system`, `user`"),
+        "{}",
+        refused.message
+    );
+    assert_eq!(
+        refused.location.as_ref().map(|l| l.line),
+        Some(5),
+        "at the seed's line"
+    );
+}
