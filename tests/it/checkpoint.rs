@@ -8,8 +8,7 @@
 //! reaches it through `GEPA_LAB_LOCAL_UPSTREAM`.
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::extract::State;
@@ -29,17 +28,27 @@ use crate::evolution::{finished, sentiment};
 
 const KEY: &str = "checkpoint-key";
 
-/// The simulated model behind HTTP, counting the chat requests it receives.
+/// The simulated model behind HTTP, keeping every chat request it answers.
 pub(crate) struct Upstream {
     pub(crate) url: String,
-    requests: Arc<AtomicU64>,
+    requests: Arc<Mutex<Vec<ChatRequest>>>,
 }
 
 impl Upstream {
-    /// Waits until the upstream has received `k` requests in all.
+    /// The requests answered since the last `take`, which forgets them.
+    pub(crate) fn take(&self) -> Vec<ChatRequest> {
+        std::mem::take(&mut *self.requests.lock().unwrap())
+    }
+
+    /// How many requests were answered since the last `take`.
+    pub(crate) fn count(&self) -> u64 {
+        self.requests.lock().unwrap().len() as u64
+    }
+
+    /// Waits until the upstream has received `k` requests since the last `take`.
     fn wait_for(&self, k: u64) {
         let began = Instant::now();
-        while self.requests.load(Ordering::SeqCst) < k {
+        while self.count() < k {
             assert!(
                 began.elapsed() < Duration::from_secs(60),
                 "k {k} never reached"
@@ -66,7 +75,7 @@ pub(crate) fn upstream(runtime: &tokio::runtime::Runtime, sim: &str) -> Upstream
     #[derive(Clone)]
     struct Shared {
         sim: Arc<SimModel>,
-        requests: Arc<AtomicU64>,
+        requests: Arc<Mutex<Vec<ChatRequest>>>,
     }
     async fn models(State(shared): State<Shared>) -> Json<serde_json::Value> {
         let models = shared.sim.models().await.unwrap_or_default();
@@ -76,7 +85,7 @@ pub(crate) fn upstream(runtime: &tokio::runtime::Runtime, sim: &str) -> Upstream
         State(shared): State<Shared>,
         Json(request): Json<ChatRequest>,
     ) -> Json<ChatResponse> {
-        shared.requests.fetch_add(1, Ordering::SeqCst);
+        shared.requests.lock().unwrap().push(request.clone());
         Json(
             shared
                 .sim
@@ -85,7 +94,7 @@ pub(crate) fn upstream(runtime: &tokio::runtime::Runtime, sim: &str) -> Upstream
                 .expect("the simulated model answers"),
         )
     }
-    let requests = Arc::new(AtomicU64::new(0));
+    let requests = Arc::new(Mutex::new(Vec::new()));
     let shared = Shared {
         // Deterministic: the same request gets the same answer, in any process.
         sim: Arc::new(SimModel::new(sim.parse().unwrap())),
@@ -148,7 +157,7 @@ fn serve_killed_at_ten_moments_continues_each_evolution_and_pays_only_for_calls_
         let id = client.start(&start).await.unwrap();
         ended(&client, &id).await
     });
-    let whole_calls = upstream.requests.swap(0, Ordering::SeqCst);
+    let whole_calls = upstream.take().len() as u64;
     assert_eq!(whole.status, Status::Completed, "{}", serve.log());
     assert!(whole.history.len() > 1, "{whole:?}");
     assert!(whole.iterations.len() > 3, "{whole:?}");
@@ -168,7 +177,7 @@ fn serve_killed_at_ten_moments_continues_each_evolution_and_pays_only_for_calls_
         // A request serve sent just before it died may still be on its way to the upstream:
         // it counts as sent by the killed process, not as one made after the restart.
         std::thread::sleep(Duration::from_millis(300));
-        let sent = upstream.requests.swap(0, Ordering::SeqCst);
+        let sent = upstream.take().len() as u64;
         let recorded = calls_recorded(&db, &id);
         assert!(
             recorded <= sent,
@@ -185,7 +194,7 @@ fn serve_killed_at_ten_moments_continues_each_evolution_and_pays_only_for_calls_
         let serve = serve_with(dir);
         let client = serve.evolution(Some(KEY));
         let after = runtime.block_on(ended(&client, &id));
-        let made = upstream.requests.swap(0, Ordering::SeqCst);
+        let made = upstream.take().len() as u64;
         assert_eq!(after, whole, "k {k}\n{}", serve.log());
         assert_eq!(made, whole_calls - recorded, "k {k}: paid twice or skipped");
         assert_eq!(sent + made, whole_calls + in_flight, "k {k}");
@@ -254,10 +263,9 @@ fn calls_kept(dir: &Path) -> u64 {
     (engine_calls + lines("cache.jsonl").len()) as u64
 }
 
-/// The one run directory under `out`.
-fn only_run(out: &Path) -> PathBuf {
-    let experiment = out.join("local-kill");
-    let mut runs = std::fs::read_dir(&experiment).expect("the experiment folder");
+/// The one run directory of experiment `name` under `out`.
+pub(crate) fn only_run(out: &Path, name: &str) -> PathBuf {
+    let mut runs = std::fs::read_dir(out.join(name)).expect("the experiment folder");
     let run = runs.next().expect("a run").expect("readable").path();
     assert!(runs.next().is_none(), "one run");
     run
@@ -305,8 +313,8 @@ fn a_local_run_killed_at_ten_moments_resumes_and_pays_only_for_calls_in_flight()
 
     let whole_out = tempfile::tempdir().unwrap();
     finished(start(whole_out.path()));
-    let whole_calls = upstream.requests.swap(0, Ordering::SeqCst);
-    let whole = local_outcome(&RunDir::open(&only_run(whole_out.path())).unwrap());
+    let whole_calls = upstream.take().len() as u64;
+    let whole = local_outcome(&RunDir::open(&only_run(whole_out.path(), "local-kill")).unwrap());
     let accepted = whole
         .iterations
         .iter()
@@ -327,8 +335,8 @@ fn a_local_run_killed_at_ten_moments_resumes_and_pays_only_for_calls_in_flight()
         child.wait().expect("reaped");
         // A request sent just before the kill may still be on its way to the upstream.
         std::thread::sleep(Duration::from_millis(300));
-        let sent = upstream.requests.swap(0, Ordering::SeqCst);
-        let run = only_run(out.path());
+        let sent = upstream.take().len() as u64;
+        let run = only_run(out.path(), "local-kill");
         let kept = calls_kept(&run);
         assert!(kept <= sent, "k {k}: {kept} kept of {sent} sent");
         let in_flight = sent - kept;
@@ -345,7 +353,7 @@ fn a_local_run_killed_at_ten_moments_resumes_and_pays_only_for_calls_in_flight()
             "--resume".as_ref(),
             run.as_os_str(),
         ]));
-        let made = upstream.requests.swap(0, Ordering::SeqCst);
+        let made = upstream.take().len() as u64;
         let after = local_outcome(&RunDir::open(&run).unwrap());
         assert_eq!(after, whole, "k {k}");
         assert_eq!(made, whole_calls - kept, "k {k}: paid twice or skipped");

@@ -7,82 +7,22 @@
 //! The models are the simulated model behind HTTP (`GEPA_LAB_LOCAL_UPSTREAM`, or `--url` for
 //! `compare`), and the upstream keeps every request it answers: what reached the model is
 //! checked, not only what the run directory says.
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::extract::State;
-use axum::routing::{get, post};
-use axum::{Json, Router};
 use gepa_lab::engine::IterationRecord;
-use gepa_lab::inference::wire::{ChatRequest, ChatResponse, Role};
-use gepa_lab::inference::{Inference, SimModel};
+use gepa_lab::inference::wire::{ChatRequest, Role};
 use gepa_lab::prompt::{ChatPrompt, PartName, Turn};
 use gepa_lab::store::{HISTORY_FILE, HistoryRow, REPLAY_FILE, ReplayRow, RunDir};
 
+use crate::checkpoint::{only_run, upstream};
 use crate::common::root;
 
 const SYSTEM: &str =
     "You label the sentiment of product reviews.\nAnswer with one of: positive, negative";
 const TURN_USER: &str = "Review: Great value for the price.";
 const USER: &str = "Review: {review}";
-
-/// The simulated model over HTTP, keeping every chat request it answers.
-struct Recorder {
-    url: String,
-    requests: Arc<Mutex<Vec<ChatRequest>>>,
-}
-
-impl Recorder {
-    fn start(runtime: &tokio::runtime::Runtime, sim: &str) -> Self {
-        #[derive(Clone)]
-        struct Shared {
-            sim: Arc<SimModel>,
-            requests: Arc<Mutex<Vec<ChatRequest>>>,
-        }
-        async fn models(State(shared): State<Shared>) -> Json<serde_json::Value> {
-            let models = shared.sim.models().await.unwrap_or_default();
-            Json(serde_json::json!({ "data": models }))
-        }
-        async fn chat(
-            State(shared): State<Shared>,
-            Json(request): Json<ChatRequest>,
-        ) -> Json<ChatResponse> {
-            shared.requests.lock().unwrap().push(request.clone());
-            Json(
-                shared
-                    .sim
-                    .chat(&request)
-                    .await
-                    .expect("the simulated model answers"),
-            )
-        }
-        let requests = Arc::new(Mutex::new(Vec::new()));
-        let shared = Shared {
-            sim: Arc::new(SimModel::new(sim.parse().unwrap())),
-            requests: Arc::clone(&requests),
-        };
-        let app = Router::new()
-            .route("/v1/models", get(models))
-            .route("/v1/chat/completions", post(chat))
-            .with_state(shared);
-        let listener = runtime
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .expect("bind");
-        let url = format!("http://{}", listener.local_addr().expect("address"));
-        runtime.spawn(async move { axum::serve(listener, app).await });
-        Self { url, requests }
-    }
-
-    fn take(&self) -> Vec<ChatRequest> {
-        std::mem::take(&mut *self.requests.lock().unwrap())
-    }
-
-    fn count(&self) -> usize {
-        self.requests.lock().unwrap().len()
-    }
-}
 
 fn local_run(upstream: &str, args: &[&std::ffi::OsStr]) -> Command {
     let mut command = crate::common::command();
@@ -121,14 +61,6 @@ fn succeeded(output: Output) {
         output.status.code(),
         String::from_utf8_lossy(&output.stderr)
     );
-}
-
-/// The one run directory under `out`.
-fn only_run(out: &Path) -> PathBuf {
-    let mut runs = std::fs::read_dir(out.join("prompt-parts")).expect("the experiment folder");
-    let run = runs.next().expect("a run").expect("readable").path();
-    assert!(runs.next().is_none(), "one run");
-    run
 }
 
 /// What a run left that must not depend on an interruption: the history and the iterations.
@@ -210,7 +142,7 @@ fn assert_requests_are_chat_messages(requests: &[ChatRequest]) -> usize {
 #[test]
 fn a_local_run_evolves_the_system_message_alone_and_sends_chat_messages() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let upstream = Recorder::start(&runtime, "model=local,seed=2,latency_ms=1");
+    let upstream = upstream(&runtime, "model=local,seed=2,latency_ms=1");
     let out = tempfile::tempdir().unwrap();
     succeeded(
         start(&upstream.url, out.path())
@@ -218,7 +150,7 @@ fn a_local_run_evolves_the_system_message_alone_and_sends_chat_messages() {
             .expect("gepa-lab runs"),
     );
     let requests = upstream.take();
-    let run = only_run(out.path());
+    let run = only_run(out.path(), "prompt-parts");
     let (history, iterations) = outcome(&run);
 
     assert_eq!(
@@ -260,7 +192,7 @@ fn a_local_run_evolves_the_system_message_alone_and_sends_chat_messages() {
 #[test]
 fn a_killed_run_of_a_prompt_of_parts_resumes_to_the_same_history() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let upstream = Recorder::start(&runtime, "model=local,seed=2,latency_ms=5");
+    let upstream = upstream(&runtime, "model=local,seed=2,latency_ms=5");
     let whole_out = tempfile::tempdir().unwrap();
     succeeded(
         start(&upstream.url, whole_out.path())
@@ -268,14 +200,14 @@ fn a_killed_run_of_a_prompt_of_parts_resumes_to_the_same_history() {
             .expect("gepa-lab runs"),
     );
     let whole_calls = upstream.take().len();
-    let whole = outcome(&only_run(whole_out.path()));
+    let whole = outcome(&only_run(whole_out.path(), "prompt-parts"));
 
     let out = tempfile::tempdir().unwrap();
     let mut child = start(&upstream.url, out.path())
         .spawn()
         .expect("gepa-lab starts");
     let began = Instant::now();
-    while upstream.count() < whole_calls / 2 {
+    while upstream.count() < whole_calls as u64 / 2 {
         assert!(
             began.elapsed() < Duration::from_secs(120),
             "half never reached"
@@ -284,7 +216,7 @@ fn a_killed_run_of_a_prompt_of_parts_resumes_to_the_same_history() {
     }
     child.kill().expect("SIGKILL");
     child.wait().expect("reaped");
-    let run = only_run(out.path());
+    let run = only_run(out.path(), "prompt-parts");
     succeeded(
         local_run(
             &upstream.url,
@@ -300,7 +232,7 @@ fn a_killed_run_of_a_prompt_of_parts_resumes_to_the_same_history() {
 #[test]
 fn compare_sends_joined_prompt_files_as_chat_messages_and_diffs_each_part() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let upstream = Recorder::start(&runtime, "model=m,seed=2");
+    let upstream = upstream(&runtime, "model=m,seed=2");
     let dir = tempfile::tempdir().unwrap();
     let mut csv = String::from("review,label\n");
     for i in 0..12 {
