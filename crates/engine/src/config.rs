@@ -56,6 +56,14 @@ pub struct EngineConfig {
     /// (`sampler::with_known_failures`), so that a reflection sees failures where the parent has
     /// them. `false` keeps the reference implementation's epoch-sampled minibatches as drawn.
     pub known_failures_first: bool,
+    /// A reflection's child that wins its minibatch first runs on this many Pareto rows, drawn at
+    /// random, and is refused there ([`Outcome::Screened`](super::Outcome::Screened)) when it
+    /// scores lower than its parent on them: the rule that a child must not score lower on the
+    /// minibatch rows its proposal was not written from ([`MutationRecord::improves`](super::MutationRecord::improves)),
+    /// on more such rows, and on rows drawn without regard to the parent's failures. Otherwise it
+    /// runs on the rest and joins the pool. 0 (or a Pareto set no larger) runs every such child on
+    /// the whole set, as the reference implementation does.
+    pub pareto_screen: usize,
     /// The request [`Proposer::Rewrite`] sends, when the user has one of their own; `None`
     /// sends the built-in one. [`Proposer::Rules`] does not use it.
     pub reflection_template: Option<ReflectionTemplate>,
@@ -104,6 +112,7 @@ impl EngineConfig {
             input_last: false,
             demonstrations: 0,
             known_failures_first: false,
+            pareto_screen: 0,
             reflection_template: None,
             merge: None,
             on_task_error: OnTaskError::Fail,

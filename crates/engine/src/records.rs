@@ -474,6 +474,17 @@ pub enum Outcome {
     Rejected,
     /// The parent was perfect on the minibatch: nothing to learn from it.
     SkippedPerfect,
+    /// The child won its minibatch, then scored lower than its parent (`child_sum` against
+    /// `parent_sum`) on `rows` Pareto rows drawn at random, where it was higher on `wins` rows and
+    /// lower on `losses`; the rest of the Pareto set was not paid for (see
+    /// `EngineConfig::pareto_screen`).
+    Screened {
+        rows: usize,
+        parent_sum: f64,
+        child_sum: f64,
+        wins: usize,
+        losses: usize,
+    },
     /// No usable child came out of the reflection.
     Failed { reason: ProposalFailure },
 }
@@ -540,18 +551,33 @@ impl fmt::Display for Outcome {
             Self::Accepted { generation } => write!(f, "accepted as g{generation}"),
             Self::Rejected => write!(f, "rejected: not better than its parent"),
             Self::SkippedPerfect => write!(f, "skipped: the parent was perfect on the minibatch"),
+            Self::Screened {
+                rows,
+                parent_sum,
+                child_sum,
+                wins,
+                losses,
+            } => write!(
+                f,
+                "screened out: it won its minibatch, then scored {child_sum:.2} against its \
+                 parent's {parent_sum:.2} on {rows} Pareto rows drawn at random (higher on \
+                 {wins}, lower on {losses}; it must not score lower on rows it was not written \
+                 from), so the other Pareto rows were not paid for"
+            ),
             Self::Failed { reason } => write!(f, "no child: {reason}"),
         }
     }
 }
 
 impl Outcome {
-    /// A short name of the outcome: `accepted`, `rejected`, `skipped_perfect` or the failure's reason.
+    /// A short name of the outcome: `accepted`, `rejected`, `skipped_perfect`, `screened` or the
+    /// failure's reason.
     pub fn label(&self) -> &'static str {
         match self {
             Self::Accepted { .. } => "accepted",
             Self::Rejected => "rejected",
             Self::SkippedPerfect => "skipped_perfect",
+            Self::Screened { .. } => "screened",
             Self::Failed { reason } => reason.label(),
         }
     }

@@ -22,7 +22,7 @@ use super::quotes::InputPairs;
 use super::records::{
     Best, CallKind, CandidateRecord, ChildFields, EngineEvent, Failure, IterationRecord,
     MIN_GLOSSARY_LABELS, MergeRecord, MutationKind, MutationRecord, Outcome, Progress,
-    ProposalFailure, Run, StopReason, sum,
+    ProposalFailure, Run, StopReason, sum, wins_and_losses,
 };
 use super::reflection::{self, Revision, Shown};
 use super::sampler::{self, EpochSampler};
@@ -39,6 +39,7 @@ const SAMPLER_STREAM: u64 = 1;
 const MERGE_STREAM: u64 = 2;
 const DEMONSTRATION_STREAM: u64 = 3;
 const FAILURE_STREAM: u64 = 4;
+const SCREEN_STREAM: u64 = 5;
 
 /// Iterations between two offers of demonstrations (a first set, then swaps).
 const DEMONSTRATIONS_EVERY: usize = 4;
@@ -152,6 +153,8 @@ struct Engine<'a, T, O> {
     demonstration_rng: ChaCha8Rng,
     // Which known failures take the place of known-right rows in a minibatch.
     failure_rng: ChaCha8Rng,
+    // Which Pareto rows screen a minibatch winner (`EngineConfig::pareto_screen`).
+    screen_rng: ChaCha8Rng,
     merges: Option<MergeScheduler>,
     pareto_examples: Vec<usize>,
     // The distinct expected outputs of a task that picks from a small set of answers
@@ -276,6 +279,7 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             merge_rng: random_stream(config.seed, MERGE_STREAM),
             demonstration_rng: random_stream(config.seed, DEMONSTRATION_STREAM),
             failure_rng: random_stream(config.seed, FAILURE_STREAM),
+            screen_rng: random_stream(config.seed, SCREEN_STREAM),
             merges: config.merge.as_ref().map(MergeScheduler::new),
             labels: label_set(expected),
             input_pairs: InputPairs::new(seed_prompt, texts.iter().map(String::as_str))
@@ -628,7 +632,14 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
         let Some(child) = self.run_child(child, record.child_fields()).await? else {
             return Ok(record);
         };
-        record.outcome = if record.improves() {
+        let screened = if record.improves() && !record.written_from.judged_on_pareto() {
+            self.screen(pool, record.parent, &child).await?
+        } else {
+            None
+        };
+        record.outcome = if let Some(screened) = screened {
+            screened
+        } else if record.improves() {
             let generation = self.add_candidate(pool, child, vec![record.parent]).await?;
             if let Some(merges) = self.merges.as_mut() {
                 merges.mutation_accepted();
@@ -638,6 +649,40 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             Outcome::Rejected
         };
         Ok(record)
+    }
+
+    /// A minibatch winner on a few Pareto rows drawn at random ([`EngineConfig::pareto_screen`]):
+    /// the outcome that refuses it when it scores lower than its `parent` there, `None` when it
+    /// goes on to the whole set. Its answers there are cached, so the whole set costs the same
+    /// either way; a refused child saves the rest.
+    async fn screen(
+        &mut self,
+        pool: &Pool,
+        parent: usize,
+        child: &PromptId,
+    ) -> Result<Option<Outcome>, Halt> {
+        let rows = self.config.pareto_screen;
+        if rows == 0 || rows >= self.pareto_examples.len() {
+            return Ok(None);
+        }
+        let at: Vec<usize> =
+            rand::seq::index::sample(&mut self.screen_rng, self.pareto_examples.len(), rows)
+                .into_vec();
+        let examples: Vec<usize> = at.iter().map(|&i| self.pareto_examples[i]).collect();
+        let child_scores = scores(&self.evaluate(child, &examples).await?);
+        let parent_scores: Vec<f64> = at
+            .iter()
+            .map(|&i| pool.get(parent).pareto_scores[i])
+            .collect();
+        let (parent_sum, child_sum) = (sum(&parent_scores), sum(&child_scores));
+        let (wins, losses) = wins_and_losses(&parent_scores, &child_scores);
+        Ok((child_sum < parent_sum).then_some(Outcome::Screened {
+            rows,
+            parent_sum,
+            child_sum,
+            wins,
+            losses,
+        }))
     }
 
     /// Whether the first iteration writes the label glossary: asked for, by the rules proposer,

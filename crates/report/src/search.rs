@@ -137,7 +137,8 @@ impl OutcomeClass {
     pub fn of(outcome: &Outcome) -> Self {
         match outcome {
             Outcome::Accepted { .. } => Self::Accepted,
-            Outcome::Rejected => Self::Rejected,
+            // Refused on its first Pareto rows: a rejection that cost less.
+            Outcome::Rejected | Outcome::Screened { .. } => Self::Rejected,
             Outcome::SkippedPerfect => Self::Skipped,
             Outcome::Failed { .. } => Self::Failed,
         }

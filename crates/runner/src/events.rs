@@ -96,7 +96,8 @@ pub enum Event {
         kind: ProposalKind,
         /// Generations the proposal was made from.
         parents: Vec<usize>,
-        /// `accepted`, `rejected`, `skipped_perfect`, or why no child came out (`no_fenced_block`, ...).
+        /// `accepted`, `rejected`, `skipped_perfect`, `screened`, or why no child came out
+        /// (`no_fenced_block`, ...).
         outcome: String,
         /// The outcome and its reason in words.
         explanation: String,

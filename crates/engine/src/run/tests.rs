@@ -1303,3 +1303,88 @@ async fn a_prompt_whose_every_part_is_fixed_is_refused_before_any_call() {
     );
     assert_eq!(task.calls_made(), 0);
 }
+
+/// A run whose first child wins its minibatch (it mentions `alpha`, which every feedback row
+/// asks for) and loses every Pareto row (plain rows, which any keyword confuses); with
+/// `screen` Pareto rows screening it first.
+async fn a_run_whose_child_loses_on_the_pareto_rows(screen: usize) -> (Run, Vec<(String, usize)>) {
+    let feedback = ["alpha"; 6];
+    let pareto = [""; 20];
+    let rows: Vec<&str> = feedback.iter().chain(&pareto).copied().collect();
+    let task = StandIn::new(&rows);
+    let mut config = EngineConfig::new(6, 20, 60);
+    config.pareto_screen = screen;
+    config.stall_iterations = Some(1);
+    let run = run_quietly(&task, &config).await.expect("run");
+    let calls = task.calls.lock().map(|c| c.clone()).unwrap_or_default();
+    (run, calls)
+}
+
+#[tokio::test]
+async fn a_minibatch_winner_that_loses_its_first_pareto_rows_is_screened_out_before_the_rest() {
+    let (run, calls) = a_run_whose_child_loses_on_the_pareto_rows(5).await;
+    let IterationRecord::Mutation(first) = &run.iterations()[0] else {
+        panic!("merge is off");
+    };
+    assert!(sum(&first.child_scores) > sum(&first.parent_scores));
+    assert_eq!(
+        first.outcome,
+        Outcome::Screened {
+            rows: 5,
+            parent_sum: 5.0,
+            child_sum: 0.0,
+            wins: 0,
+            losses: 5
+        }
+    );
+    assert!(first.outcome.to_string().starts_with("screened out"));
+    // The child never joined the pool, and ran on 5 of the 20 Pareto rows only.
+    assert_eq!(run.candidates().len(), 1);
+    let child = first.child_prompt.as_deref().expect("a child ran");
+    let on_pareto = calls
+        .iter()
+        .filter(|(prompt, example)| prompt == child && *example >= 6)
+        .count();
+    assert_eq!(on_pareto, 5);
+
+    // Without the screen the same child pays for all 20 rows and joins the pool.
+    let (unscreened, calls) = a_run_whose_child_loses_on_the_pareto_rows(0).await;
+    assert!(matches!(
+        unscreened.iterations()[0].outcome(),
+        Outcome::Accepted { generation: 1 }
+    ));
+    let on_pareto = calls
+        .iter()
+        .filter(|(prompt, example)| prompt == child && *example >= 6)
+        .count();
+    assert_eq!(on_pareto, 20);
+    assert_eq!(
+        unscreened.iterations()[0].cost().task_calls,
+        first.cost.task_calls + 15
+    );
+}
+
+#[tokio::test]
+async fn a_minibatch_winner_no_worse_on_the_screen_rows_joins_the_pool_as_before() {
+    let task = StandIn::new(&ROWS);
+    let plain = run_quietly(&task, &config(200)).await.expect("run");
+    let mut screened = config(200);
+    screened.pareto_screen = 3;
+    let task = StandIn::new(&ROWS);
+    let run = run_quietly(&task, &screened).await.expect("run");
+    // Every child adds a keyword that only helps: none is screened out, and the search is the
+    // same (the screen's rows are paid once, as part of the Pareto pass).
+    assert!(
+        run.iterations()
+            .iter()
+            .all(|record| !matches!(record.outcome(), Outcome::Screened { .. }))
+    );
+    let prompts = |run: &Run| -> Vec<(String, f64)> {
+        run.candidates()
+            .iter()
+            .map(|c| (c.prompt.clone(), c.score))
+            .collect()
+    };
+    assert_eq!(prompts(&run), prompts(&plain));
+    assert_eq!(run.spent(), plain.spent());
+}
