@@ -631,8 +631,17 @@ fn last_label<'l>(rule: &str, labels: &'l [String]) -> Option<&'l str> {
 
 /// `prompt` with `rules` added to its list of rules: after the last rule of an existing
 /// "Rules:" list, else as a new list right before the first line that holds a `{variable}`
-/// (so that the rules come before the input, as instructions usually do), else at the end.
-/// Rules the prompt already states are not repeated. `None` when nothing is new.
+/// (so that the rules come before the input, as instructions usually do); when the input comes
+/// first, right after its last line, so that the instruction after the input stays the last
+/// thing the task model reads; else at the end. Rules the prompt already states are not
+/// repeated. `None` when nothing is new.
+///
+/// Why not at the end: a rule ends with one label (`..., answer hate.`), and small models lean
+/// towards the answers they read last (the recency bias of Zhao et al., "Calibrate Before Use",
+/// 2021). Measured here before the engine wrote rules: a fitting rule for one SNIPS intent, the
+/// 1.5B model answering 100 rows, scored 0.51 at the end of the prompt and 0.83 between the input
+/// and the answer line (the seed: 0.78); in round 13 of the quality benchmark the 0.5B model
+/// answered `hate` to nearly every row once a rule ending in `answer hate.` closed the prompt.
 pub(crate) fn add_rules(prompt: &str, rules: &[String]) -> Option<String> {
     let items: Vec<String> = rules
         .iter()
@@ -644,11 +653,18 @@ pub(crate) fn add_rules(prompt: &str, rules: &[String]) -> Option<String> {
     }
     let mut lines: Vec<String> = prompt.trim_end().lines().map(str::to_owned).collect();
     let heading = lines.iter().position(|line| line.trim() == RULES_HEADING);
-    let first_input = lines
-        .iter()
-        .position(|line| has_placeholder(line))
-        .filter(|&at| at > 0);
-    match (heading, first_input) {
+    let first_input = lines.iter().position(|line| has_placeholder(line));
+    let last_input = lines.iter().rposition(|line| has_placeholder(line));
+    // Where a new list goes: before the input, or after an input that comes first and is
+    // followed by the instruction; `None`: at the end.
+    let new_list_at = match (first_input, last_input) {
+        (Some(first), _) if first > 0 => Some(first),
+        (_, Some(last)) if lines[last + 1..].iter().any(|line| !line.trim().is_empty()) => {
+            Some(last + 1)
+        }
+        _ => None,
+    };
+    match (heading, new_list_at) {
         (Some(heading), _) => {
             let end = heading
                 + 1
@@ -1394,10 +1410,30 @@ mod tests {
             expected: "positive".into(),
         };
         assert!(!rules_request(&twice, &[&shown(&view, "negative")], &[], &[]).contains("Sarcasm"));
-        // The input on the first line, or no input at all: the rules go at the end.
+        // The input first: the rules go after it, and the instruction stays last; with
+        // nothing after the input, or no input at all, they go at the end.
+        let input_first = "Text: {text}\nAnswer with exactly one of: hate, not_hate.";
+        let once = add_rules(input_first, &["When X, answer hate.".into()]).unwrap();
+        assert_eq!(
+            once,
+            "Text: {text}\nRules:\n- When X, answer hate.\nAnswer with exactly one of: hate, not_hate."
+        );
+        assert_eq!(
+            add_rules(&once, &["When Y, answer not_hate.".into()]).unwrap(),
+            "Text: {text}\nRules:\n- When X, answer hate.\n- When Y, answer not_hate.\n\
+             Answer with exactly one of: hate, not_hate."
+        );
+        assert_eq!(
+            add_rules("Title: {title}\nBody: {body}\n\nLabel?", &["Z.".into()]).unwrap(),
+            "Title: {title}\nBody: {body}\nRules:\n- Z.\n\nLabel?"
+        );
         assert_eq!(
             add_rules("{review} - sentiment?", &["Be brief.".into()]).unwrap(),
             "{review} - sentiment?\n\nRules:\n- Be brief."
+        );
+        assert_eq!(
+            add_rules("No input.", &["Be brief.".into()]).unwrap(),
+            "No input.\n\nRules:\n- Be brief."
         );
         assert_eq!(
             add_rules("Literal {{braces}}.\nText: {text}", &["X.".into()]).unwrap(),
