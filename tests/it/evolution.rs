@@ -296,6 +296,9 @@ async fn every_rule_of_start_execution_is_a_400_naming_the_rule_and_the_value() 
         body[field] = value;
         body
     };
+    let objectives = |objectives: serde_json::Value| {
+        with("gepaLabEngine", json!({ "objectives": objectives })).to_string()
+    };
     let mut input_number = valid.clone();
     input_number["dataset"][1]["input"]["review"] = json!(42);
     let raw_cases: Vec<(&str, String, &str)> = vec![
@@ -330,6 +333,27 @@ async fn every_rule_of_start_execution_is_a_400_naming_the_rule_and_the_value() 
             "dataset-input-value",
             input_number.to_string(),
             "dataset[1].input.review must be a string; seen: number 42",
+        ),
+        // The experiment file's `[objectives]` rules, as `validate` names them.
+        (
+            "objectives-limit",
+            objectives(json!({"prompt_tokens": {"limit": 0}})),
+            "gepaLabEngine.objectives.prompt_tokens.limit must be a number above 0 and at most 1000000; seen: 0",
+        ),
+        (
+            "objectives-weight",
+            objectives(json!({"latency_ms": {"weight": 2}})),
+            "gepaLabEngine.objectives.latency_ms.weight must be a number above 0 and at most 1; seen: 2",
+        ),
+        (
+            "objectives-one-of",
+            objectives(json!({"answer_tokens": {"limit": 10, "weight": 0.1}})),
+            "gepaLabEngine.objectives.answer_tokens sets both limit and weight",
+        ),
+        (
+            "objectives-one-of",
+            objectives(json!({})),
+            "gepaLabEngine.objectives must name a cost",
         ),
     ];
     for (rule, body, shown) in raw_cases {

@@ -169,3 +169,78 @@ fn a_token_limit_recommends_a_prompt_within_it_and_the_report_shows_the_frontier
     );
     assert!(summary.contains("| recommended"), "{summary}");
 }
+
+/// The public service takes no engine settings, and `[objectives]` travel with them: `run
+/// --backend remote` refuses the file before anything is created, naming the tables it sets
+/// (`[objectives]`, `[engine]` or both) and advising to remove those, not another.
+#[test]
+fn the_public_service_refusal_names_the_tables_the_file_sets() {
+    let fixtures = root().join("tests/fixtures");
+    let text = std::fs::read_to_string(fixtures.join("run_experiments/objectives.toml"))
+        .unwrap()
+        .replace(
+            "../data/tiny.csv",
+            &fixtures.join("data/tiny.csv").display().to_string(),
+        )
+        .replace(
+            "\"reflection.md\"",
+            &format!(
+                "{:?}",
+                fixtures
+                    .join("run_experiments/reflection.md")
+                    .display()
+                    .to_string()
+            ),
+        );
+    let engine = "[engine]\nreflection_template = ";
+    let engine_line = text
+        .lines()
+        .find(|line| line.starts_with("reflection_template = "))
+        .unwrap()
+        .to_owned();
+    let objectives = "[objectives]\nprompt_tokens = { limit = 1000000 }\n";
+    let cases = [
+        (
+            "objectives only",
+            text.replace(&format!("[engine]\n{engine_line}\n"), ""),
+            "[objectives] is set but the public evolution service takes no engine settings",
+            "or remove [objectives]\n",
+        ),
+        (
+            "engine only",
+            text.replace(objectives, ""),
+            "[engine] sets reflection_template but the public evolution service",
+            "or remove [engine]\n",
+        ),
+        (
+            "both",
+            text.clone(),
+            "[engine] sets reflection_template and [objectives] is set but the public",
+            "or remove [engine] and [objectives]\n",
+        ),
+    ];
+    assert!(text.contains(engine) && text.contains(objectives), "{text}");
+    for (case, text, set, remove) in cases {
+        let out = tempfile::tempdir().unwrap();
+        let file = out.path().join("objectives.toml");
+        std::fs::write(&file, &text).unwrap();
+        let elsewhere = out.path().join("runs");
+        std::fs::create_dir(&elsewhere).unwrap();
+        let output = crate::common::command()
+            .args(["run", "--backend", "remote", "--yes", "--out"])
+            .arg(&elsewhere)
+            .arg(&file)
+            .stdin(Stdio::null())
+            .output()
+            .expect("gepa-lab runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{case}: {stderr}");
+        assert!(stderr.contains(set), "{case}: {stderr}");
+        assert!(stderr.contains(remove), "{case}: {stderr}");
+        assert_eq!(
+            std::fs::read_dir(&elsewhere).unwrap().count(),
+            0,
+            "{case}: nothing was started"
+        );
+    }
+}

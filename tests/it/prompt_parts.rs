@@ -19,10 +19,10 @@ use gepa_lab::store::{HISTORY_FILE, HistoryRow, REPLAY_FILE, ReplayRow, RunDir};
 use crate::checkpoint::{only_run, upstream};
 use crate::common::root;
 
-const SYSTEM: &str =
+pub(crate) const SYSTEM: &str =
     "You label the sentiment of product reviews.\nAnswer with one of: positive, negative";
-const TURN_USER: &str = "Review: Great value for the price.";
-const USER: &str = "Review: {review}";
+pub(crate) const TURN_USER: &str = "Review: Great value for the price.";
+pub(crate) const USER: &str = "Review: {review}";
 
 fn local_run(upstream: &str, args: &[&std::ffi::OsStr]) -> Command {
     let mut command = crate::common::command();
@@ -36,7 +36,9 @@ fn local_run(upstream: &str, args: &[&std::ffi::OsStr]) -> Command {
     command
 }
 
-fn start(upstream: &str, out: &Path) -> Command {
+/// `run --backend local` of the prompt-parts fixture under `out`, its models the simulated one
+/// at `upstream`.
+pub(crate) fn start(upstream: &str, out: &Path) -> Command {
     let experiment = root().join("tests/fixtures/run_experiments/prompt_parts.toml");
     local_run(
         upstream,

@@ -372,3 +372,74 @@ fn a_tracking_table_is_planned_for_every_execution_and_a_bad_one_refused() {
         "{stdout}{stderr}"
     );
 }
+
+/// A prompt of several parts is logged like any other: each replayed version's prompt is an
+/// artifact holding the join of its parts (the markers, the fixed turn and user template kept),
+/// which splits back into the parts of `history.csv`'s prompt, and the engine's settings are
+/// parameters.
+#[test]
+fn a_prompt_of_several_parts_is_logged_with_each_versions_parts() {
+    use gepa_lab::prompt::{ChatPrompt, PartName};
+    use gepa_lab::store::{HISTORY_FILE, HistoryRow, RunDir};
+
+    use crate::prompt_parts::{SYSTEM, TURN_USER, USER};
+
+    let Some(program) = mlflow_program() else {
+        return;
+    };
+    let mlflow = Mlflow::start(&program);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let upstream = crate::checkpoint::upstream(&runtime, "model=local,seed=2,latency_ms=1");
+    let out = tempfile::tempdir().unwrap();
+    let output = crate::prompt_parts::start(&upstream.url, out.path())
+        .args(["--mlflow", &mlflow.url])
+        .output()
+        .expect("gepa-lab runs");
+    assert_succeeded(&output);
+    let dir = RunDir::open(&crate::checkpoint::only_run(out.path(), "prompt-parts")).unwrap();
+    let history: Vec<HistoryRow> = dir.read_csv(HISTORY_FILE).unwrap();
+
+    let runs = mlflow.runs("prompt-parts");
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    let run = &runs[0];
+    assert_eq!(run["info"]["status"], "FINISHED");
+    assert!(
+        value_of(run, "params", "engine.reflectionTemplate").is_some(),
+        "{run}"
+    );
+    let run_id = run["info"]["run_id"].as_str().unwrap();
+    let listed = mlflow.api(
+        &format!("artifacts/list?run_id={run_id}&path=prompts"),
+        None,
+    );
+    let files: Vec<&str> = listed["files"]
+        .as_array()
+        .expect("prompt artifacts")
+        .iter()
+        .filter_map(|f| f["path"].as_str())
+        .collect();
+    assert!(files.contains(&"prompts/seed.txt"), "{files:?}");
+    assert!(
+        files.len() >= 2,
+        "the seed and an evolved version: {files:?}"
+    );
+    for file in files {
+        let (status, text) = mlflow
+            .get(&format!("/get-artifact?path={file}&run_id={run_id}"))
+            .expect("mlflow serves the artifact");
+        assert_eq!(status, 200, "{file}: {text}");
+        assert!(
+            history.iter().any(|row| row.prompt == text),
+            "{file} is a prompt of the history: {text}"
+        );
+        let parts = ChatPrompt::split(&text);
+        assert!(!parts.is_plain(), "{file} keeps its parts: {text}");
+        assert_eq!(parts.part(PartName::User), Some(USER), "{file}");
+        assert_eq!(parts.sections()[1].text, TURN_USER, "{file}");
+        assert!(parts.sections().iter().any(|s| s.fixed), "{file}");
+        if file == "prompts/seed.txt" {
+            assert_eq!(text, history[0].prompt);
+            assert_eq!(parts.part(PartName::System), Some(SYSTEM));
+        }
+    }
+}

@@ -308,3 +308,74 @@ fn the_viewer_shows_two_runs_their_trend_and_a_side_by_side() {
         assert!(console.is_empty(), "{name}: console messages:\n{console}");
     }
 }
+
+/// A run of a prompt of several parts: the runs table offers each of its versions, the side by
+/// side of the seed and an evolved version diffs each part (the turn and the user template
+/// marked fixed), and the run's report, served as it is, diffs each version's parts too.
+#[test]
+fn the_viewer_shows_a_prompt_of_several_parts_part_by_part() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let upstream = crate::checkpoint::upstream(&runtime, "model=local,seed=2,latency_ms=1");
+    let out = tempfile::tempdir().unwrap();
+    let output = crate::prompt_parts::start(&upstream.url, out.path())
+        .output()
+        .expect("gepa-lab runs");
+    assert_succeeded(&output);
+    let dir = crate::checkpoint::only_run(out.path(), "prompt-parts");
+    let key = format!(
+        "prompt-parts/{}",
+        dir.file_name().unwrap().to_string_lossy()
+    );
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+    let versions = results["versions"].as_array().expect("versions");
+    let execution = versions[0]["execution"].as_str().unwrap();
+    let evolved = versions
+        .iter()
+        .find(|v| v["is_seed"] == false)
+        .and_then(|v| v["label"].as_str())
+        .expect("an evolved version was replayed");
+    let viewer = Viewer::start(out.path());
+
+    // The runs table: the run, and each replayed version to pick.
+    let (status, page) = viewer.get("/");
+    assert_eq!(status, 200);
+    let page = unescape(&page);
+    for version in ["seed", evolved] {
+        let pick = format!("{key}|{execution}|{version}");
+        assert!(page.contains(&pick), "{pick} is not offered: {page}");
+    }
+
+    // Side by side: the seed in full, the evolved version diffed part by part.
+    let (status, page) = viewer.get(&format!(
+        "/compare?a={key}|{execution}|seed&b={key}|{execution}|{evolved}"
+    ));
+    assert_eq!(status, 200, "{page}");
+    let page = unescape(&page);
+    for part in [
+        "system message, against the first's",
+        "turn 1 (user) <span class=\"tag\">fixed</span>",
+        "turn 1 (assistant) <span class=\"tag\">fixed</span>",
+        "user template <span class=\"tag\">fixed</span>",
+    ] {
+        assert!(page.contains(part), "{part:?} is not on the page: {page}");
+    }
+    assert!(
+        !page.contains("system message <span class=\"tag\">fixed</span>"),
+        "the system message evolves"
+    );
+    assert!(
+        page.contains("<system>") && page.contains(crate::prompt_parts::TURN_USER),
+        "the seed in full: {page}"
+    );
+
+    // The run's report: each evolved version's parts against the seed's.
+    let (status, page) = viewer.get(&format!("/runs/{key}/index.html"));
+    assert_eq!(status, 200);
+    let page = unescape(&page);
+    assert!(
+        page.contains("system message, against the seed's")
+            && page.contains("user template <span class=\"tag\">fixed</span>, against the seed's"),
+        "{page}"
+    );
+}

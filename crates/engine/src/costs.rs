@@ -120,6 +120,100 @@ pub enum Objective {
 /// The largest weight: a score of 1 per token or millisecond already outweighs every score.
 pub const MAX_WEIGHT: f64 = 1.0;
 
+/// A rule of `[objectives]` (the ids `validate` and `serve` name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ObjectiveRule {
+    /// `objectives-one-of`: a cost sets exactly one of `limit` and `weight`, and the table
+    /// names at least one cost.
+    OneOf,
+    /// `objectives-limit`: a limit is above 0 and at most [`CostKind::max_limit`].
+    Limit,
+    /// `objectives-weight`: a weight is above 0 and at most [`MAX_WEIGHT`].
+    Weight,
+}
+
+impl ObjectiveRule {
+    pub fn id(self) -> &'static str {
+        match self {
+            Self::OneOf => "objectives-one-of",
+            Self::Limit => "objectives-limit",
+            Self::Weight => "objectives-weight",
+        }
+    }
+
+    /// The rule in a few words, for an engine config error.
+    pub fn summary(self) -> &'static str {
+        match self {
+            Self::OneOf => "an objective sets exactly one of a limit and a weight",
+            Self::Limit => "a limit is a number above 0, at most 1000000 tokens or 3600000 ms",
+            Self::Weight => "a weight is a number above 0 and at most 1",
+        }
+    }
+}
+
+/// An objective that breaks a rule: the key as the experiment file names it
+/// (`objectives.prompt_tokens.limit`), what it must be, and the value seen.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ObjectiveProblem {
+    pub rule: ObjectiveRule,
+    pub key: String,
+    pub requirement: String,
+    pub seen: String,
+}
+
+impl std::fmt::Display for ObjectiveProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.key, self.requirement)
+    }
+}
+
+impl Objective {
+    /// One cost's objective from the `limit` and `weight` a file or a request sets: exactly one
+    /// of them, in its range.
+    pub fn from_parts(
+        kind: CostKind,
+        limit: Option<f64>,
+        weight: Option<f64>,
+    ) -> Result<Self, ObjectiveProblem> {
+        match (limit, weight) {
+            (Some(limit), None) => Self::Limit(limit).check(kind),
+            (None, Some(weight)) => Self::Weight(weight).check(kind),
+            (limit, _) => {
+                let seen = if limit.is_some() {
+                    "both limit and weight"
+                } else {
+                    "neither limit nor weight"
+                };
+                Err(ObjectiveProblem {
+                    rule: ObjectiveRule::OneOf,
+                    key: format!("objectives.{kind}"),
+                    requirement: format!(
+                        "sets {seen}: give it a hard limit or a weight, exactly one of them"
+                    ),
+                    seen: seen.to_owned(),
+                })
+            }
+        }
+    }
+
+    /// This objective, when its number is in its range for `kind`.
+    pub fn check(self, kind: CostKind) -> Result<Self, ObjectiveProblem> {
+        let (rule, name, value, max) = match self {
+            Self::Limit(limit) => (ObjectiveRule::Limit, "limit", limit, kind.max_limit()),
+            Self::Weight(weight) => (ObjectiveRule::Weight, "weight", weight, MAX_WEIGHT),
+        };
+        if value.is_finite() && value > 0.0 && value <= max {
+            return Ok(self);
+        }
+        Err(ObjectiveProblem {
+            rule,
+            key: format!("objectives.{kind}.{name}"),
+            requirement: format!("must be a number above 0 and at most {max}"),
+            seen: value.to_string(),
+        })
+    }
+}
+
 /// The objectives of a run, one per cost at most; none is the engine's behaviour without them.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Objectives {
@@ -166,19 +260,37 @@ impl Objectives {
         self.iter().next().map(|(kind, _)| kind)
     }
 
-    /// The first objective out of its range, as (cost, value, rule).
+    /// The rules these objectives break: each one out of its range, or none set at all. The
+    /// one implementation of `[objectives]`' rules: `validate` reports these at the file's
+    /// keys, `serve` answers them with a 400, the engine refuses a config that has any.
+    pub fn problems(&self) -> Vec<ObjectiveProblem> {
+        if self.is_empty() {
+            return vec![ObjectiveProblem {
+                rule: ObjectiveRule::OneOf,
+                key: "objectives".to_owned(),
+                requirement: "must name a cost: give prompt_tokens, answer_tokens or latency_ms \
+                              a limit or a weight, or remove the table"
+                    .to_owned(),
+                seen: "an empty table".to_owned(),
+            }];
+        }
+        self.iter()
+            .filter_map(|(kind, objective)| objective.check(kind).err())
+            .collect()
+    }
+
+    /// The first rule these objectives break, as (cost, value, rule).
     pub fn out_of_range(&self) -> Option<(CostKind, f64, &'static str)> {
-        self.iter().find_map(|(kind, objective)| match objective {
-            Objective::Limit(limit) if !(limit > 0.0 && limit <= kind.max_limit()) => Some((
-                kind,
-                limit,
-                "a limit is a number above 0, at most 1000000 tokens or 3600000 ms",
-            )),
-            Objective::Weight(weight) if !(weight > 0.0 && weight <= MAX_WEIGHT) => {
-                Some((kind, weight, "a weight is a number above 0 and at most 1"))
-            }
-            _ => None,
-        })
+        self.iter()
+            .find_map(|(kind, objective)| match objective.check(kind) {
+                Ok(_) => None,
+                Err(problem) => {
+                    let value = match objective {
+                        Objective::Limit(value) | Objective::Weight(value) => value,
+                    };
+                    Some((kind, value, problem.rule.summary()))
+                }
+            })
     }
 
     /// Whether `costs` are within every limit. A cost that is not known is not within its

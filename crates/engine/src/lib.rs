@@ -45,7 +45,9 @@ pub use config::{
     DEFAULT_PARALLEL_CALLS, DEFAULT_REFLECTION_MINIBATCH, EngineConfig, MAX_DEMONSTRATIONS,
     MergeConfig, OnTaskError, Proposer,
 };
-pub use costs::{AnswerCost, CostKind, Costs, MAX_WEIGHT, Objective, Objectives};
+pub use costs::{
+    AnswerCost, CostKind, Costs, MAX_WEIGHT, Objective, ObjectiveProblem, ObjectiveRule, Objectives,
+};
 pub use error::EngineError;
 pub use objectives::{
     NOT_WORSE_P, ParetoComparison, Standing, cheapest_not_worse, frontier, recommend,

@@ -7,7 +7,9 @@
 //! other, with a common ancestor that scores no better than either; a (pair, ancestor) triplet is
 //! tried once; the pool must hold at least three candidates. The reference also needs a component
 //! that one descendant changed and the other did not; for a single prompt that reduces to "the
-//! two prompts differ", which the pool guarantees because it never holds a duplicate.
+//! two prompts differ", which the pool guarantees because it never holds a duplicate, and for a
+//! prompt of several evolvable parts it is checked part by part (`parts::mergeable`), since such
+//! a prompt is merged part by part as the reference merges components (`parts::merge_parts`).
 
 use std::collections::BTreeSet;
 
@@ -77,8 +79,15 @@ impl MergeScheduler {
         turn
     }
 
-    /// Draws a pair that meets every precondition and marks its triplet as tried.
-    pub(crate) fn find_triplet(&mut self, pool: &Pool, rng: &mut ChaCha8Rng) -> Option<Triplet> {
+    /// Draws a pair that meets every precondition and marks its triplet as tried. `usable`
+    /// adds one of the caller's: for prompts merged part by part, that one descendant changed
+    /// a part the other did not (the reference's "desirable predictors").
+    pub(crate) fn find_triplet(
+        &mut self,
+        pool: &Pool,
+        rng: &mut ChaCha8Rng,
+        usable: impl Fn(Triplet) -> bool,
+    ) -> Option<Triplet> {
         let candidates: Vec<usize> = pool.leaders().iter().map(|&(g, _)| g).collect();
         if candidates.len() < 2 || pool.len() < 3 {
             return None;
@@ -100,6 +109,11 @@ impl MergeScheduler {
                     !self.tried.contains(&(first, second, ancestor))
                         && score(ancestor) <= score(first)
                         && score(ancestor) <= score(second)
+                        && usable(Triplet {
+                            first,
+                            second,
+                            ancestor,
+                        })
                 })
                 .collect();
             if common.is_empty() {
@@ -207,7 +221,7 @@ mod tests {
     fn two_siblings_that_each_beat_their_parent_merge_through_it() {
         let pool = pool(&[(&[], &[0.2, 0.2]), (&[0], &[1.0, 0.2]), (&[0], &[0.2, 1.0])]);
         assert_eq!(
-            scheduler().find_triplet(&pool, &mut rng()),
+            scheduler().find_triplet(&pool, &mut rng(), |_| true),
             Some(Triplet {
                 first: 1,
                 second: 2,
@@ -219,17 +233,20 @@ mod tests {
     #[test]
     fn needs_three_candidates_and_two_non_dominated_ones() {
         let two = pool(&[(&[], &[0.2, 0.2]), (&[0], &[1.0, 0.2])]);
-        assert_eq!(scheduler().find_triplet(&two, &mut rng()), None);
+        assert_eq!(scheduler().find_triplet(&two, &mut rng(), |_| true), None);
         // 2 dominates 1 (it wins everything 1 wins), so only one candidate can be picked.
         let dominated = pool(&[(&[], &[0.2, 0.2]), (&[0], &[1.0, 0.2]), (&[0], &[1.0, 1.0])]);
-        assert_eq!(scheduler().find_triplet(&dominated, &mut rng()), None);
+        assert_eq!(
+            scheduler().find_triplet(&dominated, &mut rng(), |_| true),
+            None
+        );
     }
 
     #[test]
     fn never_merges_a_candidate_with_its_own_ancestor() {
         // 2 descends from 1; both lead somewhere, but one is the other's ancestor.
         let pool = pool(&[(&[], &[0.0, 0.0]), (&[0], &[1.0, 0.5]), (&[1], &[0.5, 1.0])]);
-        assert_eq!(scheduler().find_triplet(&pool, &mut rng()), None);
+        assert_eq!(scheduler().find_triplet(&pool, &mut rng(), |_| true), None);
     }
 
     #[test]
@@ -241,15 +258,33 @@ mod tests {
             (&[0], &[1.0, 0.0, 0.0]),
             (&[0], &[0.0, 1.0, 0.0]),
         ]);
-        assert_eq!(scheduler().find_triplet(&pool, &mut rng()), None);
+        assert_eq!(scheduler().find_triplet(&pool, &mut rng(), |_| true), None);
+    }
+
+    #[test]
+    fn a_triplet_the_caller_cannot_merge_is_not_drawn() {
+        // Prompts merged part by part need a part one descendant changed and the other did
+        // not: a triplet without one is never drawn, nor marked tried.
+        let pool = pool(&[(&[], &[0.2, 0.2]), (&[0], &[1.0, 0.2]), (&[0], &[0.2, 1.0])]);
+        let mut scheduler = scheduler();
+        assert_eq!(scheduler.find_triplet(&pool, &mut rng(), |_| false), None);
+        assert!(
+            scheduler
+                .find_triplet(&pool, &mut rng(), |_| true)
+                .is_some()
+        );
     }
 
     #[test]
     fn each_triplet_is_tried_once() {
         let pool = pool(&[(&[], &[0.2, 0.2]), (&[0], &[1.0, 0.2]), (&[0], &[0.2, 1.0])]);
         let mut scheduler = scheduler();
-        assert!(scheduler.find_triplet(&pool, &mut rng()).is_some());
-        assert_eq!(scheduler.find_triplet(&pool, &mut rng()), None);
+        assert!(
+            scheduler
+                .find_triplet(&pool, &mut rng(), |_| true)
+                .is_some()
+        );
+        assert_eq!(scheduler.find_triplet(&pool, &mut rng(), |_| true), None);
     }
 
     #[test]

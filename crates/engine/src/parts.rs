@@ -84,6 +84,67 @@ pub(crate) fn placeholders_outside_user(parts: &ChatPrompt) -> Vec<String> {
         .collect()
 }
 
+/// Whether two descendants of `ancestor` have a part worth merging: one that one of them
+/// changed and the other did not (the reference's "desirable predictors"). Without one, a merge
+/// part by part can only give back one of them.
+pub(crate) fn mergeable(ancestor: &str, first: &str, second: &str) -> bool {
+    let [ancestor, first, second] = [ancestor, first, second].map(ChatPrompt::split);
+    ancestor.evolvable().into_iter().any(|part| {
+        let [a, x, y] = [&ancestor, &first, &second].map(|p| p.part(part));
+        (a == x || a == y) && x != y
+    })
+}
+
+/// Which of the two descendants a merged part was taken from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Source {
+    First,
+    Second,
+}
+
+/// GEPA's merge of a prompt of several parts, part by part, as the reference implementation
+/// merges the components of a program: from the common `ancestor`, each evolvable part is
+/// taken from the descendant that changed it when only one did; from the better scoring one
+/// when both did (`tie` decides equal scores); as it is when neither did. The fixed parts are
+/// the ancestor's, which are every candidate's. `None` when the parts of the three do not
+/// match (a prompt of one text is merged by the reflection model instead).
+pub(crate) fn merge_parts(
+    ancestor: &str,
+    [(first, first_score), (second, second_score)]: [(&str, f64); 2],
+    tie: impl FnOnce() -> Source,
+) -> Option<String> {
+    let [ancestor, first, second] = [ancestor, first, second].map(ChatPrompt::split);
+    if ancestor.is_plain()
+        || !ancestor.keeps_fixed_parts_of(&first)
+        || !ancestor.keeps_fixed_parts_of(&second)
+    {
+        return None;
+    }
+    let better = if first_score > second_score {
+        Source::First
+    } else if second_score > first_score {
+        Source::Second
+    } else {
+        tie()
+    };
+    let mut merged = ancestor.clone();
+    for part in ancestor.evolvable() {
+        let [a, x, y] = [&ancestor, &first, &second].map(|p| p.part(part));
+        let text = if a == x {
+            y
+        } else if a == y || x == y {
+            x
+        } else {
+            match better {
+                Source::First => x,
+                Source::Second => y,
+            }
+        };
+        merged = merged.with_part(part, text?.to_owned()).ok()?;
+    }
+    Some(merged.join())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -174,6 +235,102 @@ mod tests {
             .with_part(PartName::System, "Label {review} now.".into())
             .unwrap();
         assert_eq!(placeholders_outside_user(&child), ["review"]);
+    }
+
+    /// A prompt whose system message and user template both evolve, with one fixed turn.
+    fn both(system: &str, user: &str) -> String {
+        ChatPrompt::new(
+            Some(system.into()),
+            vec![Turn {
+                user: "Review: ok".into(),
+                assistant: "positive".into(),
+            }],
+            user.into(),
+            &PartName::ALL,
+        )
+        .unwrap()
+        .join()
+    }
+
+    fn merged_parts(merged: &str) -> (String, String) {
+        let parts = ChatPrompt::split(merged);
+        (
+            parts.part(PartName::System).unwrap().to_owned(),
+            parts.part(PartName::User).unwrap().to_owned(),
+        )
+    }
+
+    #[test]
+    fn a_merge_takes_each_part_from_the_descendant_that_changed_it() {
+        let ancestor = both("S", "U {review}");
+        let first = both("S, better", "U {review}");
+        let second = both("S", "U {review}, better");
+        let unused = || panic!("no part was changed by both");
+        let merged = merge_parts(&ancestor, [(&first, 0.5), (&second, 0.7)], unused).unwrap();
+        assert_eq!(
+            merged_parts(&merged),
+            ("S, better".into(), "U {review}, better".into())
+        );
+        // The fixed turn is the ancestor's, byte for byte.
+        let split = ChatPrompt::split(&merged);
+        assert!(ChatPrompt::split(&ancestor).keeps_fixed_parts_of(&split));
+        assert_eq!(split.sections()[1].text, "Review: ok");
+        assert!(mergeable(&ancestor, &first, &second));
+    }
+
+    #[test]
+    fn a_part_both_changed_comes_from_the_better_one_or_the_tie_breaker() {
+        let ancestor = both("S", "U {review}");
+        let first = both("S one", "U {review} one");
+        let second = both("S two", "U {review}");
+        let never = || panic!("the scores differ");
+        // System changed by both: the better scoring one's; user changed by the first alone.
+        let merged = merge_parts(&ancestor, [(&first, 0.4), (&second, 0.6)], never).unwrap();
+        assert_eq!(
+            merged_parts(&merged),
+            ("S two".into(), "U {review} one".into())
+        );
+        let merged = merge_parts(&ancestor, [(&first, 0.6), (&second, 0.4)], never).unwrap();
+        assert_eq!(
+            merged_parts(&merged),
+            ("S one".into(), "U {review} one".into())
+        );
+        // Equal scores: the tie breaker (the engine draws it from its merge stream).
+        let merged = merge_parts(&ancestor, [(&first, 0.5), (&second, 0.5)], || {
+            Source::Second
+        })
+        .unwrap();
+        assert_eq!(merged_parts(&merged).0, "S two");
+    }
+
+    #[test]
+    fn a_part_neither_changed_is_the_ancestors_and_one_text_is_not_merged_here() {
+        let ancestor = both("S", "U {review}");
+        let first = both("S one", "U {review}");
+        let second = both("S two", "U {review}");
+        let merged =
+            merge_parts(&ancestor, [(&first, 0.6), (&second, 0.4)], || Source::First).unwrap();
+        assert_eq!(merged_parts(&merged).1, "U {review}");
+        // Both changed the only part they changed: nothing to merge part by part.
+        assert!(!mergeable(&ancestor, &first, &second));
+        // Both made the same change: it is kept.
+        let same = merge_parts(&ancestor, [(&first, 0.6), (&first, 0.4)], || Source::First);
+        assert_eq!(same.map(|m| merged_parts(&m).0), Some("S one".into()));
+        // A prompt of one text, or descendants whose parts no longer match, are not merged here.
+        assert_eq!(
+            merge_parts(
+                "U {review}",
+                [("V {review}", 1.0), ("W {review}", 0.0)],
+                || { Source::First }
+            ),
+            None
+        );
+        assert_eq!(
+            merge_parts(&ancestor, [("U {review}", 1.0), (&second, 0.0)], || {
+                Source::First
+            }),
+            None
+        );
     }
 
     #[test]

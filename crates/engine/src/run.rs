@@ -5,7 +5,7 @@ use std::future::Future;
 use std::time::Instant;
 
 use futures::future::join_all;
-use rand::SeedableRng;
+use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::budget::Budget;
@@ -404,9 +404,16 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
 
     async fn iterate(&mut self, pool: &mut Pool) -> Result<IterationRecord, Halt> {
         let pareto = self.pareto_examples.len();
+        let by_parts = self.merges_by_parts();
+        let usable = |t: Triplet| {
+            !by_parts || {
+                let prompt = |g: usize| pool.get(g).prompt.as_str();
+                parts::mergeable(prompt(t.ancestor), prompt(t.first), prompt(t.second))
+            }
+        };
         if let Some(merges) = self.merges.as_mut()
             && merges.take_turn()
-            && let Some(triplet) = merges.find_triplet(pool, &mut self.merge_rng)
+            && let Some(triplet) = merges.find_triplet(pool, &mut self.merge_rng, usable)
         {
             // One reflection, then at most the whole Pareto set (the subsample is part of it).
             self.afford(1 + pareto)?;
@@ -906,6 +913,69 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             cost: Default::default(),
             best: Default::default(),
         };
+        let child = if self.merges_by_parts() {
+            self.merge_by_parts(pool, triplet)
+        } else {
+            self.merge_by_reflection(pool, triplet).await?
+        };
+        let Some(child) = self.run_child(child, record.child_fields()).await? else {
+            return Ok(record);
+        };
+        // The reference's rule for merges: at least as good as the better parent on the
+        // subsample (not strictly better, unlike a mutation).
+        let bar = sum(&record.parent_scores[0]).max(sum(&record.parent_scores[1]));
+        record.outcome = if sum(&record.child_scores) >= bar {
+            let generation = self
+                .add_candidate(pool, child, vec![triplet.first, triplet.second])
+                .await?;
+            if let Some(merges) = self.merges.as_mut() {
+                merges.merge_accepted();
+            }
+            Outcome::Accepted { generation }
+        } else {
+            Outcome::Rejected
+        };
+        Ok(record)
+    }
+
+    /// Whether merges combine parts, as the reference combines a program's components: for a
+    /// prompt of several evolvable parts. A prompt of one evolvable part (a `seed`, or parts of
+    /// which one may change) is merged by the reflection model, which writes a whole prompt.
+    fn merges_by_parts(&self) -> bool {
+        self.seed_parts.evolvable().len() > 1
+    }
+
+    /// The merged child of a prompt of several evolvable parts, part by part
+    /// ([`parts::merge_parts`]); no call is made. Equal scores are broken by the merge stream.
+    fn merge_by_parts(&mut self, pool: &Pool, triplet: Triplet) -> Result<PromptId, Rejection> {
+        let [first, second] = [triplet.first, triplet.second].map(|g| pool.get(g));
+        let rng = &mut self.merge_rng;
+        let merged = parts::merge_parts(
+            &pool.get(triplet.ancestor).prompt,
+            [(&first.prompt, first.score), (&second.prompt, second.score)],
+            || {
+                if rng.random_bool(0.5) {
+                    parts::Source::First
+                } else {
+                    parts::Source::Second
+                }
+            },
+        );
+        match merged {
+            Some(text) => self.vet(text),
+            None => Err(Rejection {
+                prompt: None,
+                reason: ProposalFailure::PartsChanged,
+            }),
+        }
+    }
+
+    /// The merged child the reflection model writes from the ancestor and both descendants.
+    async fn merge_by_reflection(
+        &mut self,
+        pool: &Pool,
+        triplet: Triplet,
+    ) -> Result<Result<PromptId, Rejection>, Halt> {
         let wins = |a: &[f64], b: &[f64]| a.iter().zip(b).filter(|(x, y)| x > y).count();
         let [first, second] = [triplet.first, triplet.second].map(|g| pool.get(g));
         let request = reflection::merge_request(
@@ -926,28 +996,10 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             self.placeholders.required(),
         );
         // An instruction is never reworded, so the proposal's child is all there is.
-        let child = self
+        Ok(self
             .propose(&request, Reading::Instruction, None)
             .await?
-            .child;
-        let Some(child) = self.run_child(child, record.child_fields()).await? else {
-            return Ok(record);
-        };
-        // The reference's rule for merges: at least as good as the better parent on the
-        // subsample (not strictly better, unlike a mutation).
-        let bar = sum(&record.parent_scores[0]).max(sum(&record.parent_scores[1]));
-        record.outcome = if sum(&record.child_scores) >= bar {
-            let generation = self
-                .add_candidate(pool, child, vec![triplet.first, triplet.second])
-                .await?;
-            if let Some(merges) = self.merges.as_mut() {
-                merges.merge_accepted();
-            }
-            Outcome::Accepted { generation }
-        } else {
-            Outcome::Rejected
-        };
-        Ok(record)
+            .child)
     }
 
     /// A proposed child, run on the rows of its iteration (a mutation's minibatch, a merge's

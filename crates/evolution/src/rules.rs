@@ -12,6 +12,7 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
+use gepa_lab_engine::{CostKind, Objective, ObjectiveProblem, Objectives};
 use serde_json::Value;
 
 use super::ServiceProfile;
@@ -123,6 +124,13 @@ pub fn validate_start(
     }
     if let Err(violation) = evaluator_model(&request.evaluator, profile) {
         found.push(violation);
+    }
+    if let Some(objectives) = request
+        .engine
+        .as_ref()
+        .and_then(|engine| engine.objectives.as_ref())
+    {
+        found.extend(objectives.problems().into_iter().map(objective_violation));
     }
     if found.is_empty() {
         Ok(())
@@ -321,6 +329,10 @@ pub fn parse_start(body: &[u8], profile: &ServiceProfile) -> Result<StartExecuti
     if !shape.is_empty() {
         return Err(Violations(shape));
     }
+    let objectives = check_objectives(&value);
+    if !objectives.is_empty() {
+        return Err(Violations(objectives));
+    }
     // Whole numbers written as floats become integers, which is what the request type holds.
     for (field, _) in WHOLE_NUMBERS {
         if let Some(slot) = value.get_mut(field)
@@ -362,6 +374,45 @@ fn read_strategy(value: &mut Value) -> Option<RuleViolation> {
     let violation = RuleViolation::new("strategy", "strategy", "must be RPM or SAM", quoted(name));
     *slot = Value::from(Strategy::Rpm.as_str());
     Some(violation)
+}
+
+/// The rules of `gepaLabEngine.objectives` (an experiment's `[objectives]`), read from the body
+/// as sent, so that a cost with both or neither of `limit` and `weight` is named by its rule
+/// rather than refused as a shape the request type cannot hold. The rules are the engine's, the
+/// ones `validate` reports in the file; a value of the wrong JSON type is left to the
+/// conversion to refuse.
+fn check_objectives(value: &Value) -> Vec<RuleViolation> {
+    let Some(Value::Object(costs)) = value
+        .get("gepaLabEngine")
+        .and_then(|engine| engine.get("objectives"))
+    else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    let mut objectives = Objectives::default();
+    for kind in CostKind::ALL {
+        let Some(Value::Object(cost)) = costs.get(kind.as_str()) else {
+            continue;
+        };
+        let number = |name: &str| cost.get(name).and_then(Value::as_f64);
+        match Objective::from_parts(kind, number("limit"), number("weight")) {
+            Ok(objective) => objectives.set(kind, objective),
+            Err(problem) => found.push(objective_violation(problem)),
+        }
+    }
+    if found.is_empty() {
+        found.extend(objectives.problems().into_iter().map(objective_violation));
+    }
+    found
+}
+
+fn objective_violation(problem: ObjectiveProblem) -> RuleViolation {
+    RuleViolation::new(
+        problem.rule.id(),
+        format!("gepaLabEngine.{}", problem.key),
+        problem.requirement,
+        problem.seen,
+    )
 }
 
 /// The rules a typed request cannot break: presence and JSON types of each field.
@@ -615,6 +666,59 @@ mod tests {
         // Listed first, with the rules the typed request breaks.
         let both = broken_strategy("X", |r| r.prompt = String::new());
         assert_eq!(both.rules(), ["strategy", "prompt-empty"]);
+    }
+
+    /// `gepaLabEngine.objectives` breaks the experiment file's `[objectives]` rules (the
+    /// engine's, written once), named with the field and the value seen; valid ones pass.
+    #[test]
+    fn objectives_in_a_start_request_break_the_files_rules() {
+        let with = |objectives: serde_json::Value| {
+            let mut body = serde_json::to_value(valid()).unwrap();
+            body["gepaLabEngine"] = json!({ "objectives": objectives });
+            parse_start(body.to_string().as_bytes(), &ServiceProfile::default())
+        };
+        let ok = with(json!({"prompt_tokens": {"limit": 120}, "latency_ms": {"weight": 0.5}}))
+            .expect("valid objectives");
+        let objectives = ok.engine.unwrap().objectives.unwrap();
+        assert_eq!(
+            objectives.prompt_tokens,
+            Some(gepa_lab_engine::Objective::Limit(120.0))
+        );
+        let cases = [
+            (
+                json!({"prompt_tokens": {"limit": -1}}),
+                "rule objectives-limit: gepaLabEngine.objectives.prompt_tokens.limit must be a \
+                 number above 0 and at most 1000000; seen: -1",
+            ),
+            (
+                json!({"latency_ms": {"limit": 3600001}}),
+                "rule objectives-limit: gepaLabEngine.objectives.latency_ms.limit must be a \
+                 number above 0 and at most 3600000; seen: 3600001",
+            ),
+            (
+                json!({"answer_tokens": {"weight": 1.5}}),
+                "rule objectives-weight: gepaLabEngine.objectives.answer_tokens.weight must be \
+                 a number above 0 and at most 1; seen: 1.5",
+            ),
+            (
+                json!({"prompt_tokens": {"limit": 1, "weight": 0.1}}),
+                "rule objectives-one-of: gepaLabEngine.objectives.prompt_tokens sets both \
+                 limit and weight",
+            ),
+            (
+                json!({"prompt_tokens": {}}),
+                "rule objectives-one-of: gepaLabEngine.objectives.prompt_tokens sets neither",
+            ),
+            (
+                json!({}),
+                "rule objectives-one-of: gepaLabEngine.objectives must name a cost",
+            ),
+        ];
+        for (objectives, expected) in cases {
+            let refused = with(objectives.clone()).expect_err("refused");
+            let (_, shown) = only(&refused);
+            assert!(shown.contains(expected), "{objectives}: {shown}");
+        }
     }
 
     /// The only rule broken, and the text shown for it.

@@ -60,9 +60,10 @@ pub struct Charts {
     /// The lineage of each execution's candidates, by execution label; only for executions
     /// whose iterations are on record.
     pub lineage: BTreeMap<String, Chart>,
-    /// With `[objectives]`: each execution's score against cost, with its frontier.
+    /// With `[objectives]`: for each execution with them (in the order of the context's
+    /// `costs`), its score against the cost of each objective, with its frontier.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub frontier: Vec<Chart>,
+    pub frontier: Vec<Vec<Chart>>,
 }
 
 impl Charts {
@@ -73,7 +74,7 @@ impl Charts {
             .chain(&self.heatmaps)
             .chain(&self.latency_tokens)
             .chain(self.lineage.values())
-            .chain(&self.frontier)
+            .chain(self.frontier.iter().flatten())
     }
 }
 
@@ -272,24 +273,41 @@ pub fn build(run: &RunData, context: &ReportContext, png: bool) -> Result<Charts
     Ok(charts)
 }
 
-/// With `[objectives]`, each execution's score against cost with its frontier.
-fn frontier_charts(context: &ReportContext, png: bool) -> Result<Vec<Chart>, ReportError> {
+/// With `[objectives]`, each execution's score against the cost of each objective it sets, one
+/// chart per objective: the first objective's is `frontier-<execution>`, each other's
+/// `frontier-<execution>-<cost>`.
+fn frontier_charts(context: &ReportContext, png: bool) -> Result<Vec<Vec<Chart>>, ReportError> {
     context
         .costs
         .iter()
         .map(|view| {
-            let measured = view.candidates.iter().filter(|c| c.cost.is_some()).count();
-            chart(
-                format!(
-                    "{}: mean Pareto score against {} ({measured} of {} candidates measured)",
-                    view.execution,
-                    view.axis_label,
-                    view.candidates.len()
-                ),
-                format!("frontier-{}", file_part(&view.execution)),
-                &frontier::Frontier::new(view),
-                png,
-            )
+            view.axes
+                .iter()
+                .enumerate()
+                .map(|(index, axis)| {
+                    let measured = axis.costs.iter().filter(|c| c.is_some()).count();
+                    let name = if index == 0 {
+                        format!("frontier-{}", file_part(&view.execution))
+                    } else {
+                        format!("frontier-{}-{}", file_part(&view.execution), axis.axis)
+                    };
+                    chart(
+                        format!(
+                            "{}, objective {} of {} ({}): mean Pareto score against {} \
+                             ({measured} of {} candidates measured)",
+                            view.execution,
+                            index + 1,
+                            view.axes.len(),
+                            axis.objective,
+                            axis.axis_label,
+                            view.candidates.len()
+                        ),
+                        name,
+                        &frontier::Frontier::new(view, axis),
+                        png,
+                    )
+                })
+                .collect()
         })
         .collect()
 }

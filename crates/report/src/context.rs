@@ -24,7 +24,7 @@ use super::tables::{HistoryTotals, VersionTotals};
 mod costs;
 mod verdict;
 
-pub use costs::{CostPoint, CostRole, CostRow, CostView};
+pub use costs::{CostAxis, CostPoint, CostRole, CostRow, CostView};
 pub use verdict::adjust_family;
 
 /// Version of the context's (and `results.json`'s) shape; bumped when a field changes meaning

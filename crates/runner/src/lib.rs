@@ -346,15 +346,24 @@ pub fn public_service_refusal<'a>(
         .chain(resumed_executions)
         .find_map(|(file, execution)| {
             let engine = execution.start.engine.as_ref()?;
-            // `[objectives]` travel with the engine's settings.
-            let set = match engine.keys_set().as_slice() {
-                ["objectives"] => "[objectives] is set".to_owned(),
-                keys => format!("[engine] sets {}", keys.join(", ")),
+            // `[objectives]` travel with the engine's settings but are a table of their own:
+            // the refusal names the tables the file sets, so the advice removes the right one.
+            let (objectives, keys): (Vec<&str>, Vec<&str>) = engine
+                .keys_set()
+                .into_iter()
+                .partition(|key| *key == "objectives");
+            let (set, remove) = match (keys.is_empty(), objectives.is_empty()) {
+                (true, false) => ("[objectives] is set".to_owned(), "[objectives]"),
+                (_, true) => (format!("[engine] sets {}", keys.join(", ")), "[engine]"),
+                (false, false) => (
+                    format!("[engine] sets {} and [objectives] is set", keys.join(", ")),
+                    "[engine] and [objectives]",
+                ),
             };
             Some(format!(
                 "{file}: {set} but the public evolution service takes no engine \
                  settings; nothing was started\n  run with --backend local or --backend \
-                 <URL of a gepa-lab serve>, or remove [engine]"
+                 <URL of a gepa-lab serve>, or remove {remove}"
             ))
         })
 }

@@ -7,7 +7,7 @@ use super::engine_section::check_engine;
 use crate::diagnostic::Diagnostic;
 use crate::file::{Experiment, ObjectiveSection, ObjectivesSection};
 use crate::rules::Rule;
-use gepa_lab_engine::{CostKind, MAX_WEIGHT, Objective, Objectives};
+use gepa_lab_engine::{CostKind, Objective, ObjectiveProblem, ObjectiveRule, Objectives};
 use gepa_lab_evolution::wire::EngineSettings;
 
 /// `[engine]` and `[objectives]` as the engine's settings; `Some(None)` when neither sets
@@ -43,7 +43,8 @@ fn section_of(section: &ObjectivesSection, kind: CostKind) -> Option<&ObjectiveS
 }
 
 /// The `[objectives]` table as the engine's objectives, or `None` after reporting each problem
-/// at its key.
+/// at its key. The rules are the engine's ([`Objective::from_parts`],
+/// [`Objectives::problems`]), the same that `serve` answers a start request with.
 fn check_objectives(scope: &mut Scope<'_, '_>, section: &ObjectivesSection) -> Option<Objectives> {
     let mut objectives = Objectives::default();
     let mut ok = true;
@@ -51,81 +52,34 @@ fn check_objectives(scope: &mut Scope<'_, '_>, section: &ObjectivesSection) -> O
         let Some(objective) = section_of(section, kind) else {
             continue;
         };
-        match check_objective(scope, kind, objective) {
-            Some(checked) => objectives.set(kind, checked),
-            None => ok = false,
+        match Objective::from_parts(kind, objective.limit, objective.weight) {
+            Ok(checked) => objectives.set(kind, checked),
+            Err(problem) => {
+                report(scope, problem);
+                ok = false;
+            }
         }
     }
-    if ok && objectives.is_empty() {
-        scope.report(
-            "objectives",
-            Diagnostic::error(
-                Rule::ObjectivesOneOf,
-                "[objectives] names no cost: give prompt_tokens, answer_tokens or latency_ms a \
-                 limit or a weight, or remove the table",
-            )
-            .seen("an empty table"),
-        );
+    if !ok {
         return None;
     }
-    ok.then_some(objectives)
+    let problems = objectives.problems();
+    let clean = problems.is_empty();
+    for problem in problems {
+        report(scope, problem);
+    }
+    clean.then_some(objectives)
 }
 
-/// One cost's objective: exactly one of `limit` and `weight`, in its range.
-fn check_objective(
-    scope: &mut Scope<'_, '_>,
-    kind: CostKind,
-    objective: &ObjectiveSection,
-) -> Option<Objective> {
-    let key = format!("objectives.{kind}");
-    match (objective.limit, objective.weight) {
-        (Some(limit), None) => {
-            let max = kind.max_limit();
-            if limit.is_finite() && limit > 0.0 && limit <= max {
-                return Some(Objective::Limit(limit));
-            }
-            scope.report(
-                &format!("{key}.limit"),
-                Diagnostic::error(
-                    Rule::ObjectivesLimit,
-                    format!("{key}.limit must be a number above 0 and at most {max}"),
-                )
-                .seen(limit),
-            );
-            None
-        }
-        (None, Some(weight)) => {
-            if weight.is_finite() && weight > 0.0 && weight <= MAX_WEIGHT {
-                return Some(Objective::Weight(weight));
-            }
-            scope.report(
-                &format!("{key}.weight"),
-                Diagnostic::error(
-                    Rule::ObjectivesWeight,
-                    format!("{key}.weight must be a number above 0 and at most {MAX_WEIGHT}"),
-                )
-                .seen(weight),
-            );
-            None
-        }
-        (limit, _) => {
-            // Both, or neither.
-            let seen = if limit.is_some() {
-                "both limit and weight"
-            } else {
-                "neither limit nor weight"
-            };
-            scope.report(
-                &key,
-                Diagnostic::error(
-                    Rule::ObjectivesOneOf,
-                    format!(
-                        "{key} sets {seen}: give it a hard limit or a weight, exactly one of them"
-                    ),
-                )
-                .seen(seen),
-            );
-            None
-        }
-    }
+/// A broken rule of the engine's, reported at the key it names.
+fn report(scope: &mut Scope<'_, '_>, problem: ObjectiveProblem) {
+    let rule = match problem.rule {
+        ObjectiveRule::OneOf => Rule::ObjectivesOneOf,
+        ObjectiveRule::Limit => Rule::ObjectivesLimit,
+        ObjectiveRule::Weight => Rule::ObjectivesWeight,
+    };
+    scope.report(
+        &problem.key,
+        Diagnostic::error(rule, problem.to_string()).seen(problem.seen),
+    );
 }

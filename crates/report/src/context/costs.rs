@@ -4,7 +4,7 @@
 //! choices are the store's (`objective_choices`), read from `history.csv`.
 use serde::Serialize;
 
-use gepa_lab_engine::{CostKind, Objective, Objectives};
+use gepa_lab_engine::{CostKind, Objective, Objectives, Standing};
 use gepa_lab_store::ObjectiveChoices;
 
 use super::{ComparisonView, VersionView};
@@ -41,6 +41,25 @@ pub struct CostView {
     /// The recommended against the cheapest on the holdout, as `verdict` decides it; none when
     /// they are one candidate or either was not replayed.
     pub comparison: Option<ComparisonView>,
+    /// Every objective set, in [`CostKind::ALL`]'s order, each drawn as a chart of its own
+    /// (the first is `axis`).
+    #[serde(skip)]
+    pub axes: Vec<CostAxis>,
+}
+
+/// One objective's cost against the score: what its frontier chart draws.
+#[derive(Debug, Clone)]
+pub struct CostAxis {
+    pub axis: CostKind,
+    /// The objective in words, as `objectives` says it.
+    pub objective: String,
+    pub axis_label: String,
+    /// This cost's limit, when it has one.
+    pub limit: Option<f64>,
+    /// Each candidate's mean cost on this axis, in `candidates`' order; none when not measured.
+    pub costs: Vec<Option<f64>>,
+    /// The frontier of score against this cost, by ascending cost.
+    pub frontier: Vec<String>,
 }
 
 /// One generation as the objectives see it.
@@ -145,7 +164,12 @@ fn view(
         .into_iter()
         .filter_map(|(role, generation)| cost_row(execution, versions, role, &label(generation?)))
         .collect();
+    let axes = objectives
+        .iter()
+        .map(|(kind, objective)| cost_axis(execution, kind, objective))
+        .collect();
     CostView {
+        axes,
         execution: execution.label.clone(),
         objectives: objectives
             .iter()
@@ -175,6 +199,39 @@ fn view(
         }),
         holdout,
         comparison,
+    }
+}
+
+/// The chart of one objective: every generation's cost on it and the frontier of score
+/// against it (the engine's rule, as the store applies it to the first objective).
+fn cost_axis(execution: &Execution, kind: CostKind, objective: Objective) -> CostAxis {
+    let standings: Vec<Standing<'_>> = execution
+        .generations
+        .iter()
+        .map(|row| Standing {
+            generation: row.generation as usize,
+            score: row.score,
+            pareto_scores: &[],
+            costs: row.costs,
+        })
+        .collect();
+    CostAxis {
+        axis: kind,
+        objective: objective_text(kind, objective),
+        axis_label: kind.label().to_owned(),
+        limit: match objective {
+            Objective::Limit(limit) => Some(limit),
+            Objective::Weight(_) => None,
+        },
+        costs: execution
+            .generations
+            .iter()
+            .map(|row| row.costs.and_then(|costs| costs.get(kind)))
+            .collect(),
+        frontier: gepa_lab_engine::frontier(&standings, kind)
+            .into_iter()
+            .map(|g| label_of(execution, u32::try_from(g).unwrap_or(u32::MAX)))
+            .collect(),
     }
 }
 
