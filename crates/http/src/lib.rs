@@ -28,9 +28,20 @@ pub use retry::{Decision, RetryPolicy, server_failed};
 /// The reqwest builder every client of gepa-lab starts from, so TLS (rustls), the user agent and
 /// the connect time-out are decided once.
 pub fn client_builder() -> reqwest::ClientBuilder {
+    install_crypto_provider();
     reqwest::Client::builder()
         .user_agent(concat!("gepa-lab/", env!("CARGO_PKG_VERSION")))
         .connect_timeout(Duration::from_secs(10))
+}
+
+/// Makes ring the crypto provider of rustls in this process, once. reqwest is built without a
+/// provider of its own (the workspace Cargo.toml says why) and panics when it builds a TLS client
+/// without one. If something else installed a provider first, reqwest uses that one.
+fn install_crypto_provider() {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
 }
 
 /// A credential. `Debug` shows only that one is set, and there is no `Display`, so a key cannot
@@ -538,6 +549,61 @@ mod tests {
         let quota = pacing_quota(NonZeroU32::new(120).unwrap());
         assert_eq!(quota.replenish_interval(), Duration::from_millis(500));
         assert_eq!(quota.burst_size().get(), 1);
+    }
+
+    /// The client's TLS, end to end and offline: a handshake with a rustls server on loopback
+    /// whose certificate (for `localhost`, valid until 2126) is signed by a test CA that the
+    /// client is told to trust, made with openssl (testdata/).
+    #[tokio::test]
+    async fn the_client_completes_a_tls_handshake_and_checks_the_certificate() {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+        let chain = CertificateDer::pem_slice_iter(include_bytes!("../testdata/localhost.pem"))
+            .collect::<Result<Vec<_>, _>>()
+            .unwrap();
+        let key =
+            PrivateKeyDer::from_pem_slice(include_bytes!("../testdata/localhost.key")).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let mut tls = acceptor.accept(tcp).await.unwrap();
+            let (mut request, mut buffer) = (Vec::new(), [0; 1024]);
+            while !request.windows(4).any(|end| end == b"\r\n\r\n") {
+                let read = tls.read(&mut buffer).await.unwrap();
+                assert!(read > 0, "the request ended early");
+                request.extend_from_slice(&buffer[..read]);
+            }
+            tls.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok")
+                .await
+                .unwrap();
+            tls.shutdown().await.unwrap();
+        });
+
+        let ca = reqwest::Certificate::from_pem(include_bytes!("../testdata/ca.pem")).unwrap();
+        let client = client_builder()
+            .tls_certs_only([ca])
+            .resolve("localhost", address)
+            .build()
+            .unwrap();
+        let response = client
+            .get(format!("https://localhost:{}/", address.port()))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), reqwest::StatusCode::OK);
+        assert_eq!(response.text().await.unwrap(), "ok");
+        server.await.unwrap();
     }
 
     #[tokio::test]

@@ -24,7 +24,7 @@
 //!
 //! ```text
 //! load(run_dir) → RunData ─┬─ answers: ReplayTable, VersionTotals ─┬─ context::build ─→ ReportContext ─┬─ html, markdown
-//!   (replay.csv, pass 1)   ├─ tables (polars): HistoryTotals ──────┘   (pass 2: shown rows, labels)   ├─ results.json
+//!   (replay.csv, pass 1)   ├─ tables: HistoryTotals ───────────────┘   (pass 2: shown rows, labels)   ├─ results.json
 //!                          └─ charts::build → Charts ──────────────────────────────────────────────────┴─ charts/*.svg (*.png)
 //! write: replay.parquet from replay.csv (pass 3, a row group at a time)
 //! ```
@@ -195,7 +195,7 @@ pub fn build(run_dir: &Path, options: RenderOptions) -> Result<Report, ReportErr
 /// Renders the report of a loaded run.
 pub fn render(run: &RunData, options: RenderOptions) -> Result<Report, ReportError> {
     let version_totals = run.replay.version_totals();
-    let history_totals = tables::history_totals(&tables::history_frame(&run.history)?)?;
+    let history_totals = tables::history_totals(&run.history);
     let context = context::build(run, &version_totals, &history_totals)?;
     let charts = charts::build(run, &context, options.png)?;
     run.replay.check()?;

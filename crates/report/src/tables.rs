@@ -1,5 +1,5 @@
-//! The report's polars tables, built from the records the store has already read and checked:
-//! the history's totals per execution (generations, best score, budget spent), and the replay
+//! The report's tables, built from the records the store has already read and checked: the
+//! history's totals per execution (generations, best score, budget spent), and the polars replay
 //! frame `replay.parquet` is written from, a row group at a time. The totals per prompt version
 //! and model ([`VersionTotals`]) are counted in the one pass that reads `replay.csv` for the
 //! report (`answers`), which never holds every record at once.
@@ -7,6 +7,8 @@
 //! The CSV files are parsed by the store, not by polars: the store is the one owner of their
 //! format and names the file and record of a bad row, which polars' reader cannot. So polars gets
 //! typed columns and needs neither its CSV reader nor its streaming engine.
+use std::collections::BTreeMap;
+
 use polars::prelude::*;
 use serde::Serialize;
 
@@ -102,43 +104,27 @@ fn totals_frame(rows: &[ReplayRow]) -> PolarsResult<DataFrame> {
     )
 }
 
-pub fn history_frame(rows: &[HistoryRow]) -> PolarsResult<DataFrame> {
-    df!(
-        "variant" => rows.iter().map(|r| r.variant.as_str()).collect::<Vec<_>>(),
-        "generation" => rows.iter().map(|r| r.generation).collect::<Vec<_>>(),
-        "score" => rows.iter().map(|r| r.score).collect::<Vec<_>>(),
-        "budget_used" => rows.iter().map(|r| r.budget_used).collect::<Vec<_>>(),
-    )
-}
-
-/// Totals per variant of the history, sorted by variant.
-pub fn history_totals(history: &DataFrame) -> PolarsResult<Vec<HistoryTotals>> {
-    let totals = history
-        .clone()
-        .lazy()
-        .group_by([col("variant")])
-        .agg([
-            len().cast(DataType::UInt32).alias("generations"),
-            col("score").max().alias("best_score"),
-            col("generation").max().alias("last_generation"),
-            col("budget_used").max().alias("budget_used"),
-        ])
-        .sort(["variant"], SortMultipleOptions::default())
-        .collect()?;
-    let variant = totals.column("variant")?.str()?;
-    let generations = totals.column("generations")?.u32()?;
-    let best = totals.column("best_score")?.f64()?;
-    let last = totals.column("last_generation")?.u32()?;
-    let budget = totals.column("budget_used")?.u64()?;
-    Ok((0..totals.height())
-        .map(|i| HistoryTotals {
-            variant: variant.get(i).unwrap_or_default().to_owned(),
-            generations: generations.get(i).unwrap_or_default(),
-            best_score: best.get(i).unwrap_or(f64::NAN),
-            last_generation: last.get(i).unwrap_or_default(),
-            budget_used: budget.get(i),
-        })
-        .collect())
+/// Totals per variant of the history, sorted by variant. A few rows per generation: plain Rust,
+/// not a polars group-by, which would need polars' `lazy` feature and its query engine (about a
+/// third of polars' compile time) for this alone. Maxima skip NaN scores as polars' `max` does.
+pub fn history_totals(history: &[HistoryRow]) -> Vec<HistoryTotals> {
+    let mut totals = BTreeMap::<&str, HistoryTotals>::new();
+    for row in history {
+        let total = totals
+            .entry(row.variant.as_str())
+            .or_insert_with(|| HistoryTotals {
+                variant: row.variant.clone(),
+                generations: 0,
+                best_score: f64::NAN,
+                last_generation: 0,
+                budget_used: None,
+            });
+        total.generations += 1;
+        total.best_score = total.best_score.max(row.score);
+        total.last_generation = total.last_generation.max(row.generation);
+        total.budget_used = total.budget_used.max(row.budget_used);
+    }
+    totals.into_values().collect()
 }
 
 #[cfg(test)]
@@ -163,7 +149,7 @@ mod tests {
             row("b", 0, 0.5, Some(8)),
             row("b", 1, 0.4, Some(20)),
         ];
-        let totals = history_totals(&history_frame(&rows).unwrap()).unwrap();
+        let totals = history_totals(&rows);
         assert_eq!(totals[0].variant, "a");
         assert_eq!((totals[0].generations, totals[0].best_score), (2, 0.75));
         assert_eq!(totals[0].budget_used, None);
