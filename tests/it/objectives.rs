@@ -168,6 +168,46 @@ fn a_token_limit_recommends_a_prompt_within_it_and_the_report_shows_the_frontier
         "{summary}"
     );
     assert!(summary.contains("| recommended"), "{summary}");
+
+    // A limit only the seed is within, and an evolved prompt that scored higher (its Pareto
+    // score raised in the history, the report rendered again): the seed is the recommended
+    // version, and the report says why in those words, not that no evolved prompt scored higher.
+    let seed_cost = prompt_tokens(&history[0]);
+    assert!(
+        history.iter().skip(1).all(|r| prompt_tokens(r) > seed_cost),
+        "every child is longer than the seed: {history:?}"
+    );
+    let seed_only_out = tempfile::tempdir().unwrap();
+    let seed_only = run_with(
+        &upstream.url,
+        seed_only_out.path(),
+        &format!("prompt_tokens = {{ limit = {seed_cost} }}"),
+    );
+    let mut raised: Vec<HistoryRow> = seed_only.read_csv(HISTORY_FILE).unwrap();
+    raised[1].score = 1.0;
+    assert!(raised[1].score > raised[0].score);
+    seed_only.write_csv(HISTORY_FILE, &raised).unwrap();
+    let output = crate::common::command()
+        .arg("report")
+        .arg(seed_only.file(""))
+        .stdin(Stdio::null())
+        .output()
+        .expect("gepa-lab report runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(json(&seed_only, "results.json")["best"]["version"], "seed");
+    let because = "The seed is the best version: no evolved prompt within the objectives' limits \
+                   scored above the seed on the evolution's own score, less its weighted costs";
+    let summary = std::fs::read_to_string(seed_only.file("summary.md")).unwrap();
+    assert!(summary.contains(because), "{summary}");
+    let page = std::fs::read_to_string(seed_only.file("index.html")).unwrap();
+    assert!(
+        page.contains("no evolved prompt within the objectives"),
+        "{page}"
+    );
 }
 
 /// The public service takes no engine settings, and `[objectives]` travel with them: `run

@@ -50,6 +50,9 @@ pub struct ReportContext {
     /// No headline because the seed is the best version: evolved prompts were replayed, but
     /// none scored above the seed on the evolution's own score.
     pub seed_is_best: bool,
+    /// Why the seed is the best version, in the words the page, `summary.md` and the terminal
+    /// print ([`seed_is_best_because`]); empty when it is not.
+    pub seed_is_best_because: String,
     /// Seed against best, for every execution and replay model.
     pub comparisons: Vec<ComparisonView>,
     /// A matrix's own question: each variant's best version against the first variant's, on
@@ -357,6 +360,11 @@ pub fn build(
     let seed_is_best = run
         .best()
         .is_some_and(|(e, v)| run.executions[e].versions[v].is_seed());
+    let seed_is_best_because = run
+        .best()
+        .filter(|_| seed_is_best)
+        .map(|(e, _)| seed_is_best_because(run.executions[e].objectives.is_some()).to_owned())
+        .unwrap_or_default();
 
     Ok(ReportContext {
         format_version: FORMAT_VERSION,
@@ -365,6 +373,7 @@ pub fn build(
         executions,
         best,
         seed_is_best,
+        seed_is_best_because,
         headline,
         comparisons,
         variant_comparisons,
@@ -829,10 +838,10 @@ fn run_notes(
     for execution in &run.executions {
         if execution.best == Some(0) {
             notes.push(format!(
-                "{}: no evolved prompt scored above the seed on the evolution's own score (its \
-                 Pareto rows), so the seed is the best version; the evolved prompts' holdout \
-                 scores are shown for reference, not as an improvement.",
-                execution.label
+                "{}: {} (its Pareto rows), so the seed is the best version; the evolved \
+                 prompts' holdout scores are shown for reference, not as an improvement.",
+                execution.label,
+                seed_is_best_because(execution.objectives.is_some())
             ));
         } else if execution.best.is_none() {
             notes.push(format!(
@@ -847,6 +856,18 @@ fn run_notes(
         }
     }
     notes
+}
+
+/// Why the seed is an execution's best version. With `[objectives]` the best is the candidate
+/// they recommend, so an evolved prompt may score higher and still not be chosen: above a
+/// limit, or below the seed once its weighted costs are taken off.
+pub(crate) fn seed_is_best_because(with_objectives: bool) -> &'static str {
+    if with_objectives {
+        "no evolved prompt within the objectives' limits scored above the seed on the \
+         evolution's own score, less its weighted costs"
+    } else {
+        "no evolved prompt scored above the seed on the evolution's own score"
+    }
 }
 
 /// A note for a seed-against-best comparison whose seed or best has cautions: a gain over a

@@ -46,12 +46,14 @@ pub fn summary(context: &ReportContext) -> String {
     match &context.headline {
         Some(headline) => out.push_str(&format!("{}\n\n", headline.sentence)),
         None => {
-            out.push_str(if context.seed_is_best {
-                "The seed is the best version: no evolved prompt scored above it on the \
-                 evolution's own score"
+            if context.seed_is_best {
+                out.push_str(&format!(
+                    "The seed is the best version: {}",
+                    context.seed_is_best_because
+                ));
             } else {
-                "No comparison of the seed with an evolved prompt is possible"
-            });
+                out.push_str("No comparison of the seed with an evolved prompt is possible");
+            }
             match &context.best {
                 Some(seed) => out.push_str(&format!(
                     "; the seed ({}) scored {} on the holdout rows of {}.\n\n",
