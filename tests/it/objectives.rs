@@ -268,6 +268,12 @@ fn a_better_prompt_that_costs_more_is_tabled_against_the_cheapest_with_a_verdict
         summary.contains("Cheapest (seed) against recommended (g1)"),
         "{summary}"
     );
+    // The cheapest is chosen on the Pareto rows, before the holdout: the line says so, since the
+    // holdout may then find it significantly worse.
+    assert!(
+        summary.contains("cheapest not significantly worse on the Pareto rows seed"),
+        "{summary}"
+    );
 }
 
 /// The public service takes no engine settings, and `[objectives]` travel with them: `run
