@@ -286,7 +286,8 @@ fn a_two_variant_experiment_runs_to_a_complete_run_directory() {
     let iterations = assert_iterations_agree_with_history(&dir, &history);
     assert!(iterations > 0);
     assert!(
-        stderr.contains("small: iteration 1 (mutation of g0, "),
+        stderr.contains("small: iteration 1 (demonstrations of g0, ")
+            && stderr.contains("small: iteration 2 (mutation of g"),
         "{stderr}"
     );
     let starts = starts_per_custom_id(&serve);

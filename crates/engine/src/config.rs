@@ -51,6 +51,9 @@ pub struct EngineConfig {
     /// them, then now and then with one of them swapped, each judged on the Pareto set
     /// (`demonstrations`). 0 turns them off.
     pub demonstrations: usize,
+    /// Whether [`Self::demonstrations`] are offered for a task without a label set (an
+    /// extraction, free text) too, or only for a classification.
+    pub unlabelled_demonstrations: bool,
     /// Rows the parent is known to fail (its cached answers on feedback rows) take the place of
     /// rows it is known to answer right in a reflection's minibatch, up to half of it
     /// (`sampler::with_known_failures`), so that a reflection sees failures where the parent has
@@ -62,7 +65,8 @@ pub struct EngineConfig {
     /// minibatch rows its proposal was not written from ([`MutationRecord::improves`](super::MutationRecord::improves)),
     /// on more such rows, and on rows drawn without regard to the parent's failures. Otherwise it
     /// runs on the rest and joins the pool. 0 (or a Pareto set no larger) runs every such child on
-    /// the whole set, as the reference implementation does.
+    /// the whole set, as the reference implementation does. A set of demonstrations is screened
+    /// the same way, against the candidate it was added to, before it pays for the whole set.
     pub pareto_screen: usize,
     /// The request [`Proposer::Rewrite`] sends, when the user has one of their own; `None`
     /// sends the built-in one. [`Proposer::Rules`] does not use it.
@@ -111,6 +115,7 @@ impl EngineConfig {
             label_glossary: false,
             input_last: false,
             demonstrations: 0,
+            unlabelled_demonstrations: true,
             known_failures_first: false,
             pareto_screen: 0,
             reflection_template: None,

@@ -792,6 +792,8 @@ async fn a_reflection_template_of_the_users_own_is_what_the_reflection_model_rea
     let iterations = local.iterations_as(None, &id, 0, 100).unwrap();
     let reflected = iterations
         .iter()
+        // Demonstrations are offered without a reflection.
+        .filter(|r| r.kind() != engine::ProposalKind::Demonstrations)
         .filter(|r| r.outcome() != &engine::Outcome::SkippedPerfect)
         .count();
     assert!(reflected > 0, "{iterations:?}");
@@ -941,4 +943,26 @@ fn a_named_proposer_wins_over_the_reflection_models_default() {
         inner.models(&embedded_rewriting).reflection_max_tokens,
         None
     );
+}
+
+/// Demonstrations are on for classifications unless the file says otherwise; `[engine]
+/// demonstrations` sets how many, for any task.
+#[test]
+fn demonstrations_default_to_classifications_and_a_set_number_applies_to_any_task() {
+    let Setup { local, .. } = setup("model=local-sim", 2, None);
+    let inner = &local.inner;
+    let mut start = request(40, 3, 5);
+    let default = inner.engine_config(&start, 1, 3, 5).unwrap();
+    assert_eq!(default.demonstrations, DEFAULT_DEMONSTRATIONS);
+    assert!(!default.unlabelled_demonstrations);
+
+    for asked in [0, 3] {
+        start.engine = Some(EngineSettings {
+            demonstrations: Some(asked),
+            ..EngineSettings::default()
+        });
+        let config = inner.engine_config(&start, 1, 3, 5).unwrap();
+        assert_eq!(config.demonstrations, asked);
+        assert!(config.unlabelled_demonstrations);
+    }
 }

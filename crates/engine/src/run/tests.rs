@@ -1091,6 +1091,83 @@ async fn demonstrations_of_each_label_are_offered_and_judged_on_the_pareto_set()
     assert_eq!(record.cost.task_calls, 6);
 }
 
+/// A run of 6 feedback rows and 20 Pareto rows of `rows`, offering demonstrations (any task's
+/// when `unlabelled`), with `screen` Pareto rows screening them.
+async fn a_run_with_demonstrations(rows: &[&str], screen: usize, unlabelled: bool) -> Run {
+    let task = StandIn::new(rows);
+    let mut config = EngineConfig::new(6, 20, 60);
+    config.demonstrations = 8;
+    config.unlabelled_demonstrations = unlabelled;
+    config.pareto_screen = screen;
+    config.stall_iterations = Some(1);
+    run_quietly(&task, &config).await.expect("run")
+}
+
+/// Feedback rows of two labels; plain Pareto rows, which any prompt that shows a keyword loses.
+fn demonstrations_lose() -> Vec<&'static str> {
+    let feedback = ["alpha", "bravo", "alpha", "bravo", "alpha", "bravo"];
+    feedback.into_iter().chain([""; 20]).collect()
+}
+
+#[tokio::test]
+async fn demonstrations_that_lose_the_screen_rows_do_not_pay_for_the_rest_of_the_pareto_set() {
+    let screened = a_run_with_demonstrations(&demonstrations_lose(), 5, false).await;
+    let IterationRecord::Mutation(first) = &screened.iterations()[0] else {
+        panic!("merge is off");
+    };
+    assert_eq!(first.written_from, MutationKind::Demonstrations);
+    assert_eq!(
+        first.outcome,
+        Outcome::Screened {
+            rows: 5,
+            parent_sum: 5.0,
+            child_sum: 0.0,
+            wins: 0,
+            losses: 5
+        }
+    );
+    assert!(
+        first
+            .child_prompt
+            .as_deref()
+            .is_some_and(|p| p.contains("Answer: alpha"))
+    );
+    assert_eq!(screened.candidates().len(), 1);
+    assert_eq!(first.cost.task_calls, 5);
+
+    // Unscreened, the same set pays for all 20 rows and is rejected there.
+    let unscreened = a_run_with_demonstrations(&demonstrations_lose(), 0, false).await;
+    let first = &unscreened.iterations()[0];
+    assert_eq!(first.kind(), ProposalKind::Demonstrations);
+    assert_eq!(first.outcome(), &Outcome::Rejected);
+    assert_eq!(first.cost().task_calls, 20);
+}
+
+#[tokio::test]
+async fn demonstrations_of_a_task_without_labels_are_offered_only_when_asked_for_any_task() {
+    // A keyword of its own on every row: no label set.
+    let keywords: Vec<String> = (0..26).map(|row| format!("k{row}")).collect();
+    let rows: Vec<&str> = keywords.iter().map(String::as_str).collect();
+    let asked = a_run_with_demonstrations(&rows, 0, true).await;
+    assert_eq!(asked.iterations()[0].kind(), ProposalKind::Demonstrations);
+    let classifications_only = a_run_with_demonstrations(&rows, 0, false).await;
+    assert!(!classifications_only.iterations().is_empty());
+    assert!(
+        classifications_only
+            .iterations()
+            .iter()
+            .all(|record| record.kind() != ProposalKind::Demonstrations),
+        "{:?}",
+        classifications_only.iterations()
+    );
+    // A classification gets them either way.
+    let classification = a_run_with_demonstrations(&demonstrations_lose(), 0, false).await;
+    assert_eq!(
+        classification.iterations()[0].kind(),
+        ProposalKind::Demonstrations
+    );
+}
+
 /// The minibatches of a rules run on twelve feedback rows of which two fail with the seed,
 /// whose every rule teaches a wrong label (refused), so the seed stays the parent; with the
 /// parent's known failures swapped in or not.
