@@ -1091,6 +1091,17 @@ async fn demonstrations_of_each_label_are_offered_and_judged_on_the_pareto_set()
     assert_eq!(record.cost.task_calls, 6);
 }
 
+/// The outcome of a child screened out on `rows` rows its parent all got right and it all lost.
+fn screened_out_of_every_row(rows: usize) -> Outcome {
+    Outcome::Screened {
+        rows,
+        parent_sum: rows as f64,
+        child_sum: 0.0,
+        wins: 0,
+        losses: rows,
+    }
+}
+
 /// A run of 6 feedback rows and 20 Pareto rows of `rows`, offering demonstrations (any task's
 /// when `unlabelled`), with `screen` Pareto rows screening them.
 async fn a_run_with_demonstrations(rows: &[&str], screen: usize, unlabelled: bool) -> Run {
@@ -1116,16 +1127,7 @@ async fn demonstrations_that_lose_the_screen_rows_do_not_pay_for_the_rest_of_the
         panic!("merge is off");
     };
     assert_eq!(first.written_from, MutationKind::Demonstrations);
-    assert_eq!(
-        first.outcome,
-        Outcome::Screened {
-            rows: 5,
-            parent_sum: 5.0,
-            child_sum: 0.0,
-            wins: 0,
-            losses: 5
-        }
-    );
+    assert_eq!(first.outcome, screened_out_of_every_row(5));
     assert!(
         first
             .child_prompt
@@ -1404,16 +1406,7 @@ async fn a_minibatch_winner_that_loses_its_first_pareto_rows_is_screened_out_bef
         panic!("merge is off");
     };
     assert!(sum(&first.child_scores) > sum(&first.parent_scores));
-    assert_eq!(
-        first.outcome,
-        Outcome::Screened {
-            rows: 5,
-            parent_sum: 5.0,
-            child_sum: 0.0,
-            wins: 0,
-            losses: 5
-        }
-    );
+    assert_eq!(first.outcome, screened_out_of_every_row(5));
     assert!(first.outcome.to_string().starts_with("screened out"));
     // The child never joined the pool, and ran on 5 of the 20 Pareto rows only.
     assert_eq!(run.candidates().len(), 1);
