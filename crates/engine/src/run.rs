@@ -200,6 +200,14 @@ fn label_set(mut expected: Vec<String>) -> Vec<String> {
     if few && short { expected } else { Vec::new() }
 }
 
+/// A child refused on the screen's Pareto rows: the outcome, the rows, and both scores there.
+struct ScreenedOut {
+    outcome: Outcome,
+    examples: Vec<usize>,
+    parent_scores: Vec<f64>,
+    child_scores: Vec<f64>,
+}
+
 fn random_stream(seed: u64, stream: u64) -> ChaCha8Rng {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     rng.set_stream(stream);
@@ -641,7 +649,10 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             return Ok(record);
         };
         let screened = if record.improves() && !record.written_from.judged_on_pareto() {
-            self.screen(pool, record.parent, &child).await?
+            // The record keeps the minibatch it won; the outcome holds the screen's sums.
+            self.screen(pool, record.parent, &child)
+                .await?
+                .map(|screened| screened.outcome)
         } else {
             None
         };
@@ -659,16 +670,16 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
         Ok(record)
     }
 
-    /// A minibatch winner on a few Pareto rows drawn at random ([`EngineConfig::pareto_screen`]):
-    /// the outcome that refuses it when it scores lower than its `parent` there, `None` when it
-    /// goes on to the whole set. Its answers there are cached, so the whole set costs the same
-    /// either way; a refused child saves the rest.
+    /// A child on a few Pareto rows drawn at random ([`EngineConfig::pareto_screen`]): what
+    /// refuses it when it scores lower than its `parent` there, `None` when it goes on to the
+    /// whole set. Its answers there are cached, so the whole set costs the same either way; a
+    /// refused child saves the rest.
     async fn screen(
         &mut self,
         pool: &Pool,
         parent: usize,
         child: &PromptId,
-    ) -> Result<Option<Outcome>, Halt> {
+    ) -> Result<Option<ScreenedOut>, Halt> {
         let rows = self.config.pareto_screen;
         if rows == 0 || rows >= self.pareto_examples.len() {
             return Ok(None);
@@ -684,12 +695,17 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             .collect();
         let (parent_sum, child_sum) = (sum(&parent_scores), sum(&child_scores));
         let (wins, losses) = wins_and_losses(&parent_scores, &child_scores);
-        Ok((child_sum < parent_sum).then_some(Outcome::Screened {
-            rows,
-            parent_sum,
-            child_sum,
-            wins,
-            losses,
+        Ok((child_sum < parent_sum).then_some(ScreenedOut {
+            outcome: Outcome::Screened {
+                rows,
+                parent_sum,
+                child_sum,
+                wins,
+                losses,
+            },
+            examples,
+            parent_scores,
+            child_scores,
         }))
     }
 
@@ -764,11 +780,15 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
         // questions with the 1.5B model: one set +0.200 on 120 rows, the engine's sets of an
         // earlier run +0 to +1 of 40 Pareto rows), so several sets are offered, and a set that
         // loses on the screen's rows does not pay for the rest.
+        // A set refused there is recorded on the rows it was judged on.
         if let Ok(id) = &child
             && let Some(screened) = self.screen(pool, parent, id).await?
         {
             record.child_prompt = Some(id.text().to_string());
-            record.outcome = screened;
+            record.minibatch = screened.examples;
+            record.parent_scores = screened.parent_scores;
+            record.child_scores = screened.child_scores;
+            record.outcome = screened.outcome;
             return Ok(record);
         }
         self.pending_demonstrations = Some(rows);

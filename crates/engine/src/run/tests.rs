@@ -1136,6 +1136,15 @@ async fn demonstrations_that_lose_the_screen_rows_do_not_pay_for_the_rest_of_the
     );
     assert_eq!(screened.candidates().len(), 1);
     assert_eq!(first.cost.task_calls, 5);
+    // Recorded on the 5 Pareto rows it was judged on, with both scores there.
+    assert_eq!(first.minibatch.len(), 5);
+    assert!(
+        first.minibatch.iter().all(|&row| row >= 6),
+        "{:?}",
+        first.minibatch
+    );
+    assert_eq!(first.parent_scores, vec![1.0; 5]);
+    assert_eq!(first.child_scores, vec![0.0; 5]);
 
     // Unscreened, the same set pays for all 20 rows and is rejected there.
     let unscreened = a_run_with_demonstrations(&demonstrations_lose(), 0, false).await;
