@@ -170,12 +170,13 @@ impl IterationRecord {
             {
                 let (wins, losses) = wins_and_losses(&record.parent_scores, &record.child_scores);
                 format!(
-                    "rejected: the child scored {:.2} against the parent's {:.2} on {} Pareto \
-                     rows, higher on {wins} and lower on {losses}: sign test p = {:.2}, which \
-                     chance gives too often (it must be at most {PARETO_ACCEPT_P})",
+                    "rejected: the child scored {:.2} against the parent's {:.2} on {} {}, \
+                     higher on {wins} and lower on {losses}: sign test p = {:.2}, which chance \
+                     gives too often (it must be at most {PARETO_ACCEPT_P})",
                     sum(&record.child_scores),
                     sum(&record.parent_scores),
                     record.minibatch.len(),
+                    record.rows_judged(),
                     sign_test(wins, losses)
                 )
             }
@@ -321,6 +322,10 @@ pub struct MutationRecord {
     /// field read as all of the minibatch.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shown: Vec<usize>,
+    /// For a set of demonstrations the Pareto rows left undecided: how many feedback rows it
+    /// does not show were added at the end of `minibatch` to decide it (0 otherwise).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub feedback_rows: usize,
     pub parent_scores: Vec<f64>,
     /// The part of a prompt of several parts the child was written to change (the others are
     /// kept byte for byte); absent for a prompt of one part.
@@ -342,6 +347,10 @@ pub struct MutationRecord {
     pub cost: Spent,
     /// The best candidate when the iteration ended.
     pub best: Best,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// What a proposed child fills in its iteration's record: the rows it runs on first, then its
@@ -368,6 +377,9 @@ impl MutationRecord {
     fn rows_judged(&self) -> &'static str {
         match self.written_from {
             MutationKind::Reflection => "minibatch rows",
+            MutationKind::Demonstrations if self.feedback_rows > 0 => {
+                "Pareto rows and feedback rows not shown"
+            }
             MutationKind::Glossary | MutationKind::Layout | MutationKind::Demonstrations => {
                 "Pareto rows"
             }
@@ -391,6 +403,14 @@ impl MutationRecord {
         }
         let (parent, child) = self.unshown_sums();
         sum(&self.child_scores) > sum(&self.parent_scores) && child >= parent
+    }
+
+    /// A child judged on the Pareto set that scores higher in sum there, but whose wins against
+    /// its losses do not pass the sign test: more rows could decide it either way.
+    pub(crate) fn undecided(&self) -> bool {
+        self.written_from.judged_on_pareto()
+            && sum(&self.child_scores) > sum(&self.parent_scores)
+            && !self.improves()
     }
 
     /// The parent's and the child's score sums on the minibatch rows not shown.
@@ -838,6 +858,7 @@ mod tests {
             written_from: MutationKind::Demonstrations,
             minibatch: (10..10 + parent.len()).collect(),
             shown: vec![0, 1],
+            feedback_rows: 0,
             parent_scores: parent,
             part: None,
             child_prompt: Some("child".into()),
@@ -856,9 +877,25 @@ mod tests {
             text.contains("higher on 3 and lower on 1: sign test p = 0.31"),
             "{text}"
         );
+        assert!(text.contains("on 6 Pareto rows, higher"), "{text}");
+        // More rows could decide it; a set judged on feedback rows too says so.
+        let lucky = record(vec![0., 0., 0., 1., 1., 1.], vec![1., 1., 1., 0., 1., 1.]);
+        assert!(lucky.undecided());
+        let widened = MutationRecord {
+            feedback_rows: 2,
+            ..lucky
+        };
+        let text = IterationRecord::Mutation(widened).explain();
+        assert!(
+            text.contains("on 6 Pareto rows and feedback rows not shown, higher"),
+            "{text}"
+        );
         // Three won, none lost: p = 0.125.
         let clear = record(vec![0., 0., 0., 1.], vec![1., 1., 1., 1.]);
         assert!(clear.improves());
+        assert!(!clear.undecided());
+        // A child no higher in sum is decided too: it loses.
+        assert!(!record(vec![1., 0.], vec![0., 1.]).undecided());
         // The same rows judged on a minibatch take the paper's rule: any gain in sum.
         let minibatch = MutationRecord {
             written_from: MutationKind::Reflection,

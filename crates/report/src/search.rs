@@ -496,6 +496,7 @@ pub(super) mod tests {
             written_from: Default::default(),
             minibatch: vec![3, 7],
             shown: vec![3, 7],
+            feedback_rows: 0,
             parent_scores: vec![0.0, 1.0],
             part: None,
             child_prompt: (!matches!(outcome, Outcome::SkippedPerfect))

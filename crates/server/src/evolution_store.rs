@@ -399,6 +399,7 @@ mod tests {
             written_from: Default::default(),
             minibatch: vec![0],
             shown: vec![0],
+            feedback_rows: 0,
             parent_scores: vec![0.0],
             part: None,
             child_prompt: Some("{q}!".into()),

@@ -1061,8 +1061,7 @@ async fn demonstrations_of_each_label_are_offered_and_judged_on_the_pareto_set()
     };
     assert_eq!(record.written_from, MutationKind::Demonstrations);
     assert_eq!(run.iterations()[0].kind(), ProposalKind::Demonstrations);
-    // Judged on the Pareto set; shown: one feedback row of each label, never a Pareto row.
-    assert_eq!(record.minibatch, (6..12).collect::<Vec<_>>());
+    // Shown: one feedback row of each label, never a Pareto row.
     assert_eq!(record.shown.len(), 3, "{:?}", record.shown);
     assert!(
         record.shown.iter().all(|&row| row < 6),
@@ -1071,6 +1070,9 @@ async fn demonstrations_of_each_label_are_offered_and_judged_on_the_pareto_set()
     );
     let labels: BTreeSet<&str> = record.shown.iter().map(|&row| ROWS[row]).collect();
     assert_eq!(labels.len(), 3, "one of each label: {labels:?}");
+    // Judged on the Pareto set, which decides it: no feedback row is needed.
+    assert_eq!(record.minibatch, (6..12).collect::<Vec<_>>());
+    assert_eq!(record.feedback_rows, 0);
     // Every keyword shown as an answer: the child is right on all six Pareto rows.
     assert_eq!(record.child_scores, vec![1.0; 6]);
     assert_eq!(record.outcome, Outcome::Accepted { generation: 1 });
@@ -1146,12 +1148,52 @@ async fn demonstrations_that_lose_the_screen_rows_do_not_pay_for_the_rest_of_the
     assert_eq!(first.parent_scores, vec![1.0; 5]);
     assert_eq!(first.child_scores, vec![0.0; 5]);
 
-    // Unscreened, the same set pays for all 20 rows and is rejected there.
+    // Unscreened, the same set pays for all 20 Pareto rows and is rejected there: it loses
+    // every one, so no feedback row is asked.
     let unscreened = a_run_with_demonstrations(&demonstrations_lose(), 0, false).await;
-    let first = &unscreened.iterations()[0];
-    assert_eq!(first.kind(), ProposalKind::Demonstrations);
-    assert_eq!(first.outcome(), &Outcome::Rejected);
-    assert_eq!(first.cost().task_calls, 20);
+    let IterationRecord::Mutation(first) = &unscreened.iterations()[0] else {
+        panic!("merge is off");
+    };
+    assert_eq!(first.written_from, MutationKind::Demonstrations);
+    assert_eq!(first.outcome, Outcome::Rejected);
+    assert_eq!(first.feedback_rows, 0);
+    assert_eq!(first.cost.task_calls, 20);
+}
+
+#[tokio::test]
+async fn demonstrations_the_pareto_rows_leave_undecided_are_judged_on_the_feedback_rows_they_do_not_show()
+ {
+    // The set shows one alpha and one bravo row and answers every keyword row right and every
+    // plain row wrong. On the Pareto rows: 11 won, 9 lost, p = 0.41, undecided; the 4 feedback
+    // rows it does not show are keyword rows, and 15 won against 9 lost passes (p = 0.15).
+    let feedback = ["alpha", "bravo", "alpha", "bravo", "alpha", "bravo"];
+    let keywords = ["alpha", "bravo"].iter().cycle().take(11).copied();
+    let rows: Vec<&str> = feedback
+        .into_iter()
+        .chain(keywords)
+        .chain([""; 9])
+        .collect();
+    let run = a_run_with_demonstrations(&rows, 0, false).await;
+    let IterationRecord::Mutation(first) = &run.iterations()[0] else {
+        panic!("merge is off");
+    };
+    assert_eq!(first.written_from, MutationKind::Demonstrations);
+    assert_eq!(first.shown.len(), 2, "{:?}", first.shown);
+    let unshown: Vec<usize> = (0..6).filter(|row| !first.shown.contains(row)).collect();
+    let judged: Vec<usize> = (6..26).chain(unshown).collect();
+    assert_eq!(first.minibatch, judged);
+    assert_eq!(first.feedback_rows, 4);
+    assert_eq!(
+        first.child_scores[20..],
+        [1.0; 4],
+        "{:?}",
+        first.child_scores
+    );
+    assert_eq!(first.outcome, Outcome::Accepted { generation: 1 });
+    // The child on 24 rows, the seed on the 4 feedback rows.
+    assert_eq!(first.cost.task_calls, 20 + 4 + 4);
+    let text = run.iterations()[0].explain();
+    assert!(text.starts_with("accepted"), "{text}");
 }
 
 #[tokio::test]
