@@ -55,7 +55,6 @@ import os
 import pathlib
 import re
 import shlex
-import shutil
 import statistics
 import subprocess
 import sys
@@ -249,12 +248,21 @@ def init_experiment(exe, dataset, folder, inits=None):
         kept = inits / out.name
         if not kept.is_file():
             return None, f"error: --inits {inits} holds no {out.name}"
-        shutil.copyfile(kept, out)
+        # Its relative paths resolve against the folder init wrote it into, not the copy's.
+        out.write_text(with_absolute_paths(kept.read_text(), kept.parent))
         return out, ""
     done = subprocess.run([str(exe), "init", "--dataset", str(dataset), "--out", str(out)],
                           capture_output=True, text=True, cwd=ROOT)
     output = done.stdout + done.stderr
     return (out if done.returncode == 0 and out.exists() else None), output
+
+
+def with_absolute_paths(text, base):
+    """An experiment file's text with its dataset and seed file paths resolved against `base`."""
+    def absolute(match):
+        return f'{match.group(1)}"{(base / match.group(2)).resolve()}"'
+
+    return re.sub(r'^(\s*(?:file|seed_file)\s*=\s*)"([^"]+)"', absolute, text, flags=re.M)
 
 
 def seeded_copy(experiment, seed, folder, absolute_paths=True):
@@ -263,12 +271,7 @@ def seeded_copy(experiment, seed, folder, absolute_paths=True):
     original = experiment.read_text()
     text = original
     if absolute_paths:
-        base = experiment.parent
-
-        def absolute(match):
-            return f'{match.group(1)}"{(base / match.group(2)).resolve()}"'
-
-        text = re.sub(r'^(\s*(?:file|seed_file)\s*=\s*)"([^"]+)"', absolute, text, flags=re.M)
+        text = with_absolute_paths(text, experiment.parent)
     name = re.search(r'^name\s*=\s*"([^"]+)"', text, flags=re.M).group(1)
     custom_id = f"{name}-q{seed}"[:50]
     if re.search(r"^\s*custom_id\s*=", text, flags=re.M):
