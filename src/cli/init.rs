@@ -110,8 +110,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     Ok(ExitStatus::Ok)
 }
 
-/// Asks every installed catalog model the seed on the first [`PROBE_ROWS`] feedback and Pareto
-/// rows of `plan` and returns the model [`probe::choose`] picks, with a comment that shows every
+/// Asks every installed catalog model the seed on [`PROBE_ROWS`] feedback and Pareto rows of
+/// `plan` (see [`ProbeJob`]) and returns the model [`probe::choose`] picks, with a comment that shows every
 /// model's score. `None` when fewer than two models are installed, or the plan has no replay.
 fn probe_models(plan: &Plan) -> anyhow::Result<Option<ModelLine>> {
     let dir = models_dir();
@@ -167,10 +167,10 @@ fn probe_models(plan: &Plan) -> anyhow::Result<Option<ModelLine>> {
 fn probe_comment(rows: usize, probes: &[ModelProbe]) -> String {
     let mut comment = format!(
         "# Chosen by `init`'s probe: each installed model answered the seed on {} feedback and\n\
-         # Pareto rows (never holdout rows); a larger model is chosen when it scores at least {} \
-         rows'\n# worth higher (the sums below), or when the smaller one gives one answer to \
-         {}% of the rows\n# and the larger does not. `--no-probe` writes `local` without \
-         asking.\n",
+         # Pareto rows (never holdout rows; each expected answer in turn); a larger model is\n\
+         # chosen when it scores at least {} rows' worth higher (the sums below), or when the\n\
+         # smaller one gives one answer to {}% of the rows and the larger does not.\n\
+         # `--no-probe` writes `local` without asking.\n",
         rows,
         probe::MARGIN_ROWS,
         crate::score::ONE_ANSWER_PERCENT
