@@ -308,6 +308,60 @@ pub(crate) fn reword_request(request: &str, answer: &str, words: &str) -> String
     )
 }
 
+/// At most this many of a request's earlier answers are shown when it is asked again: the last
+/// ones, so that the request stays short however often it comes back.
+const EARLIER_ANSWERS_SHOWN: usize = 3;
+
+/// What a request got the times it was asked before.
+#[derive(Debug, Default)]
+pub(crate) struct Earlier {
+    /// Answers received.
+    pub(crate) times: usize,
+    /// The distinct ones, oldest first, as [`answer_text`] gives them.
+    pub(crate) answers: Vec<String>,
+}
+
+impl Earlier {
+    pub(crate) fn add(&mut self, answer: String) {
+        self.times += 1;
+        if !answer.is_empty() && !self.answers.contains(&answer) {
+            self.answers.push(answer);
+        }
+    }
+}
+
+/// `request` as sent again after `earlier`: the same request would bring the same answer, so
+/// the text says how often it was asked (which makes each asking a new text, even when the
+/// model answered the same again) and shows the last few distinct answers, and asks for another
+/// rule.
+pub(crate) fn asked_again(request: &str, earlier: &Earlier) -> String {
+    let times = match earlier.times {
+        0 => return request.to_owned(),
+        1 => "once".to_owned(),
+        2 => "twice".to_owned(),
+        n => format!("{n} times"),
+    };
+    let shown = &earlier.answers[earlier.answers.len().saturating_sub(EARLIER_ANSWERS_SHOWN)..];
+    let mut text = format!("{request}\n\nThis request was asked {times} before");
+    if shown.is_empty() {
+        text.push_str(".\n");
+    } else {
+        text.push_str(", and these answers were already tried:\n");
+        for answer in shown {
+            let _ = writeln!(text, "{answer}");
+        }
+    }
+    text.push_str(
+        "Write one different rule for the inputs above, not one of those, in the same form.",
+    );
+    text
+}
+
+/// An answer as shown back to the reflection model: after any thinking, trimmed.
+pub(crate) fn answer_text(answer: &str) -> String {
+    after_thinking(answer).trim().to_owned()
+}
+
 /// The rows the parent answered right, which the new rule must leave as they are.
 fn write_contrasts(text: &mut String, contrasts: &[&Shown]) {
     let Some(contrast) = contrasts.first() else {

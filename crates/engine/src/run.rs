@@ -1,6 +1,7 @@
 //! The run loop: score the seed, then iterate (a merge when one is due, otherwise a reflective
 //! mutation) until a stop condition holds, paying for every call and recording every step.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::time::Instant;
 
@@ -178,6 +179,9 @@ struct Engine<'a, T, O> {
     iteration: usize,
     // Whether the layout child (`reflection::input_last`) has been offered.
     layout_offered: bool,
+    // What each rules request got so far, by the request's text: a request asked again says
+    // so and shows them (`reflection::asked_again`).
+    earlier_answers: HashMap<String, reflection::Earlier>,
     since_accepted: usize,
     // Calls that failed (after their retries) since the last one that succeeded.
     failures_in_a_row: usize,
@@ -303,6 +307,7 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             iterations: Vec::new(),
             iteration: 0,
             layout_offered: false,
+            earlier_answers: HashMap::new(),
             since_accepted: 0,
             failures_in_a_row: 0,
         }
@@ -1098,13 +1103,27 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
     /// inputs is asked for once more, told which words: the small model's rules often state a
     /// general point in the words of the row it was shown ("When discussing technology or
     /// innovation"), and reworded they can pass the guard and be judged like any other.
+    ///
+    /// A rules request the engine asked before (the same parent and the same rows) lists the
+    /// rules it got then: the reflection model's sampling seed is derived from the request, so
+    /// the same text would bring the same rule again. In the README's first run, 26 reflection
+    /// calls held only 5 distinct requests, and one of them was answered 11 times with the
+    /// same rule, already in its parent.
     async fn propose(
         &mut self,
         request: &str,
         reading: Reading<'_>,
         target: Option<Target<'_>>,
     ) -> Result<Proposal, Halt> {
-        let (answer, child) = self.propose_once(request, reading, target).await?;
+        let rules = matches!(reading, Reading::RulesFor { .. });
+        let asked = match self.earlier_answers.get(request) {
+            Some(earlier) if rules => reflection::asked_again(request, earlier),
+            _ => request.to_owned(),
+        };
+        let (answer, child) = self.propose_once(&asked, reading, target).await?;
+        if rules && let Some(answer) = &answer {
+            self.remember_answer(request, answer);
+        }
         let refused = match (&child, answer, reading) {
             (Err(rejection), Some(answer), Reading::RulesFor { .. }) => rejection
                 .reason
@@ -1122,12 +1141,23 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
                 reworded: None,
             });
         };
-        let again = reflection::reword_request(request, &answer, &words);
-        let (_, child) = self.propose_once(&again, reading, target).await?;
+        let again = reflection::reword_request(&asked, &answer, &words);
+        let (answer, child) = self.propose_once(&again, reading, target).await?;
+        if let Some(answer) = &answer {
+            self.remember_answer(request, answer);
+        }
         Ok(Proposal {
             child,
             reworded: Some(reason),
         })
+    }
+
+    /// Counts an answer `request` got, and keeps it among its distinct answers.
+    fn remember_answer(&mut self, request: &str, answer: &str) {
+        self.earlier_answers
+            .entry(request.to_owned())
+            .or_default()
+            .add(reflection::answer_text(answer));
     }
 
     /// One reflection call and its child; the answer too, when the call was answered.

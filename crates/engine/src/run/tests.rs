@@ -849,6 +849,93 @@ async fn a_quoting_rule_does_not_cost_the_clean_rule_beside_it() {
     assert!(!record.child_scores.is_empty(), "the child was run");
 }
 
+#[tokio::test]
+async fn a_rules_request_asked_again_shows_the_rules_it_got_and_gets_another() {
+    // The seed names bravo and charlie, so the one feedback row that fails is the alpha row:
+    // every mutation of the seed shows that row alone, and its request comes back unchanged
+    // until a rule is accepted. The stand-in answers with a wrong label (refused) until it is
+    // shown that answer, then with the right one.
+    let seed = "Answer {question}: bravo or charlie.";
+    let rows = [
+        "alpha", "bravo", "charlie", "bravo", "charlie", "bravo", //
+        "alpha", "bravo", "charlie", "alpha", "bravo", "charlie",
+    ];
+    let first = "- When the question is short, answer bravo.";
+    let requests = std::sync::Arc::new(Mutex::new(Vec::<String>::new()));
+    let seen = requests.clone();
+    let task = StandIn::new(&rows).reflecting(move |request| {
+        seen.lock().unwrap().push(request.to_owned());
+        Ok(if request.contains("already tried") {
+            "- When the question is long, answer alpha.".to_owned()
+        } else {
+            first.to_owned()
+        })
+    });
+    let mut config = config(60);
+    config.proposer = Proposer::Rules;
+    // Every feedback row in every minibatch, so that every iteration meets the alpha row.
+    config.reflection_minibatch = 6;
+    let run = run(&task, seed, &config, |_| {}).await.expect("run");
+    let requests = requests.lock().unwrap();
+    assert!(requests.len() >= 2, "{requests:?}");
+    assert!(!requests[0].contains("already tried"), "{}", requests[0]);
+    // The second request is the first with the answer it got, and the ask for another rule.
+    assert_eq!(
+        requests[1],
+        format!(
+            "{}\n\nThis request was asked once before, and these answers were already \
+             tried:\n{first}\nWrite one different rule for the inputs above, not one of \
+             those, in the same form.",
+            requests[0]
+        )
+    );
+    let outcomes: Vec<&Outcome> = run.iterations().iter().map(|r| r.outcome()).collect();
+    assert!(
+        matches!(
+            outcomes[0],
+            Outcome::Failed {
+                reason: ProposalFailure::WrongAnswerInRules { .. }
+            }
+        ),
+        "{outcomes:?}"
+    );
+    assert!(
+        matches!(outcomes[1], Outcome::Accepted { .. }),
+        "{outcomes:?}"
+    );
+    assert!(run.candidates()[1].prompt.contains("answer alpha"));
+}
+
+#[test]
+fn a_request_asked_again_says_how_often_and_shows_its_last_three_distinct_answers() {
+    let mut earlier = reflection::Earlier::default();
+    assert_eq!(reflection::asked_again("Rows.", &earlier), "Rows.");
+    // The same answer twice: one answer shown, but the text changes with the count, so the
+    // sampling seed derived from it does too.
+    earlier.add("- Rule 1.".into());
+    let once = reflection::asked_again("Rows.", &earlier);
+    earlier.add("- Rule 1.".into());
+    let twice = reflection::asked_again("Rows.", &earlier);
+    assert_ne!(once, twice);
+    assert!(twice.starts_with("Rows.\n\nThis request was asked twice before, and these answers were already tried:\n- Rule 1.\nWrite"), "{twice}");
+    for n in 2..=5 {
+        earlier.add(format!("- Rule {n}."));
+    }
+    let again = reflection::asked_again("Rows.", &earlier);
+    assert!(again.contains("asked 6 times before"), "{again}");
+    assert!(!again.contains("- Rule 2."), "{again}");
+    for n in 3..=5 {
+        assert!(again.contains(&format!("\n- Rule {n}.\n")), "{again}");
+    }
+    // An empty answer is counted, not shown.
+    let mut empty = reflection::Earlier::default();
+    empty.add(String::new());
+    assert_eq!(
+        reflection::asked_again("Rows.", &empty),
+        "Rows.\n\nThis request was asked once before.\nWrite one different rule for the inputs above, not one of those, in the same form."
+    );
+}
+
 /// A glossary answer for the label a request asks about: one subject made of the label (kept),
 /// the label's bare name and a sentence (dropped), and "question" (kept) then "4", which next to
 /// it quotes one input, "question 4" (dropped).
