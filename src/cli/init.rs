@@ -111,8 +111,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
 }
 
 /// Asks every installed catalog model the seed on [`PROBE_ROWS`] feedback and Pareto rows of
-/// `plan` (see [`ProbeJob`]) and returns the model [`probe::choose`] picks, with a comment that shows every
-/// model's score. `None` when fewer than two models are installed, or the plan has no replay.
+/// `plan` (see [`ProbeJob`]) and returns the model [`probe::choose`] picks, with a comment that
+/// shows every model's score. `None` when fewer than two models are installed, or the plan has no replay.
 fn probe_models(plan: &Plan) -> anyhow::Result<Option<ModelLine>> {
     let dir = models_dir();
     let mut installed: Vec<_> = CATALOG

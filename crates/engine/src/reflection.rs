@@ -344,12 +344,12 @@ pub(crate) fn asked_again(request: &str, earlier: &Earlier) -> String {
     let shown = &earlier.answers[earlier.answers.len().saturating_sub(EARLIER_ANSWERS_SHOWN)..];
     let mut text = format!("{request}\n\nThis request was asked {times} before");
     if shown.is_empty() {
-        text.push_str(".\n");
-    } else {
-        text.push_str(", and these answers were already tried:\n");
-        for answer in shown {
-            let _ = writeln!(text, "{answer}");
-        }
+        text.push_str(".\nWrite one rule for the inputs above, in the same form.");
+        return text;
+    }
+    text.push_str(", and these answers were already tried:\n");
+    for answer in shown {
+        let _ = writeln!(text, "{answer}");
     }
     text.push_str(
         "Write one different rule for the inputs above, not one of those, in the same form.",

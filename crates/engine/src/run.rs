@@ -1104,9 +1104,10 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
     /// general point in the words of the row it was shown ("When discussing technology or
     /// innovation"), and reworded they can pass the guard and be judged like any other.
     ///
-    /// A rules request the engine asked before (the same parent and the same rows) lists the
-    /// rules it got then: the reflection model's sampling seed is derived from the request, so
-    /// the same text would bring the same rule again. In the README's first run, 26 reflection
+    /// A rules request the engine asked before (the same parent and the same rows) says how
+    /// often and lists the rules it got ([`reflection::asked_again`]): the reflection model's
+    /// sampling seed is derived from the request, so the same text would bring the same rule
+    /// again. In the README's first run, 26 reflection
     /// calls held only 5 distinct requests, and one of them was answered 11 times with the
     /// same rule, already in its parent.
     async fn propose(

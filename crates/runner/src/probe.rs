@@ -35,8 +35,8 @@ pub const PROBE_ROWS: usize = 20;
 /// reads, and enough to find the rare labels of an uneven dataset.
 const CANDIDATE_ROWS: usize = 200;
 
-/// At most `n` of `rows`, taking each expected answer in turn (compared trimmed and in lowercase,
-/// in order of first appearance) until the rows of an answer run out, returned in file order.
+/// At most `n` of `rows`, taking each expected answer in turn (compared by [`answer_key`], in
+/// order of first appearance) until the rows of an answer run out, returned in file order.
 ///
 /// On uneven data the first rows cannot tell a model that reads its input from one that answers
 /// the commonest label whatever the input: on a public SMS sample where 88% of the messages are
@@ -47,7 +47,7 @@ const CANDIDATE_ROWS: usize = 200;
 pub fn each_answer_in_turn(rows: Vec<Row>, n: usize) -> Vec<Row> {
     let mut groups: Vec<(String, VecDeque<Row>)> = Vec::new();
     for row in rows {
-        let key = row.expected.trim().to_lowercase();
+        let key = answer_key(&row.expected);
         match groups.iter_mut().find(|(known, _)| *known == key) {
             Some((_, group)) => group.push_back(row),
             None => groups.push((key, VecDeque::from([row]))),
@@ -63,6 +63,11 @@ pub fn each_answer_in_turn(rows: Vec<Row>, n: usize) -> Vec<Row> {
     }
     chosen.sort_by_key(|row| row.index);
     chosen
+}
+
+/// The form in which the probe compares two answers, expected or given: trimmed, in lowercase.
+fn answer_key(answer: &str) -> String {
+    answer.trim().to_lowercase()
 }
 
 /// What the probe of a plan asks each model: its first execution's seed on [`PROBE_ROWS`] of its
@@ -172,7 +177,7 @@ impl Probe<'_> {
         for (output, score) in answers.into_iter().flatten() {
             answered += 1;
             total += score;
-            let key = output.trim().to_lowercase();
+            let key = answer_key(&output);
             match counts.iter_mut().find(|(known, _)| *known == key) {
                 Some((_, count)) => *count += 1,
                 None => counts.push((key, 1)),

@@ -932,7 +932,7 @@ fn a_request_asked_again_says_how_often_and_shows_its_last_three_distinct_answer
     empty.add(String::new());
     assert_eq!(
         reflection::asked_again("Rows.", &empty),
-        "Rows.\n\nThis request was asked once before.\nWrite one different rule for the inputs above, not one of those, in the same form."
+        "Rows.\n\nThis request was asked once before.\nWrite one rule for the inputs above, in the same form."
     );
 }
 
