@@ -71,6 +71,7 @@ async fn start_server(scenario: &Scenario, db: std::path::PathBuf) -> String {
         upstream_key: None,
         account: Default::default(),
         evolution: Default::default(),
+        rate_window: gepa_lab::server::auth::MINUTE,
     };
     let state = AppState::new(&config).await.expect("server state");
     let server = Server::bind("127.0.0.1:0".parse().expect("address"), state)

@@ -33,6 +33,13 @@ pub struct Args {
     /// Keys in GEPA_LAB_SERVE_KEYS (comma-separated) are accepted as well, not replaced.
     #[arg(long = "api-key", value_name = "KEY[:RPM]", value_delimiter = ',')]
     pub keys: Vec<KeySpec>,
+    /// Seconds of the window a key's requests-per-minute limit counts in (1 to 3600). The
+    /// service's window is a minute; a shorter one keeps the same limit, sliding window and
+    /// Retry-After on a shorter clock, so that a test of how a client waits out 429s takes
+    /// seconds.
+    #[arg(long, default_value_t = 60, value_name = "SECS",
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub rate_window: u64,
     /// Bearer key for http(s) upstreams.
     #[arg(long, env = crate::env::UPSTREAM_KEY, hide_env_values = true, value_parser = parse_secret)]
     pub upstream_key: Option<Secret>,
@@ -124,6 +131,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
         upstreams: args.upstreams,
         upstream_key: args.upstream_key,
         account: args.account.settings(),
+        rate_window: std::time::Duration::from_secs(args.rate_window),
         evolution: EvolutionServeConfig {
             task_model: args.evolution.evolution_model,
             reflection_model: args.evolution.reflection_model,

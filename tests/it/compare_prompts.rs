@@ -468,8 +468,12 @@ fn without_a_known_rpm_the_client_adapts_to_429s_and_loses_no_answer() {
     // The case from the field: a 120 rpm key, no --rpm, and one request gave up on a 429 after
     // its retries while the summary said every row was answered. Here a 10 rpm key and 4
     // requests in flight: 10 answers come at once, the other 6 meet a 429 that says to wait
-    // most of a minute.
-    let serve = Serve::start(&["sim:model=m"], &[&format!("{KEY}:10")]);
+    // most of the window (5 seconds here; a minute at the service).
+    let serve = Serve::start_with(
+        &["sim:model=m"],
+        &[&format!("{KEY}:10")],
+        &["--rate-window", "5"],
+    );
     let (temp, output) = compare_two(&serve, &["--limit", "8", "--concurrency", "4"]);
     let dir = temp.path();
     let stderr = text(&output.stderr);

@@ -311,49 +311,60 @@ async fn missing_and_wrong_keys_get_401_with_a_text_body() {
 
 #[tokio::test]
 async fn the_rpm_limit_answers_429_with_retry_after_then_the_client_succeeds() {
-    // 3 rpm: three requests at once are accepted; the fourth waits until the first has been
-    // in the window for a minute, as its Retry-After says.
-    let serve = Serve::start(&["sim:model=m"], &[&format!("{KEY}:3"), "dkn_live_one:1"]);
-    // A time budget past the minute to wait (the tests' clients otherwise give up after 30 s).
-    let mut config = gepa_lab::inference::InferenceConfig::new(
-        serve.url.clone(),
-        Some(gepa_lab::http::Secret::new(KEY)),
+    // 3 requests a window: three at once are accepted; the fourth waits until the first has been
+    // in the window for its length, as its Retry-After says. The window is 5 seconds here (the
+    // same sliding window as the service's minute, on a shorter clock), so the test waits
+    // seconds.
+    let serve = Serve::start_with(
+        &["sim:model=m"],
+        &[&format!("{KEY}:3"), "dkn_live_one:1"],
+        &["--rate-window", "5"],
     );
-    config.retry.max_elapsed = Duration::from_secs(120);
-    let client = gepa_lab::inference::HttpInference::new(config).unwrap();
+    let client = serve.client(Some(KEY));
     let started = Instant::now();
     for _ in 0..3 {
         client.chat(&ask("m", "hi")).await.unwrap();
     }
-    assert_eq!(client.stats().rate_limited, 0, "3 in a minute are allowed");
+    assert_eq!(client.stats().rate_limited, 0, "3 in a window are allowed");
     client.chat(&ask("m", "hi")).await.unwrap();
     let stats = client.stats();
     assert_eq!(stats.rate_limited, 1, "{stats:?}");
     let waited = started.elapsed();
     assert!(
-        waited >= Duration::from_secs(59) && waited < Duration::from_secs(65),
+        waited >= Duration::from_secs(4) && waited < Duration::from_secs(10),
         "{waited:?}"
     );
     let (requests, rate_limited, _) = serve.usage_of_key_with_rpm(3);
     assert_eq!((requests, rate_limited), (4, 1));
 
-    // What the 429 itself looks like on the wire.
-    let send = || {
-        raw()
-            .get(format!("{}/v1/models", serve.url))
-            .bearer_auth("dkn_live_one")
-            .send()
-    };
-    assert_eq!(send().await.unwrap().status(), 200);
-    let limited = send().await.unwrap();
-    assert_eq!(limited.status(), 429);
-    let retry_after: u64 = limited.headers()["retry-after"]
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
-    assert!((1..=60).contains(&retry_after), "{retry_after}");
-    assert!(limited.text().await.unwrap().contains("per minute"));
+    // What the 429 itself looks like on the wire, with the service's minute and with the
+    // shorter window.
+    let minute = Serve::start(&["sim:model=m"], &["dkn_live_one:1"]);
+    for (serve, window, said) in [
+        (&minute, 60, "1 request per minute"),
+        (&serve, 5, "1 request per 5 s"),
+    ] {
+        let send = || {
+            raw()
+                .get(format!("{}/v1/models", serve.url))
+                .bearer_auth("dkn_live_one")
+                .send()
+        };
+        assert_eq!(send().await.unwrap().status(), 200);
+        let limited = send().await.unwrap();
+        assert_eq!(limited.status(), 429);
+        let retry_after: u64 = limited.headers()["retry-after"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(
+            (window - 1..=window).contains(&retry_after),
+            "{retry_after}"
+        );
+        let body = limited.text().await.unwrap();
+        assert!(body.contains(said), "{body}");
+    }
 }
 
 #[tokio::test]

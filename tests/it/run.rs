@@ -462,10 +462,15 @@ fn resume_after_a_kill_during_replay() {
 
 #[test]
 fn failures_are_recorded_and_the_run_completes() {
-    // 30 rpm and no client pacing: the replay's requests past the 30th of a minute meet 429s
-    // and wait for their Retry-After. A variant whose budget cannot score the seed fails; a
-    // replay model no node serves answers 503.
-    let serve = Serve::start(&["sim:seed=4"], &[&format!("{KEY}:30")]);
+    // 30 requests a window and no client pacing: the replay's requests past the 30th of a
+    // window meet 429s and wait for their Retry-After (a 5-second window, so that the test
+    // waits seconds, not minutes). A variant whose budget cannot score the seed fails; a replay
+    // model no node serves answers 503.
+    let serve = Serve::start_with(
+        &["sim:seed=4"],
+        &[&format!("{KEY}:30")],
+        &["--rate-window", "5"],
+    );
     let (out, output) = run_edited(
         &serve,
         &[

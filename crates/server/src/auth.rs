@@ -22,18 +22,44 @@ pub struct Caller {
     pub rpm_limit: u32,
 }
 
-/// The window an `rpmLimit` counts requests in.
-const MINUTE: Duration = Duration::from_secs(60);
+/// The window an `rpmLimit` counts requests in, as the service counts them.
+pub const MINUTE: Duration = Duration::from_secs(60);
 
-/// Per key, the times of its requests accepted in the last minute: a key may send `rpmLimit`
-/// requests in any 60-second window, at once or spread out, and the one after gets 429 with the
-/// wait until the oldest of them leaves the window.
-#[derive(Default)]
+/// Per key, the times of its requests accepted in the last window (a minute, as the service
+/// counts): a key may send `rpmLimit` requests in any window, at once or spread out, and the one
+/// after gets 429 with the wait until the oldest of them leaves the window.
 pub struct RateLimits {
+    window: Duration,
     by_key: Mutex<HashMap<String, VecDeque<Instant>>>,
 }
 
+impl Default for RateLimits {
+    fn default() -> Self {
+        RateLimits::new(MINUTE)
+    }
+}
+
 impl RateLimits {
+    /// Limits counted in `window` instead of a minute (`serve --rate-window`): the same sliding
+    /// window and `Retry-After`, on a shorter clock, so that tests of a client's waiting take
+    /// seconds.
+    pub fn new(window: Duration) -> Self {
+        RateLimits {
+            window,
+            by_key: Mutex::default(),
+        }
+    }
+
+    /// What a 429 says the limit is: "3 requests per minute", or per the window's seconds.
+    fn describe(&self, limit: u32) -> String {
+        let requests = if limit == 1 { "request" } else { "requests" };
+        if self.window == MINUTE {
+            format!("{limit} {requests} per minute")
+        } else {
+            format!("{limit} {requests} per {} s", self.window.as_secs_f64())
+        }
+    }
+
     /// `Ok` (and counted) if the key may send a request now, else how long until it may.
     pub fn check(&self, key_id: &str, rpm_limit: u32) -> Result<(), Duration> {
         self.check_at(key_id, rpm_limit, Instant::now())
@@ -47,7 +73,7 @@ impl RateLimits {
         let sent = by_key.entry(key_id.to_owned()).or_default();
         while sent
             .front()
-            .is_some_and(|&at| now.saturating_duration_since(at) >= MINUTE)
+            .is_some_and(|&at| now.saturating_duration_since(at) >= self.window)
         {
             sent.pop_front();
         }
@@ -59,7 +85,7 @@ impl RateLimits {
         // After a lowered limit more than `limit` may be in the window: room comes when all but
         // `limit - 1` of them have left it.
         let blocking = sent[sent.len() - limit];
-        Err((blocking + MINUTE).saturating_duration_since(now))
+        Err((blocking + self.window).saturating_duration_since(now))
     }
 }
 
@@ -141,8 +167,8 @@ pub async fn require_key(
         let mut response = text(
             StatusCode::TOO_MANY_REQUESTS,
             format!(
-                "rate limit of {} requests per minute exceeded; retry after {secs} s",
-                record.rpm_limit
+                "rate limit of {} exceeded; retry after {secs} s",
+                state.rate_limits.describe(record.rpm_limit)
             ),
         );
         response
@@ -227,5 +253,23 @@ mod tests {
             limits.check_at("k", 10, at(61)),
             Err(Duration::from_secs(41))
         );
+        assert_eq!(limits.describe(60), "60 requests per minute");
+        assert_eq!(limits.describe(1), "1 request per minute");
+    }
+
+    #[test]
+    fn a_shorter_window_is_the_same_limit_on_a_shorter_clock() {
+        let limits = RateLimits::new(Duration::from_secs(5));
+        let start = Instant::now();
+        let at = |millis: u64| start + Duration::from_millis(millis);
+        for _ in 0..3 {
+            assert_eq!(limits.check_at("k", 3, at(0)), Ok(()));
+        }
+        assert_eq!(
+            limits.check_at("k", 3, at(1_500)),
+            Err(Duration::from_millis(3_500))
+        );
+        assert_eq!(limits.check_at("k", 3, at(5_000)), Ok(()));
+        assert_eq!(limits.describe(3), "3 requests per 5 s");
     }
 }

@@ -170,6 +170,9 @@ pub struct ServeConfig {
     pub upstream_key: Option<Secret>,
     pub account: AccountSettings,
     pub evolution: EvolutionServeConfig,
+    /// The window the keys' `rpmLimit` counts requests in: [`auth::MINUTE`] as the service
+    /// counts, shorter for tests of a client's waiting.
+    pub rate_window: std::time::Duration,
 }
 
 /// One source of answers. `name` is what `metadata.node_id` reports.
@@ -298,7 +301,7 @@ impl AppState {
         let evolution = evolution_backend::start(&db, &catalog, &config.evolution).await?;
         Ok(AppState {
             db,
-            rate_limits: Arc::default(),
+            rate_limits: Arc::new(RateLimits::new(config.rate_window)),
             catalog,
             account: Arc::new(config.account.clone()),
             evolution,
