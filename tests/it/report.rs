@@ -624,3 +624,66 @@ fn a_damaged_iteration_record_leaves_the_report_standing_with_a_note() {
     assert!(html.contains("budget-30, local, 30 holdout rows: g5 scored"));
     assert!(!dir.join("charts/lineage-budget-30.svg").exists());
 }
+
+/// Keeps the rows of a CSV file of the fixture for which `keep` holds (by the named column).
+fn keep_rows(path: &Path, column: &str, keep: impl Fn(&csv::StringRecord, usize) -> bool) {
+    let mut reader = csv::Reader::from_path(path).unwrap();
+    let header = reader.headers().unwrap().clone();
+    let at = header.iter().position(|name| name == column).unwrap();
+    let rows: Vec<csv::StringRecord> = reader
+        .records()
+        .map(Result::unwrap)
+        .filter(|row| keep(row, at))
+        .collect();
+    let mut writer = csv::Writer::from_path(path).unwrap();
+    writer.write_record(&header).unwrap();
+    for row in rows {
+        writer.write_record(&row).unwrap();
+    }
+    writer.flush().unwrap();
+}
+
+#[test]
+fn a_search_that_accepted_nothing_says_what_it_tried_and_what_would_try_more() {
+    let (_temp, dir) = render(|dir| {
+        // budget-30 accepted nothing: only its seed in the history and the replay, three
+        // refused proposals in its iteration records, 28 of its 30 calls spent.
+        keep_rows(&dir.join("history.csv"), "generation", |row, at| {
+            &row[0] != "budget-30" || &row[at] == "0"
+        });
+        keep_rows(&dir.join("replay.csv"), "version", |row, at| {
+            &row[0] != "budget-30" || &row[at] == "seed"
+        });
+        let refused = || serde_json::json!({"status": "rejected"});
+        let lines: Vec<String> = (1..=3)
+            .map(|i| iteration(i, "mutation", &[0], refused()))
+            .collect();
+        std::fs::write(dir.join("iterations.jsonl"), lines.join("\n") + "\n").unwrap();
+        edit(&dir.join("run.json"), |text| {
+            let mut run: serde_json::Value = serde_json::from_str(&text).unwrap();
+            let execution = run["executions"]
+                .as_array_mut()
+                .unwrap()
+                .iter_mut()
+                .find(|e| e["custom_id"].as_str().unwrap().contains("budget-30"))
+                .unwrap();
+            execution["budget_used"] = 28.into();
+            run.to_string()
+        });
+    });
+    let summary = read(&dir.join("summary.md"));
+    assert!(
+        summary.contains(
+            "budget-30: no evolved prompt was accepted in 3 iterations (each one's outcome is \
+             under \"How the search went\"), so the seed stands and there is nothing to compare \
+             with it on the holdout rows. It spent 28 of its budget of 30 calls; a larger \
+             `budget` pays for more proposals."
+        ),
+        "{summary}"
+    );
+    // budget-10, whose evolved versions were replayed, has no such note.
+    assert!(
+        !summary.contains("budget-10: no evolved prompt"),
+        "{summary}"
+    );
+}

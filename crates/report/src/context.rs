@@ -844,10 +844,7 @@ fn run_notes(
                 seed_is_best_because(execution.objectives.is_some())
             ));
         } else if execution.best.is_none() {
-            notes.push(format!(
-                "{}: no evolved prompt was replayed, so there is nothing to compare with the seed.",
-                execution.label
-            ));
+            notes.push(nothing_replayed(run, execution));
         } else if !execution.versions[0].replayed {
             notes.push(format!(
                 "{}: the seed was not replayed, so the evolved prompts cannot be compared with it.",
@@ -856,6 +853,46 @@ fn run_notes(
         }
     }
     notes
+}
+
+/// Why an execution has no evolved version to compare with its seed, and, when the search
+/// accepted none, what it tried and what would try more: a user reading "nothing to compare"
+/// needs to know whether the seed held against many proposals or the budget ran out after few.
+fn nothing_replayed(run: &RunData, execution: &Execution) -> String {
+    let label = &execution.label;
+    if execution.generations.iter().any(|row| row.generation > 0) {
+        return format!(
+            "{label}: no evolved prompt was replayed, so there is nothing to compare with the seed."
+        );
+    }
+    let iterations = execution.iterations.len();
+    if iterations == 0 {
+        // A service's run: no record of the iterations, only the history.
+        return format!(
+            "{label}: the evolution's history holds only the seed (no evolved prompt was \
+             accepted), so the seed stands and there is nothing to compare with it on the \
+             holdout rows."
+        );
+    }
+    let mut note = format!(
+        "{label}: no evolved prompt was accepted in {iterations} iteration{} (each one's outcome \
+         is under \"How the search went\"), so the seed stands and there is nothing to compare \
+         with it on the holdout rows.",
+        if iterations == 1 { "" } else { "s" }
+    );
+    let spent = run
+        .manifest
+        .executions
+        .get(execution.index)
+        .and_then(|record| Some((record.budget_used?, record.plan.start.budget)));
+    // Most of the budget gone: more of it is what would try more proposals.
+    if let Some((used, budget)) = spent.filter(|&(used, budget)| used * 4 >= budget * 3) {
+        note.push_str(&format!(
+            " It spent {used} of its budget of {budget} calls; a larger `budget` pays for more \
+             proposals."
+        ));
+    }
+    note
 }
 
 /// Why the seed is an execution's best version. With `[objectives]` the best is the candidate
