@@ -14,6 +14,9 @@
 //!
 //! - `cuda` enables CUDA gpu support.
 //! - `sampler` adds the [`context::sample::sampler`] struct for a more rusty way of sampling.
+// gepa-lab's vendored copy (VENDORED.md): cargo shows a path dependency's warnings, which it
+// hides for a registry crate; with `common` off this crate has unused imports, upstream's to mend.
+#![allow(warnings)]
 use std::ffi::{c_char, CStr, CString, NulError};
 use std::fmt::Debug;
 use std::num::NonZeroI32;
