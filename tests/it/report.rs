@@ -643,11 +643,10 @@ fn keep_rows(path: &Path, column: &str, keep: impl Fn(&csv::StringRecord, usize)
     writer.flush().unwrap();
 }
 
-#[test]
-fn a_search_that_accepted_nothing_says_what_it_tried_and_what_would_try_more() {
-    let (_temp, dir) = render(|dir| {
-        // budget-30 accepted nothing: only its seed in the history and the replay, three
-        // refused proposals in its iteration records, 28 of its 30 calls spent.
+/// The fixture with budget-30 accepting nothing: only its seed in the history and the replay,
+/// three refused proposals in its iteration records, and `used` of its 30 calls spent.
+fn render_accepting_nothing(used: u64) -> (tempfile::TempDir, PathBuf) {
+    render(|dir| {
         keep_rows(&dir.join("history.csv"), "generation", |row, at| {
             &row[0] != "budget-30" || &row[at] == "0"
         });
@@ -667,18 +666,24 @@ fn a_search_that_accepted_nothing_says_what_it_tried_and_what_would_try_more() {
                 .iter_mut()
                 .find(|e| e["custom_id"].as_str().unwrap().contains("budget-30"))
                 .unwrap();
-            execution["budget_used"] = 28.into();
+            execution["budget_used"] = used.into();
             run.to_string()
         });
-    });
+    })
+}
+
+#[test]
+fn a_search_that_accepted_nothing_says_what_it_tried_and_what_would_try_more() {
+    let tried = "budget-30: no evolved prompt was accepted in 3 iterations (each one's outcome is \
+                 under \"How the search went\"), so the seed stands and there is nothing to \
+                 compare with it on the holdout rows.";
+    let (_temp, dir) = render_accepting_nothing(28);
     let summary = read(&dir.join("summary.md"));
     assert!(
-        summary.contains(
-            "budget-30: no evolved prompt was accepted in 3 iterations (each one's outcome is \
-             under \"How the search went\"), so the seed stands and there is nothing to compare \
-             with it on the holdout rows. It spent 28 of its budget of 30 calls; a larger \
-             `budget` pays for more proposals."
-        ),
+        summary.contains(&format!(
+            "{tried} It spent 28 of its budget of 30 calls; a larger `budget` pays for more \
+             proposals."
+        )),
         "{summary}"
     );
     // budget-10, whose evolved versions were replayed, has no such note.
@@ -686,4 +691,9 @@ fn a_search_that_accepted_nothing_says_what_it_tried_and_what_would_try_more() {
         !summary.contains("budget-10: no evolved prompt"),
         "{summary}"
     );
+    // With most of its budget left, the search did not stop for want of it: no advice to pay.
+    let (_temp, dir) = render_accepting_nothing(10);
+    let summary = read(&dir.join("summary.md"));
+    assert!(summary.contains(tried), "{summary}");
+    assert!(!summary.contains("a larger `budget`"), "{summary}");
 }

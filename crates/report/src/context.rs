@@ -867,7 +867,7 @@ fn nothing_replayed(run: &RunData, execution: &Execution) -> String {
     }
     let iterations = execution.iterations.len();
     if iterations == 0 {
-        // A service's run: no record of the iterations, only the history.
+        // No iteration records: a service's run (it reports none), or a search that made none.
         return format!(
             "{label}: the evolution's history holds only the seed (no evolved prompt was \
              accepted), so the seed stands and there is nothing to compare with it on the \
