@@ -46,8 +46,9 @@ pub struct EngineConfig {
     /// best candidate with its instruction first and its input last (`reflection::input_last`),
     /// without a reflection, judged on the Pareto set.
     pub input_last: bool,
-    /// At most this many labelled feedback rows shown in the prompt as worked examples (one per
-    /// label of a classification, else up to three): the engine offers the best candidate with
+    /// At most this many labelled feedback rows shown in the prompt as worked examples (of a
+    /// classification, first sets alternate between one of each label and at least four rows
+    /// in all, `demonstrations::SetSize`; else up to three): the engine offers the best candidate with
     /// them, then now and then with one of them swapped, each judged on the Pareto set
     /// (`demonstrations`). 0 turns them off.
     pub demonstrations: usize,

@@ -13,7 +13,7 @@ use super::budget::Budget;
 use super::cache::{EvaluationCache, PromptId};
 use super::config::{EngineConfig, OnTaskError, Proposer};
 use super::costs::Costs;
-use super::demonstrations;
+use super::demonstrations::{self, SetSize};
 use super::error::EngineError;
 use super::merge::{self, MergeScheduler, Triplet};
 use super::parts::{self, RoundRobin};
@@ -752,10 +752,18 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             .collect();
         let current = &self.candidate_demonstrations[parent];
         let rows = if current.is_empty() {
+            // Fresh sets alternate between one row of each label and more (the first offer is
+            // the first of these), and the Pareto rows decide which a model learns from.
+            let size = if self.demonstration_offers % 2 == 1 {
+                SetSize::OneOfEach
+            } else {
+                SetSize::AtLeastFour
+            };
             demonstrations::choose(
                 &views,
                 &self.labels,
                 self.config.demonstrations,
+                size,
                 &mut self.demonstration_rng,
             )
         } else {

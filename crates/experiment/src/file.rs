@@ -152,10 +152,11 @@ pub struct EngineSection {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 64))]
     pub parallel_calls: Option<i64>,
-    /// At most this many labelled feedback rows shown in the prompt as worked examples, 0 to 16
-    /// (one per label of a classification, else 3). Default 0 (off): measured on six public
-    /// datasets with the embedded models, no offer beat its parent on the Pareto rows. The engine offers the best prompt with them, and later with one swapped, each
-    /// judged on the Pareto rows.
+    /// At most this many labelled feedback rows shown in the prompt as worked examples, 0 to 16:
+    /// of a classification, one of each label, or in every second new set two of each of two or
+    /// three labels; else 3. Default 8 for a classification, 0 (off) for other tasks. The engine
+    /// offers the best prompt with them, and later with one swapped, each judged on the Pareto
+    /// rows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 16))]
     pub demonstrations: Option<i64>,

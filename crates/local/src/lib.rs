@@ -137,7 +137,8 @@ pub const EMBEDDED_REFLECTION_MINIBATCH: usize = 6;
 pub const PARETO_SCREEN_ROWS: usize = 10;
 
 /// Demonstrations a classification's prompt may show unless `[engine] demonstrations` says
-/// otherwise: one per label, the commonest labels first, so at most this many labels are shown.
+/// otherwise: one of each label (every second new set, two of each of two or three labels), the
+/// commonest labels first, so at most this many labels are shown.
 /// More lengthen every prompt of the run (a 10-label set of short inputs adds about 200 tokens).
 pub const DEFAULT_DEMONSTRATIONS: usize = 8;
 

@@ -1248,6 +1248,28 @@ async fn demonstrations_that_lose_the_screen_rows_do_not_pay_for_the_rest_of_the
 }
 
 #[tokio::test]
+async fn fresh_sets_of_demonstrations_alternate_one_row_of_each_label_and_at_least_four() {
+    // Every set loses the plain Pareto rows, so none is kept and each offer draws a fresh set.
+    let task = StandIn::new(&demonstrations_lose());
+    let mut config = EngineConfig::new(6, 20, 200);
+    config.demonstrations = 8;
+    let run = run_quietly(&task, &config).await.expect("run");
+    let sizes: Vec<usize> = run
+        .iterations()
+        .iter()
+        .filter_map(|record| match record {
+            IterationRecord::Mutation(m) if m.written_from == MutationKind::Demonstrations => {
+                Some(m.shown.len())
+            }
+            _ => None,
+        })
+        .collect();
+    // Two labels: one of each, then two of each.
+    assert!(sizes.len() >= 3, "{sizes:?}");
+    assert_eq!(sizes[..3], [2, 4, 2], "{sizes:?}");
+}
+
+#[tokio::test]
 async fn demonstrations_the_pareto_rows_leave_undecided_are_judged_on_the_feedback_rows_they_do_not_show()
  {
     // The set shows one alpha and one bravo row and answers every keyword row right and every
