@@ -41,7 +41,7 @@ pub(crate) const MIN_LABELLED_SET: usize = 4;
 /// 0.750; TweetEval irony with the 1.5B 0.688, 0.656, 0.725, 0.719; MPQA with the 1.5B 0.831,
 /// 0.875, 0.875, 0.850. In the engine on clickbait with the 1.5B, sets of one of each were kept
 /// twice (30 to 33 to 35 of 40 Pareto rows, round 18) and the first set of two of each lost 8
-/// of 40 rows (round 19).
+/// of 40 rows (round 19a).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum SetSize {
     /// One row of each label.
