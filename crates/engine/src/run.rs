@@ -173,6 +173,8 @@ struct Engine<'a, T, O> {
     // Demonstrations offered so far, and the iteration the next one is due at.
     demonstration_offers: usize,
     next_demonstrations: usize,
+    // New sets of demonstrations drawn so far (offers that were not swaps).
+    new_demonstration_sets: usize,
     best: Option<(usize, f64)>,
     iterations: Vec<IterationRecord>,
     // The current iteration; 0 while the seed is scored.
@@ -302,6 +304,7 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             candidate_demonstrations: Vec::new(),
             pending_demonstrations: None,
             demonstration_offers: 0,
+            new_demonstration_sets: 0,
             next_demonstrations: 0,
             best: None,
             iterations: Vec::new(),
@@ -752,13 +755,14 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             .collect();
         let current = &self.candidate_demonstrations[parent];
         let rows = if current.is_empty() {
-            // Fresh sets alternate between one row of each label and more (the first offer is
-            // the first of these), and the Pareto rows decide which a model learns from.
-            let size = if self.demonstration_offers % 2 == 1 {
+            // New sets alternate between one row of each label and more (the first is the
+            // first of these), and the Pareto rows decide which a model learns from.
+            let size = if self.new_demonstration_sets.is_multiple_of(2) {
                 SetSize::OneOfEach
             } else {
                 SetSize::AtLeastFour
             };
+            self.new_demonstration_sets += 1;
             demonstrations::choose(
                 &views,
                 &self.labels,
