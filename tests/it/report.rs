@@ -644,8 +644,8 @@ fn keep_rows(path: &Path, column: &str, keep: impl Fn(&csv::StringRecord, usize)
 }
 
 /// The fixture with budget-30 accepting nothing: only its seed in the history and the replay,
-/// three refused proposals in its iteration records, and `used` of its 30 calls spent.
-fn render_accepting_nothing(used: u64) -> (tempfile::TempDir, PathBuf) {
+/// `refused` refused proposals in its iteration records, and `used` of its 30 calls spent.
+fn render_accepting_nothing(used: u64, refused: u64) -> (tempfile::TempDir, PathBuf) {
     render(|dir| {
         keep_rows(&dir.join("history.csv"), "generation", |row, at| {
             &row[0] != "budget-30" || &row[at] == "0"
@@ -653,11 +653,17 @@ fn render_accepting_nothing(used: u64) -> (tempfile::TempDir, PathBuf) {
         keep_rows(&dir.join("replay.csv"), "version", |row, at| {
             &row[0] != "budget-30" || &row[at] == "seed"
         });
-        let refused = || serde_json::json!({"status": "rejected"});
-        let lines: Vec<String> = (1..=3)
-            .map(|i| iteration(i, "mutation", &[0], refused()))
+        let lines: String = (1..=refused)
+            .map(|i| {
+                iteration(
+                    i,
+                    "mutation",
+                    &[0],
+                    serde_json::json!({"status": "rejected"}),
+                ) + "\n"
+            })
             .collect();
-        std::fs::write(dir.join("iterations.jsonl"), lines.join("\n") + "\n").unwrap();
+        std::fs::write(dir.join("iterations.jsonl"), lines).unwrap();
         edit(&dir.join("run.json"), |text| {
             let mut run: serde_json::Value = serde_json::from_str(&text).unwrap();
             let execution = run["executions"]
@@ -677,7 +683,7 @@ fn a_search_that_accepted_nothing_says_what_it_tried_and_what_would_try_more() {
     let tried = "budget-30: no evolved prompt was accepted in 3 iterations (each one's outcome is \
                  under \"How the search went\"), so the seed stands and there is nothing to \
                  compare with it on the holdout rows.";
-    let (_temp, dir) = render_accepting_nothing(28);
+    let (_temp, dir) = render_accepting_nothing(28, 3);
     let summary = read(&dir.join("summary.md"));
     assert!(
         summary.contains(&format!(
@@ -692,8 +698,20 @@ fn a_search_that_accepted_nothing_says_what_it_tried_and_what_would_try_more() {
         "{summary}"
     );
     // With most of its budget left, the search did not stop for want of it: no advice to pay.
-    let (_temp, dir) = render_accepting_nothing(10);
+    let (_temp, dir) = render_accepting_nothing(10, 3);
     let summary = read(&dir.join("summary.md"));
     assert!(summary.contains(tried), "{summary}");
     assert!(!summary.contains("a larger `budget`"), "{summary}");
+    // Without iteration records (a service's run reports none), the note says only what the
+    // history holds.
+    let (_temp, dir) = render_accepting_nothing(28, 0);
+    let summary = read(&dir.join("summary.md"));
+    assert!(
+        summary.contains(
+            "budget-30: the evolution's history holds only the seed (no evolved prompt was \
+             accepted), so the seed stands and there is nothing to compare with it on the \
+             holdout rows."
+        ),
+        "{summary}"
+    );
 }
