@@ -97,9 +97,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
         );
         return Ok(ExitStatus::Invalid);
     }
+    let left_out = if shape.left_out.is_empty() {
+        String::new()
+    } else {
+        let columns: Vec<String> = shape.left_out.iter().map(|c| c.summary()).collect();
+        format!("; left out {}", columns.join(", "))
+    };
     println!(
-        "{}: an experiment on {} ({} rows; inputs {}; expected {}). It validates; read its \
-         comments, then `gepa-lab run {}`.",
+        "{}: an experiment on {} ({} rows; inputs {}; expected {}{left_out}). It validates; read \
+         its comments, then `gepa-lab run {}`.",
         out.display(),
         args.dataset.display(),
         shape.rows,

@@ -79,6 +79,11 @@ fn init_guesses_the_columns_leaves_ids_out_and_refuses_what_it_cannot_do() {
     std::fs::write(dir.join("qa.csv"), csv).unwrap();
     let output = gepa_lab(dir, &["init", "--dataset", "qa.csv"]);
     assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stdout).contains("expected answer; left out ticket_id (an id))"),
+        "{}",
+        text(&output.stdout)
+    );
     let toml = std::fs::read_to_string(dir.join("qa.toml")).unwrap();
     assert!(
         toml.contains("inputs = [\"question\", \"context\"]"),

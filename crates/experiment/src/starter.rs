@@ -2,7 +2,7 @@
 //! expected column, row count, labels or JSON answers), and from it a commented experiment file
 //! that validates as written: a seed prompt that uses every input, splits and a budget that fit
 //! the rows, and a scorer that fits the answers.
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 use gepa_lab_engine::{DEFAULT_REFLECTION_MINIBATCH, reflections_assured};
@@ -17,10 +17,26 @@ const MAX_LABELS: usize = 12;
 const REFLECTIONS: u64 = 6;
 /// The shuffle seed the generated file sets.
 const SHUFFLE_SEED: u64 = 7;
+/// At most this many rows are held out when a file has more: each costs one answer per version
+/// and model, and 400 rows already tell apart two prompts about 5 points apart (McNemar at 5%,
+/// with one row in seven answered differently). The rest of a 25,000-row file would take hours.
+pub const MAX_HOLDOUT: usize = 400;
+/// A column whose values alone give the expected label on at least this share of rows...
+const ANSWER_SHARE: f64 = 0.9;
+/// ...and remove at least this share of the errors of always answering the commonest label
+/// gives the answer away: a copy of the label, or a value derived from it (annotators' votes, a
+/// score). Left in, the evolution learns to read it instead of doing the task.
+const ANSWER_ERRORS_REMOVED: f64 = 2.0 / 3.0;
+/// Columns with more distinct values than this are not checked for giving the answer away
+/// (free text, measurements); nor those with fewer than ten rows per value, whose values would
+/// "predict" the few rows that hold them.
+const MAX_ANSWER_VALUES: usize = 64;
+
 /// What `init` learned of the dataset.
 pub struct Shape {
-    pub header: Vec<String>,
     pub inputs: Vec<String>,
+    /// The columns neither expected nor inputs, and why each was left out.
+    pub left_out: Vec<LeftOut>,
     pub expected: String,
     pub rows: usize,
     /// The distinct expected values, when there are at most [`MAX_LABELS`].
@@ -31,6 +47,50 @@ pub struct Shape {
     /// data holds there.
     pub json_fields: Vec<JsonField>,
     pub longest_expected: usize,
+}
+
+/// A column `init` left out of the inputs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LeftOut {
+    /// Its place in the header, from 1.
+    pub position: usize,
+    pub name: String,
+    pub reason: LeftOutReason,
+}
+
+/// Why a column is not an input.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LeftOutReason {
+    /// Named `id` or `..._id`.
+    Id,
+    /// The header gives it no name (most often the index a data frame was saved with).
+    Unnamed,
+    /// Its values alone give the expected label on `share` of the rows, where always answering
+    /// the commonest label gives `majority` (see [`ANSWER_SHARE`]).
+    GivesTheAnswer { share: f64, majority: f64 },
+}
+
+impl LeftOut {
+    /// How a comment names it: `ticket_id`, `column 1 (no name)`.
+    pub fn label(&self) -> String {
+        match self.reason {
+            LeftOutReason::Unnamed => format!("column {} (no name)", self.position),
+            _ => self.name.clone(),
+        }
+    }
+
+    /// Its name and, in a few words, why it was left out.
+    pub fn summary(&self) -> String {
+        match self.reason {
+            LeftOutReason::Unnamed => self.label(),
+            LeftOutReason::Id => format!("{} (an id)", self.name),
+            LeftOutReason::GivesTheAnswer { share, .. } => format!(
+                "{} (gives the answer on {:.0}% of rows)",
+                self.label(),
+                share * 100.0
+            ),
+        }
+    }
 }
 
 /// One key of the expected JSON objects and what the data holds under it.
@@ -158,12 +218,18 @@ pub fn read_shape(dataset: &Path, expected: Option<&str>) -> Result<Shape, Strin
         .iter()
         .position(|h| *h == expected)
         .unwrap_or_default();
-    let inputs = input_columns(&header, &expected);
     let mut rows = 0;
-    let mut labels = BTreeSet::new();
+    let mut labels = BTreeMap::<String, usize>::new();
     let mut longest_expected = 0;
     let mut json_objects = true;
     let mut json_fields: Vec<JsonField> = Vec::new();
+    // Per other column, how often each of its values came with each label; `None` once it has
+    // more than MAX_ANSWER_VALUES values (bounded whatever the file).
+    let mut tables: Vec<Option<HashMap<String, HashMap<String, usize>>>> = header
+        .iter()
+        .enumerate()
+        .map(|(column, _)| (column != at).then(HashMap::new))
+        .collect();
     for (index, record) in reader.records().enumerate() {
         let record = record.map_err(|e| format!("row {}: {e}", index + 1))?;
         rows += 1;
@@ -176,16 +242,50 @@ pub fn read_shape(dataset: &Path, expected: Option<&str>) -> Result<Shape, Strin
             _ => json_objects = false,
         }
         if labels.len() <= MAX_LABELS {
-            labels.insert(value.to_owned());
+            *labels.entry(value.to_owned()).or_default() += 1;
+        }
+        if labels.len() > MAX_LABELS {
+            tables.iter_mut().for_each(|table| *table = None);
+            continue;
+        }
+        for (column, table) in tables.iter_mut().enumerate() {
+            let Some(values) = table else { continue };
+            let cell = record.get(column).unwrap_or_default().trim();
+            if !values.contains_key(cell) && values.len() == MAX_ANSWER_VALUES {
+                *table = None;
+                continue;
+            }
+            *values
+                .entry(cell.to_owned())
+                .or_default()
+                .entry(value.to_owned())
+                .or_default() += 1;
         }
     }
+    let json_objects = json_objects && rows > 0;
+    let classification = labels.len() <= MAX_LABELS && !json_objects;
+    let majority = labels.values().max().copied().unwrap_or_default();
+    let gives_the_answer = |column: usize| -> Option<LeftOutReason> {
+        let values = tables[column].as_ref().filter(|_| classification)?;
+        if values.len() < 2 || values.len() * 10 > rows {
+            return None;
+        }
+        let right: usize = values
+            .values()
+            .map(|labels| labels.values().max().copied().unwrap_or_default())
+            .sum();
+        let (share, majority) = (right as f64 / rows as f64, majority as f64 / rows as f64);
+        (share >= ANSWER_SHARE && share - majority >= ANSWER_ERRORS_REMOVED * (1.0 - majority))
+            .then_some(LeftOutReason::GivesTheAnswer { share, majority })
+    };
+    let (inputs, left_out) = input_columns(&header, at, gives_the_answer);
     Ok(Shape {
-        header,
         inputs,
+        left_out,
         expected,
         rows,
-        labels: (labels.len() <= MAX_LABELS).then_some(labels),
-        json_objects: json_objects && rows > 0,
+        labels: classification.then(|| labels.into_keys().collect()),
+        json_objects,
         json_fields,
         longest_expected,
     })
@@ -241,22 +341,40 @@ fn expected_column(header: &[String], expected: Option<&str>) -> Result<String, 
     })
 }
 
-/// The input columns: every column but the expected one and those that look like ids (all of
-/// the others when that leaves none).
-fn input_columns(header: &[String], expected: &str) -> Vec<String> {
-    let is_id = |name: &str| {
+/// The input columns (every column but the expected one, at `expected`, and those
+/// [`LeftOutReason`] names; all of the others when that leaves none), and those left out.
+fn input_columns(
+    header: &[String],
+    expected: usize,
+    gives_the_answer: impl Fn(usize) -> Option<LeftOutReason>,
+) -> (Vec<String>, Vec<LeftOut>) {
+    let mut inputs = Vec::new();
+    let mut left_out = Vec::new();
+    for (column, name) in header.iter().enumerate().filter(|(c, _)| *c != expected) {
         let lower = name.to_ascii_lowercase();
-        lower == "id" || lower.ends_with("_id")
-    };
-    let inputs: Vec<String> = header
-        .iter()
-        .filter(|h| **h != expected && !is_id(h) && !h.is_empty())
-        .cloned()
-        .collect();
-    if inputs.is_empty() {
-        return header.iter().filter(|h| **h != expected).cloned().collect();
+        let reason = if name.is_empty() {
+            Some(LeftOutReason::Unnamed)
+        } else if lower == "id" || lower.ends_with("_id") {
+            Some(LeftOutReason::Id)
+        } else {
+            gives_the_answer(column)
+        };
+        match reason {
+            Some(reason) => left_out.push(LeftOut {
+                position: column + 1,
+                name: name.clone(),
+                reason,
+            }),
+            None => inputs.push(name.clone()),
+        }
     }
-    inputs
+    if inputs.is_empty() {
+        return (
+            left_out.into_iter().map(|column| column.name).collect(),
+            Vec::new(),
+        );
+    }
+    (inputs, left_out)
 }
 
 /// The experiment's name: the dataset's stem in the characters a name may use.
@@ -390,16 +508,35 @@ fn dataset_table(
         relative_to(dataset, out.parent().unwrap_or(Path::new("")))
     };
     let inputs: Vec<String> = shape.inputs.iter().map(|i| quoted(i)).collect();
+    let rest = shape.rows - minibatch - pareto;
+    let (split, holdout) = if rest > MAX_HOLDOUT {
+        (
+            format!(
+                "the next\n\
+                 # {pareto} judge each new prompt, and {MAX_HOLDOUT} of the {rest} others are held out to compare\n\
+                 # the prompts at the end: enough to tell two prompts about 5 points apart. Each\n\
+                 # held-out row costs an answer per prompt and model (\"rest\" holds out all {rest})."
+            ),
+            MAX_HOLDOUT.to_string(),
+        )
+    } else {
+        (
+            format!(
+                "the next\n# {pareto} judge each new prompt, and the rest are held out to compare the \
+                 prompts at the end."
+            ),
+            quoted("rest"),
+        )
+    };
     format!(
         r#"[dataset]
 file = {dataset_path}
 {unused_note}inputs = [{inputs}]
 expected = {expected}
-# {rows} data rows: the first {minibatch} (after shuffling) show the engine its mistakes, the next
-# {pareto} judge each new prompt, and the rest are held out to compare the prompts at the end.
+# {rows} data rows: the first {minibatch} (after shuffling) show the engine its mistakes, {split}
 minibatch = {minibatch}
 pareto = {pareto}
-holdout = "rest"
+holdout = {holdout}
 shuffle_seed = {shuffle_seed}
 
 "#,
@@ -491,31 +628,67 @@ fn seed_prompt(shape: &Shape) -> Result<(String, &'static str, usize), String> {
 /// The comments above `inputs` (columns left out) and above the seed (what kind of task the
 /// expected column makes it, and how it is scored).
 fn notes(shape: &Shape) -> (String, String) {
-    let unused: Vec<&String> = shape
-        .header
-        .iter()
-        .filter(|h| **h != shape.expected && !shape.inputs.contains(h))
-        .collect();
-    let unused_note = if unused.is_empty() {
-        String::new()
-    } else {
-        let names: Vec<&str> = unused.iter().map(|s| s.as_str()).collect();
-        format!(
-            "# Left out of the inputs (they look like ids): {}.\n",
-            names.join(", ")
-        )
+    let mut unused_note = String::new();
+    let named = |reason: fn(&LeftOutReason) -> bool| -> Vec<String> {
+        shape
+            .left_out
+            .iter()
+            .filter(|column| reason(&column.reason))
+            .map(LeftOut::label)
+            .collect()
     };
+    let ids = named(|reason| matches!(reason, LeftOutReason::Id | LeftOutReason::Unnamed));
+    if !ids.is_empty() {
+        unused_note.push_str(&format!(
+            "# Left out of the inputs (they look like ids): {}.\n",
+            ids.join(", ")
+        ));
+    }
+    let mut majority = 0.0;
+    let answers: Vec<String> = shape
+        .left_out
+        .iter()
+        .filter_map(|column| match column.reason {
+            LeftOutReason::GivesTheAnswer { share, majority: m } => {
+                majority = m;
+                Some(format!("{} ({:.0}%)", column.label(), share * 100.0))
+            }
+            _ => None,
+        })
+        .collect();
+    if !answers.is_empty() {
+        unused_note.push_str(&format!(
+            "# Left out of the inputs: {columns}.\n\
+             # Alone, each one's values give the {expected} on that share of the rows (always the\n\
+             # commonest {expected}: {majority:.0}%): it copies the answer or is derived from it (votes,\n\
+             # a score), and a prompt would learn to read it instead of doing the task. Add it back\n\
+             # if it is known before the answer is.\n",
+            columns = answers.join(", "),
+            expected = shape.expected,
+            majority = majority * 100.0,
+        ));
+    }
     let labels_note = match &shape.labels {
         _ if shape.json_objects => {
             "# The expected column holds JSON objects: answers are scored field by field\n\
              # (json_match: a value right or wrong, a list by the F1 of its elements).\n"
                 .to_owned()
         }
-        Some(labels) => format!(
-            "# The expected column has {} distinct values, so this is a classification: the seed\n\
-             # lists them and answers are scored by exact match, ignoring case.\n",
-            labels.len()
-        ),
+        Some(labels) => {
+            let mut note = format!(
+                "# The expected column has {} distinct values, so this is a classification: the seed\n\
+                 # lists them and answers are scored by exact match, ignoring case.\n",
+                labels.len()
+            );
+            // A model cannot guess what `0`, `1` and `2` stand for; the person who knows can say.
+            if labels.iter().all(|label| label.parse::<f64>().is_ok()) {
+                note.push_str(
+                    "# The labels are numbers: say in the seed what each stands for (`2 means ...`),\n\
+                     # since nothing in the data tells a model.\n",
+                );
+            }
+            note
+        }
         None => "# The expected column is free text: answers are scored by token overlap (f1).\n"
             .to_owned(),
     };
@@ -684,6 +857,85 @@ mod tests {
         assert_eq!(
             json_task(&many),
             "Answer with a JSON object only, with the same fields every time."
+        );
+    }
+
+    /// `read_shape` of a CSV written to a temporary file.
+    fn shape_of(csv: &str) -> Shape {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), csv).unwrap();
+        read_shape(file.path(), None).unwrap()
+    }
+
+    #[test]
+    fn columns_that_give_the_answer_away_or_have_no_name_are_left_out_and_said_so() {
+        // 200 rows of three labels (the commonest on 100): `votes` copies the label but for 8
+        // rows, whose `9` goes with `1` on 4 (98%), `topic` gives it on 70% (no better than that by two thirds of the errors
+        // left), `note` has a value per row (not checked), column 1 has no name.
+        let mut csv = String::from(",text,votes,topic,note,label\n");
+        for row in 0..200 {
+            let label = ["0", "1", "1", "2"][row % 4];
+            let votes = if row < 8 { "9" } else { label };
+            let topic = if row % 10 < 7 { label } else { "x" };
+            csv.push_str(&format!(
+                "{row},words {row},{votes},{topic},n{row},{label}\n"
+            ));
+        }
+        let shape = shape_of(&csv);
+        assert_eq!(shape.inputs, ["text", "topic", "note"]);
+        let left: Vec<String> = shape.left_out.iter().map(LeftOut::summary).collect();
+        assert_eq!(
+            left,
+            [
+                "column 1 (no name)",
+                "votes (gives the answer on 98% of rows)"
+            ]
+        );
+        let (unused, labels) = notes(&shape);
+        assert!(
+            unused.contains("(they look like ids): column 1 (no name).\n"),
+            "{unused}"
+        );
+        assert!(
+            unused.contains("inputs: votes (98%).\n# Alone, each one's values give the label")
+                && unused.contains("(always the\n# commonest label: 50%)"),
+            "{unused}"
+        );
+        assert!(labels.contains("The labels are numbers"), "{labels}");
+
+        // Words for labels need no such note; a column that is all ids is kept when nothing else is.
+        let shape = shape_of("id,label\n1,yes\n2,no\n3,yes\n4,no\n5,yes\n6,no\n");
+        assert_eq!(shape.inputs, ["id"]);
+        assert!(shape.left_out.is_empty());
+        assert!(!notes(&shape).1.contains("numbers"));
+    }
+
+    #[test]
+    fn a_large_file_holds_out_a_bounded_count_and_a_small_one_the_rest() {
+        let table = |rows: usize| {
+            let mut csv = String::from("text,label\n");
+            for row in 0..rows {
+                csv.push_str(&format!("words {row},{}\n", ["a", "b"][row % 2]));
+            }
+            let shape = shape_of(&csv);
+            let split = splits(shape.rows).unwrap();
+            dataset_table(&shape, Path::new("/d.csv"), Path::new("/e.toml"), "", split)
+        };
+        let small = table(240);
+        assert!(small.contains("holdout = \"rest\""), "{small}");
+        let large = table(MAX_HOLDOUT + 80);
+        assert!(
+            large.contains("holdout = \"rest\""),
+            "400 rows left: {large}"
+        );
+        let large = table(MAX_HOLDOUT + 81);
+        assert!(
+            large.contains(&format!("holdout = {MAX_HOLDOUT}\n")),
+            "{large}"
+        );
+        assert!(
+            large.contains("and 400 of the 401 others are held out"),
+            "{large}"
         );
     }
 
