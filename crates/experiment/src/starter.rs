@@ -223,13 +223,7 @@ pub fn read_shape(dataset: &Path, expected: Option<&str>) -> Result<Shape, Strin
     let mut longest_expected = 0;
     let mut json_objects = true;
     let mut json_fields: Vec<JsonField> = Vec::new();
-    // Per other column, how often each of its values came with each label; `None` once it has
-    // more than MAX_ANSWER_VALUES values (bounded whatever the file).
-    let mut tables: Vec<Option<HashMap<String, HashMap<String, usize>>>> = header
-        .iter()
-        .enumerate()
-        .map(|(column, _)| (column != at).then(HashMap::new))
-        .collect();
+    let mut tables = ValueTables::new(header.len(), at);
     for (index, record) in reader.records().enumerate() {
         let record = record.map_err(|e| format!("row {}: {e}", index + 1))?;
         rows += 1;
@@ -245,40 +239,19 @@ pub fn read_shape(dataset: &Path, expected: Option<&str>) -> Result<Shape, Strin
             *labels.entry(value.to_owned()).or_default() += 1;
         }
         if labels.len() > MAX_LABELS {
-            tables.iter_mut().for_each(|table| *table = None);
-            continue;
-        }
-        for (column, table) in tables.iter_mut().enumerate() {
-            let Some(values) = table else { continue };
-            let cell = record.get(column).unwrap_or_default().trim();
-            if !values.contains_key(cell) && values.len() == MAX_ANSWER_VALUES {
-                *table = None;
-                continue;
-            }
-            *values
-                .entry(cell.to_owned())
-                .or_default()
-                .entry(value.to_owned())
-                .or_default() += 1;
+            tables.clear();
+        } else {
+            tables.add(&record, value);
         }
     }
     let json_objects = json_objects && rows > 0;
     let classification = labels.len() <= MAX_LABELS && !json_objects;
     let majority = labels.values().max().copied().unwrap_or_default();
-    let gives_the_answer = |column: usize| -> Option<LeftOutReason> {
-        let values = tables[column].as_ref().filter(|_| classification)?;
-        if values.len() < 2 || values.len() * 10 > rows {
-            return None;
-        }
-        let right: usize = values
-            .values()
-            .map(|labels| labels.values().max().copied().unwrap_or_default())
-            .sum();
-        let (share, majority) = (right as f64 / rows as f64, majority as f64 / rows as f64);
-        (share >= ANSWER_SHARE && share - majority >= ANSWER_ERRORS_REMOVED * (1.0 - majority))
-            .then_some(LeftOutReason::GivesTheAnswer { share, majority })
-    };
-    let (inputs, left_out) = input_columns(&header, at, gives_the_answer);
+    let (inputs, left_out) = input_columns(&header, at, |column| {
+        classification
+            .then(|| tables.gives_the_answer(column, rows, majority))
+            .flatten()
+    });
     Ok(Shape {
         inputs,
         left_out,
@@ -289,6 +262,63 @@ pub fn read_shape(dataset: &Path, expected: Option<&str>) -> Result<Shape, Strin
         json_fields,
         longest_expected,
     })
+}
+
+/// Per column other than the expected one, how often each of its values came with each expected
+/// value; a column's table is dropped once it holds more than [`MAX_ANSWER_VALUES`] values, so
+/// the memory is bounded whatever the file.
+struct ValueTables(Vec<Option<HashMap<String, HashMap<String, usize>>>>);
+
+impl ValueTables {
+    fn new(columns: usize, expected: usize) -> Self {
+        Self(
+            (0..columns)
+                .map(|column| (column != expected).then(HashMap::new))
+                .collect(),
+        )
+    }
+
+    /// Stops counting: the expected column is not a label set.
+    fn clear(&mut self) {
+        self.0.iter_mut().for_each(|table| *table = None);
+    }
+
+    fn add(&mut self, record: &csv::StringRecord, expected: &str) {
+        for (column, table) in self.0.iter_mut().enumerate() {
+            let Some(values) = table else { continue };
+            let cell = record.get(column).unwrap_or_default().trim();
+            if !values.contains_key(cell) && values.len() == MAX_ANSWER_VALUES {
+                *table = None;
+                continue;
+            }
+            *values
+                .entry(cell.to_owned())
+                .or_default()
+                .entry(expected.to_owned())
+                .or_default() += 1;
+        }
+    }
+
+    /// Whether `column` gives the answer away ([`ANSWER_SHARE`]), of `rows` rows whose commonest
+    /// label is on `majority`.
+    fn gives_the_answer(
+        &self,
+        column: usize,
+        rows: usize,
+        majority: usize,
+    ) -> Option<LeftOutReason> {
+        let values = self.0[column].as_ref()?;
+        if values.len() < 2 || values.len() * 10 > rows {
+            return None;
+        }
+        let right: usize = values
+            .values()
+            .map(|labels| labels.values().max().copied().unwrap_or_default())
+            .sum();
+        let (share, majority) = (right as f64 / rows as f64, majority as f64 / rows as f64);
+        (share >= ANSWER_SHARE && share - majority >= ANSWER_ERRORS_REMOVED * (1.0 - majority))
+            .then_some(LeftOutReason::GivesTheAnswer { share, majority })
+    }
 }
 
 /// Adds one expected object to the fields seen so far (`first`: it is the first row). A key the
