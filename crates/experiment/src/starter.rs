@@ -674,26 +674,27 @@ fn notes(shape: &Shape) -> (String, String) {
             ids.join(", ")
         ));
     }
-    let mut majority = 0.0;
-    let answers: Vec<String> = shape
+    // Every such column is measured against the same baseline: the commonest label's share.
+    let answers: Vec<(String, f64)> = shape
         .left_out
         .iter()
         .filter_map(|column| match column.reason {
-            LeftOutReason::GivesTheAnswer { share, majority: m } => {
-                majority = m;
-                Some(format!("{} ({:.0}%)", column.label(), share * 100.0))
-            }
+            LeftOutReason::GivesTheAnswer { share, majority } => Some((
+                format!("{} ({:.0}%)", column.label(), share * 100.0),
+                majority,
+            )),
             _ => None,
         })
         .collect();
-    if !answers.is_empty() {
+    if let Some((_, majority)) = answers.first() {
+        let columns: Vec<&str> = answers.iter().map(|(column, _)| column.as_str()).collect();
         unused_note.push_str(&format!(
             "# Left out of the inputs: {columns}.\n\
              # Alone, each one's values give the {expected} on that share of the rows (always the\n\
              # commonest {expected}: {majority:.0}%): it copies the answer or is derived from it (votes,\n\
              # a score), and a prompt would learn to read it instead of doing the task. Add it back\n\
              # if it is known before the answer is.\n",
-            columns = answers.join(", "),
+            columns = columns.join(", "),
             expected = shape.expected,
             majority = majority * 100.0,
         ));
