@@ -20,7 +20,7 @@ const SHUFFLE_SEED: u64 = 7;
 /// At most this many rows are held out when a file has more: each costs one answer per version
 /// and model, and 400 rows already tell apart two prompts about 5 points apart (McNemar at 5%,
 /// with one row in seven answered differently). The rest of a 25,000-row file would take hours.
-pub const MAX_HOLDOUT: usize = 400;
+const MAX_HOLDOUT: usize = 400;
 /// A column whose values alone give the expected label on at least this share of rows...
 const ANSWER_SHARE: f64 = 0.9;
 /// ...and remove at least this share of the errors of always answering the commonest label
