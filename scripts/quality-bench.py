@@ -24,7 +24,9 @@ directories the run created, so a run that fails never borrows an earlier run's 
 the dataset's kind (binary, N labels, extraction or free text, by init's rule on the CSV), the
 holdout rows, the majority-label baseline of a classification on those rows, the seed's and the
 best version's holdout means on the same rows, their paired difference with its 95% interval,
-the exact McNemar p and verdict, the evolved versions accepted, the quoted word pairs (below),
+the exact McNemar p and verdict, whether the best version scores significantly above the
+majority baseline (the report's test of it against always answering that label, row by row),
+the evolved versions accepted, the quoted word pairs (below),
 the calls the evolution spent, the wall time and the peak memory (RSS) of the run.
 
 Each run has one outcome: better (significant), not significant, worse (significant), nothing
@@ -385,6 +387,23 @@ def majority_baseline(results):
     return None
 
 
+def best_against_baseline(results):
+    """The best version's standing against always answering the majority label on the same
+    holdout rows, as the report tests it (results.json's `versions[].scores[].answers`:
+    `standing` and `against_baseline`, on the first replay model); None when the report has no
+    such test (no classification, or a report from before the test existed)."""
+    for version in (results or {}).get("versions", []):
+        if not version.get("is_best"):
+            continue
+        answers = ((version.get("scores") or [{}])[0]).get("answers") or {}
+        standing = answers.get("standing")
+        if standing is None:
+            return None
+        against = answers.get("against_baseline") or {}
+        return {"standing": standing, "p_value": against.get("p_value")}
+    return None
+
+
 def summarise(row):
     """Fills `row` with the numbers of its own run directory (`row["run_dir"]`), those that
     exist: run.json and history.csv from the start of a run, replay.csv and results.json at
@@ -457,6 +476,7 @@ def summarise(row):
             })
     if is_classification(row.get("kind")):
         row["majority_baseline"] = majority_baseline(results)
+        row["best_against_baseline"] = best_against_baseline(results)
     if run_dir and row.get("inputs"):
         measured = run_quoted_pairs(run_dir, row.get("dataset_file"), row["inputs"])
         if measured is not None:
@@ -512,13 +532,28 @@ def rare_cell(row):
     return f"{len(row['rare_words'])} ({len(uncommon)})"
 
 
+STANDINGS = {"above": "above", "not_shown_above": "above, not significant",
+             "at_or_below": "at or below"}
+
+
+def standing_cell(standing):
+    """`best_against_baseline` in a cell: the standing and the test's p."""
+    if not standing:
+        return "–"
+    text = STANDINGS.get(standing["standing"], standing["standing"])
+    if standing.get("p_value") is not None and standing["standing"] != "at_or_below":
+        text += f" (p {'< 0.001' if standing['p_value'] < 0.001 else '= ' + fmt(standing['p_value'])})"
+    return text
+
+
 def table(rows):
     lines = [
         "| dataset or experiment | kind | run seed | holdout rows | majority baseline"
-        " | seed score | best | best score | difference (95% CI) | p | outcome | accepted"
+        " | seed score | best | best score | difference (95% CI) | p | outcome"
+        " | best against the majority baseline | accepted"
         " | quoted pairs / rare words (not common English) | demos | calls spent | wall"
         " | peak RSS |",
-        "|" + "---|" * 17,
+        "|" + "---|" * 18,
     ]
     for r in rows:
         interval = (f"{fmt(r.get('difference'), signed=True)} ({fmt(r.get('ci_low'), signed=True)}"
@@ -539,7 +574,8 @@ def table(rows):
             f" | {fmt(r.get('majority_baseline'))}"
             f" | {fmt(r.get('seed_score'))} | {r.get('best_version') or '–'}"
             f" | {fmt(r.get('best_score'))} | {interval} | {fmt(r.get('p_value'))}"
-            f" | {cell(result)} | {r.get('accepted', '–')}"
+            f" | {cell(result)} | {standing_cell(r.get('best_against_baseline'))}"
+            f" | {r.get('accepted', '–')}"
             f" | {r.get('quoted', '–')} / {rare_cell(r)}"
             f" | {r.get('demonstrations', '–')} | {spent}"
             f" | {wall} | {rss} |")

@@ -14,6 +14,7 @@ use gepa_lab_score::ScorerSpec;
 
 use super::answers::{Answer, LABEL_CHARS, RowAnswers, Rows};
 use super::format;
+use super::stats::{PairedComparison, Pairs, Verdict};
 
 /// At most this many distinct expected values, each at most `LABEL_CHARS` characters long, make
 /// a label set; and at least two rows per label on average. The engine's rule for showing its
@@ -113,6 +114,33 @@ pub struct Baseline {
     pub sentence: String,
 }
 
+/// Where a version stands against always answering the majority label, on the rows it answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Standing {
+    /// Its mean is at or below the baseline's.
+    AtOrBelow,
+    /// Its mean is above, but the paired test does not call the difference (not significant,
+    /// or too few rows to test): it is not shown to be better than answering one label.
+    NotShownAbove,
+    /// Its mean is above, and the paired test calls the difference significant.
+    Above,
+}
+
+impl Standing {
+    /// The standing a comparison of the version (`b`) against the baseline (`a`) gives.
+    fn of(against: &PairedComparison) -> Self {
+        // Both are means over the same rows; the margin absorbs the rounding of the sums.
+        if against.difference <= 1e-9 {
+            Self::AtOrBelow
+        } else if against.verdict == Verdict::Better {
+            Self::Above
+        } else {
+            Self::NotShownAbove
+        }
+    }
+}
+
 /// How one version answered on one model, against the labels.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AnswerCounts {
@@ -133,8 +161,14 @@ pub struct AnswerCounts {
     /// What always answering the baseline's label scores on the same rows; none when that score
     /// is not known (see [`Baseline::score`]).
     pub baseline_score: Option<f64>,
-    /// The version's mean on these rows is at or below `baseline_score`.
-    pub at_or_below_baseline: bool,
+    /// The version against always answering the baseline's label, row by row on the same rows
+    /// (`a` the baseline, `b` the version), by the test the report uses for any two versions;
+    /// none when `baseline_score` is.
+    pub against_baseline: Option<PairedComparison>,
+    /// What that comparison says; none when `baseline_score` is.
+    pub standing: Option<Standing>,
+    /// [`Standing::Above`] in words, with the test; otherwise the standing is a caution.
+    pub above_baseline: Option<String>,
     /// It gives one label to at least [`gepa_lab_score::ONE_ANSWER_PERCENT`]% of its answered
     /// rows.
     pub one_label: bool,
@@ -241,8 +275,8 @@ impl Classification {
         let mut other = 0;
         let mut asked = 0;
         let mut answered = 0;
-        let mut score_sum = 0.0;
-        let mut baseline_hits = 0;
+        // Always answering the baseline's label (a) against the version (b), row by row.
+        let mut against_baseline = Pairs::default();
         // Whether always answering the baseline's label is right for each label.
         let baseline_hits_label: Vec<bool> = self
             .labels
@@ -256,36 +290,32 @@ impl Classification {
                 continue;
             };
             answered += 1;
-            score_sum += score;
             match label {
                 Some(i) => counts[i] += 1,
                 None => other += 1,
             }
-            if let Some(label) = expected(answers.first()).and_then(|v| self.expected_label(v))
-                && baseline_hits_label[label]
-            {
-                baseline_hits += 1;
-            }
+            let baseline_hit = expected(answers.first())
+                .and_then(|v| self.expected_label(v))
+                .is_some_and(|label| baseline_hits_label[label]);
+            against_baseline.push(f64::from(u8::from(baseline_hit)), score);
         }
         let labels = ranked(&self.labels, &counts);
         let top = labels.first().filter(|top| top.rows > 0).cloned();
-        let baseline_score =
-            (self.rule.scored && answered > 0).then(|| baseline_hits as f64 / answered as f64);
-        let mean = (answered > 0).then(|| score_sum / answered as f64);
-        // Both are means over the same rows; the margin absorbs the rounding of the sums.
-        let at_or_below_baseline =
-            matches!((mean, baseline_score), (Some(m), Some(b)) if m <= b + 1e-9);
+        let against_baseline =
+            (self.rule.scored && answered > 0).then(|| against_baseline.compare());
+        let baseline_score = against_baseline.as_ref().map(|c| c.mean_a);
+        let standing = against_baseline.as_ref().map(Standing::of);
         let one_label = top
             .as_ref()
             .is_some_and(|top| gepa_lab_score::answers_one_way(top.rows, answered));
         let mut cautions = Vec::new();
-        if at_or_below_baseline && let Some(score) = baseline_score {
-            cautions.push(format!(
-                "scores no better than always answering {} ({} on the same {})",
-                format::code(&self.baseline.label),
-                format::number(Some(score), 3),
-                rows_text(answered)
-            ));
+        let mut above_baseline = None;
+        if let Some(against) = &against_baseline {
+            let text = self.against_baseline_text(against, answered);
+            match standing {
+                Some(Standing::Above) => above_baseline = Some(text),
+                _ => cautions.push(text),
+            }
         }
         if one_label && let Some(top) = &top {
             cautions.push(format!(
@@ -303,9 +333,53 @@ impl Classification {
             other,
             rows: answered,
             baseline_score,
-            at_or_below_baseline,
+            against_baseline,
+            standing,
+            above_baseline,
             one_label,
             cautions,
+        }
+    }
+}
+
+impl Classification {
+    /// A version's score beside always answering the baseline's label on the same `rows`, in
+    /// words: no higher, higher by no more than the test calls chance, or significantly higher.
+    fn against_baseline_text(&self, against: &PairedComparison, rows: usize) -> String {
+        let always = format!("always answering {}", format::code(&self.baseline.label));
+        let number = |value: f64| format::number(Some(value), 3);
+        let test = || {
+            format!(
+                "{} {}",
+                against.test.text(),
+                format::p_phrase(against.p_value)
+            )
+        };
+        let scores = format!(
+            "({} against {} on the same {})",
+            number(against.mean_b),
+            number(against.mean_a),
+            rows_text(rows)
+        );
+        match Standing::of(against) {
+            Standing::AtOrBelow => format!(
+                "scores no better than {always} ({} on the same {})",
+                number(against.mean_a),
+                rows_text(rows)
+            ),
+            Standing::NotShownAbove if against.verdict == Verdict::NotSignificant => {
+                format!(
+                    "scores above {always} {scores}, not significantly ({})",
+                    test()
+                )
+            }
+            Standing::NotShownAbove => {
+                format!(
+                    "scores above {always} {scores}, with {}",
+                    against.verdict.text()
+                )
+            }
+            Standing::Above => format!("scores significantly above {always} {scores}, {}", test()),
         }
     }
 }
@@ -727,7 +801,7 @@ mod tests {
         assert_eq!(counts.top_share, Some(1.0 / 3.0));
         // Always `negative` on the three answered rows: rows 2 and 3, 2/3; the version's mean 2/3.
         assert_eq!(counts.baseline_score, Some(2.0 / 3.0));
-        assert!(counts.at_or_below_baseline);
+        assert_eq!(counts.standing, Some(Standing::AtOrBelow));
         assert!(!counts.one_label);
         assert_eq!(
             counts.text,
@@ -769,10 +843,19 @@ mod tests {
                 .collect();
             counted(&c, &replay)
         };
-        // 18 of 20: 90%, scoring 0.6 against the baseline's 0.5.
+        // 18 of 20: 90%, scoring 0.6 against the baseline's 0.5: right where the baseline is
+        // wrong on 10 rows, wrong where it is right on 8, which chance explains.
         let counts = version(18);
-        assert!(counts.one_label && !counts.at_or_below_baseline);
-        assert_eq!(counts.cautions, ["answers `yes` to 90% of rows"]);
+        assert!(counts.one_label);
+        assert_eq!(counts.standing, Some(Standing::NotShownAbove));
+        assert_eq!(
+            counts.cautions,
+            [
+                "scores above always answering `no` (0.600 against 0.500 on the same 20 rows), \
+                 not significantly (exact McNemar p = 0.815)",
+                "answers `yes` to 90% of rows"
+            ]
+        );
         assert_eq!(
             counts.text,
             "answered `yes` to 18 of 20 rows (90%), `no` to 2"
@@ -861,7 +944,48 @@ mod tests {
         assert_eq!(counts.other, 2, "two labels, or none");
         // Its 0.75 is what always answering `negative` scores on these rows.
         assert_eq!(counts.baseline_score, Some(0.75));
-        assert!(counts.at_or_below_baseline);
+        assert_eq!(counts.standing, Some(Standing::AtOrBelow));
+    }
+
+    #[test]
+    fn a_version_significantly_above_the_baseline_gets_no_caution_and_one_within_chance_does() {
+        // 50 rows expect `yes`, 50 `no`: always `no` scores 0.5.
+        let expected: Vec<&'static str> = (0..100)
+            .map(|i| if i < 50 { "yes" } else { "no" })
+            .collect();
+        let c = classify("exact_match", &expected).unwrap();
+        // Answers `yes` to the first `yes_rows` rows, `no` to the rest.
+        let version = |yes_rows: usize| {
+            let replay: Vec<ReplayRow> = expected
+                .iter()
+                .enumerate()
+                .map(|(i, e)| {
+                    let output = if i < yes_rows { "yes" } else { "no" };
+                    answer(i + 1, 1, e, output, f64::from(u8::from(output == *e)))
+                })
+                .collect();
+            counted(&c, &replay)
+        };
+        // 0.8: right where the baseline is wrong on 50 rows, wrong where it is right on 20.
+        let counts = version(70);
+        let against = counts.against_baseline.as_ref().unwrap();
+        assert_eq!((against.mean_a, against.mean_b), (0.5, 0.8));
+        assert_eq!(
+            (against.verdict, counts.standing),
+            (Verdict::Better, Some(Standing::Above))
+        );
+        assert!(counts.cautions.is_empty(), "{:?}", counts.cautions);
+        // 0.55: 50 rows against 45, within chance.
+        let counts = version(95);
+        assert_eq!(counts.standing, Some(Standing::NotShownAbove));
+        assert_eq!(
+            counts.cautions,
+            [
+                "scores above always answering `no` (0.550 against 0.500 on the same 100 rows), \
+                 not significantly (exact McNemar p = 0.682)",
+                "answers `yes` to 95% of rows"
+            ]
+        );
     }
 
     #[test]
@@ -881,7 +1005,7 @@ mod tests {
         let replay = [answer(1, 1, "yes", "yes", 1.0)];
         let counts = counted(&c, &replay);
         assert_eq!(counts.baseline_score, None);
-        assert!(!counts.at_or_below_baseline);
+        assert_eq!((&counts.against_baseline, counts.standing), (&None, None));
         assert_eq!(counts.cautions, ["answers `yes` to 100% of rows"]);
     }
 

@@ -187,6 +187,10 @@ pub struct ComparisonView {
     pub cautions_a: Vec<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub cautions_b: Vec<String>,
+    /// That `b` scores significantly above the majority baseline, in words, when it does
+    /// ([`AnswerCounts::above_baseline`]): what a gain over a seed with cautions cannot show.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub above_baseline_b: Option<String>,
     /// What the fields above are derived from, kept so that [`adjust_family`] can decide again.
     #[serde(skip)]
     stats: PairedComparison,
@@ -773,6 +777,7 @@ fn seed_against_best(
         ComparisonView::new(&execution.label, model, &seed, best, &comparison, "holdout");
     view.cautions_a = verdict::cautions(versions, &execution.label, &seed, model);
     view.cautions_b = verdict::cautions(versions, &execution.label, best, model);
+    view.above_baseline_b = verdict::above_baseline(versions, &execution.label, best, model);
     view
 }
 
@@ -908,7 +913,8 @@ pub(crate) fn seed_is_best_because(with_objectives: bool) -> &'static str {
 }
 
 /// A note for a seed-against-best comparison whose seed or best has cautions: a gain over a
-/// seed that answers one label, or that a baseline matches, is no evidence of a good prompt.
+/// seed that answers one label, or that a baseline matches, is no evidence of a good prompt;
+/// the best's own test against the baseline is, when it passes.
 fn caution_note(c: &ComparisonView) -> Option<String> {
     let mut parts = Vec::new();
     if !c.cautions_a.is_empty() {
@@ -917,6 +923,9 @@ fn caution_note(c: &ComparisonView) -> Option<String> {
             c.cautions_a.join(" and "),
             c.b
         ));
+        if let Some(above) = &c.above_baseline_b {
+            parts.push(format!("{} {above}", c.b));
+        }
     }
     if !c.cautions_b.is_empty() {
         parts.push(format!("{} {}", c.b, c.cautions_b.join(" and ")));
@@ -1147,6 +1156,7 @@ impl ComparisonView {
             sentence: sentence(execution, model, a, b, c, scope),
             cautions_a: Vec::new(),
             cautions_b: Vec::new(),
+            above_baseline_b: None,
             stats: c.clone(),
             scope: scope.to_owned(),
         }
@@ -1456,21 +1466,31 @@ mod tests {
             .unwrap();
         let answers = seed.scores[0].answers.as_ref().unwrap();
         assert_eq!(answers.text, "answered `negative` to 30 of 30 rows (100%)");
-        assert!(answers.one_label && answers.at_or_below_baseline);
+        assert!(answers.one_label);
+        assert_eq!(answers.standing, Some(crate::baseline::Standing::AtOrBelow));
         let comparison = &context.comparisons[0];
         assert_eq!(comparison.execution, "budget-10");
         assert_eq!(comparison.cautions_a, answers.cautions);
-        assert!(comparison.cautions_b.is_empty(), "g1 scores 0.600");
-        let note = "budget-10 on local: the seed scores no better than always answering \
-                    `negative` (0.500 on the same 30 rows) and answers `negative` to 100% of \
-                    rows, so a gain over it is no evidence that g1 is a good prompt.";
-        assert!(
-            context.notes.iter().any(|n| n == note),
-            "{:?}",
-            context.notes
+        // g1 scores 0.600: above the baseline, but not on enough rows to call it.
+        let g1 = "scores above always answering `negative` (0.600 against 0.500 on the same 30 \
+                  rows), not significantly (exact McNemar p = 0.549)";
+        assert_eq!(comparison.cautions_b, [g1]);
+        assert_eq!(comparison.above_baseline_b, None);
+        let note = format!(
+            "budget-10 on local: the seed scores no better than always answering `negative` \
+             (0.500 on the same 30 rows) and answers `negative` to 100% of rows, so a gain over \
+             it is no evidence that g1 is a good prompt; g1 {g1}."
         );
-        // budget-30's seed is untouched: no caution.
-        assert_eq!(context.comparisons[1].cautions_a, Vec::<String>::new());
+        assert!(context.notes.contains(&note), "{:?}", context.notes);
+        // budget-30's seed answers both labels, and 0.533 on 30 rows is not shown above always
+        // answering `negative`: that, and nothing of one label.
+        assert_eq!(
+            context.comparisons[1].cautions_a,
+            [
+                "scores above always answering `negative` (0.533 against 0.500 on the same 30 \
+              rows), not significantly (exact McNemar p = 1.000)"
+            ]
+        );
 
         // Beside the seed's score on the page and in summary.md.
         assert!(report.html.contains(
@@ -1478,10 +1498,10 @@ mod tests {
         ));
         assert!(report.html.contains("<h3>Majority baseline</h3>"));
         assert!(
-            report.markdown.contains(
+            report.markdown.contains(&format!(
                 "| 0.500; **scores no better than always answering `negative` (0.500 on the \
-                 same 30 rows)**; **answers `negative` to 100% of rows** | 0.600 |"
-            ),
+                 same 30 rows)**; **answers `negative` to 100% of rows** | 0.600; **{g1}** |"
+            )),
             "{}",
             report.markdown
         );
@@ -1501,6 +1521,45 @@ mod tests {
         assert_eq!(
             results["comparisons"][0]["cautions_a"][1],
             "answers `negative` to 100% of rows"
+        );
+    }
+
+    #[test]
+    fn a_best_significantly_above_the_baseline_is_said_beside_a_seed_that_is_not() {
+        // budget-10's seed answers `Negative` to every row, and its best, g1, answers every
+        // row right: 1.000 against always answering `negative`'s 0.500 on 30 rows.
+        let temp = fixture_with_replay(|row| {
+            if row.variant != "budget-10" || !row.error.is_empty() {
+                return;
+            }
+            if row.version == ReplayOf::Version(Version::Seed) {
+                row.output = "Negative".into();
+                row.score = if row.expected == "negative" { 1.0 } else { 0.0 };
+            } else if row.version == ReplayOf::Version(Version::Generation(1)) {
+                row.output = row.expected.clone();
+                row.score = 1.0;
+            }
+        });
+        let report = crate::build(temp.path(), crate::RenderOptions::default()).unwrap();
+        let comparison = &report.context.comparisons[0];
+        assert_eq!((comparison.b.as_str(), comparison.rows), ("g1", 30));
+        assert!(
+            comparison.cautions_b.is_empty(),
+            "{:?}",
+            comparison.cautions_b
+        );
+        let above = "scores significantly above always answering `negative` (1.000 against \
+                     0.500 on the same 30 rows), exact McNemar p < 0.001";
+        assert_eq!(comparison.above_baseline_b.as_deref(), Some(above));
+        let note = format!(
+            "budget-10 on local: the seed scores no better than always answering `negative` \
+             (0.500 on the same 30 rows) and answers `negative` to 100% of rows, so a gain over \
+             it is no evidence that g1 is a good prompt; g1 {above}."
+        );
+        assert!(
+            report.context.notes.contains(&note),
+            "{:?}",
+            report.context.notes
         );
     }
 

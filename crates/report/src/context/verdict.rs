@@ -3,6 +3,7 @@
 //! and which cautions a version carries. `context` calls these and lays out what they decide;
 //! nothing here writes a sentence.
 use super::{ComparisonView, Recommendation, VersionView};
+use crate::baseline::AnswerCounts;
 use crate::load::{Execution, RunData, version_of};
 use crate::stats::{self, PairedComparison};
 
@@ -71,6 +72,7 @@ pub fn adjust_family<'a>(family: impl IntoIterator<Item = &'a mut ComparisonView
         let cautions = (
             std::mem::take(&mut view.cautions_a),
             std::mem::take(&mut view.cautions_b),
+            view.above_baseline_b.take(),
         );
         *view = ComparisonView::new(
             &view.execution,
@@ -80,25 +82,46 @@ pub fn adjust_family<'a>(family: impl IntoIterator<Item = &'a mut ComparisonView
             &view.stats,
             &view.scope,
         );
-        (view.cautions_a, view.cautions_b) = cautions;
+        (view.cautions_a, view.cautions_b, view.above_baseline_b) = cautions;
     }
 }
 
-/// The cautions of one version on one model (see [`AnswerCounts::cautions`](crate::baseline::AnswerCounts::cautions)).
+/// The cautions of one version on one model (see [`AnswerCounts::cautions`]).
 pub(super) fn cautions(
     versions: &[VersionView],
     execution: &str,
     label: &str,
     model: &str,
 ) -> Vec<String> {
-    versions
-        .iter()
-        .filter(|v| v.execution == execution && v.label == label)
-        .flat_map(|v| &v.scores)
-        .filter(|s| s.model == model)
-        .filter_map(|s| s.answers.as_ref())
+    answer_counts(versions, execution, label, model)
         .flat_map(|a| a.cautions.iter().cloned())
         .collect()
+}
+
+/// That one version on one model scores significantly above the majority baseline, in words
+/// (see [`AnswerCounts::above_baseline`]).
+pub(super) fn above_baseline(
+    versions: &[VersionView],
+    execution: &str,
+    label: &str,
+    model: &str,
+) -> Option<String> {
+    answer_counts(versions, execution, label, model).find_map(|a| a.above_baseline.clone())
+}
+
+/// How one version answered on one model, in a classification.
+fn answer_counts<'a>(
+    versions: &'a [VersionView],
+    execution: &'a str,
+    label: &'a str,
+    model: &'a str,
+) -> impl Iterator<Item = &'a AnswerCounts> {
+    versions
+        .iter()
+        .filter(move |v| v.execution == execution && v.label == label)
+        .flat_map(|v| &v.scores)
+        .filter(move |s| s.model == model)
+        .filter_map(|s| s.answers.as_ref())
 }
 
 /// With objectives, the recommended version against the cheapest one not significantly worse
