@@ -582,17 +582,28 @@ def table(rows):
     return lines
 
 
+def above_cell(group):
+    """Of a group's runs whose best the report tested against the majority baseline, how many
+    are significantly above it; – when none was tested (no classification)."""
+    tested = [r["best_against_baseline"] for r in group if r.get("best_against_baseline")]
+    if not tested:
+        return "–"
+    return f"{sum(1 for t in tested if t['standing'] == 'above')} of {len(tested)}"
+
+
 def tally(rows):
     groups = {}
     for r in rows:
         groups.setdefault(r["experiment"], []).append(r)
     groups["all runs"] = rows
-    lines = ["| dataset or experiment | runs | " + " | ".join(OUTCOMES) + " |",
-             "|" + "---|" * (len(OUTCOMES) + 2)]
+    lines = ["| dataset or experiment | runs | " + " | ".join(OUTCOMES)
+             + " | best significantly above the majority baseline |",
+             "|" + "---|" * (len(OUTCOMES) + 3)]
     for name, group in groups.items():
         counts = [sum(1 for r in group if r["outcome"] == what) for what in OUTCOMES]
         label = f"**{name}**" if name == "all runs" else cell(name)
-        lines.append(f"| {label} | {len(group)} | " + " | ".join(map(str, counts)) + " |")
+        lines.append(f"| {label} | {len(group)} | " + " | ".join(map(str, counts))
+                     + f" | {above_cell(group)} |")
     differences = [r["difference"] for r in rows
                    if r["outcome"] != "failed" and r.get("difference") is not None]
     lines.append("")
