@@ -37,7 +37,10 @@ Quoted word pairs: word pairs that an evolved prompt of the run's history adds (
 seed's words and stop words) and that occur in only 1 to 3 of the dataset's inputs: words tied
 to a few examples rather than to the task. The same measure as /work/shared/tools/quotes_inputs.py,
 implemented here (`quoted_pairs`) so the benchmark needs nothing outside the repository;
-`--self-test` checks that both agree. The pairs themselves are in the raw JSON lines.
+`--self-test` checks that both agree. The pairs themselves are in the raw JSON lines. In
+brackets, how many of them no prompt holds within one line: the last word of a line and the
+first of the next (the engine's `Rules:` heading above a rule that begins "When"), which the
+measure counts and the engine's guard, reading a line at a time, does not.
 
 Output: a Markdown table (one row per run), a tally per dataset and over all runs, and the
 median difference, written to reports/quality-bench/<YYYY-MM-DD>.md (-2, -3... when that exists)
@@ -151,6 +154,18 @@ def quoted_pairs(prompts, rows, columns):
     return sorted(flagged)
 
 
+def across_lines(prompts, flagged):
+    """Of the `flagged` pairs ("word word"), those that no evolved prompt (all but the first)
+    holds within one line: the last word of a line and the first of the next, such as the
+    engine's `Rules:` heading and a rule that begins "When" (`rules when`). The measure counts
+    them as it counts any pair; the engine's guard does not, as they are the prompt's layout."""
+    within = set()
+    for prompt in prompts[1:]:
+        for line in prompt.splitlines():
+            within |= {" ".join(pair) for pair in pairs(words(line))}
+    return sorted(pair for pair in flagged if pair not in within)
+
+
 def read_csv(path):
     with open(path, newline="", encoding="utf-8-sig") as file:
         return list(csv.DictReader(file))
@@ -165,7 +180,8 @@ def run_quoted_pairs(run_dir, dataset_file, inputs):
     stripped = [without_demonstrations(r["prompt"]) for r in read_csv(history)]
     prompts = [text for text, _ in stripped]
     rows = read_csv(dataset_file)
-    return (quoted_pairs(prompts, rows, inputs), rare_words(prompts, rows, inputs),
+    flagged = quoted_pairs(prompts, rows, inputs)
+    return (flagged, across_lines(prompts, flagged), rare_words(prompts, rows, inputs),
             max((shown for _, shown in stripped), default=0))
 
 
@@ -208,6 +224,10 @@ def self_test(tool):
                     "like a", "order #4411", "stuck at", "the duplicate"]
         assert ours == expected, f"quoted_pairs flags {ours}, by hand {expected}"
         print(f"self-test: quoted_pairs flags {len(ours)}: {', '.join(ours)}")
+        layout = across_lines([seed, "Rules:\n- When charged twice, answer billing."],
+                              ["charged twice", "rules when"])
+        assert layout == ["rules when"], f"across_lines says {layout}"
+        assert across_lines([seed] + evolved, ours) == [], "every pair here is within a line"
         if not tool.exists():
             print(f"self-test: {tool} not found; checked by hand only")
             return
@@ -480,9 +500,10 @@ def summarise(row):
     if run_dir and row.get("inputs"):
         measured = run_quoted_pairs(run_dir, row.get("dataset_file"), row["inputs"])
         if measured is not None:
-            flagged, rare, shown = measured
+            flagged, layout, rare, shown = measured
             row["quoted_pairs"] = flagged
             row["quoted"] = len(flagged)
+            row["quoted_across_lines"] = layout
             row["rare_words"] = rare
             row["demonstrations"] = shown
     row["outcome"], row["outcome_detail"] = outcome(row, results is not None)
@@ -524,6 +545,14 @@ def cell(text):
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def quoted_cell(row):
+    """The quoted pairs' count, with how many of them only span two lines in brackets."""
+    if "quoted" not in row:
+        return "–"
+    layout = len(row.get("quoted_across_lines") or [])
+    return f"{row['quoted']} ({layout} across lines)" if layout else str(row["quoted"])
+
+
 def rare_cell(row):
     """The rare words' count, with how many of them are not common English in brackets."""
     if "rare_words" not in row:
@@ -551,7 +580,8 @@ def table(rows):
         "| dataset or experiment | kind | run seed | holdout rows | majority baseline"
         " | seed score | best | best score | difference (95% CI) | p | outcome"
         " | best against the majority baseline | accepted"
-        " | quoted pairs / rare words (not common English) | demos | calls spent | wall"
+        " | quoted pairs (across lines) / rare words (not common English) | demos | calls spent"
+        " | wall"
         " | peak RSS |",
         "|" + "---|" * 18,
     ]
@@ -576,7 +606,7 @@ def table(rows):
             f" | {fmt(r.get('best_score'))} | {interval} | {fmt(r.get('p_value'))}"
             f" | {cell(result)} | {standing_cell(r.get('best_against_baseline'))}"
             f" | {r.get('accepted', '–')}"
-            f" | {r.get('quoted', '–')} / {rare_cell(r)}"
+            f" | {quoted_cell(r)} / {rare_cell(r)}"
             f" | {r.get('demonstrations', '–')} | {spent}"
             f" | {wall} | {rss} |")
     return lines

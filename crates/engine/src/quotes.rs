@@ -6,7 +6,8 @@
 //! it was written from, so it passes the minibatch, and says nothing about the task, so its gain
 //! cannot carry to new rows. The measure is the project's own (`quotes_inputs.py` in the shared
 //! tools, and the quality benchmark): the lowercase words `[a-z0-9@#']+`, the pairs of adjacent
-//! words, and a pair counts when at least one of its words is neither in the seed prompt nor a
+//! words (of one line, here: the measure also pairs the last word of a line with the first of
+//! the next, which in a prompt is its layout; see `quoted_pair`), and a pair counts when at least one of its words is neither in the seed prompt nor a
 //! stop word. The engine sees only the feedback and Pareto rows, never the holdout, so it counts
 //! a pair found in 1 to [`RARE_INPUTS`] of those rows as quoted: a pair the rows it sees hold that
 //! rarely is rare in the dataset as a whole, unless the sample is unlucky.
@@ -164,23 +165,31 @@ impl InputPairs {
             .unwrap_or(0)
     }
 
-    /// The words of `prompt` less the engine's own lines: what the prompt's writer wrote.
-    fn written_words(&self, prompt: &str) -> Vec<String> {
-        let written: Vec<&str> = prompt
+    /// The words of each line of `prompt` less the engine's own lines: what the prompt's
+    /// writer wrote.
+    fn written_lines(&self, prompt: &str) -> Vec<Vec<String>> {
+        prompt
             .lines()
             .filter(|line| !self.own_lines.iter().any(|own| own == line.trim()))
-            .collect();
-        words(&written.join("\n"))
+            .map(words)
+            .collect()
     }
 
-    /// The first new word pair that 1 to [`RARE_INPUTS`] inputs hold.
+    /// The first new word pair of a line that 1 to [`RARE_INPUTS`] inputs hold.
+    ///
+    /// A pair is two words of one line. A line break ends what its writer wrote: the last word of
+    /// the engine's `Rules:` heading and the first of the rule below it (`rules when`) are the
+    /// prompt's layout, not a phrase of an input. Read across lines, that pair in one of the 80
+    /// rows seen (an AG News sample of 480 rows, 2026-11-29) refused 21 of a run's 27 rules, every
+    /// one that began with "When".
     fn quoted_pair(&self, prompt: &str) -> Option<Quote> {
-        let words = words(prompt);
-        self.new_pairs(&words).find_map(|(first, second)| {
-            let inputs = self.pair_inputs(first, second);
-            (1..=RARE_INPUTS).contains(&inputs).then(|| Quote::Pair {
-                pair: format!("{first} {second}"),
-                inputs,
+        prompt.lines().map(words).find_map(|words| {
+            self.new_pairs(&words).find_map(|(first, second)| {
+                let inputs = self.pair_inputs(first, second);
+                (1..=RARE_INPUTS).contains(&inputs).then(|| Quote::Pair {
+                    pair: format!("{first} {second}"),
+                    inputs,
+                })
             })
         })
     }
@@ -188,8 +197,15 @@ impl InputPairs {
     /// The first new pair of a stop word beside a word few inputs use; the prompt is read
     /// without the engine's own lines.
     fn quoted_phrase(&self, prompt: &str) -> Option<Quote> {
-        let written = self.written_words(prompt);
-        self.new_pairs(&written).find_map(|(first, second)| {
+        let lines = self.written_lines(prompt);
+        lines
+            .iter()
+            .find_map(|written| self.quoted_phrase_of_line(written))
+    }
+
+    /// [`Self::quoted_phrase`] in the words of one line.
+    fn quoted_phrase_of_line(&self, written: &[String]) -> Option<Quote> {
+        self.new_pairs(written).find_map(|(first, second)| {
             let stop = |word: &String| self.stop_words.contains(word);
             let word = match (stop(first), stop(second)) {
                 (true, false) => second,
@@ -235,12 +251,15 @@ impl InputPairs {
     /// the words every prompt of this kind uses are not quotes of an input (the shared measure
     /// leaves the same frame words out).
     fn quoted_word(&self, prompt: &str) -> Option<Quote> {
-        self.written_words(prompt).into_iter().find_map(|word| {
-            let single = self.inputs_with_word.get(&word).copied() == Some(1);
-            let ours = self.common.contains(&word) || FRAME_WORDS.split(' ').any(|f| f == word);
-            let long = word.chars().count() >= RARE_WORD_LETTERS;
-            (single && long && !ours && !common_english(&word)).then_some(Quote::Word { word })
-        })
+        self.written_lines(prompt)
+            .into_iter()
+            .flatten()
+            .find_map(|word| {
+                let single = self.inputs_with_word.get(&word).copied() == Some(1);
+                let ours = self.common.contains(&word) || FRAME_WORDS.split(' ').any(|f| f == word);
+                let long = word.chars().count() >= RARE_WORD_LETTERS;
+                (single && long && !ours && !common_english(&word)).then_some(Quote::Word { word })
+            })
     }
 }
 
@@ -385,6 +404,25 @@ mod tests {
             "{SEED}\nRules:\n- When the input includes the words \"camden market\", answer sadness."
         );
         assert_eq!(rows().quoted(&child), Some(pair("camden market", 1)));
+    }
+
+    #[test]
+    fn a_pair_is_two_words_of_one_line_not_a_heading_and_the_rule_below_it() {
+        // One input holds "rules when": the heading `Rules:` above a rule that begins "When" is
+        // the prompt's layout, and the rule passes; the same words inside a rule are a quote.
+        let inputs = InputPairs::new(SEED, ["Officials changed the rules when the war began"]);
+        let child = format!("{SEED}\nRules:\n- When the writer mourns, answer sadness.");
+        assert_eq!(inputs.quoted(&child), None);
+        let child = format!("{SEED}\nRules:\n- Answer sadness: rules when war.");
+        assert_eq!(inputs.quoted(&child), Some(pair("rules when", 1)));
+        // Nor does a stop word at the start of a line make a phrase with the line above.
+        let inputs = InputPairs::new(SEED, ["A tribute to Ferrand"]);
+        let child = format!("{SEED}\nRules:\n- Answer ferrand\nto keep it short.");
+        assert_eq!(
+            inputs.quoted_phrase(&child),
+            None,
+            "`ferrand to` spans two lines"
+        );
     }
 
     #[test]
