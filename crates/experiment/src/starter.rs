@@ -21,6 +21,8 @@ const SHUFFLE_SEED: u64 = 7;
 /// and model, and 400 rows already tell apart two prompts about 5 points apart (McNemar at 5%,
 /// with one row in seven answered differently). The rest of a 25,000-row file would take hours.
 const MAX_HOLDOUT: usize = 400;
+/// The most Pareto rows `init` gives, from a file with rows to spare (see [`splits`]).
+const MAX_PARETO: usize = 80;
 /// A column whose values alone give the expected label on at least this share of rows...
 const ANSWER_SHARE: f64 = 0.9;
 /// ...and remove at least this share of the errors of always answering the commonest label
@@ -421,6 +423,11 @@ pub fn name_of(stem: &str) -> String {
 /// third for the holdout. Ten feedback and twenty Pareto rows of a 240-row file let rules fitted
 /// to a few rows pass: a child was accepted on the minibatch and picked as best on 20 Pareto
 /// rows by noise, and lost its lead on the holdout.
+///
+/// A file with rows to spare once [`MAX_HOLDOUT`] rows are held out gives them to the Pareto
+/// set, up to [`MAX_PARETO`]: rows that would go unused judge each new prompt instead, so that
+/// the best is less often a prompt that won there by chance (on AG News a child at 0.700 against
+/// the seed's 0.575 on 40 Pareto rows scored 0.669 against 0.725 on the holdout).
 pub fn splits(rows: usize) -> Result<(usize, usize), String> {
     if rows < 6 {
         return Err(format!(
@@ -428,7 +435,8 @@ pub fn splits(rows: usize) -> Result<(usize, usize), String> {
         ));
     }
     let part = (rows / 6).clamp(2, 40);
-    Ok((part, part))
+    let spare = rows.saturating_sub(2 * part + MAX_HOLDOUT);
+    Ok((part, part + spare.min(MAX_PARETO.saturating_sub(part))))
 }
 
 /// The replay model the file names, with the probe's findings as a comment.
@@ -809,7 +817,7 @@ mod tests {
     #[test]
     fn splits_fit_the_rows_and_the_budget_pays_for_the_reflections() {
         assert!(splits(5).is_err());
-        for rows in [6, 20, 40, 109, 5000] {
+        for rows in [6, 20, 40, 109, 500, 5000] {
             let (minibatch, pareto) = splits(rows).unwrap();
             assert!(minibatch + pareto < rows, "{rows}: a holdout is left");
             let budget = budget(minibatch, pareto);
@@ -957,12 +965,15 @@ mod tests {
         assert!(small.contains("holdout = \"rest\""), "{small}");
         let large = table(MAX_HOLDOUT + 80);
         assert!(
-            large.contains("holdout = \"rest\""),
+            large.contains("pareto = 40\nholdout = \"rest\""),
             "400 rows left: {large}"
         );
-        let large = table(MAX_HOLDOUT + 81);
+        // Rows beyond 480 judge candidates, up to 80 of them; the holdout stays 400.
+        let large = table(MAX_HOLDOUT + 100);
+        assert!(large.contains("pareto = 60\nholdout = \"rest\""), "{large}");
+        let large = table(MAX_HOLDOUT + 121);
         assert!(
-            large.contains(&format!("holdout = {MAX_HOLDOUT}\n")),
+            large.contains(&format!("pareto = 80\nholdout = {MAX_HOLDOUT}\n")),
             "{large}"
         );
         assert!(
