@@ -149,13 +149,25 @@ fn probe_models(plan: &Plan) -> anyhow::Result<Option<ModelLine>> {
         job.rows.len()
     );
     let inference = super::backends::inference_backend(&ids, None)?;
-    let probe = job.probe();
     let probes: Vec<ModelProbe> = super::runtime()?.block_on(async {
-        let mut probes = Vec::new();
-        for id in &ids {
-            let result = probe.run(&inference, id).await;
-            eprintln!("probe: {}", probe_line(&result));
-            probes.push(result);
+        let mut probes = ask_each(&job.probe(), &inference, &ids).await;
+        if probe::undecided(&probes)
+            && let Some(more) = job.more()
+        {
+            eprintln!(
+                "probe: the models are less than {} rows apart; asking {} more rows",
+                probe::margin(job.rows.len()),
+                more.rows.len()
+            );
+            let second = ask_each(&more, &inference, &ids).await;
+            probes = probes
+                .into_iter()
+                .zip(second)
+                .map(|(first, more)| first.merged(more))
+                .collect();
+            for result in &probes {
+                eprintln!("probe: {}", probe_line(result));
+            }
         }
         probes
     });
@@ -168,17 +180,33 @@ fn probe_models(plan: &Plan) -> anyhow::Result<Option<ModelLine>> {
     }))
 }
 
+/// One round of the probe on each of `ids`, each model's result on the terminal.
+async fn ask_each(
+    probe: &probe::Probe<'_>,
+    inference: &std::sync::Arc<dyn crate::inference::Inference>,
+    ids: &[String],
+) -> Vec<ModelProbe> {
+    let mut probes = Vec::new();
+    for id in ids {
+        let result = probe.run(inference, id).await;
+        eprintln!("probe: {}", probe_line(&result));
+        probes.push(result);
+    }
+    probes
+}
+
 /// The comment above the replay model `init` writes: how the probe chose, and each model's
 /// probe on a line.
-fn probe_comment(rows: usize, probes: &[ModelProbe]) -> String {
+fn probe_comment(first_rows: usize, probes: &[ModelProbe]) -> String {
     let mut comment = format!(
-        "# Chosen by `init`'s probe: each installed model answered the seed on {} feedback and\n\
-         # Pareto rows (never holdout rows; each expected answer in turn); a larger model is\n\
-         # chosen when it scores at least {} rows' worth higher (the sums below), or when the\n\
-         # smaller one gives one answer to {}% of the rows and the larger does not.\n\
+        "# Chosen by `init`'s probe: each installed model answered the seed on {first_rows} feedback\n\
+         # and Pareto rows (never holdout rows; each expected answer in turn), and on {} more when\n\
+         # the first left the models closer than the margin; a larger model is chosen when it\n\
+         # scores higher by at least {}% of the rows asked (the sums below), or when the smaller\n\
+         # one gives one answer to {}% of the rows and the larger does not.\n\
          # `--no-probe` writes `local` without asking.\n",
-        rows,
-        probe::MARGIN_ROWS,
+        probe::MORE_PROBE_ROWS,
+        probe::MARGIN_PERCENT,
         crate::score::ONE_ANSWER_PERCENT
     );
     for result in probes {
@@ -197,7 +225,7 @@ fn probe_line(probe: &ModelProbe) -> String {
         probe.rows,
         probe.mean()
     );
-    if let Some((answer, count)) = &probe.top_answer {
+    if let Some((answer, count)) = probe.top_answer() {
         // On one line: the line is also a TOML comment, and a JSON answer spans several.
         let answer: String = answer
             .split_whitespace()
@@ -229,7 +257,7 @@ mod tests {
             rows: 20,
             answered: 19,
             total: 9.0,
-            top_answer: Some(("{\n  \"city\": null,\r\n\t`x`\u{7}".into(), 3)),
+            answers: vec![("{\n  \"city\": null,\r\n\t`x`\u{7}".into(), 3)],
             seconds: 12.4,
         };
         let line = probe_line(&probe);
