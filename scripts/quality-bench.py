@@ -410,18 +410,17 @@ def majority_baseline(results):
 def best_against_baseline(results):
     """The best version's standing against always answering the majority label on the same
     holdout rows, as the report tests it (results.json's `versions[].scores[].answers`:
-    `standing` and `against_baseline`, on the first replay model); None when the report has no
-    such test (no classification, or a report from before the test existed)."""
-    for version in (results or {}).get("versions", []):
-        if not version.get("is_best"):
-            continue
-        answers = ((version.get("scores") or [{}])[0]).get("answers") or {}
-        standing = answers.get("standing")
-        if standing is None:
-            return None
-        against = answers.get("against_baseline") or {}
-        return {"standing": standing, "p_value": against.get("p_value")}
-    return None
+    `standing` and `against_baseline`, on the first replay model); the seed's when no evolved
+    version was accepted (the seed stands). None when the report has no such test (no
+    classification, or a report from before the test existed)."""
+    versions = (results or {}).get("versions", [])
+    best = next((v for v in versions if v.get("is_best")), None)
+    best = best or next((v for v in versions if v.get("is_seed")), None)
+    answers = (((best or {}).get("scores") or [{}])[0]).get("answers") or {}
+    if answers.get("standing") is None:
+        return None
+    against = answers.get("against_baseline") or {}
+    return {"standing": answers["standing"], "p_value": against.get("p_value")}
 
 
 def summarise(row):
