@@ -824,6 +824,20 @@ mod tests {
         );
     }
 
+    /// The answers of a version that answers `yes` to the first `yes` rows of `expected` and
+    /// `no` to the rest, scored by exact match.
+    fn yes_first(c: &Classification, expected: &[&str], yes: usize) -> AnswerCounts {
+        let replay: Vec<ReplayRow> = expected
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                let output = if i < yes { "yes" } else { "no" };
+                answer(i + 1, 1, e, output, f64::from(u8::from(output == *e)))
+            })
+            .collect();
+        counted(c, &replay)
+    }
+
     #[test]
     fn one_label_to_ninety_percent_of_rows_is_said_and_eighty_nine_is_not() {
         let expected: Vec<&'static str> =
@@ -832,17 +846,7 @@ mod tests {
         // `no` and `yes` tie at 10 rows: `no` first in character order.
         assert_eq!(c.baseline().label, "no");
         assert_eq!(c.baseline().score, Some(0.5));
-        let version = |yes: usize| {
-            let replay: Vec<ReplayRow> = expected
-                .iter()
-                .enumerate()
-                .map(|(i, e)| {
-                    let output = if i < yes { "yes" } else { "no" };
-                    answer(i + 1, 1, e, output, f64::from(u8::from(output == *e)))
-                })
-                .collect();
-            counted(&c, &replay)
-        };
+        let version = |yes: usize| yes_first(&c, &expected, yes);
         // 18 of 20: 90%, scoring 0.6 against the baseline's 0.5: right where the baseline is
         // wrong on 10 rows, wrong where it is right on 8, which chance explains.
         let counts = version(18);
@@ -954,18 +958,7 @@ mod tests {
             .map(|i| if i < 50 { "yes" } else { "no" })
             .collect();
         let c = classify("exact_match", &expected).unwrap();
-        // Answers `yes` to the first `yes_rows` rows, `no` to the rest.
-        let version = |yes_rows: usize| {
-            let replay: Vec<ReplayRow> = expected
-                .iter()
-                .enumerate()
-                .map(|(i, e)| {
-                    let output = if i < yes_rows { "yes" } else { "no" };
-                    answer(i + 1, 1, e, output, f64::from(u8::from(output == *e)))
-                })
-                .collect();
-            counted(&c, &replay)
-        };
+        let version = |yes_rows: usize| yes_first(&c, &expected, yes_rows);
         // 0.8: right where the baseline is wrong on 50 rows, wrong where it is right on 20.
         let counts = version(70);
         let against = counts.against_baseline.as_ref().unwrap();
