@@ -37,7 +37,8 @@ pub const PROBE_ROWS: usize = 20;
 /// Twenty rows cannot tell two models 25 points apart from two of a kind: on an AG News sample
 /// of 480 rows the 0.5B model scored 10 of 20 and the 1.5B 11, so the 0.5B was kept, and it
 /// scored 0.482 on the holdout where the 1.5B had scored 0.731 on the 240-row sample's. A second
-/// round costs a minute when the models are close and nothing when one is clearly ahead.
+/// round costs about a minute on short inputs when the models are close (on texts of some 450
+/// tokens, several), and nothing when one is clearly ahead.
 pub const MORE_PROBE_ROWS: usize = 20;
 
 /// The margin on `rows` probe rows: [`MARGIN_PERCENT`] of them.
