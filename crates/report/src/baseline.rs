@@ -310,11 +310,11 @@ impl Classification {
             .is_some_and(|top| gepa_lab_score::answers_one_way(top.rows, answered));
         let mut cautions = Vec::new();
         let mut above_baseline = None;
-        if let Some(against) = &against_baseline {
-            let text = self.against_baseline_text(against, answered);
+        if let (Some(against), Some(standing)) = (&against_baseline, standing) {
+            let text = self.against_baseline_text(against, standing, answered);
             match standing {
-                Some(Standing::Above) => above_baseline = Some(text),
-                _ => cautions.push(text),
+                Standing::Above => above_baseline = Some(text),
+                Standing::AtOrBelow | Standing::NotShownAbove => cautions.push(text),
             }
         }
         if one_label && let Some(top) = &top {
@@ -345,7 +345,12 @@ impl Classification {
 impl Classification {
     /// A version's score beside always answering the baseline's label on the same `rows`, in
     /// words: no higher, higher by no more than the test calls chance, or significantly higher.
-    fn against_baseline_text(&self, against: &PairedComparison, rows: usize) -> String {
+    fn against_baseline_text(
+        &self,
+        against: &PairedComparison,
+        standing: Standing,
+        rows: usize,
+    ) -> String {
         let always = format!("always answering {}", format::code(&self.baseline.label));
         let number = |value: f64| format::number(Some(value), 3);
         let test = || {
@@ -361,7 +366,7 @@ impl Classification {
             number(against.mean_a),
             rows_text(rows)
         );
-        match Standing::of(against) {
+        match standing {
             Standing::AtOrBelow => format!(
                 "scores no better than {always} ({} on the same {})",
                 number(against.mean_a),
