@@ -173,7 +173,8 @@ def read_csv(path):
 
 def run_quoted_pairs(run_dir, dataset_file, inputs):
     """The measure for one run directory, its history's prompts without their demonstrations
-    against its dataset: (quoted pairs, rare words, the most demonstrations a prompt shows)."""
+    against its dataset: (quoted pairs, those of them across lines, rare words, the most
+    demonstrations a prompt shows)."""
     history = run_dir / "history.csv"
     if not history.exists() or not dataset_file or not pathlib.Path(dataset_file).exists():
         return None
