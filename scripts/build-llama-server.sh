@@ -23,13 +23,16 @@ sys_crate="$(cargo metadata --format-version 1 --locked |
     python3 -c 'import json,sys,os; m=json.load(sys.stdin); p=[p for p in m["packages"] if p["name"]=="llama-cpp-sys-2"][0]; print(p["version"], os.path.dirname(p["manifest_path"]))')"
 sys_version="${sys_crate%% *}"
 vendored="${sys_crate#* }/llama.cpp"
-# For this CPU, as cargo builds gepa-lab's llama.cpp (target-cpu=native: GGML_NATIVE).
-cpu_flags=(-DGGML_NATIVE=ON)
+# For this CPU, as cargo builds gepa-lab's llama.cpp (target-cpu=native: GGML_NATIVE), through
+# the same compiler launcher, which gives ggml the host's SIMD list instead of -march=native.
+launcher="$(cd "$(dirname "$0")" && pwd)/compiler-launcher.sh"
+cpu_flags=(-DGGML_NATIVE=ON "-DCMAKE_C_COMPILER_LAUNCHER=$launcher"
+    "-DCMAKE_CXX_COMPILER_LAUNCHER=$launcher")
 work="$target_dir/llama-server"
 build="$work/build-native"
 server="$build/bin/llama-server"
 # Raise `recipe` when the steps below change what is built.
-recipe=1
+recipe=2
 stamp="$build/gepa-lab-inputs"
 inputs="recipe $recipe; llama-cpp-python $sdist_version ($sdist_sha256); llama-cpp-sys-2 $sys_version; ${cpu_flags[*]}"
 

@@ -1,6 +1,7 @@
-//! The set-up script's detection of libclang, which llama.cpp's bindgen step loads at build
-//! time: run against temporary trees, so that what the machine happens to have installed does
-//! not decide the result.
+//! The set-up scripts: the detection of libclang, which llama.cpp's bindgen step loads at build
+//! time, and the compiler launcher's choice of instructions for ggml, each run against temporary
+//! trees or stand-in compilers, so that what the machine happens to have installed does not
+//! decide the result; the early model download; the binary on an older CPU.
 use std::os::unix::fs::symlink;
 use std::path::Path;
 use std::process::Command;
@@ -166,4 +167,72 @@ fn a_binary_built_for_a_newer_cpu_says_so_instead_of_crashing() {
         assert!(stderr.contains(name), "{name} not named: {stderr}");
     }
     assert!(stderr.contains("cargo build --release"), "{stderr}");
+}
+
+/// What `scripts/compiler-launcher.sh` ran for `args`: the launcher in front of a stand-in
+/// compiler that answers the macro query (`-dM`) with `macros` and otherwise prints the
+/// arguments it was given, one a line. ccache stays out of it (`GEPA_LAB_CCACHE=0`).
+fn launched(macros: &str, args: &[&str], keep_native: bool) -> Vec<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("macros"), macros).unwrap();
+    let compiler = dir.path().join("cc");
+    std::fs::write(
+        &compiler,
+        "#!/bin/sh\nhere=$(dirname \"$0\")\n\
+         case \" $* \" in *\" -dM \"*) cat \"$here/macros\"; exit 0;; esac\n\
+         printf '%s\\n' \"$@\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&compiler, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/compiler-launcher.sh");
+    let mut command = Command::new("sh");
+    command
+        .arg(script)
+        .arg(&compiler)
+        .args(args)
+        .env("GEPA_LAB_CCACHE", "0")
+        .env_remove("GEPA_LAB_MARCH_NATIVE");
+    if keep_native {
+        command.env("GEPA_LAB_MARCH_NATIVE", "1");
+    }
+    let output = command.output().expect("run compiler-launcher.sh");
+    assert!(output.status.success(), "{output:?}");
+    String::from_utf8(output.stdout)
+        .expect("utf-8")
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn the_launcher_gives_ggml_the_hosts_simd_list_instead_of_march_native_on_x86() {
+    // An x86-64 host with AVX2, FMA and AVX-512 F and VNNI; the macros ggml reads nothing of
+    // (AES, GFNI) add no flag.
+    let x86 = "#define __x86_64__ 1\n#define __AVX512VNNI__ 1\n#define __AVX2__ 1\n\
+               #define __AES__ 1\n#define __FMA__ 1\n#define __GFNI__ 1\n#define __AVX512F__ 1\n";
+    let args = ["-O3", "-march=native", "-c", "a file.c"];
+    assert_eq!(
+        launched(x86, &args, false),
+        [
+            "-O3",
+            "-mfma",
+            "-mavx2",
+            "-mavx512f",
+            "-mavx512vnni",
+            "-c",
+            "a file.c"
+        ]
+    );
+    // Asked to keep it, or without `-march=native`, the arguments pass unchanged.
+    assert_eq!(launched(x86, &args, true), args);
+    assert_eq!(
+        launched(x86, &["-O2", "-c", "b.c"], false),
+        ["-O2", "-c", "b.c"]
+    );
+    // A compiler for another architecture (ARM's -mcpu=native too), or one that names no SIMD
+    // extension, keeps `-march=native`.
+    let arm = "#define __aarch64__ 1\n#define __ARM_FEATURE_DOTPROD 1\n";
+    assert_eq!(launched(arm, &args, false), args);
+    assert_eq!(launched("#define __x86_64__ 1\n", &args, false), args);
 }
