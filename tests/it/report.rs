@@ -679,6 +679,61 @@ fn render_accepting_nothing(used: u64, refused: u64) -> (tempfile::TempDir, Path
 }
 
 #[test]
+fn a_run_whose_searches_accepted_nothing_says_the_seed_is_best_not_that_nothing_compares() {
+    // Both executions keep only their seeds; budget-30's search recorded 4 iterations.
+    let (_temp, dir) = render(|dir| {
+        keep_rows(&dir.join("history.csv"), "generation", |row, at| {
+            &row[at] == "0"
+        });
+        keep_rows(&dir.join("replay.csv"), "version", |row, at| {
+            &row[at] == "seed"
+        });
+        let lines: String = (1..=4)
+            .map(|i| {
+                iteration(
+                    i,
+                    "mutation",
+                    &[0],
+                    serde_json::json!({"status": "rejected"}),
+                ) + "\n"
+            })
+            .collect();
+        std::fs::write(dir.join("iterations.jsonl"), lines).unwrap();
+    });
+    let summary = read(&dir.join("summary.md"));
+    assert!(
+        summary.contains(
+            "The seed is the best version: no evolved prompt was accepted in 4 iterations."
+        ),
+        "{summary}"
+    );
+    assert!(!summary.contains("No comparison"), "{summary}");
+    let page = read(&dir.join("index.html"));
+    assert!(
+        page.contains(
+            "The seed is the best version: no evolved prompt was accepted in 4 iterations (see \
+             the notes)."
+        ),
+        "the page's headline"
+    );
+    // Without iteration records nothing says the searches tried: no claim that the seed held.
+    let (_temp, dir) = render(|dir| {
+        keep_rows(&dir.join("history.csv"), "generation", |row, at| {
+            &row[at] == "0"
+        });
+        keep_rows(&dir.join("replay.csv"), "version", |row, at| {
+            &row[at] == "seed"
+        });
+        std::fs::write(dir.join("iterations.jsonl"), "").unwrap();
+    });
+    let summary = read(&dir.join("summary.md"));
+    assert!(
+        summary.contains("No comparison of the seed with an evolved prompt is possible"),
+        "{summary}"
+    );
+}
+
+#[test]
 fn a_search_that_accepted_nothing_says_what_it_tried_and_what_would_try_more() {
     let tried = "budget-30: no evolved prompt was accepted in 3 iterations (each one's outcome is \
                  under \"How the search went\"), so the seed stands and there is nothing to \

@@ -48,10 +48,11 @@ pub struct ReportContext {
     /// seed.
     pub headline: Option<ComparisonView>,
     /// No headline because the seed is the best version: evolved prompts were replayed, but
-    /// none scored above the seed on the evolution's own score.
+    /// none scored above the seed on the evolution's own score; or the searches tried and
+    /// accepted none, and the seed was replayed.
     pub seed_is_best: bool,
     /// Why the seed is the best version, in the words the page, `summary.md` and the terminal
-    /// print ([`seed_is_best_because`]); empty when it is not.
+    /// print ([`seed_is_best_because`], [`seed_stands_because`]); empty when it is not.
     pub seed_is_best_because: String,
     /// Seed against best, for every execution and replay model.
     pub comparisons: Vec<ComparisonView>,
@@ -361,14 +362,14 @@ pub fn build(
         return Err(ReportError::temp_file(source));
     }
     let best = verdict::recommend(run, &versions);
-    let seed_is_best = run
-        .best()
-        .is_some_and(|(e, v)| run.executions[e].versions[v].is_seed());
-    let seed_is_best_because = run
-        .best()
-        .filter(|_| seed_is_best)
-        .map(|(e, _)| seed_is_best_because(run.executions[e].objectives.is_some()).to_owned())
-        .unwrap_or_default();
+    let seed_is_best_because = match run.best() {
+        Some((e, v)) if run.executions[e].versions[v].is_seed() => {
+            seed_is_best_because(run.executions[e].objectives.is_some()).to_owned()
+        }
+        Some(_) => String::new(),
+        None => seed_stands_because(run).unwrap_or_default(),
+    };
+    let seed_is_best = !seed_is_best_because.is_empty();
 
     Ok(ReportContext {
         format_version: FORMAT_VERSION,
@@ -898,6 +899,27 @@ fn nothing_replayed(run: &RunData, execution: &Execution) -> String {
         ));
     }
     note
+}
+
+/// Why the seed stands as the best version of a run whose searches accepted no evolved prompt
+/// at all, though they tried (their iterations are recorded) and the seed was replayed: "no
+/// evolved prompt was accepted in 14 iterations" is the run's outcome, where "no comparison is
+/// possible" would read as a failure of the run. `None` otherwise (nothing tried, an evolved
+/// prompt that was not replayed, a seed without answers), when the notes say what is missing.
+fn seed_stands_because(run: &RunData) -> Option<String> {
+    let executions = &run.executions;
+    let searched = executions.iter().all(|execution| {
+        execution.generations.iter().all(|row| row.generation == 0)
+            && execution.versions.first().is_some_and(|seed| seed.replayed)
+    });
+    let iterations: usize = executions.iter().map(|e| e.iterations.len()).sum();
+    if !searched || iterations == 0 {
+        return None;
+    }
+    Some(format!(
+        "no evolved prompt was accepted in {iterations} iteration{}",
+        if iterations == 1 { "" } else { "s" }
+    ))
 }
 
 /// Why the seed is an execution's best version. With `[objectives]` the best is the candidate
