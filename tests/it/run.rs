@@ -13,6 +13,11 @@ use crate::common::{Serve, output_within, root};
 
 pub const KEY: &str = "run-test-key";
 
+/// A run seed with which the two-variant experiment, against `serve` with the simulated model
+/// of seed 4, accepts evolved prompts: tests that need evolved versions pass it, so that the
+/// engine's choices are the same in every run instead of a new random draw each time.
+const EVOLVING_SEED: &str = "1";
+
 fn experiment() -> PathBuf {
     root().join("tests/fixtures/run_experiments/two_variants.toml")
 }
@@ -262,7 +267,9 @@ fn assert_complete(dir: &RunDir) -> (Vec<HistoryRow>, Vec<ReplayRow>) {
 fn a_two_variant_experiment_runs_to_a_complete_run_directory() {
     let serve = Serve::start(&["sim:seed=4"], &[&format!("{KEY}:6000")]);
     let out = tempfile::tempdir().unwrap();
-    let output = run_command(&serve, out.path(), &[experiment().to_str().unwrap()])
+    let experiment = experiment();
+    let args = [experiment.to_str().unwrap(), "--seed", EVOLVING_SEED];
+    let output = run_command(&serve, out.path(), &args)
         .output()
         .expect("run");
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -678,7 +685,9 @@ fn an_unfinished_run_is_offered_and_the_score_gate_sets_the_exit_status() {
 fn a_resume_while_the_service_has_lost_the_executions_keeps_every_generation_and_answer() {
     let serve = Serve::start(&["sim:seed=4,latency_ms=20"], &[&format!("{KEY}:6000")]);
     let out = tempfile::tempdir().unwrap();
-    let output = run_command(&serve, out.path(), &[experiment().to_str().unwrap()])
+    let experiment = experiment();
+    let args = [experiment.to_str().unwrap(), "--seed", EVOLVING_SEED];
+    let output = run_command(&serve, out.path(), &args)
         .output()
         .expect("run");
     assert!(output.status.success(), "{}", serve.log());
