@@ -643,27 +643,38 @@ fn keep_rows(path: &Path, column: &str, keep: impl Fn(&csv::StringRecord, usize)
     writer.flush().unwrap();
 }
 
+/// Only the seeds of the executions `which` picks (by name) left in the fixture's history and
+/// replay: their searches accepted nothing.
+fn keep_only_seeds(dir: &Path, which: fn(&str) -> bool) {
+    keep_rows(&dir.join("history.csv"), "generation", |row, at| {
+        !which(&row[0]) || &row[at] == "0"
+    });
+    keep_rows(&dir.join("replay.csv"), "version", |row, at| {
+        !which(&row[0]) || &row[at] == "seed"
+    });
+}
+
+/// budget-30's iteration records: `count` mutations, each rejected.
+fn write_rejected_iterations(dir: &Path, count: u64) {
+    let lines: String = (1..=count)
+        .map(|i| {
+            iteration(
+                i,
+                "mutation",
+                &[0],
+                serde_json::json!({"status": "rejected"}),
+            ) + "\n"
+        })
+        .collect();
+    std::fs::write(dir.join("iterations.jsonl"), lines).unwrap();
+}
+
 /// The fixture with budget-30 accepting nothing: only its seed in the history and the replay,
 /// `refused` refused proposals in its iteration records, and `used` of its 30 calls spent.
 fn render_accepting_nothing(used: u64, refused: u64) -> (tempfile::TempDir, PathBuf) {
     render(|dir| {
-        keep_rows(&dir.join("history.csv"), "generation", |row, at| {
-            &row[0] != "budget-30" || &row[at] == "0"
-        });
-        keep_rows(&dir.join("replay.csv"), "version", |row, at| {
-            &row[0] != "budget-30" || &row[at] == "seed"
-        });
-        let lines: String = (1..=refused)
-            .map(|i| {
-                iteration(
-                    i,
-                    "mutation",
-                    &[0],
-                    serde_json::json!({"status": "rejected"}),
-                ) + "\n"
-            })
-            .collect();
-        std::fs::write(dir.join("iterations.jsonl"), lines).unwrap();
+        keep_only_seeds(dir, |execution| execution == "budget-30");
+        write_rejected_iterations(dir, refused);
         edit(&dir.join("run.json"), |text| {
             let mut run: serde_json::Value = serde_json::from_str(&text).unwrap();
             let execution = run["executions"]
@@ -682,23 +693,8 @@ fn render_accepting_nothing(used: u64, refused: u64) -> (tempfile::TempDir, Path
 fn a_run_whose_searches_accepted_nothing_says_the_seed_is_best_not_that_nothing_compares() {
     // Both executions keep only their seeds; budget-30's search recorded 4 iterations.
     let (_temp, dir) = render(|dir| {
-        keep_rows(&dir.join("history.csv"), "generation", |row, at| {
-            &row[at] == "0"
-        });
-        keep_rows(&dir.join("replay.csv"), "version", |row, at| {
-            &row[at] == "seed"
-        });
-        let lines: String = (1..=4)
-            .map(|i| {
-                iteration(
-                    i,
-                    "mutation",
-                    &[0],
-                    serde_json::json!({"status": "rejected"}),
-                ) + "\n"
-            })
-            .collect();
-        std::fs::write(dir.join("iterations.jsonl"), lines).unwrap();
+        keep_only_seeds(dir, |_| true);
+        write_rejected_iterations(dir, 4);
     });
     let summary = read(&dir.join("summary.md"));
     assert!(
@@ -718,13 +714,8 @@ fn a_run_whose_searches_accepted_nothing_says_the_seed_is_best_not_that_nothing_
     );
     // Without iteration records nothing says the searches tried: no claim that the seed held.
     let (_temp, dir) = render(|dir| {
-        keep_rows(&dir.join("history.csv"), "generation", |row, at| {
-            &row[at] == "0"
-        });
-        keep_rows(&dir.join("replay.csv"), "version", |row, at| {
-            &row[at] == "seed"
-        });
-        std::fs::write(dir.join("iterations.jsonl"), "").unwrap();
+        keep_only_seeds(dir, |_| true);
+        write_rejected_iterations(dir, 0);
     });
     let summary = read(&dir.join("summary.md"));
     assert!(
