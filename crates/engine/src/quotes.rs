@@ -8,9 +8,10 @@
 //! tools, and the quality benchmark): the lowercase words `[a-z0-9@#']+`, the pairs of adjacent
 //! words (of one line, here: the measure also pairs the last word of a line with the first of
 //! the next, which in a prompt is its layout; see `quoted_pair`), and a pair counts when at
-//! least one of its words is neither in the seed prompt nor a stop word. The engine sees only the feedback and Pareto rows, never the holdout, so it counts
-//! a pair found in 1 to [`RARE_INPUTS`] of those rows as quoted: a pair the rows it sees hold that
-//! rarely is rare in the dataset as a whole, unless the sample is unlucky.
+//! least one of its words is neither in the seed prompt nor a stop word. The engine sees only
+//! the feedback and Pareto rows, never the holdout, so it counts a pair found in 1 to
+//! [`RARE_INPUTS`] of those rows as quoted: a pair the rows it sees hold that rarely is rare in
+//! the dataset as a whole, unless the sample is unlucky.
 //!
 //! Word pairs miss a list of single words: `answer ham: "Hey", "meet", "bugis", "smth"` (from a
 //! public SMS sample) quotes four messages and pairs none of their words. So a span in quotation
