@@ -174,6 +174,9 @@ fn probe_models(plan: &Plan) -> anyhow::Result<Option<ModelLine>> {
     let Some(chosen) = probe::choose(&probes) else {
         return Ok(None);
     };
+    if let Some(note) = one_answer_note(&probes) {
+        eprintln!("note: {}", note.join(" "));
+    }
     Ok(Some(ModelLine {
         model: chosen.model.clone(),
         comment: probe_comment(job.rows.len(), &probes),
@@ -212,7 +215,24 @@ fn probe_comment(first_rows: usize, probes: &[ModelProbe]) -> String {
     for result in probes {
         comment.push_str(&format!("#   {}\n", probe_line(result)));
     }
+    for line in one_answer_note(probes).unwrap_or_default() {
+        comment.push_str(&format!("# {line}\n"));
+    }
     comment
+}
+
+/// What to tell the user when every model gave one answer to nearly every probe row: the rows
+/// hold each expected answer in turn, so the seed does not yet tell them apart on this data and
+/// every model scores as if it always answered the same. The search starts from there, and the
+/// user often knows in a sentence what it cannot see. `None` otherwise. Lines of a comment.
+fn one_answer_note(probes: &[ModelProbe]) -> Option<Vec<&'static str>> {
+    (!probes.is_empty() && probes.iter().all(ModelProbe::answers_one_way)).then(|| {
+        vec![
+            "Every model gave one answer to nearly every row asked: the seed does not yet tell",
+            "the rows apart on this data. Say in it what sets each answer apart (what makes",
+            "an input one label and not another); the evolution starts from the seed as written.",
+        ]
+    })
 }
 
 /// One model's probe in words, on one line: "local: 9.0 of 20 (0.450); most common answer `x` on
@@ -269,5 +289,35 @@ mod tests {
         // The whole comment parses as TOML comments.
         let text = format!("# {line}\nkey = 1\n");
         assert!(toml::from_str::<toml::Table>(&text).is_ok(), "{text}");
+    }
+
+    /// A probe of `rows` rows that answered `top` to `count` of them and something else to the rest.
+    fn probe(model: &str, top: &str, count: usize, rows: usize) -> ModelProbe {
+        ModelProbe {
+            model: model.into(),
+            rows,
+            answered: rows,
+            total: (rows / 2) as f64,
+            answers: vec![(top.into(), count), ("other".into(), rows - count)],
+            seconds: 1.0,
+        }
+    }
+
+    #[test]
+    fn the_comment_says_so_when_every_model_answers_one_way() {
+        // Spam Assassin emails (2026-11-29): the 0.5B answered `ham` to 40 of 40 probe rows,
+        // the 1.5B `spam` to 40 of 40.
+        let both = [probe("local", "ham", 40, 40), probe("big", "spam", 39, 40)];
+        let comment = probe_comment(20, &both);
+        assert!(
+            comment.contains("# Every model gave one answer"),
+            "{comment}"
+        );
+        assert!(toml::from_str::<toml::Table>(&format!("{comment}key = 1\n")).is_ok());
+        // One model that tells the rows apart is enough to say nothing.
+        let one = [probe("local", "ham", 40, 40), probe("big", "spam", 30, 40)];
+        assert!(one_answer_note(&one).is_none());
+        assert!(!probe_comment(20, &one).contains("Every model"));
+        assert!(one_answer_note(&[]).is_none());
     }
 }
