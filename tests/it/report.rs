@@ -704,6 +704,8 @@ fn a_run_whose_searches_accepted_nothing_says_the_seed_is_best_not_that_nothing_
         "{summary}"
     );
     assert!(!summary.contains("No comparison"), "{summary}");
+    // Nothing is compared, so no table of comparisons (a header alone reads as rows lost).
+    assert!(!summary.contains("| difference (95% CI) |"), "{summary}");
     let page = read(&dir.join("index.html"));
     assert!(
         page.contains(
