@@ -55,7 +55,7 @@ pub use objectives::{
 pub use records::{
     Best, CallKind, CandidateRecord, EngineEvent, Failure, IterationRecord, MergeRecord,
     MutationKind, MutationRecord, Outcome, PARETO_ACCEPT_P, Progress, ProposalFailure,
-    ProposalKind, Run, StopReason, sign_test, wins_and_losses,
+    ProposalKind, Run, StopReason, labels_are_numbers, sign_test, wins_and_losses,
 };
 pub use reflection::{MissingPlaceholders, ReflectionTemplate};
 pub use run::run;

@@ -511,8 +511,40 @@ pub enum Outcome {
 
 /// A label glossary needs at least this many labels: with two, the labels' names and the task
 /// already say what each means; with more, names such as `meta` or `utility` are shorthand whose
-/// scope a small model cannot guess.
+/// scope a small model cannot guess. Labels that are numbers are the exception
+/// ([`glossary_labels_needed`]).
 pub(crate) const MIN_GLOSSARY_LABELS: usize = 3;
+
+/// Whether every label is a number (`0`, `1`, `2`; at least one label): a name that says
+/// nothing of what it stands for, which a model cannot guess and only the rows can show.
+pub fn labels_are_numbers<'a>(labels: impl IntoIterator<Item = &'a str>) -> bool {
+    let mut any = false;
+    for label in labels {
+        if label.parse::<f64>().is_err() {
+            return false;
+        }
+        any = true;
+    }
+    any
+}
+
+/// How many labels a glossary must keep entries for to be proposed, `None` when none is written:
+/// [`MIN_GLOSSARY_LABELS`] of three or more labels; both of two labels that are numbers (whose
+/// names and the task do not say what each means, and where a glossary of one singles it out).
+pub(crate) fn glossary_labels_needed(labels: &[String]) -> Option<usize> {
+    if labels.len() >= MIN_GLOSSARY_LABELS {
+        Some(MIN_GLOSSARY_LABELS)
+    } else if labels.len() == 2 && labels_are_numbers(labels.iter().map(String::as_str)) {
+        Some(2)
+    } else {
+        None
+    }
+}
+
+/// What [`ProposalFailure::ThinGlossary`] records needed before they said (three labels).
+fn min_glossary_labels() -> usize {
+    MIN_GLOSSARY_LABELS
+}
 
 /// Why a reflection produced no child worth running.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -532,10 +564,15 @@ pub enum ProposalFailure {
     WrongAnswerInRules { answer: String },
     /// Every rule of the answer is already in the parent.
     NoNewRule,
-    /// A label glossary kept subjects for fewer labels than
-    /// [`MIN_GLOSSARY_LABELS`] (the answers had no list, or every subject was
-    /// dropped); `answers` are the reflection model's answers, one per label asked about.
-    ThinGlossary { labels: usize, answers: String },
+    /// A label glossary kept subjects for fewer labels than it needs (`needed`, see
+    /// [`glossary_labels_needed`]; the answers had no list, or every subject was dropped);
+    /// `answers` are the reflection model's answers, one per label asked about.
+    ThinGlossary {
+        labels: usize,
+        #[serde(default = "min_glossary_labels")]
+        needed: usize,
+        answers: String,
+    },
     /// The child dropped `{variable}` placeholders the seed uses, so it could not be rendered
     /// with an example's inputs.
     MissingPlaceholders { missing: Vec<String> },
@@ -652,10 +689,9 @@ impl fmt::Display for ProposalFailure {
                 write!(f, "every rule names an answer that is not the correct one")
             }
             Self::NoNewRule => write!(f, "every rule is already in the parent"),
-            Self::ThinGlossary { labels, .. } => write!(
+            Self::ThinGlossary { labels, needed, .. } => write!(
                 f,
-                "the glossary kept subjects for {labels} label(s); it needs {}",
-                MIN_GLOSSARY_LABELS
+                "the glossary kept subjects for {labels} label(s); it needs {needed}"
             ),
             Self::MissingPlaceholders { missing } => {
                 write!(f, "the child dropped {}", list(missing))
@@ -907,6 +943,32 @@ mod tests {
 
     /// The short names the terminal and events use are the names the records are written with.
     #[test]
+    fn a_thin_glossary_recorded_before_it_said_what_it_needed_needed_three() {
+        let old: ProposalFailure =
+            serde_json::from_str(r#"{"reason": "thin_glossary", "labels": 2, "answers": ""}"#)
+                .unwrap();
+        assert_eq!(
+            old.to_string(),
+            "the glossary kept subjects for 2 label(s); it needs 3"
+        );
+    }
+
+    #[test]
+    fn labels_that_are_numbers_say_nothing_and_get_a_glossary_even_as_two() {
+        assert!(labels_are_numbers(["0", "1", "-1", "2.5"]));
+        assert!(!labels_are_numbers(["0", "spam"]));
+        assert!(!labels_are_numbers([]));
+        let labels = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        assert_eq!(glossary_labels_needed(&labels(&["0", "1"])), Some(2));
+        assert_eq!(glossary_labels_needed(&labels(&["ham", "spam"])), None);
+        assert_eq!(glossary_labels_needed(&labels(&["a", "b", "c"])), Some(3));
+        assert_eq!(
+            glossary_labels_needed(&labels(&["0", "1", "2", "3"])),
+            Some(3)
+        );
+    }
+
+    #[test]
     fn labels_are_the_serialised_names() {
         let failures = [
             ProposalFailure::NoFencedBlock { answer: "a".into() },
@@ -918,6 +980,7 @@ mod tests {
             ProposalFailure::PartsChanged,
             ProposalFailure::ThinGlossary {
                 labels: 1,
+                needed: 3,
                 answers: "a".into(),
             },
             ProposalFailure::MissingPlaceholders {

@@ -11,7 +11,7 @@ use std::fmt::Write;
 
 use gepa_lab_prompt::Template;
 
-use super::records::ProposalFailure;
+use super::records::{ProposalFailure, labels_are_numbers};
 use super::task::ExampleView;
 
 /// One minibatch example as the reflection model sees it.
@@ -453,6 +453,13 @@ const GLOSSARY_HEADING: &str = "What each answer is about:";
 /// vague words ("financial advice") and the glossary gained +0.03; asked for a list of subjects,
 /// it wrote lists like "retirement, insurance, pay, salary, paycheck" and the glossary gained
 /// +0.11 (a glossary written by hand gained +0.23, so the form matters more than the model).
+///
+/// Labels that are numbers ([`labels_are_numbers`]) are asked for a name instead: a list of
+/// subjects of AG News rows labelled `0` to `3` named only people, places and companies (all
+/// dropped), where asked to "name the kind in general words" the 1.5B model wrote "news
+/// articles", "sports news", "financial news" and "technology". That glossary on the seed, on 200
+/// rows no request showed (2026-11-29): with the 1.5B answering, 0.330 against 0.255 (+0.075,
+/// p = 0.003; the seed answers `1` to 199 of them); with the 0.5B, 0.250 against 0.265 (p = 0.66).
 pub(crate) fn glossary_request(
     labels: &[String],
     label: &str,
@@ -475,6 +482,15 @@ pub(crate) fn glossary_request(
         };
         let _ = writeln!(text, "- {}", values.join("; "));
     }
+    if labels_are_numbers(labels.iter().map(String::as_str)) {
+        let _ = write!(
+            text,
+            "\nThe kinds are numbers, which say nothing. Name the kind {label} in general words: \
+             what do all inputs of this kind have in common? Answer with one line in this \
+             form:\n- {label}: {NAME_PLACEHOLDER}"
+        );
+        return text;
+    }
     let _ = write!(
         text,
         "\nList the subjects that inputs of the kind {label} are about: one or two general words \
@@ -484,6 +500,10 @@ pub(crate) fn glossary_request(
     );
     text
 }
+
+/// The placeholder of the form a glossary request of numbered labels asks for; an answer that
+/// copies it names nothing.
+const NAME_PLACEHOLDER: &str = "a few general words";
 
 /// The subjects of a glossary answer: its first list line (with or without the "- label:" head,
 /// and one subject alone when it has that head), split at commas, each trimmed of punctuation.
@@ -517,6 +537,7 @@ pub(crate) fn parse_subjects(answer: &str, labels: &[String]) -> Vec<String> {
             || item.chars().any(char::is_uppercase)
             || item.split_whitespace().count() > MAX_SUBJECT_WORDS
             || item == "subject"
+            || item == NAME_PLACEHOLDER
             || label_names.contains(&words_of(&item))
             || subjects.contains(&item)
         {

@@ -23,7 +23,7 @@ use super::quotes::InputPairs;
 use super::records::{
     Best, CallKind, CandidateRecord, ChildFields, EngineEvent, Failure, IterationRecord,
     MIN_GLOSSARY_LABELS, MergeRecord, MutationKind, MutationRecord, Outcome, Progress,
-    ProposalFailure, Run, StopReason, sum, wins_and_losses,
+    ProposalFailure, Run, StopReason, glossary_labels_needed, sum, wins_and_losses,
 };
 use super::reflection::{self, Revision, Shown};
 use super::sampler::{self, EpochSampler};
@@ -727,7 +727,7 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
     fn glossary_due(&self) -> bool {
         self.config.label_glossary
             && self.config.proposer == Proposer::Rules
-            && self.labels.len() >= MIN_GLOSSARY_LABELS
+            && glossary_labels_needed(&self.labels).is_some()
     }
 
     /// Whether the layout child is offered: asked for, by the rules proposer, of a
@@ -952,10 +952,12 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
         }
         record.shown.sort_unstable();
         // A glossary of one label singles it out, which a small model answers to everything.
-        if entries.len() < MIN_GLOSSARY_LABELS {
+        let needed = glossary_labels_needed(&self.labels).unwrap_or(MIN_GLOSSARY_LABELS);
+        if entries.len() < needed {
             record.outcome = Outcome::Failed {
                 reason: ProposalFailure::ThinGlossary {
                     labels: entries.len(),
+                    needed,
                     answers: answers.join("\n"),
                 },
             };

@@ -1032,6 +1032,62 @@ async fn without_the_setting_or_with_two_labels_the_first_iteration_writes_a_rul
 }
 
 #[tokio::test]
+async fn two_labels_that_are_numbers_get_a_glossary_that_names_each_from_its_rows() {
+    let requests = std::sync::Arc::new(Mutex::new(Vec::<String>::new()));
+    let seen = std::sync::Arc::clone(&requests);
+    let name = |label: &str| {
+        if label == "0" {
+            "money matters"
+        } else {
+            "sports news"
+        }
+    };
+    let task = StandIn::new(&["0", "1"].repeat(6)).reflecting(move |request| {
+        seen.lock().unwrap().push(request.to_owned());
+        let label = if request.contains("of the kind 0:") {
+            "0"
+        } else {
+            "1"
+        };
+        Ok(format!("- {label}: {}", name(label)))
+    });
+    let run = run_quietly(&task, &glossary_config()).await.expect("run");
+    let record = &run.iterations()[0];
+    assert_eq!(record.kind(), ProposalKind::Glossary);
+    assert_eq!(record.outcome(), &Outcome::Accepted { generation: 1 });
+    assert_eq!(
+        run.candidates()[1].prompt,
+        "What each answer is about:\n- 0: money matters\n- 1: sports news\n\nAnswer {question}."
+    );
+    // The request asks for a name, not for a list of subjects.
+    let first = requests.lock().unwrap()[0].clone();
+    assert!(
+        first.ends_with(
+            "The kinds are numbers, which say nothing. Name the kind 0 in general words: what do \
+             all inputs of this kind have in common? Answer with one line in this form:\n- 0: a \
+             few general words"
+        ),
+        "{first}"
+    );
+    // Both labels must be named: one named alone singles it out.
+    let task = StandIn::new(&["0", "1"].repeat(6)).reflecting(|request| {
+        Ok(if request.contains("of the kind 0:") {
+            "- 0: money matters".to_owned()
+        } else {
+            "- 1: a few general words".to_owned()
+        })
+    });
+    let run = run_quietly(&task, &glossary_config()).await.expect("run");
+    let Outcome::Failed { reason } = run.iterations()[0].outcome() else {
+        panic!("{:?}", run.iterations()[0].outcome());
+    };
+    assert_eq!(
+        reason.to_string(),
+        "the glossary kept subjects for 1 label(s); it needs 2"
+    );
+}
+
+#[tokio::test]
 async fn a_glossary_no_better_on_the_pareto_set_is_rejected_and_says_where_it_was_judged() {
     // Plain Pareto rows, which any keyword confuses: the glossary names the labels, so the
     // child loses every row the seed had right.
