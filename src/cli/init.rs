@@ -113,6 +113,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
         shape.expected,
         out.display()
     );
+    if let Some(labels) = shape.numeric_labels() {
+        let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
+        eprintln!(
+            "note: the labels are numbers ({}): before `run`, say in the seed what each stands \
+             for (`1 means ...`); nothing in the data tells a model, and a seed that does not \
+             say is answered as a guess",
+            labels.join(", ")
+        );
+    }
     Ok(ExitStatus::Ok)
 }
 

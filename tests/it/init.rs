@@ -150,3 +150,31 @@ fn init_guesses_the_columns_leaves_ids_out_and_refuses_what_it_cannot_do() {
         text(&missing.stderr)
     );
 }
+
+#[test]
+fn init_asks_on_the_terminal_what_numeric_labels_stand_for() {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path();
+    let mut numbers = String::from("comment,class\n");
+    let mut words = String::from("comment,class\n");
+    for i in 0..40 {
+        numbers.push_str(&format!("comment number {i},{}\n", i % 2));
+        words.push_str(&format!("comment number {i},{}\n", ["ham", "spam"][i % 2]));
+    }
+    std::fs::write(dir.join("numbers.csv"), numbers).unwrap();
+    std::fs::write(dir.join("words.csv"), words).unwrap();
+    let output = gepa_lab(dir, &["init", "--dataset", "numbers.csv"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stderr).contains("note: the labels are numbers (0, 1): before `run`, say in the seed what each stands for"),
+        "{}",
+        text(&output.stderr)
+    );
+    let output = gepa_lab(dir, &["init", "--dataset", "words.csv"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(
+        !text(&output.stderr).contains("labels are numbers"),
+        "{}",
+        text(&output.stderr)
+    );
+}

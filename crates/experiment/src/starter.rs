@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
-use gepa_lab_engine::{DEFAULT_REFLECTION_MINIBATCH, reflections_assured};
+use gepa_lab_engine::{DEFAULT_REFLECTION_MINIBATCH, labels_are_numbers, reflections_assured};
 
 /// Header names taken for the expected column, in this order, when `--expected` is not given.
 const EXPECTED_NAMES: [&str; 10] = [
@@ -49,6 +49,16 @@ pub struct Shape {
     /// data holds there.
     pub json_fields: Vec<JsonField>,
     pub longest_expected: usize,
+}
+
+impl Shape {
+    /// The labels, when every one is a number (`0`, `1`, `2`): a model cannot guess what each
+    /// stands for, and nothing in the data tells it; the person who knows can say in the seed.
+    pub fn numeric_labels(&self) -> Option<&BTreeSet<String>> {
+        self.labels
+            .as_ref()
+            .filter(|labels| labels_are_numbers(labels.iter().map(String::as_str)))
+    }
 }
 
 /// A column `init` left out of the inputs.
@@ -719,8 +729,7 @@ fn notes(shape: &Shape) -> (String, String) {
                  # lists them and answers are scored by exact match, ignoring case.\n",
                 labels.len()
             );
-            // A model cannot guess what `0`, `1` and `2` stand for; the person who knows can say.
-            if labels.iter().all(|label| label.parse::<f64>().is_ok()) {
+            if shape.numeric_labels().is_some() {
                 note.push_str(
                     "# The labels are numbers: say in the seed what each stands for (`2 means ...`),\n\
                      # since nothing in the data tells a model.\n",
