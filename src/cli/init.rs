@@ -3,11 +3,11 @@
 //! seed prompt uses every input, the splits and the budget fit the file's rows, and the file is
 //! checked with `validate` before `init` says it is done.
 use super::ExitStatus;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-use crate::experiment::starter::{ModelLine, name_of, read_shape, starter_text};
+use crate::experiment::starter::{ModelLine, Shape, name_of, read_shape, starter_text};
 use crate::experiment::{Plan, validate_file};
 use crate::inference::embedded::{CATALOG, DEFAULT_MODEL, LOCAL, models_dir};
 use crate::runner::probe::{self, ModelProbe, ProbeJob};
@@ -97,6 +97,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
         );
         return Ok(ExitStatus::Invalid);
     }
+    print_written(&args.dataset, &out, &shape);
+    Ok(ExitStatus::Ok)
+}
+
+/// What `init` wrote, on the terminal: the file, the dataset's shape, and what the user must
+/// still say (what numeric labels stand for).
+fn print_written(dataset: &Path, out: &Path, shape: &Shape) {
     let left_out = if shape.left_out.is_empty() {
         String::new()
     } else {
@@ -107,7 +114,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
         "{}: an experiment on {} ({} rows; inputs {}; expected {}{left_out}). It validates; read \
          its comments, then `gepa-lab run {}`.",
         out.display(),
-        args.dataset.display(),
+        dataset.display(),
         shape.rows,
         shape.inputs.join(", "),
         shape.expected,
@@ -122,7 +129,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
             labels.join(", ")
         );
     }
-    Ok(ExitStatus::Ok)
 }
 
 /// Asks every installed catalog model the seed on [`PROBE_ROWS`] feedback and Pareto rows of

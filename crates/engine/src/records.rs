@@ -515,12 +515,13 @@ pub enum Outcome {
 /// ([`glossary_labels_needed`]).
 pub(crate) const MIN_GLOSSARY_LABELS: usize = 3;
 
-/// Whether every label is a number (`0`, `1`, `2`; at least one label): a name that says
-/// nothing of what it stands for, which a model cannot guess and only the rows can show.
+/// Whether every label is a number (`0`, `1`, `-1`, `2.5`; at least one label, and not `nan`
+/// or `inf`, which parse as numbers but are words): a name that says nothing of what it stands
+/// for, which a model cannot guess and only the rows can show.
 pub fn labels_are_numbers<'a>(labels: impl IntoIterator<Item = &'a str>) -> bool {
     let mut any = false;
     for label in labels {
-        if label.parse::<f64>().is_err() {
+        if !label.parse::<f64>().is_ok_and(f64::is_finite) {
             return false;
         }
         any = true;
@@ -941,7 +942,6 @@ mod tests {
         assert!(minibatch.improves());
     }
 
-    /// The short names the terminal and events use are the names the records are written with.
     #[test]
     fn a_thin_glossary_recorded_before_it_said_what_it_needed_needed_three() {
         let old: ProposalFailure =
@@ -957,6 +957,7 @@ mod tests {
     fn labels_that_are_numbers_say_nothing_and_get_a_glossary_even_as_two() {
         assert!(labels_are_numbers(["0", "1", "-1", "2.5"]));
         assert!(!labels_are_numbers(["0", "spam"]));
+        assert!(!labels_are_numbers(["nan", "inf"]));
         assert!(!labels_are_numbers([]));
         let labels = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
         assert_eq!(glossary_labels_needed(&labels(&["0", "1"])), Some(2));
@@ -968,6 +969,7 @@ mod tests {
         );
     }
 
+    /// The short names the terminal and events use are the names the records are written with.
     #[test]
     fn labels_are_the_serialised_names() {
         let failures = [
