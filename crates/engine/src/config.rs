@@ -35,9 +35,9 @@ pub struct EngineConfig {
     pub score_threshold: Option<f64>,
     /// How the reflection model proposes a child.
     pub proposer: Proposer,
-    /// With [`Proposer::Rules`] and a classification of at least three labels, the first
-    /// iteration writes a glossary of the labels (see [`Engine::describe_labels`]) instead of
-    /// a rule, and it is judged on the Pareto set.
+    /// With [`Proposer::Rules`] and a classification of at least three labels, or of two that
+    /// are numbers, the first iteration writes a glossary of the labels (see
+    /// [`Engine::describe_labels`]) instead of a rule, and it is judged on the Pareto set.
     ///
     /// [`Engine::describe_labels`]: super::run
     pub label_glossary: bool,
