@@ -63,12 +63,17 @@ def pareto_scores(run_dir):
             for r in rows if r.get("pareto_scores")}
 
 
-def accepted_children(run_dir):
-    """Every kept child of the run: its generation, parent, kind and the p of its acceptance
-    evidence (the sign test on the rows it was judged on)."""
+def iteration_records(run_dir):
+    """The run's iteration records, in order."""
+    return [json.loads(line) for line in read_text(run_dir / "iterations.jsonl").splitlines()
+            if line.strip()]
+
+
+def accepted_children(iterations):
+    """Every kept child among the iteration records: its generation, parent, kind and the p of
+    its acceptance evidence (the sign test on the rows it was judged on)."""
     children = {}
-    for line in read_text(run_dir / "iterations.jsonl").splitlines():
-        record = json.loads(line)
+    for record in iterations:
         outcome = record.get("outcome") or {}
         if record.get("kind") != "mutation" or outcome.get("status") != "accepted":
             continue
@@ -76,12 +81,9 @@ def accepted_children(run_dir):
         children[outcome["generation"]] = {
             "parent": record["parent"],
             "kind": record.get("written_from", "reflection"),
-            "rows": len(record["parent_scores"]),
             "p": sign_test(wins, losses),
-            "cost": record.get("cost") or {},
         }
-    return children, [json.loads(line) for line in
-                      read_text(run_dir / "iterations.jsonl").splitlines()]
+    return children
 
 
 def lineage(children, generation):
@@ -101,7 +103,8 @@ def audit(folders):
             run_dir = pathlib.Path(row.get("run_dir") or "")
             if not (run_dir / "iterations.jsonl").exists() or not (run_dir / "history.csv").exists():
                 continue
-            children, iterations = accepted_children(run_dir)
+            iterations = iteration_records(run_dir)
+            children = accepted_children(iterations)
             scores = pareto_scores(run_dir)
             best = row.get("best_version") or ""
             runs.append({
