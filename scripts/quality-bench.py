@@ -38,9 +38,11 @@ seed's words and stop words) and that occur in only 1 to 3 of the dataset's inpu
 to a few examples rather than to the task. The same measure as /work/shared/tools/quotes_inputs.py,
 implemented here (`quoted_pairs`) so the benchmark needs nothing outside the repository;
 `--self-test` checks that both agree. The pairs themselves are in the raw JSON lines. In
-brackets, how many of them no prompt holds within one line: the last word of a line and the
-first of the next (the engine's `Rules:` heading above a rule that begins "When"), which the
-measure counts and the engine's guard, reading a line at a time, does not.
+brackets, how many of them are the engine's layout: no prompt holds them within one line the
+engine did not write itself (the last word of a line and the first of the next, as the `Rules:`
+heading above a rule that begins "When"; or a pair of the engine's own headings, as "is about"
+of the glossary's `What each answer is about:`), which the measure counts and the engine's
+guard, reading a line at a time without its own lines, does not.
 
 Output: a Markdown table (one row per run), a tally per dataset and over all runs, and the
 median difference, written to reports/quality-bench/<YYYY-MM-DD>.md (-2, -3... when that exists)
@@ -154,15 +156,24 @@ def quoted_pairs(prompts, rows, columns):
     return sorted(flagged)
 
 
+# The lines the engine writes into prompts itself, whatever the dataset (the engine's
+# `reflection::OWN_WORDING`; `--self-test` checks they are still there): its headings, fixed
+# before any row is seen.
+ENGINE_LINES = {"What each answer is about:", "Rules:", "Answer with the label only."}
+
+
 def across_lines(prompts, flagged):
-    """Of the `flagged` pairs ("word word"), those that no evolved prompt (all but the first)
-    holds within one line: the last word of a line and the first of the next, such as the
-    engine's `Rules:` heading and a rule that begins "When" (`rules when`). The measure counts
-    them as it counts any pair; the engine's guard does not, as they are the prompt's layout."""
+    """Of the `flagged` pairs ("word word"), those that are the engine's layout: no evolved
+    prompt (all but the first) holds them within one line that the engine did not write
+    itself. That is the last word of a line and the first of the next, such as the engine's
+    `Rules:` heading and a rule that begins "When" (`rules when`), and the pairs of the
+    engine's own headings ("is about" of `What each answer is about:`, which an input may
+    hold). The measure counts them as it counts any pair; the engine's guard does not."""
     within = set()
     for prompt in prompts[1:]:
         for line in prompt.splitlines():
-            within |= {" ".join(pair) for pair in pairs(words(line))}
+            if line.strip() not in ENGINE_LINES:
+                within |= {" ".join(pair) for pair in pairs(words(line))}
     return sorted(pair for pair in flagged if pair not in within)
 
 
@@ -173,7 +184,7 @@ def read_csv(path):
 
 def run_quoted_pairs(run_dir, dataset_file, inputs):
     """The measure for one run directory, its history's prompts without their demonstrations
-    against its dataset: (quoted pairs, those of them across lines, rare words, the most
+    against its dataset: (quoted pairs, those of them the engine's layout, rare words, the most
     demonstrations a prompt shows)."""
     history = run_dir / "history.csv"
     if not history.exists() or not dataset_file or not pathlib.Path(dataset_file).exists():
@@ -228,6 +239,13 @@ def self_test(tool):
         layout = across_lines([seed, "Rules:\n- When charged twice, answer billing."],
                               ["charged twice", "rules when"])
         assert layout == ["rules when"], f"across_lines says {layout}"
+        heading = across_lines([seed, "What each answer is about:\n- billing: money\n" + seed],
+                               ["is about", "billing money"])
+        assert heading == ["is about"], f"across_lines says {heading}"
+        engine = (pathlib.Path(__file__).resolve().parent.parent
+                  / "crates/engine/src/reflection.rs").read_text(encoding="utf-8")
+        drifted = [line for line in ENGINE_LINES if f'"{line}"' not in engine]
+        assert not drifted, f"ENGINE_LINES not in the engine's reflection.rs: {drifted}"
         assert across_lines([seed] + evolved, ours) == [], "every pair here is within a line"
         if not tool.exists():
             print(f"self-test: {tool} not found; checked by hand only")
@@ -546,11 +564,11 @@ def cell(text):
 
 
 def quoted_cell(row):
-    """The quoted pairs' count, with how many of them only span two lines in brackets."""
+    """The quoted pairs' count, with how many of them are the engine's layout in brackets."""
     if "quoted" not in row:
         return "–"
     layout = len(row.get("quoted_across_lines") or [])
-    return f"{row['quoted']} ({layout} across lines)" if layout else str(row["quoted"])
+    return f"{row['quoted']} ({layout} the engine's layout)" if layout else str(row["quoted"])
 
 
 def rare_cell(row):
@@ -580,7 +598,7 @@ def table(rows):
         "| dataset or experiment | kind | run seed | holdout rows | majority baseline"
         " | seed score | best | best score | difference (95% CI) | p | outcome"
         " | best against the majority baseline | accepted"
-        " | quoted pairs (across lines) / rare words (not common English) | demos | calls spent"
+        " | quoted pairs (the engine's layout) / rare words (not common English) | demos | calls spent"
         " | wall"
         " | peak RSS |",
         "|" + "---|" * 18,

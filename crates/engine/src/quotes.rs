@@ -140,9 +140,11 @@ impl InputPairs {
     }
 
     /// The same, knowing the lines the engine itself puts into prompts (a glossary's heading):
-    /// such a line is the engine's wording, not a phrase of the inputs, so its pairs are never
-    /// a [`Quote::Phrase`]. (A pair of it that the rows seen hold 1 to [`RARE_INPUTS`] times is
-    /// still a [`Quote::Pair`]: the measure counts it like any other.)
+    /// such a line is the engine's wording, fixed before any row was seen, so no quote is read
+    /// in it. It used to count for [`Quote::Pair`]: an AG News sample of 480 rows holds "is
+    /// about" in one of the 80 rows the engine saw (a fox "that is about the size of a house
+    /// cat"), and the glossary heading `What each answer is about:` then refused every subject
+    /// of every label in the four runs of that file that saw the row (rounds 21, 22, 25 and 26).
     pub(crate) fn with_own_wording(mut self, lines: &[&str]) -> Self {
         self.own_lines = lines.iter().map(|line| line.trim().to_owned()).collect();
         self
@@ -178,13 +180,13 @@ impl InputPairs {
 
     /// The first new word pair of a line that 1 to [`RARE_INPUTS`] inputs hold.
     ///
-    /// A pair is two words of one line. A line break ends what its writer wrote: the last word of
-    /// the engine's `Rules:` heading and the first of the rule below it (`rules when`) are the
-    /// prompt's layout, not a phrase of an input. Read across lines, that pair in one of the 80
-    /// rows seen (an AG News sample of 480 rows, 2026-11-29) refused 21 of a run's 27 rules, every
-    /// one that began with "When".
+    /// A pair is two words of one line, the engine's own lines left out. A line break ends what
+    /// its writer wrote: the last word of the engine's `Rules:` heading and the first of the
+    /// rule below it (`rules when`) are the prompt's layout, not a phrase of an input. Read
+    /// across lines, that pair in one of the 80 rows seen (an AG News sample of 480 rows,
+    /// 2026-11-29) refused 21 of a run's 27 rules, every one that began with "When".
     fn quoted_pair(&self, prompt: &str) -> Option<Quote> {
-        prompt.lines().map(words).find_map(|words| {
+        self.written_lines(prompt).into_iter().find_map(|words| {
             self.new_pairs(&words).find_map(|(first, second)| {
                 let inputs = self.pair_inputs(first, second);
                 (1..=RARE_INPUTS).contains(&inputs).then(|| Quote::Pair {
@@ -551,6 +553,32 @@ mod tests {
         // "tungsten" is in one input: "tungsten or" is still how that one input may put it.
         let rule = format!("{SEED}\n- When the text is about tungsten or gas, answer joy.");
         assert!(matches!(inputs.quoted(&rule), Some(Quote::Phrase { .. })));
+    }
+
+    #[test]
+    fn the_engines_own_heading_is_no_quote_though_an_input_holds_its_words() {
+        // The AG News row that held "is about" among the rows the engine saw.
+        let inputs = InputPairs::new(
+            SEED,
+            [
+                "a fox that is about the size of a house cat is back",
+                "stocks rise on oil news",
+            ],
+        )
+        .with_own_wording(&crate::reflection::OWN_WORDING);
+        let heading = crate::reflection::GLOSSARY_HEADING;
+        assert!(heading.contains("is about"), "{heading}");
+        let glossary = format!("{heading}\n- joy: science, nature\n\n{SEED}");
+        assert_eq!(inputs.quoted(&glossary), None);
+        // The same words written by the model are its words, and quote that row.
+        let rule = format!("{SEED}\n- When the text is about the size, answer joy.");
+        assert_eq!(
+            inputs.quoted(&rule),
+            Some(Quote::Pair {
+                pair: "is about".into(),
+                inputs: 1
+            })
+        );
     }
 
     #[test]

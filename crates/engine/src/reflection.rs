@@ -441,7 +441,7 @@ pub(crate) const MAX_SUBJECTS: usize = 8;
 /// A subject longer than this many words is a sentence (often a copied input), not a subject.
 const MAX_SUBJECT_WORDS: usize = 3;
 /// The heading of the glossary [`add_glossary`] puts at the top of a prompt.
-const GLOSSARY_HEADING: &str = "What each answer is about:";
+pub(crate) const GLOSSARY_HEADING: &str = "What each answer is about:";
 
 /// The request for one label's line of the glossary: the label set, the feedback rows whose
 /// correct answer is `label`, and the request to list the subjects such inputs are about in one
