@@ -215,9 +215,10 @@ fn validate_all<'a>(
     Ok(plans)
 }
 
-/// The run directory to resume, with what a write cut short left in it removed (and said).
+/// The run directory to resume, locked for this process (refused while another writes it),
+/// with what a write cut short left in it removed (and said).
 fn open_resumed(path: &Path) -> anyhow::Result<(RunDir, RunManifest)> {
-    let dir = RunDir::open(path)?;
+    let dir = RunDir::open_for_writing(path)?;
     let manifest = dir.read_manifest()?;
     let leftovers = dir.remove_leftovers()?;
     if !leftovers.is_empty() {

@@ -271,24 +271,26 @@ pub(crate) fn only_run(out: &Path, name: &str) -> PathBuf {
     run
 }
 
-#[test]
-fn a_local_run_killed_at_ten_moments_resumes_and_pays_only_for_calls_in_flight() {
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let upstream = upstream(&runtime, "model=local,seed=1,latency_ms=10");
+/// `gepa-lab ARGS` with the local backend's models (and the reflection model) at `upstream`,
+/// its output captured.
+fn local_command(upstream: &Upstream, args: &[&std::ffi::OsStr]) -> Command {
+    let mut command = crate::common::command();
+    command
+        .args(args)
+        .env("GEPA_LAB_LOCAL_UPSTREAM", &upstream.url)
+        .env("GEPA_LAB_REFLECTION_MODEL", "local")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    command
+}
+
+/// `run` of the kill experiment into `out`, on the local backend at `upstream`.
+fn start_local_kill(upstream: &Upstream, out: &Path) -> Command {
     let experiment = root().join("tests/fixtures/run_experiments/local_kill.toml");
-    let gepa_lab = |args: &[&std::ffi::OsStr]| {
-        let mut command = crate::common::command();
-        command
-            .args(args)
-            .env("GEPA_LAB_LOCAL_UPSTREAM", &upstream.url)
-            .env("GEPA_LAB_REFLECTION_MODEL", "local")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        command
-    };
-    let start = |out: &Path| {
-        gepa_lab(&[
+    local_command(
+        upstream,
+        &[
             "run".as_ref(),
             experiment.as_os_str(),
             "--backend".as_ref(),
@@ -299,8 +301,16 @@ fn a_local_run_killed_at_ten_moments_resumes_and_pays_only_for_calls_in_flight()
             "20261124".as_ref(),
             "--out".as_ref(),
             out.as_os_str(),
-        ])
-    };
+        ],
+    )
+}
+
+#[test]
+fn a_local_run_killed_at_ten_moments_resumes_and_pays_only_for_calls_in_flight() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let upstream = upstream(&runtime, "model=local,seed=1,latency_ms=10");
+    let gepa_lab = |args: &[&std::ffi::OsStr]| local_command(&upstream, args);
+    let start = |out: &Path| start_local_kill(&upstream, out);
     let finished = |mut command: Command| {
         let output = command.output().expect("gepa-lab runs");
         assert!(
@@ -362,5 +372,48 @@ fn a_local_run_killed_at_ten_moments_resumes_and_pays_only_for_calls_in_flight()
     eprintln!(
         "{moments} kills of a local run of {whole_calls} calls ({accepted} candidates accepted): \
          {in_flight_total} calls in flight at the kills were paid again, nothing else"
+    );
+}
+
+#[test]
+fn a_run_another_process_is_writing_is_not_resumed_until_that_process_ends() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    // Slow answers, so that the first process is still writing when the second comes.
+    let upstream = upstream(&runtime, "model=local,seed=1,latency_ms=100");
+    let out = tempfile::tempdir().unwrap();
+    let mut first = start_local_kill(&upstream, out.path())
+        .spawn()
+        .expect("gepa-lab starts");
+    upstream.wait_for(1);
+    let run = only_run(out.path(), "local-kill");
+    let resume = || {
+        local_command(
+            &upstream,
+            &["run".as_ref(), "--resume".as_ref(), run.as_os_str()],
+        )
+    };
+    let second = resume().output().expect("gepa-lab runs");
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "another gepa-lab process (pid {}) is writing this run",
+            first.id()
+        )),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("resuming run"),
+        "refused before it wrote anything: {stderr}"
+    );
+    first.kill().expect("SIGKILL");
+    first.wait().expect("reaped");
+    // The kill ended the lock with the process: the resume goes on to the end.
+    let resumed = resume().output().expect("gepa-lab runs");
+    assert!(
+        resumed.status.success(),
+        "exit {:?}: {}",
+        resumed.status.code(),
+        String::from_utf8_lossy(&resumed.stderr)
     );
 }

@@ -11,14 +11,16 @@
 //!                tried and why it kept or dropped each proposal (from backends that say)
 //! engine.jsonl   a local run's engine: its executions and every paid call's result, the
 //!                checkpoint `run --resume` continues from (`local::FileExecutions`)
+//! run.lock       locked by the one process that writes the run; holds its pid
 //! ```
 //! `report`, `compare` and `resume` read only these files. This module owns their layout and
 //! record types and how they are written (atomic replace, or append); it never calls a service
 //! and never sees a secret: nothing with a key or a private key is a field here.
 use std::collections::BTreeMap;
-use std::fs::OpenOptions;
-use std::io::{BufWriter, Write};
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -39,6 +41,7 @@ pub const REPLAY_FILE: &str = "replay.csv";
 pub const CACHE_FILE: &str = "cache.jsonl";
 pub const ITERATIONS_FILE: &str = "iterations.jsonl";
 pub const ENGINE_FILE: &str = "engine.jsonl";
+pub const LOCK_FILE: &str = "run.lock";
 
 #[derive(Debug, Error)]
 pub enum StoreError {
@@ -49,6 +52,14 @@ pub enum StoreError {
     },
     #[error("{}: not a valid run file: {message}", path.display())]
     Format { path: PathBuf, message: String },
+    /// Another process holds the run's [`LOCK_FILE`]: it is writing the run now.
+    #[error(
+        "{}: another gepa-lab process{} is writing this run; wait for it to end, or stop it and \
+         then resume",
+        path.display(),
+        pid.map(|pid| format!(" (pid {pid})")).unwrap_or_default()
+    )]
+    InUse { path: PathBuf, pid: Option<u32> },
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
@@ -340,16 +351,32 @@ mod scores_column {
 #[derive(Debug, Clone)]
 pub struct RunDir {
     pub path: PathBuf,
+    /// The locked [`LOCK_FILE`] of a directory opened to write the run ([`Self::create`],
+    /// [`Self::open_for_writing`]), shared by the clones; the lock ends when the last clone is
+    /// dropped or the process ends, killed or not. `None` for a directory opened to read.
+    writer: Option<Arc<File>>,
 }
 
 impl RunDir {
-    /// Creates `root/<name>/<run_id>/`; fails if it already exists, so two runs never mix.
+    /// Creates `root/<name>/<run_id>/`, locked for writing; fails if it already exists, so two
+    /// runs never mix.
     pub fn create(root: &Path, name: &str, run_id: &str) -> Result<Self, StoreError> {
         let parent = root.join(name);
         std::fs::create_dir_all(&parent).map_err(io(&parent))?;
         let path = parent.join(run_id);
         std::fs::create_dir(&path).map_err(io(&path))?;
-        Ok(Self { path })
+        let writer = Some(lock_for_writing(&path)?);
+        Ok(Self { path, writer })
+    }
+
+    /// Opens the run directory at `path` to go on writing it (a resume): fails with
+    /// [`StoreError::InUse`] while another process writes it, whose appends and temporary
+    /// files a second writer would tear (two `run --resume` of one run, or a resume of a run
+    /// still going in another terminal).
+    pub fn open_for_writing(path: &Path) -> Result<Self, StoreError> {
+        let mut dir = Self::open(path)?;
+        dir.writer = Some(lock_for_writing(path)?);
+        Ok(dir)
     }
 
     /// A folder of answers and tables that is not a run (a comparison of prompt files), with no
@@ -358,6 +385,7 @@ impl RunDir {
         std::fs::create_dir_all(path).map_err(io(path))?;
         Ok(Self {
             path: path.to_owned(),
+            writer: None,
         })
     }
 
@@ -371,12 +399,13 @@ impl RunDir {
         }
         Ok(Self {
             path: path.to_owned(),
+            writer: None,
         })
     }
 
     /// Removes the temporary files that writes cut short by a kill left in the directory, and
-    /// returns their names. Only for the one process that writes the run (a resume): another
-    /// writer's file in flight would go too.
+    /// returns their names. Only for the one process that writes the run (a resume, after
+    /// [`Self::open_for_writing`]): another writer's file in flight would go too.
     pub fn remove_leftovers(&self) -> Result<Vec<String>, StoreError> {
         let mut removed = Vec::new();
         for entry in std::fs::read_dir(&self.path).map_err(io(&self.path))? {
@@ -768,6 +797,41 @@ fn is_leftover(name: &str) -> bool {
             .is_some_and(|rest| rest.len() == 6 && rest.chars().all(|c| c.is_ascii_alphanumeric()))
 }
 
+/// Locks the [`LOCK_FILE`] of the run directory `dir` (created when missing) for this process,
+/// without waiting, and writes this process's id into it; the id of the process that holds it
+/// is read back for [`StoreError::InUse`]. The lock is advisory (`flock` on Unix): every
+/// gepa-lab process that writes a run takes it, and the system ends it with the process.
+fn lock_for_writing(dir: &Path) -> Result<Arc<File>, StoreError> {
+    let path = dir.join(LOCK_FILE);
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(io(&path))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            // "pid N" and a line break: a few bytes, read with a bound all the same.
+            let mut text = String::new();
+            let _ = (&file).take(64).read_to_string(&mut text);
+            let pid = text
+                .trim()
+                .strip_prefix("pid ")
+                .and_then(|pid| pid.parse().ok());
+            return Err(StoreError::InUse {
+                path: dir.to_owned(),
+                pid,
+            });
+        }
+        Err(std::fs::TryLockError::Error(error)) => return Err(StoreError::Io { path, error }),
+    }
+    file.set_len(0).map_err(io(&path))?;
+    writeln!(file, "pid {}", std::process::id()).map_err(io(&path))?;
+    Ok(Arc::new(file))
+}
+
 /// Writes `bytes` to a temporary file beside `path`, flushes it to disk, then renames it over
 /// `path`.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
@@ -947,6 +1011,37 @@ impl CacheIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_process_writes_a_run_at_a_time_and_a_reader_is_never_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let run = RunDir::create(root.path(), "x", "1").unwrap();
+        std::fs::write(run.file(MANIFEST_FILE), "{}").unwrap();
+        let writing = run.clone();
+        drop(run);
+        // The lock is the file's, not this handle's: a second writer in this process is
+        // refused as one in another process is, and told who holds it.
+        let refused = RunDir::open_for_writing(&writing.path).unwrap_err();
+        assert!(
+            matches!(refused, StoreError::InUse { pid: Some(pid), .. } if pid == std::process::id()),
+            "{refused:?}"
+        );
+        let message = refused.to_string();
+        assert!(
+            message.ends_with(&format!(
+                "another gepa-lab process (pid {}) is writing this run; wait for it to end, or \
+                 stop it and then resume",
+                std::process::id()
+            )),
+            "{message}"
+        );
+        RunDir::open(&writing.path).expect("reading needs no lock");
+        // The last clone dropped, the lock is free again.
+        drop(writing);
+        let resumed = RunDir::open_for_writing(&root.path().join("x/1")).unwrap();
+        let text = std::fs::read_to_string(resumed.file(LOCK_FILE)).unwrap();
+        assert_eq!(text, format!("pid {}\n", std::process::id()));
+    }
 
     #[test]
     fn a_resume_removes_the_temporary_files_a_kill_left_and_nothing_else() {
