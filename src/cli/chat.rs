@@ -39,8 +39,8 @@ pub struct Args {
     /// Most tokens to generate (the service's default is 2048).
     #[arg(long)]
     pub max_tokens: Option<u32>,
-    /// Sampling temperature (the service's default is 0.7).
-    #[arg(long)]
+    /// Sampling temperature, 0 to 2 (the service's default is 0.7).
+    #[arg(long, value_parser = super::ranges::temperature)]
     pub temperature: Option<f64>,
     /// The user message.
     pub text: String,

@@ -36,6 +36,20 @@ pub fn credits(text: &str) -> Result<f64, String> {
     Ok(value)
 }
 
+/// A sampling temperature, 0 to 2 (`--temperature`; `inference::wire::TEMPERATURES`).
+pub fn temperature(text: &str) -> Result<f64, String> {
+    let value = number(text)?;
+    let range = crate::inference::wire::TEMPERATURES;
+    if !range.contains(&value) {
+        return Err(format!(
+            "must be from {} to {}, got {text}",
+            range.start(),
+            range.end()
+        ));
+    }
+    Ok(value)
+}
+
 /// A run's seed, 0 to 2^63 - 1 (`run --seed`).
 pub fn seed(text: &str) -> Result<u64, String> {
     let max = crate::evolution::wire::MAX_ENGINE_SEED;
@@ -75,5 +89,13 @@ mod tests {
             assert!(seconds(bad).is_err(), "{bad}");
         }
         assert_eq!(seconds("2592000"), Ok(Duration::from_secs(30 * 24 * 3600)));
+        assert_eq!(temperature("2"), Ok(2.0));
+        assert_eq!(
+            temperature("7.5"),
+            Err("must be from 0 to 2, got 7.5".into())
+        );
+        for bad in ["-0.1", "nan", "inf"] {
+            assert!(temperature(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -75,7 +75,7 @@ rules! {
     ReplayTop => "replay-top", "`replay.top` is at least 1";
     ReplayConcurrency => "replay-concurrency", "`replay.concurrency` is at least 1";
     ReplayMaxTokens => "replay-max-tokens", "`replay.max_tokens` is at least 1";
-    ReplayTemperature => "replay-temperature", "`replay.temperature` is a number >= 0";
+    ReplayTemperature => "replay-temperature", "`replay.temperature` is a number from 0 to 2";
     ReplayRepeat => "replay-repeat", "`replay.repeat` is from 1 to 100";
     ReplayRepeatGreedy => "replay-repeat-greedy", "(warning) `replay.repeat` above 1 comes with a temperature above 0";
     ReplayScorer => "replay-scorer", "`replay.scorer` is a known scorer whose pattern or schema file is valid";

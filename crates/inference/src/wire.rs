@@ -8,6 +8,10 @@ use serde::{Deserialize, Serialize};
 /// Documented server-side defaults; a request may omit the fields and get these.
 pub const DEFAULT_MAX_TOKENS: u32 = 2048;
 pub const DEFAULT_TEMPERATURE: f64 = 0.7;
+/// The temperatures gepa-lab sends (an experiment's `replay.temperature`, `chat` and `compare`'s
+/// `--temperature`): OpenAI's range, which other servers accept too. The contract shows no
+/// range, so `serve` takes any number it is sent.
+pub const TEMPERATURES: std::ops::RangeInclusive<f64> = 0.0..=2.0;
 pub const DEFAULT_TIMEOUT_SECS: u64 = 120;
 /// The longest time-out honoured: a day. The contract sets no maximum, and a larger value (up to
 /// `u64::MAX` seconds) would overflow the clock arithmetic of every timer that waits on it.

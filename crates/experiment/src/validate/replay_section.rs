@@ -28,13 +28,13 @@ pub(super) fn check_replay(
         None => Some(None),
     };
     let repeat = check_repeat(scope, replay);
-    if !replay.temperature.is_finite() || replay.temperature < 0.0 {
+    if !gepa_lab_inference::wire::TEMPERATURES.contains(&replay.temperature) {
         ok = false;
         scope.report(
             "replay.temperature",
             Diagnostic::error(
                 Rule::ReplayTemperature,
-                "replay.temperature must be a number >= 0",
+                "replay.temperature must be a number from 0 to 2",
             )
             .seen(replay.temperature),
         );

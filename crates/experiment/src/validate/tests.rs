@@ -227,6 +227,8 @@ fn the_replay_numbers_have_their_ranges() {
     assert_eq!(at("repeat = 2"), [Rule::ReplayRepeatGreedy]);
     assert_eq!(at("temperature = 0.0"), []);
     assert_eq!(at("temperature = -0.1"), [Rule::ReplayTemperature]);
+    assert_eq!(at("temperature = 2.0"), []);
+    assert_eq!(at("temperature = 7.5"), [Rule::ReplayTemperature]);
     assert_eq!(at("concurrency = 1"), []);
     assert_eq!(at("concurrency = 0"), [Rule::ReplayConcurrency]);
     assert_eq!(at("max_tokens = 1"), []);
