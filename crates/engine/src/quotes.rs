@@ -144,7 +144,8 @@ impl InputPairs {
     /// in it. It used to count for [`Quote::Pair`]: an AG News sample of 480 rows holds "is
     /// about" in one of the 80 rows the engine saw (a fox "that is about the size of a house
     /// cat"), and the glossary heading `What each answer is about:` then refused every subject
-    /// of every label in the four runs of that file that saw the row (rounds 21, 22, 25 and 26).
+    /// of every label in the four runs of those rows that saw it (the benchmark's rounds 21, 22
+    /// and 25, and round 26 with the labels as numbers).
     pub(crate) fn with_own_wording(mut self, lines: &[&str]) -> Self {
         self.own_lines = lines.iter().map(|line| line.trim().to_owned()).collect();
         self
