@@ -342,6 +342,20 @@ fn prompts_job(
         eprintln!("error: --judge-model and --rubric grade answers only with --scorer judge");
         return Ok(Err(ExitStatus::Usage));
     }
+    // Versions are named by their paths, so one path given twice would be answered twice under
+    // one name, which the replay file cannot hold (found after every answer had been paid for).
+    if let Some(twice) = files
+        .iter()
+        .enumerate()
+        .find_map(|(at, file)| files[..at].contains(file).then_some(file))
+    {
+        eprintln!(
+            "error: --prompts names {} twice; each prompt file is compared once (to compare a \
+             prompt with itself, copy it under another name)",
+            twice.display()
+        );
+        return Ok(Err(ExitStatus::Usage));
+    }
     let mut prompt_files = Vec::with_capacity(files.len());
     for file in files {
         match PromptFile::read(file) {

@@ -268,6 +268,11 @@ fn bad_input_is_refused_before_anything_is_sent() {
         "good.txt",
         "Review: {review}\nAnswer with one of: positive, negative",
     );
+    write(
+        dir,
+        "other.txt",
+        "Review: {review}\nAnswer positive or negative",
+    );
     write(dir, "typo.txt", "Review: {reviw}");
     write(dir, "unclosed.txt", "Review:\n {review");
     write(
@@ -306,7 +311,7 @@ fn bad_input_is_refused_before_anything_is_sent() {
             &[
                 "--prompts",
                 "good.txt",
-                "good.txt",
+                "other.txt",
                 "--dataset",
                 "data.csv",
                 "--expected",
@@ -315,14 +320,20 @@ fn bad_input_is_refused_before_anything_is_sent() {
             "--expected: column \"labl\" is not in the header of data.csv (columns: review, hint, label); did you mean \"label\"?",
         ),
         (
-            &["--prompts", "good.txt", "good.txt", "--dataset", "data.csv"],
+            &[
+                "--prompts",
+                "good.txt",
+                "other.txt",
+                "--dataset",
+                "data.csv",
+            ],
             "--expected: column \"expected\" is not in the header",
         ),
         (
             &[
                 "--prompts",
                 "good.txt",
-                "good.txt",
+                "other.txt",
                 "--dataset",
                 "empty_label.csv",
                 "--expected",
@@ -346,7 +357,7 @@ fn bad_input_is_refused_before_anything_is_sent() {
             &[
                 "--prompts",
                 "good.txt",
-                "good.txt",
+                "other.txt",
                 "--dataset",
                 "data.csv",
                 "--expected",
@@ -368,23 +379,44 @@ fn bad_input_is_refused_before_anything_is_sent() {
         "nothing was asked or written"
     );
 
-    // Usage errors: one prompt, no dataset, run directories and prompts together.
+    // Usage errors: one prompt, no dataset, run directories and prompts together, and one
+    // prompt file named twice (its answers would share one version's name).
+    let twice = compare(
+        dir,
+        url,
+        &[
+            "--prompts",
+            "good.txt",
+            "other.txt",
+            "good.txt",
+            "--dataset",
+            "data.csv",
+            "--expected",
+            "label",
+        ],
+    );
+    assert_eq!(twice.status.code(), Some(2), "{}", text(&twice.stderr));
+    assert!(
+        text(&twice.stderr).contains("--prompts names good.txt twice"),
+        "{}",
+        text(&twice.stderr)
+    );
     for args in [
         &["--prompts", "good.txt", "--dataset", "data.csv"][..],
-        &["--prompts", "good.txt", "good.txt"],
+        &["--prompts", "good.txt", "other.txt"],
         &[
             "run-a",
             "run-b",
             "--prompts",
             "good.txt",
-            "good.txt",
+            "other.txt",
             "--dataset",
             "data.csv",
         ],
         &[
             "--prompts",
             "good.txt",
-            "good.txt",
+            "other.txt",
             "--dataset",
             "data.csv",
             "--concurrency",
