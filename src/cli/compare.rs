@@ -73,12 +73,14 @@ struct PromptArgs {
     /// Sampling temperature, 0 to 2.
     #[arg(long, default_value_t = 0.0, value_parser = super::ranges::temperature)]
     temperature: f64,
-    /// Most tokens per answer (default: the model's or service's own).
-    #[arg(long)]
+    /// Most tokens per answer, 1 to 32768 (default: the model's or service's own).
+    #[arg(long,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::experiment::MAX_ANSWER_TOKENS)))]
     max_tokens: Option<u32>,
-    /// Requests in flight at most; the key's rpm limit also applies.
-    #[arg(long, default_value_t = 16)]
-    concurrency: usize,
+    /// Requests in flight at most, 1 to 256; the key's rpm limit also applies.
+    #[arg(long, default_value_t = 16,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::experiment::MAX_CONCURRENCY)))]
+    concurrency: u32,
     /// Answer only the first N data rows.
     #[arg(long, value_name = "N")]
     limit: Option<usize>,
@@ -312,13 +314,6 @@ fn prompts_job(
     let Some(dataset) = &args.dataset else {
         anyhow::bail!("--prompts needs --dataset");
     };
-    if args.concurrency == 0 {
-        eprintln!(
-            "error: --concurrency must be at least 1; seen {}",
-            args.concurrency
-        );
-        return Ok(Err(ExitStatus::Usage));
-    }
     let judge = match (&args.judge_model, &args.rubric) {
         (Some(model), Some(rubric)) => {
             match crate::input::read_text(rubric, crate::input::TEXT_LIMIT) {
@@ -377,7 +372,7 @@ fn prompts_job(
         scorer: args.scorer.clone(),
         temperature: args.temperature,
         max_tokens: args.max_tokens,
-        concurrency: args.concurrency,
+        concurrency: args.concurrency as usize,
         limit: args.limit,
         repeat: args.repeat,
         judge,

@@ -422,6 +422,24 @@ fn bad_input_is_refused_before_anything_is_sent() {
             "--concurrency",
             "0",
         ],
+        &[
+            "--prompts",
+            "good.txt",
+            "other.txt",
+            "--dataset",
+            "data.csv",
+            "--concurrency",
+            "257",
+        ],
+        &[
+            "--prompts",
+            "good.txt",
+            "other.txt",
+            "--dataset",
+            "data.csv",
+            "--max-tokens",
+            "0",
+        ],
     ] {
         let output = compare(dir, url, args);
         assert_eq!(

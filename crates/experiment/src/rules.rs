@@ -73,8 +73,8 @@ rules! {
     EvaluatorThreshold => "evaluator-threshold", "`evaluator.threshold` is a number from 0 to 1";
     ReplayModels => "replay-models", "`replay.models` lists at least 1 model, each once";
     ReplayTop => "replay-top", "`replay.top` is at least 1";
-    ReplayConcurrency => "replay-concurrency", "`replay.concurrency` is at least 1";
-    ReplayMaxTokens => "replay-max-tokens", "`replay.max_tokens` is at least 1";
+    ReplayConcurrency => "replay-concurrency", "`replay.concurrency` is from 1 to 256";
+    ReplayMaxTokens => "replay-max-tokens", "`replay.max_tokens` is from 1 to 32768";
     ReplayTemperature => "replay-temperature", "`replay.temperature` is a number from 0 to 2";
     ReplayRepeat => "replay-repeat", "`replay.repeat` is from 1 to 100";
     ReplayRepeatGreedy => "replay-repeat-greedy", "(warning) `replay.repeat` above 1 comes with a temperature above 0";

@@ -28,6 +28,12 @@ pub const MAX_CUSTOM_ID_LEN: usize = 50;
 pub const LOW_BUDGET: i64 = 10;
 /// Most answers per version and row (`replay.repeat`, `compare --repeat`).
 pub const MAX_REPEAT: u32 = 100;
+/// Most requests in flight in a replay (`replay.concurrency`, `compare --concurrency`); a key's
+/// rate limit holds more back anyway, and a value past it is a typo.
+pub const MAX_CONCURRENCY: u32 = 256;
+/// Most tokens one answer may ask for (`replay.max_tokens`, `engine.reflection_max_tokens`,
+/// `chat` and `compare --max-tokens`): the embedded models' whole context.
+pub const MAX_ANSWER_TOKENS: u32 = 32_768;
 /// Metrics the evolution service is known to offer; others are passed on with a warning.
 pub const KNOWN_METRICS: [&str; 3] = ["accuracy", "exact_match", "coherence"];
 /// Row problems shown per dataset; the rest are counted.
@@ -949,6 +955,18 @@ fn check_name(scope: &mut Scope<'_, '_>, name: &str) {
 
 /// The count at `key` (a path such as `dataset.minibatch`), or `None` with the error reported
 /// when it is below 1.
+/// `value` when it is from 1 to `max`; otherwise an error at `key` that names the range.
+fn one_to(scope: &mut Scope<'_, '_>, key: &str, rule: Rule, value: i64, max: u32) -> Option<usize> {
+    if !(1..=i64::from(max)).contains(&value) {
+        scope.report(
+            key,
+            Diagnostic::error(rule, format!("{key} must be from 1 to {max}")).seen(value),
+        );
+        return None;
+    }
+    usize::try_from(value).ok()
+}
+
 fn at_least_one(scope: &mut Scope<'_, '_>, key: &str, rule: Rule, value: i64) -> Option<usize> {
     if value < 1 {
         scope.report(

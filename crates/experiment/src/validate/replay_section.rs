@@ -1,6 +1,8 @@
 //! The checks of the `[replay]` table: its models, counts, sampling, repeats and scorer. Every
 //! problem is reported at its key; a table with any is no replay plan.
-use super::{MAX_REPEAT, Scope, at_least_one, resolve_path};
+use super::{
+    MAX_ANSWER_TOKENS, MAX_CONCURRENCY, MAX_REPEAT, Scope, at_least_one, one_to, resolve_path,
+};
 use crate::diagnostic::Diagnostic;
 use crate::file::ReplaySection;
 use crate::plan::ReplayPlan;
@@ -15,16 +17,22 @@ pub(super) fn check_replay(
 ) -> Option<ReplayPlan> {
     let mut ok = check_replay_models(scope, &replay.models);
     let top = at_least_one(scope, "replay.top", Rule::ReplayTop, replay.top);
-    let concurrency = at_least_one(
+    let concurrency = one_to(
         scope,
         "replay.concurrency",
         Rule::ReplayConcurrency,
         replay.concurrency,
+        MAX_CONCURRENCY,
     );
     let max_tokens = match replay.max_tokens {
-        Some(tokens) => {
-            at_least_one(scope, "replay.max_tokens", Rule::ReplayMaxTokens, tokens).map(Some)
-        }
+        Some(tokens) => one_to(
+            scope,
+            "replay.max_tokens",
+            Rule::ReplayMaxTokens,
+            tokens,
+            MAX_ANSWER_TOKENS,
+        )
+        .map(Some),
         None => Some(None),
     };
     let repeat = check_repeat(scope, replay);

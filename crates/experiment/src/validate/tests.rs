@@ -231,8 +231,13 @@ fn the_replay_numbers_have_their_ranges() {
     assert_eq!(at("temperature = 7.5"), [Rule::ReplayTemperature]);
     assert_eq!(at("concurrency = 1"), []);
     assert_eq!(at("concurrency = 0"), [Rule::ReplayConcurrency]);
+    assert_eq!(at("concurrency = 256"), []);
+    assert_eq!(at("concurrency = 100000"), [Rule::ReplayConcurrency]);
     assert_eq!(at("max_tokens = 1"), []);
     assert_eq!(at("max_tokens = 0"), [Rule::ReplayMaxTokens]);
+    assert_eq!(at("max_tokens = 32768"), []);
+    // Past u32 it was once dropped without a word, and the service's default sent instead.
+    assert_eq!(at("max_tokens = 5000000000"), [Rule::ReplayMaxTokens]);
     assert_eq!(rules(&[("top", "top = 1")]), []);
     assert_eq!(rules(&[("top", "top = 0")]), [Rule::ReplayTop]);
     assert_eq!(
