@@ -11,6 +11,17 @@ use std::path::PathBuf;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+// The ranges of counts that the validator checks, the schema states and the command-line
+// options share.
+/// Most answers per version and row (`replay.repeat`, `compare --repeat`).
+pub const MAX_REPEAT: u32 = 100;
+/// Most requests in flight in a replay (`replay.concurrency`, `compare --concurrency`); a key's
+/// rate limit holds more back anyway, and a value past it is a typo.
+pub const MAX_CONCURRENCY: u32 = 256;
+/// Most tokens one answer may ask for (`replay.max_tokens`, `engine.reflection_max_tokens`,
+/// `chat` and `compare --max-tokens`): the embedded models' whole context.
+pub const MAX_ANSWER_TOKENS: u32 = 32_768;
+
 /// A whole experiment file: one experiment, optionally with a matrix of variants.
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[schemars(title = "gepa-lab experiment")]
@@ -126,7 +137,7 @@ pub struct EngineSection {
     pub reflection_temperature: Option<f64>,
     /// Tokens per reflection answer, 1 to 32768 (default 400 for an embedded model).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1, max = 32768))]
+    #[schemars(range(min = 1, max = MAX_ANSWER_TOKENS))]
     pub reflection_max_tokens: Option<i64>,
     /// Start no iteration after this many seconds, 1 to 604800 (a week); the one in flight
     /// finishes.
@@ -314,19 +325,23 @@ pub struct ReplaySection {
     /// numeric[:tolerance], json_schema:<file>, json_match, f1 or judge.
     #[serde(default = "default_scorer")]
     pub scorer: String,
+    /// Sampling temperature of the answers, 0 to 2.
     #[serde(default)]
+    #[schemars(range(min = 0.0, max = 2.0))]
     pub temperature: f64,
-    /// Tokens per answer; when absent the service default (2048) applies.
+    /// Tokens per answer, 1 to 32768; when absent the service default (2048) applies.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = MAX_ANSWER_TOKENS))]
     pub max_tokens: Option<i64>,
-    /// Requests in flight at once; the key's rpm limit also applies.
+    /// Requests in flight at once, 1 to 256; the key's rpm limit also applies.
     #[serde(default = "default_concurrency")]
+    #[schemars(range(min = 1, max = MAX_CONCURRENCY))]
     pub concurrency: i64,
     /// Answers per version and holdout row (1 to 100). Above 1, each row is answered that
     /// many times (sensible with temperature above 0): the row's score is the mean of its
     /// answers, and the report shows how often they agree.
     #[serde(default = "default_repeat")]
-    #[schemars(range(min = 1, max = 100))]
+    #[schemars(range(min = 1, max = MAX_REPEAT))]
     pub repeat: i64,
     /// Required by the `judge` scorer.
     #[serde(default, skip_serializing_if = "Option::is_none")]

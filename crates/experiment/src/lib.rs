@@ -20,7 +20,4 @@ pub use plan::{
 };
 pub use rules::Rule;
 pub use schema::json_schema;
-pub use validate::{
-    KNOWN_METRICS, MAX_ANSWER_TOKENS, MAX_CONCURRENCY, MAX_REPEAT, Settings, Validation,
-    name_chars, validate_file,
-};
+pub use validate::{KNOWN_METRICS, Settings, Validation, name_chars, validate_file};

@@ -83,7 +83,7 @@ fn check_numbers(scope: &mut Scope<'_, '_>, engine: &EngineSection) -> Option<En
         "reflection_max_tokens",
         engine.reflection_max_tokens,
         1,
-        i64::from(super::MAX_ANSWER_TOKENS),
+        i64::from(crate::file::MAX_ANSWER_TOKENS),
     );
     let max_seconds = whole("max_seconds", engine.max_seconds, 1, 604_800);
     let stall_iterations = whole("stall_iterations", engine.stall_iterations, 1, 10_000);

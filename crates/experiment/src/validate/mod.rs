@@ -26,14 +26,6 @@ pub const MAX_NAME_LEN: usize = 40;
 pub const MAX_CUSTOM_ID_LEN: usize = 50;
 /// Budgets below this work but rarely improve the prompt; the service describes it as a minimum.
 pub const LOW_BUDGET: i64 = 10;
-/// Most answers per version and row (`replay.repeat`, `compare --repeat`).
-pub const MAX_REPEAT: u32 = 100;
-/// Most requests in flight in a replay (`replay.concurrency`, `compare --concurrency`); a key's
-/// rate limit holds more back anyway, and a value past it is a typo.
-pub const MAX_CONCURRENCY: u32 = 256;
-/// Most tokens one answer may ask for (`replay.max_tokens`, `engine.reflection_max_tokens`,
-/// `chat` and `compare --max-tokens`): the embedded models' whole context.
-pub const MAX_ANSWER_TOKENS: u32 = 32_768;
 /// Metrics the evolution service is known to offer; others are passed on with a warning.
 pub const KNOWN_METRICS: [&str; 3] = ["accuracy", "exact_match", "coherence"];
 /// Row problems shown per dataset; the rest are counted.

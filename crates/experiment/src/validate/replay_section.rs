@@ -1,10 +1,8 @@
 //! The checks of the `[replay]` table: its models, counts, sampling, repeats and scorer. Every
 //! problem is reported at its key; a table with any is no replay plan.
-use super::{
-    MAX_ANSWER_TOKENS, MAX_CONCURRENCY, MAX_REPEAT, Scope, at_least_one, one_to, resolve_path,
-};
+use super::{Scope, at_least_one, one_to, resolve_path};
 use crate::diagnostic::Diagnostic;
-use crate::file::ReplaySection;
+use crate::file::{MAX_ANSWER_TOKENS, MAX_CONCURRENCY, MAX_REPEAT, ReplaySection};
 use crate::plan::ReplayPlan;
 use crate::rules::Rule;
 use gepa_lab_score::judge::JudgePlan;
