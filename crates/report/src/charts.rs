@@ -1015,7 +1015,8 @@ impl Heatmap {
 impl Drawing for Heatmap {
     fn size(&self) -> (u32, u32) {
         let width = self.left + self.cell_w * self.columns.len() as i32 + 20;
-        let height = self.top + self.cell_h * self.lines.len() as i32 + 64;
+        let extra_legend = LEGEND_LINE * (self.legend().len() as i32 - 1);
+        let height = self.top + self.cell_h * self.lines.len() as i32 + 64 + extra_legend;
         (width.max(420) as u32, height as u32)
     }
 
@@ -1023,7 +1024,7 @@ impl Drawing for Heatmap {
         let Self {
             lines,
             columns,
-            per_column,
+            per_column: _,
             left,
             cell_w,
             cell_h,
@@ -1067,22 +1068,44 @@ impl Drawing for Heatmap {
             ))
             .map_err(failed)?;
         }
-        let legend = if *per_column > 1 {
-            format!(
-                "holdout rows in row order, {per_column} to a column (the tick is its first \
-                 dataset row number); colour: the mean score of the column's answered rows, red \
-                 0, yellow 0.5, green 1, grey all failed"
-            )
-        } else {
-            "holdout row (dataset row number); red 0, yellow 0.5, green 1, grey failed".to_owned()
-        };
-        root.draw(&Text::new(
-            legend,
-            (*left, axis_y + 20),
-            TextStyle::from((FONT, 11).into_font()).pos(Pos::new(HPos::Left, VPos::Top)),
-        ))
-        .map_err(failed)?;
+        let legend_style =
+            TextStyle::from((FONT, 11).into_font()).pos(Pos::new(HPos::Left, VPos::Top));
+        for (i, line) in self.legend().into_iter().enumerate() {
+            root.draw(&Text::new(
+                line,
+                (*left, axis_y + 20 + LEGEND_LINE * i as i32),
+                legend_style.clone(),
+            ))
+            .map_err(failed)?;
+        }
         Ok(())
+    }
+}
+
+/// The height of one line of the heatmap's legend, in pixels.
+const LEGEND_LINE: i32 = 14;
+
+impl Heatmap {
+    /// The legend under the cells, one line each: short enough for the narrowest chart that
+    /// has it (a 400-row holdout, binned two rows to a column, once ran off its right edge).
+    fn legend(&self) -> Vec<String> {
+        if self.per_column > 1 {
+            vec![
+                format!(
+                    "holdout rows in row order, {} to a column (the tick is its first dataset \
+                     row number);",
+                    self.per_column
+                ),
+                "colour: the mean score of the column's answered rows, red 0, yellow 0.5, green \
+                 1, grey all failed"
+                    .to_owned(),
+            ]
+        } else {
+            vec![
+                "holdout row (dataset row number); red 0, yellow 0.5, green 1, grey failed"
+                    .to_owned(),
+            ]
+        }
     }
 }
 
@@ -1218,6 +1241,25 @@ mod tests {
             "every line on every column"
         );
         assert!(table.check().is_ok());
+    }
+
+    #[test]
+    fn the_heatmap_legend_stays_inside_the_chart() {
+        // 400 holdout rows of two versions: two rows to a column, the narrowest chart whose
+        // legend explains the binning.
+        let rows: Vec<(usize, Vec<Option<Option<f64>>>)> = (1..=400)
+            .map(|row| (row, vec![Some(Some(1.0)), Some(Some(1.0))]))
+            .collect();
+        let table = ReplayTable::of(&records("", &rows)).unwrap();
+        let heatmap = Heatmap::new(lines(&table, &[String::new()]));
+        assert_eq!(heatmap.per_column, 2);
+        let (width, height) = heatmap.size();
+        let drawn = pixels(&heatmap).unwrap();
+        let legend_top = (heatmap.top + heatmap.cell_h * 2 + 24) as u32;
+        let legend = dark_pixels(&drawn, width, (0, legend_top), (width, height));
+        assert!(legend > 200, "{legend} dark pixels where the legend is");
+        let edge = dark_pixels(&drawn, width, (width - 12, legend_top), (width, height));
+        assert_eq!(edge, 0, "the legend runs into the chart's right edge");
     }
 
     #[test]
