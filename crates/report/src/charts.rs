@@ -1245,21 +1245,28 @@ mod tests {
 
     #[test]
     fn the_heatmap_legend_stays_inside_the_chart() {
-        // 400 holdout rows of two versions: two rows to a column, the narrowest chart whose
-        // legend explains the binning.
-        let rows: Vec<(usize, Vec<Option<Option<f64>>>)> = (1..=400)
-            .map(|row| (row, vec![Some(Some(1.0)), Some(Some(1.0))]))
-            .collect();
-        let table = ReplayTable::of(&records("", &rows)).unwrap();
-        let heatmap = Heatmap::new(lines(&table, &[String::new()]));
-        assert_eq!(heatmap.per_column, 2);
-        let (width, height) = heatmap.size();
-        let drawn = pixels(&heatmap).unwrap();
-        let legend_top = (heatmap.top + heatmap.cell_h * 2 + 24) as u32;
-        let legend = dark_pixels(&drawn, width, (0, legend_top), (width, height));
-        assert!(legend > 200, "{legend} dark pixels where the legend is");
-        let edge = dark_pixels(&drawn, width, (width - 12, legend_top), (width, height));
-        assert_eq!(edge, 0, "the legend runs into the chart's right edge");
+        // Holdouts of two versions: 400 rows (two to a column, where the one-line legend once
+        // ran off the edge), 321 (161 columns of 3 pixels, the narrowest binned chart) and 60.
+        for holdout in [400, 321, 60] {
+            let rows: Vec<(usize, Vec<Option<Option<f64>>>)> = (1..=holdout)
+                .map(|row| (row, vec![Some(Some(1.0)), Some(Some(1.0))]))
+                .collect();
+            let table = ReplayTable::of(&records("", &rows)).unwrap();
+            let heatmap = Heatmap::new(lines(&table, &[String::new()]));
+            let (width, height) = heatmap.size();
+            let drawn = pixels(&heatmap).unwrap();
+            let legend_top = (heatmap.top + heatmap.cell_h * 2 + 24) as u32;
+            let legend = dark_pixels(&drawn, width, (0, legend_top), (width, height));
+            assert!(
+                legend > 200,
+                "{holdout} rows: {legend} dark pixels in the legend"
+            );
+            let edge = dark_pixels(&drawn, width, (width - 12, legend_top), (width, height));
+            assert_eq!(
+                edge, 0,
+                "{holdout} rows: the legend runs into the right edge"
+            );
+        }
     }
 
     #[test]

@@ -945,9 +945,8 @@ fn check_name(scope: &mut Scope<'_, '_>, name: &str) {
     }
 }
 
-/// The count at `key` (a path such as `dataset.minibatch`), or `None` with the error reported
-/// when it is below 1.
-/// `value` when it is from 1 to `max`; otherwise an error at `key` that names the range.
+/// `value` when it is from 1 to `max`; otherwise `None`, with an error at `key` (a path such as
+/// `replay.concurrency`) that names the range.
 fn one_to(scope: &mut Scope<'_, '_>, key: &str, rule: Rule, value: i64, max: u32) -> Option<usize> {
     if !(1..=i64::from(max)).contains(&value) {
         scope.report(
@@ -959,6 +958,8 @@ fn one_to(scope: &mut Scope<'_, '_>, key: &str, rule: Rule, value: i64, max: u32
     usize::try_from(value).ok()
 }
 
+/// The count at `key` (a path such as `dataset.minibatch`), or `None` with the error reported
+/// when it is below 1.
 fn at_least_one(scope: &mut Scope<'_, '_>, key: &str, rule: Rule, value: i64) -> Option<usize> {
     if value < 1 {
         scope.report(
