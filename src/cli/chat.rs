@@ -38,7 +38,7 @@ pub struct Args {
     pub stream: bool,
     /// Most tokens to generate, 1 to 32768 (the service's default is 2048).
     #[arg(long,
-          value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::experiment::MAX_ANSWER_TOKENS)))]
+          value_parser = super::ranges::one_to(crate::experiment::MAX_ANSWER_TOKENS))]
     pub max_tokens: Option<u32>,
     /// Sampling temperature, 0 to 2 (the service's default is 0.7).
     #[arg(long, value_parser = super::ranges::temperature)]

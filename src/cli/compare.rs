@@ -75,11 +75,11 @@ struct PromptArgs {
     temperature: f64,
     /// Most tokens per answer, 1 to 32768 (default: the model's or service's own).
     #[arg(long,
-          value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::experiment::MAX_ANSWER_TOKENS)))]
+          value_parser = super::ranges::one_to(crate::experiment::MAX_ANSWER_TOKENS))]
     max_tokens: Option<u32>,
     /// Requests in flight at most, 1 to 256; the key's rpm limit also applies.
     #[arg(long, default_value_t = 16,
-          value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::experiment::MAX_CONCURRENCY)))]
+          value_parser = super::ranges::one_to(crate::experiment::MAX_CONCURRENCY))]
     concurrency: u32,
     /// Answer only the first N data rows.
     #[arg(long, value_name = "N")]
@@ -88,7 +88,7 @@ struct PromptArgs {
     /// is then the mean of its answers, every statistic counts rows (not answers), and the
     /// tables show how often a row's answers agree.
     #[arg(long, value_name = "N", default_value_t = 1,
-          value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::experiment::MAX_REPEAT)))]
+          value_parser = super::ranges::one_to(crate::experiment::MAX_REPEAT))]
     repeat: u32,
     /// Do not ask before sending requests to a model that is not local (needed without a
     /// terminal).

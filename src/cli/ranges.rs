@@ -50,6 +50,13 @@ pub fn temperature(text: &str) -> Result<f64, String> {
     Ok(value)
 }
 
+/// A whole number from 1 to `most` (`--max-tokens`, `--concurrency`, `--repeat`, with the bounds
+/// the experiment file has for the same settings), checked by clap so that its message names
+/// the option and the range.
+pub fn one_to(most: u32) -> clap::builder::RangedI64ValueParser<u32> {
+    clap::value_parser!(u32).range(1..=i64::from(most))
+}
+
 /// A run's seed, 0 to 2^63 - 1 (`run --seed`).
 pub fn seed(text: &str) -> Result<u64, String> {
     let max = crate::evolution::wire::MAX_ENGINE_SEED;
