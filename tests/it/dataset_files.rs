@@ -69,6 +69,28 @@ fn bom_crlf_and_quoted_newlines_are_read_as_written() {
 }
 
 #[test]
+fn a_quote_left_open_is_named_as_the_likely_cause_of_a_short_row() {
+    let dir = tempfile::tempdir().unwrap();
+    // Row 2 opens a quote that is never closed: the reader takes the rest of the file as one
+    // field, so the row has one field where the header has two.
+    let csv = b"text,label\nfine,yes\n\"open,no\nnext,yes\nlast,no\n";
+    let file = experiment(dir.path(), csv, 1, 1);
+    let (report, code) = validate_json(&file);
+    assert_eq!(code, 1);
+    let diagnostics = report["diagnostics"].as_array().unwrap();
+    let ragged = diagnostics
+        .iter()
+        .find(|d| d["rule"] == "dataset-ragged-row")
+        .unwrap_or_else(|| panic!("no ragged row in {diagnostics:?}"));
+    assert_eq!(ragged["location"]["line"], 3);
+    assert_eq!(
+        ragged["message"],
+        "row 2 has 1 field but the header has 2; its quoted text runs over 4 lines: is a quote \
+         (\") left open? (inside a quoted field a quote is written twice, \"\")"
+    );
+}
+
+#[test]
 fn problems_name_the_row_the_line_and_the_column() {
     let dir = tempfile::tempdir().unwrap();
     // The quoted newline in row 1 makes file lines and row numbers differ.

@@ -142,6 +142,20 @@ fn init_guesses_the_columns_leaves_ids_out_and_refuses_what_it_cannot_do() {
         text(&tiny.stderr)
     );
     assert!(!dir.join("tiny.toml").exists(), "nothing written");
+    // A quote left open takes the rest of the file into one field of row 2: named as the
+    // validator names it, with the line and the likely cause.
+    std::fs::write(dir.join("open.csv"), "q,a\n1,2\n\"3,4\n5,6\n7,8\n").unwrap();
+    let open = gepa_lab(dir, &["init", "--dataset", "open.csv"]);
+    assert_eq!(open.status.code(), Some(1));
+    assert!(
+        text(&open.stderr).contains(
+            "open.csv: row 2 (line 3) has 1 field but the header has 2; its quoted text runs \
+             over 4 lines: is a quote (\") left open?"
+        ),
+        "{}",
+        text(&open.stderr)
+    );
+    assert!(!dir.join("open.toml").exists(), "nothing written");
     let missing = gepa_lab(dir, &["init", "--dataset", "nope.csv"]);
     assert_eq!(missing.status.code(), Some(1));
     assert!(

@@ -131,8 +131,14 @@ pub struct RowProblem {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RowProblemKind {
-    /// The record has a different number of fields than the header.
-    Ragged { expected: usize, seen: usize },
+    /// The record has a different number of fields than the header. `line_breaks` counts the
+    /// line breaks inside its fields: a quote left open swallows the lines after it into one
+    /// field, up to the next quote or the end of the file.
+    Ragged {
+        expected: usize,
+        seen: usize,
+        line_breaks: usize,
+    },
     /// A field is not valid UTF-8.
     Encoding { column: String },
     /// The expected-output value is empty or only white space.
@@ -141,11 +147,39 @@ pub enum RowProblemKind {
     EmptyInput { column: String },
 }
 
+impl RowProblemKind {
+    /// `record` has not the header's `expected` number of fields.
+    pub fn ragged(expected: usize, record: &csv::ByteRecord) -> Self {
+        Self::Ragged {
+            expected,
+            seen: record.len(),
+            line_breaks: record
+                .iter()
+                .map(|field| field.iter().filter(|&&byte| byte == b'\n').count())
+                .sum(),
+        }
+    }
+}
+
 impl std::fmt::Display for RowProblemKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::Ragged { expected, seen } => {
-                write!(f, "has {seen} fields but the header has {expected}")
+            Self::Ragged {
+                expected,
+                seen,
+                line_breaks,
+            } => {
+                let fields = if *seen == 1 { "field" } else { "fields" };
+                write!(f, "has {seen} {fields} but the header has {expected}")?;
+                if *line_breaks > 0 {
+                    write!(
+                        f,
+                        "; its quoted text runs over {} lines: is a quote (\") left open? \
+                         (inside a quoted field a quote is written twice, \"\")",
+                        line_breaks + 1
+                    )?;
+                }
+                Ok(())
             }
             Self::Encoding { column } => write!(f, "column \"{column}\" is not valid UTF-8"),
             Self::EmptyExpected { column } => write!(
@@ -311,13 +345,7 @@ fn check_record(
     found: &mut Vec<(Severity, RowProblemKind)>,
 ) {
     if record.len() != width {
-        found.push((
-            Severity::Error,
-            RowProblemKind::Ragged {
-                expected: width,
-                seen: record.len(),
-            },
-        ));
+        found.push((Severity::Error, RowProblemKind::ragged(width, record)));
         return;
     }
     // Each field is UTF-8; an empty one is a problem of the severity its column gives it.

@@ -209,8 +209,10 @@ const MAX_JSON_KEYS: usize = 12;
 
 /// Reads the header and every row once: the columns, the row count and the expected values.
 pub fn read_shape(dataset: &Path, expected: Option<&str>) -> Result<Shape, String> {
-    let mut reader =
-        csv::Reader::from_reader(gepa_lab_input::open_stream(dataset).map_err(|e| e.to_string())?);
+    // Flexible, so that a row of the wrong width is reported as the validator reports it.
+    let mut reader = csv::ReaderBuilder::new()
+        .flexible(true)
+        .from_reader(gepa_lab_input::open_stream(dataset).map_err(|e| e.to_string())?);
     let header: Vec<String> = reader
         .headers()
         .map_err(|e| format!("reading the header: {e}"))?
@@ -238,6 +240,12 @@ pub fn read_shape(dataset: &Path, expected: Option<&str>) -> Result<Shape, Strin
     let mut tables = ValueTables::new(header.len(), at);
     for (index, record) in reader.records().enumerate() {
         let record = record.map_err(|e| format!("row {}: {e}", index + 1))?;
+        if record.len() != header.len() {
+            let line = record.position().map_or(0, csv::Position::line);
+            let problem =
+                gepa_lab_dataset::RowProblemKind::ragged(header.len(), record.as_byte_record());
+            return Err(format!("row {} (line {line}) {problem}", index + 1));
+        }
         rows += 1;
         let value = record.get(at).unwrap_or_default().trim();
         longest_expected = longest_expected.max(value.len());
