@@ -67,7 +67,9 @@ pub struct EngineConfig {
     /// on more such rows, and on rows drawn without regard to the parent's failures. Otherwise it
     /// runs on the rest and joins the pool. 0 (or a Pareto set no larger) runs every such child on
     /// the whole set, as the reference implementation does. A set of demonstrations is screened
-    /// the same way, against the candidate it was added to, before it pays for the whole set.
+    /// too, against the candidate it was added to, before it pays for the whole set, and is
+    /// refused there only when it scores lower by more than chance would
+    /// (`ScreenRule::NotClearlyWorse`).
     pub pareto_screen: usize,
     /// The request [`Proposer::Rewrite`] sends, when the user has one of their own; `None`
     /// sends the built-in one. [`Proposer::Rules`] does not use it.

@@ -23,7 +23,7 @@ use super::quotes::InputPairs;
 use super::records::{
     Best, CallKind, CandidateRecord, ChildFields, EngineEvent, Failure, IterationRecord,
     MIN_GLOSSARY_LABELS, MergeRecord, MutationKind, MutationRecord, Outcome, Progress,
-    ProposalFailure, Run, StopReason, glossary_labels_needed, sum, wins_and_losses,
+    ProposalFailure, Run, ScreenRule, StopReason, glossary_labels_needed, sum, wins_and_losses,
 };
 use super::reflection::{self, Revision, Shown};
 use super::sampler::{self, EpochSampler};
@@ -663,7 +663,7 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
         }
         let screened = if record.improves() && !record.written_from.judged_on_pareto() {
             // The record keeps the minibatch it won; the outcome holds the screen's sums.
-            self.screen(pool, record.parent, &child)
+            self.screen(pool, record.parent, &child, ScreenRule::NoLower)
                 .await?
                 .map(|screened| screened.outcome)
         } else {
@@ -684,14 +684,15 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
     }
 
     /// A child on a few Pareto rows drawn at random ([`EngineConfig::pareto_screen`]): what
-    /// refuses it when it scores lower than its `parent` there, `None` when it goes on to the
-    /// whole set. Its answers there are cached, so the whole set costs the same either way; a
+    /// refuses it when its scores there against its `parent`'s meet `rule`, `None` when it goes
+    /// on to the whole set. Its answers there are cached, so the whole set costs the same either way; a
     /// refused child saves the rest.
     async fn screen(
         &mut self,
         pool: &Pool,
         parent: usize,
         child: &PromptId,
+        rule: ScreenRule,
     ) -> Result<Option<ScreenedOut>, Halt> {
         let rows = self.config.pareto_screen;
         if rows == 0 || rows >= self.pareto_examples.len() {
@@ -708,18 +709,20 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
             .collect();
         let (parent_sum, child_sum) = (sum(&parent_scores), sum(&child_scores));
         let (wins, losses) = wins_and_losses(&parent_scores, &child_scores);
-        Ok((child_sum < parent_sum).then_some(ScreenedOut {
-            outcome: Outcome::Screened {
-                rows,
-                parent_sum,
-                child_sum,
-                wins,
-                losses,
-            },
-            examples,
-            parent_scores,
-            child_scores,
-        }))
+        Ok(rule
+            .refuses(&parent_scores, &child_scores)
+            .then_some(ScreenedOut {
+                outcome: Outcome::Screened {
+                    rows,
+                    parent_sum,
+                    child_sum,
+                    wins,
+                    losses,
+                },
+                examples,
+                parent_scores,
+                child_scores,
+            }))
     }
 
     /// Whether the first iteration writes the label glossary: asked for, by the rules proposer,
@@ -802,10 +805,12 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
         // Which examples a small model learns from varies from set to set (measured on TREC
         // questions with the 1.5B model: one set +0.200 on 120 rows, the engine's sets of an
         // earlier run +0 to +1 of 40 Pareto rows), so several sets are offered, and a set that
-        // loses on the screen's rows does not pay for the rest.
+        // clearly loses on the screen's rows does not pay for the rest.
         // A set refused there is recorded on the rows it was judged on.
         if let Ok(id) = &child
-            && let Some(screened) = self.screen(pool, parent, id).await?
+            && let Some(screened) = self
+                .screen(pool, parent, id, ScreenRule::NotClearlyWorse)
+                .await?
         {
             record.child_prompt = Some(id.text().to_string());
             record.minibatch = screened.examples;

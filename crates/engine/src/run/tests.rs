@@ -1301,6 +1301,37 @@ async fn demonstrations_that_lose_the_screen_rows_do_not_pay_for_the_rest_of_the
     assert_eq!(first.outcome, Outcome::Rejected);
     assert_eq!(first.feedback_rows, 0);
     assert_eq!(first.cost.task_calls, 20);
+
+    // One row lost and none won is what chance gives a set that changes few answers: on a
+    // screen of one row the same set goes on to the whole set, which rejects it.
+    let one_row = a_run_with_demonstrations(&demonstrations_lose(), 1, false).await;
+    let IterationRecord::Mutation(first) = &one_row.iterations()[0] else {
+        panic!("merge is off");
+    };
+    assert_eq!(first.written_from, MutationKind::Demonstrations);
+    assert_eq!(first.outcome, Outcome::Rejected);
+    assert_eq!(first.cost.task_calls, 20);
+}
+
+#[test]
+fn a_reflections_child_is_screened_out_on_any_loss_and_a_set_of_demonstrations_on_a_clear_one() {
+    let right = [1.0; 10];
+    let mut one_lost = right;
+    one_lost[3] = 0.0;
+    let mut two_lost = one_lost;
+    two_lost[7] = 0.0;
+    assert!(ScreenRule::NoLower.refuses(&right, &one_lost));
+    assert!(!ScreenRule::NotClearlyWorse.refuses(&right, &one_lost));
+    // Two lost and none won: p = 0.25, the evidence a set needs to be kept the other way.
+    assert!(ScreenRule::NotClearlyWorse.refuses(&right, &two_lost));
+    // Lower in sum with as many rows won as lost (partial scores) is not clearly worse.
+    let parent = [1.0, 0.0, 1.0, 1.0];
+    let child = [0.0, 0.5, 1.0, 1.0];
+    assert!(ScreenRule::NoLower.refuses(&parent, &child));
+    assert!(!ScreenRule::NotClearlyWorse.refuses(&parent, &child));
+    // Neither refuses a child no lower in sum.
+    assert!(!ScreenRule::NoLower.refuses(&one_lost, &right));
+    assert!(!ScreenRule::NotClearlyWorse.refuses(&one_lost, &right));
 }
 
 #[tokio::test]
