@@ -622,6 +622,22 @@ fn label_width(labels: impl Iterator<Item = usize>) -> i32 {
     (longest * 7 + 16).max(60)
 }
 
+/// The colours the interval chart uses for `rows`, named: the best orange, the seed grey unless
+/// it is the best, other versions blue; only the colours drawn are named.
+fn colour_key(rows: &[IntervalRow]) -> String {
+    let mut key = Vec::new();
+    if rows.iter().any(|r| r.is_best) {
+        key.push("best orange");
+    }
+    if rows.iter().any(|r| r.is_seed && !r.is_best) {
+        key.push("seed grey");
+    }
+    if rows.iter().any(|r| !r.is_seed && !r.is_best) {
+        key.push("other versions blue");
+    }
+    key.join(", ")
+}
+
 /// Points with horizontal interval bars, one line per version and model, on a 0–1 axis.
 struct IntervalChart {
     rows: Vec<IntervalRow>,
@@ -688,7 +704,10 @@ impl Drawing for IntervalChart {
             }
         }
         root.draw(&Text::new(
-            "mean holdout score with 95% interval (seed grey, best orange)",
+            format!(
+                "mean holdout score with 95% interval ({})",
+                colour_key(rows)
+            ),
             (left + plot / 2, axis_y + 22),
             tick_style.clone(),
         ))
@@ -1337,6 +1356,32 @@ mod tests {
         let without = pixels(&unlabelled).unwrap();
         assert!(dark_pixels(&with, width, label_box.0, label_box.1) > 40);
         assert_eq!(dark_pixels(&without, width, label_box.0, label_box.1), 0);
+    }
+
+    #[test]
+    fn the_interval_charts_key_names_the_colours_it_draws() {
+        let row = |is_seed, is_best| IntervalRow {
+            label: "v".into(),
+            mean: 0.5,
+            low: 0.4,
+            high: 0.6,
+            is_seed,
+            is_best,
+        };
+        // An evolved best against the seed.
+        assert_eq!(
+            colour_key(&[row(true, false), row(false, true)]),
+            "best orange, seed grey"
+        );
+        // The seed kept as best, an evolved version shown for reference.
+        assert_eq!(
+            colour_key(&[row(true, true), row(false, false)]),
+            "best orange, other versions blue"
+        );
+        assert_eq!(
+            colour_key(&[row(true, false), row(false, true), row(false, false)]),
+            "best orange, seed grey, other versions blue"
+        );
     }
 
     #[test]
