@@ -685,8 +685,8 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
 
     /// A child on a few Pareto rows drawn at random ([`EngineConfig::pareto_screen`]): what
     /// refuses it when its scores there against its `parent`'s meet `rule`, `None` when it goes
-    /// on to the whole set. Its answers there are cached, so the whole set costs the same either way; a
-    /// refused child saves the rest.
+    /// on to the whole set. Its answers there are cached, so the whole set costs the same either
+    /// way; a refused child saves the rest.
     async fn screen(
         &mut self,
         pool: &Pool,
