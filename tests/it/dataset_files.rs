@@ -68,20 +68,30 @@ fn bom_crlf_and_quoted_newlines_are_read_as_written() {
     assert_eq!(plan["executions"][0]["dataset"]["rows"], 3);
 }
 
+/// The diagnostics `validate` gives an experiment on `csv` (one minibatch and one Pareto row),
+/// which must be invalid.
+fn invalid(dir: &Path, csv: &[u8]) -> Vec<serde_json::Value> {
+    let (report, code) = validate_json(&experiment(dir, csv, 1, 1));
+    assert_eq!(code, 1, "{report}");
+    report["diagnostics"].as_array().unwrap().clone()
+}
+
+/// The first diagnostic of `rule`.
+fn find<'a>(diagnostics: &'a [serde_json::Value], rule: &str) -> &'a serde_json::Value {
+    diagnostics
+        .iter()
+        .find(|d| d["rule"] == rule)
+        .unwrap_or_else(|| panic!("{rule} missing in {diagnostics:?}"))
+}
+
 #[test]
 fn a_quote_left_open_is_named_as_the_likely_cause_of_a_short_row() {
     let dir = tempfile::tempdir().unwrap();
     // Row 2 opens a quote that is never closed: the reader takes the rest of the file as one
     // field, so the row has one field where the header has two.
     let csv = b"text,label\nfine,yes\n\"open,no\nnext,yes\nlast,no\n";
-    let file = experiment(dir.path(), csv, 1, 1);
-    let (report, code) = validate_json(&file);
-    assert_eq!(code, 1);
-    let diagnostics = report["diagnostics"].as_array().unwrap();
-    let ragged = diagnostics
-        .iter()
-        .find(|d| d["rule"] == "dataset-ragged-row")
-        .unwrap_or_else(|| panic!("no ragged row in {diagnostics:?}"));
+    let diagnostics = invalid(dir.path(), csv);
+    let ragged = find(&diagnostics, "dataset-ragged-row");
     assert_eq!(ragged["location"]["line"], 3);
     assert_eq!(
         ragged["message"],
@@ -95,20 +105,11 @@ fn problems_name_the_row_the_line_and_the_column() {
     let dir = tempfile::tempdir().unwrap();
     // The quoted newline in row 1 makes file lines and row numbers differ.
     let csv = b"text,label\n\"two\nlines\",yes\nfine,no\nragged,no,extra\nblank,\"  \"\n";
-    let file = experiment(dir.path(), csv, 1, 1);
-    let (report, code) = validate_json(&file);
-    assert_eq!(code, 1);
-    let diagnostics = report["diagnostics"].as_array().unwrap();
-    let find = |rule: &str| {
-        diagnostics
-            .iter()
-            .find(|d| d["rule"] == rule)
-            .unwrap_or_else(|| panic!("{rule} missing in {diagnostics:?}"))
-    };
-    let ragged = find("dataset-ragged-row");
+    let diagnostics = invalid(dir.path(), csv);
+    let ragged = find(&diagnostics, "dataset-ragged-row");
     assert_eq!(ragged["location"]["line"], 5);
     assert_eq!(ragged["message"], "row 3 has 3 fields but the header has 2");
-    let blank = find("dataset-expected-empty");
+    let blank = find(&diagnostics, "dataset-expected-empty");
     assert_eq!(blank["location"]["line"], 6);
     assert!(
         blank["message"]
