@@ -72,8 +72,9 @@ import tomllib
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DEFAULT_EXPERIMENTS = ["support_tickets.toml", "sentiment.toml", "extraction.toml"]
 SHARED_QUOTES_TOOL = pathlib.Path("/work/shared/tools/quotes_inputs.py")
-# At most this many distinct expected values make a classification (init's MAX_LABELS).
-MAX_LABELS = 12
+# The engine's label set (crates/engine/src/labels.rs), which init applies to the CSV.
+MAX_LABELS = 200
+LABEL_CHARS = 64
 OUTCOMES = ["better (significant)", "not significant", "worse (significant)",
             "nothing evolved", "failed"]
 
@@ -386,8 +387,10 @@ def last_error_line(output):
 # --- Reading a run directory ---------------------------------------------------------------------
 
 def dataset_kind(dataset_file, expected):
-    """init's rule on the CSV: extraction (JSON objects), binary, N labels (at most 12 distinct
-    expected values), else free text. None when the file cannot be read."""
+    """init's rule on the CSV: extraction (JSON objects), binary, N labels (the engine's
+    `is_label_set`: at most MAX_LABELS distinct non-empty expected values, none longer than
+    LABEL_CHARS characters, on two rows each on average), else free text. None when the file
+    cannot be read."""
     try:
         values = [(r.get(expected) or "").strip() for r in read_csv(dataset_file)]
     except (OSError, TypeError, csv.Error):
@@ -403,12 +406,14 @@ def dataset_kind(dataset_file, expected):
 
     if all(is_object(v) for v in values):
         return "extraction"
-    labels = len(set(values))
-    if labels == 2:
+    labelled = [v for v in values if v]
+    labels = set(labelled)
+    if (len(labels) > MAX_LABELS or 2 * len(labels) > len(labelled)
+            or any(len(label) > LABEL_CHARS for label in labels)):
+        return "free text"
+    if len(labels) == 2:
         return "binary"
-    if labels <= MAX_LABELS:
-        return f"{labels} label" + ("s" if labels != 1 else "")
-    return "free text"
+    return f"{len(labels)} label" + ("s" if len(labels) != 1 else "")
 
 
 def is_classification(kind):

@@ -192,3 +192,52 @@ fn init_asks_on_the_terminal_what_numeric_labels_stand_for() {
         text(&output.stderr)
     );
 }
+
+/// An intent dataset has tens of labels: `init` lists them all in the seed and scores by exact
+/// match, as for a few. Until the limit was 200 (it was 12), a file of 77 labels was written as
+/// free text with a seed that did not name them, and the models answered words of their own.
+#[test]
+fn init_lists_the_labels_of_a_classification_with_many() {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path();
+    let intents: Vec<String> = (0..77).map(|i| format!("intent_{i:02}")).collect();
+    let mut csv = String::from("text,category\n");
+    for round in 0..3 {
+        for intent in &intents {
+            csv.push_str(&format!(
+                "a message of kind {intent} number {round},{intent}\n"
+            ));
+        }
+    }
+    std::fs::write(dir.join("intents.csv"), csv).unwrap();
+    let output = gepa_lab(dir, &["init", "--dataset", "intents.csv"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let toml = std::fs::read_to_string(dir.join("intents.toml")).unwrap();
+    // Above the input, in the form of the engine's layout child.
+    let seed = format!(
+        "seed = \"\"\"Answer with exactly one of: {}. Give only the answer.\nText: {{text}}\n\
+         Answer with the label only.\"\"\"",
+        intents.join(", ")
+    );
+    assert!(toml.contains(&seed), "{toml}");
+    assert!(
+        toml.contains("# A list this long stands above the input"),
+        "{toml}"
+    );
+    assert!(toml.contains("scorer = \"exact_match_ci\""), "{toml}");
+    assert!(
+        toml.contains("has 77 distinct values, so this is a classification"),
+        "{toml}"
+    );
+
+    // The same labels each on one row are short answers, not labels: free text.
+    let mut once = String::from("text,category\n");
+    for intent in &intents {
+        once.push_str(&format!("a message of kind {intent},{intent}\n"));
+    }
+    std::fs::write(dir.join("once.csv"), once).unwrap();
+    let output = gepa_lab(dir, &["init", "--dataset", "once.csv"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let toml = std::fs::read_to_string(dir.join("once.toml")).unwrap();
+    assert!(toml.contains("scorer = \"f1\""), "{toml}");
+}

@@ -26,6 +26,7 @@ mod config;
 mod costs;
 mod demonstrations;
 mod error;
+mod labels;
 mod merge;
 mod objectives;
 mod parts;
@@ -49,6 +50,7 @@ pub use costs::{
     AnswerCost, CostKind, Costs, MAX_WEIGHT, Objective, ObjectiveProblem, ObjectiveRule, Objectives,
 };
 pub use error::EngineError;
+pub use labels::{FEW_LABELS, LABEL_CHARS, MAX_LABELS, is_label_set};
 pub use objectives::{
     NOT_WORSE_P, ParetoComparison, Standing, cheapest_not_worse, frontier, recommend,
 };
@@ -57,6 +59,6 @@ pub use records::{
     MutationKind, MutationRecord, Outcome, PARETO_ACCEPT_P, Progress, ProposalFailure,
     ProposalKind, Run, StopReason, labels_are_numbers, sign_test, wins_and_losses,
 };
-pub use reflection::{MissingPlaceholders, ReflectionTemplate};
+pub use reflection::{MissingPlaceholders, ReflectionTemplate, input_last};
 pub use run::run;
 pub use task::{Evaluation, ExampleView, Reflection, Task, TaskError};

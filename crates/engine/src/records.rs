@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::budget::Spent;
 use super::costs::{Costs, Objectives};
+use super::labels::FEW_LABELS;
 use super::task::TaskError;
 use gepa_lab_prompt::PartName;
 
@@ -562,10 +563,14 @@ pub fn labels_are_numbers<'a>(labels: impl IntoIterator<Item = &'a str>) -> bool
 }
 
 /// How many labels a glossary must keep entries for to be proposed, `None` when none is written:
-/// [`MIN_GLOSSARY_LABELS`] of three or more labels; both of two labels that are numbers (whose
-/// names and the task do not say what each means, and where a glossary of one singles it out).
+/// [`MIN_GLOSSARY_LABELS`] of three to [`FEW_LABELS`] labels (a glossary asks once per label,
+/// and would take 77 calls of a budget of 325 for banking77's labels); both of two labels that are
+/// numbers (whose names and the task do not say what each means, and where a glossary of one
+/// singles it out).
 pub(crate) fn glossary_labels_needed(labels: &[String]) -> Option<usize> {
-    if labels.len() >= MIN_GLOSSARY_LABELS {
+    if labels.len() > FEW_LABELS {
+        None
+    } else if labels.len() >= MIN_GLOSSARY_LABELS {
         Some(MIN_GLOSSARY_LABELS)
     } else if labels.len() == 2 && labels_are_numbers(labels.iter().map(String::as_str)) {
         Some(2)
@@ -994,6 +999,13 @@ mod tests {
         assert_eq!(glossary_labels_needed(&labels(&["0", "1"])), Some(2));
         assert_eq!(glossary_labels_needed(&labels(&["ham", "spam"])), None);
         assert_eq!(glossary_labels_needed(&labels(&["a", "b", "c"])), Some(3));
+        let many: Vec<String> = (0..=FEW_LABELS).map(|i| format!("l{i}")).collect();
+        assert_eq!(glossary_labels_needed(&many[1..]), Some(3));
+        assert_eq!(
+            glossary_labels_needed(&many),
+            None,
+            "one reflection per label is too many"
+        );
         assert_eq!(
             glossary_labels_needed(&labels(&["0", "1", "2", "3"])),
             Some(3)

@@ -11,6 +11,7 @@ use std::fmt::Write;
 
 use gepa_lab_prompt::Template;
 
+use super::labels::FEW_LABELS;
 use super::records::{ProposalFailure, labels_are_numbers};
 use super::task::ExampleView;
 
@@ -261,7 +262,9 @@ pub(crate) fn rules_request(
     // rule for the failure in front of it.
     text.push_str(without_rules(instruction).trim());
     text.push_str("\n\"\"\"\n\n");
-    if !labels.is_empty() {
+    // A longer list is the instruction's own (`init` writes it there), and the rows the engine
+    // sees may not hold every label of it.
+    if !labels.is_empty() && labels.len() <= FEW_LABELS {
         let _ = writeln!(
             text,
             "Every correct answer is exactly one of: {}.\n",
@@ -574,12 +577,14 @@ const LABEL_ONLY: &str = "Answer with the label only.";
 /// (the task and the answers allowed) move up to just before the first input line, and the
 /// prompt ends with "Answer with the label only.". `None` when no instruction follows the input.
 ///
-/// `init` writes the input first (`Query: {query}` and then the task), as a person often does.
-/// Measured with `compare --prompts` on all 240 rows of the public SNIPS intents sample with the
-/// 1.5B task model: 0.800 with init's seed, 0.900 with this layout (+0.100, 95% CI +0.046 to
-/// +0.158, McNemar p < 0.001). By hand on other datasets it lost (CLINC-150 with the 1.5B, SMS
-/// with the 0.5B), so the engine offers it as a child judged on the Pareto set, never imposes it.
-pub(crate) fn input_last(prompt: &str) -> Option<String> {
+/// `init` writes the input first (`Query: {query}` and then the task), as a person often does,
+/// when the labels are few ([`FEW_LABELS`]). Measured with `compare
+/// --prompts` on all 240 rows of the public SNIPS intents sample with the 1.5B task model: 0.800
+/// with init's seed, 0.900 with this layout (+0.100, 95% CI +0.046 to +0.158, McNemar
+/// p < 0.001). By hand on other datasets it lost (CLINC-150's ten domains with the 1.5B, SMS
+/// with the 0.5B), so the engine offers it as a child judged on the Pareto set, never imposes
+/// it. `init` writes a longer list of labels in this layout from the start.
+pub fn input_last(prompt: &str) -> Option<String> {
     let lines: Vec<&str> = prompt.trim_end().lines().collect();
     let first_input = lines.iter().position(|line| has_placeholder(line))?;
     let last_input = lines.iter().rposition(|line| has_placeholder(line))?;
@@ -1159,6 +1164,12 @@ mod tests {
         assert!(text.contains(
             "this input wrongly:\nreview: Oh great, it broke.\nWrong answer: Positive\nCorrect answer: negative\n"
         ));
+        assert!(text.ends_with("in this form:\n- When ..., answer negative."));
+        // A longer list is left to the instruction, which names them; the rule names one.
+        let mut many: Vec<String> = (0..FEW_LABELS).map(|i| format!("label_{i}")).collect();
+        many.push("negative".into());
+        let text = rules_request("Classify {review}.", &[&shown(&view, "x")], &[], &many);
+        assert!(!text.contains("Every correct answer"), "{text}");
         assert!(text.ends_with("in this form:\n- When ..., answer negative."));
         // Without a label set (extraction, free text) the rule says what to do instead.
         let view = ExampleView {

@@ -5,14 +5,15 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
-use gepa_lab_engine::{DEFAULT_REFLECTION_MINIBATCH, labels_are_numbers, reflections_assured};
+use gepa_lab_engine::{
+    DEFAULT_REFLECTION_MINIBATCH, FEW_LABELS, MAX_LABELS, input_last, is_label_set,
+    labels_are_numbers, reflections_assured,
+};
 
 /// Header names taken for the expected column, in this order, when `--expected` is not given.
 const EXPECTED_NAMES: [&str; 10] = [
     "expected", "label", "answer", "output", "target", "gold", "class", "category", "queue", "y",
 ];
-/// At most this many distinct expected values make a classification: the seed lists them.
-const MAX_LABELS: usize = 12;
 /// Reflections the generated budget pays for at least (see `budget-reflections`).
 const REFLECTIONS: u64 = 6;
 /// The shuffle seed the generated file sets.
@@ -41,7 +42,8 @@ pub struct Shape {
     pub left_out: Vec<LeftOut>,
     pub expected: String,
     pub rows: usize,
-    /// The distinct expected values, when there are at most [`MAX_LABELS`].
+    /// The distinct expected values, when they are the labels of a classification (the engine's
+    /// rule, [`is_label_set`]): the seed lists them.
     pub labels: Option<BTreeSet<String>>,
     /// Every expected value is a JSON object.
     pub json_objects: bool,
@@ -255,7 +257,9 @@ pub fn read_shape(dataset: &Path, expected: Option<&str>) -> Result<Shape, Strin
             }
             _ => json_objects = false,
         }
-        if labels.len() <= MAX_LABELS {
+        // Counted up to one past the most labels; an empty value (which `validate` reports
+        // with its row) is no label.
+        if labels.len() <= MAX_LABELS && !value.is_empty() {
             *labels.entry(value.to_owned()).or_default() += 1;
         }
         if labels.len() > MAX_LABELS {
@@ -265,7 +269,9 @@ pub fn read_shape(dataset: &Path, expected: Option<&str>) -> Result<Shape, Strin
         }
     }
     let json_objects = json_objects && rows > 0;
-    let classification = labels.len() <= MAX_LABELS && !json_objects;
+    let labelled_rows = labels.values().sum();
+    let distinct: Vec<&str> = labels.keys().map(String::as_str).collect();
+    let classification = !json_objects && is_label_set(&distinct, labelled_rows);
     let majority = labels.values().max().copied().unwrap_or_default();
     let (inputs, left_out) = input_columns(&header, at, |column| {
         classification
@@ -634,8 +640,9 @@ concurrency = 16
     )
 }
 
-/// The seed prompt (each input as `Title: {column}`, then the task), the scorer that fits the
-/// expected answers, and the replay's token limit.
+/// The seed prompt (each input as `Title: {column}`, then the task; the task first when it lists
+/// more than [`FEW_LABELS`] labels), the scorer that fits the expected answers, and the replay's
+/// token limit.
 fn seed_prompt(shape: &Shape) -> Result<(String, &'static str, usize), String> {
     let mut seed = String::new();
     for input in &shape.inputs {
@@ -678,6 +685,14 @@ fn seed_prompt(shape: &Shape) -> Result<(String, &'static str, usize), String> {
     };
     // The task is literal text: a brace in it (a JSON example, a label) is written doubled.
     seed.push_str(&task.replace('{', "{{").replace('}', "}}"));
+    // A long list of labels goes above the input (see `FEW_LABELS`).
+    if shape
+        .labels
+        .as_ref()
+        .is_some_and(|labels| labels.len() > FEW_LABELS)
+    {
+        seed = input_last(&seed).unwrap_or(seed);
+    }
     Ok((seed, scorer, max_tokens))
 }
 
@@ -737,6 +752,12 @@ fn notes(shape: &Shape) -> (String, String) {
                  # lists them and answers are scored by exact match, ignoring case.\n",
                 labels.len()
             );
+            if labels.len() > FEW_LABELS {
+                note.push_str(
+                    "# A list this long stands above the input: a small model answers it better there,\n\
+                     # and every row shares it as a prefix that the model evaluates once.\n",
+                );
+            }
             if shape.numeric_labels().is_some() {
                 note.push_str(
                     "# The labels are numbers: say in the seed what each stands for (`2 means ...`),\n\

@@ -24,9 +24,9 @@ mod sorted;
 pub(super) use sorted::read_exact_at;
 use sorted::{Cursor, Keyed, Sorter, Store};
 
-/// The longest expected value, in characters, that can be a label (see `baseline`'s
-/// `MAX_LABELS`).
-pub const LABEL_CHARS: usize = 40;
+// The longest expected value, in characters, that can be a label: the engine's rule,
+// `gepa_lab_engine::is_label_set`.
+use gepa_lab_engine::LABEL_CHARS;
 
 /// One answer of the replay, without its text.
 #[derive(Debug, Clone, Copy)]
@@ -63,8 +63,8 @@ impl Answer {
 
 /// The distinct expected values of one variant's answers that could be labels: trimmed, at most
 /// [`LABEL_CHARS`] characters, and at most [`KEPT_VALUES`] of them. A classification has at
-/// most 12 labels (told apart by case at most), so a variant with more values, or a longer
-/// one, is never read as one.
+/// most [`MAX_LABELS`](gepa_lab_engine::MAX_LABELS) labels (told apart by case at most), so a
+/// variant with more values, or a longer one, is never read as one.
 #[derive(Debug, Default)]
 struct ExpectedValues {
     ids: HashMap<String, u32>,

@@ -12,15 +12,16 @@ use serde::Serialize;
 
 use gepa_lab_score::ScorerSpec;
 
-use super::answers::{Answer, LABEL_CHARS, RowAnswers, Rows};
+use super::answers::{Answer, RowAnswers, Rows};
 use super::format;
 use super::stats::{PairedComparison, Pairs, Verdict};
 
-/// At most this many distinct expected values, each at most `LABEL_CHARS` characters long, make
-/// a label set; and at least two rows per label on average. The engine's rule for showing its
-/// reflection model the labels of a classification (`label_set` in `engine/run.rs`), applied to
-/// the holdout rows.
-pub const MAX_LABELS: usize = 12;
+// The engine's rule for a label set (`is_label_set`: at most `MAX_LABELS` distinct values,
+// short, on two rows each on average), applied to the holdout rows.
+use gepa_lab_engine::{MAX_LABELS, is_label_set};
+
+// A row's label is kept in a byte, with one value for "no label".
+const _: () = assert!(MAX_LABELS < u8::MAX as usize);
 
 /// How the scorer compares an answer with the expected value, as far as labels go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -210,11 +211,7 @@ impl Classification {
         seen.sort();
         let (labels, counts): (Vec<String>, Vec<usize>) = seen.into_iter().unzip();
         let scored_rows: usize = counts.iter().sum();
-        let few = labels.len() * 2 <= scored_rows;
-        let short = labels
-            .iter()
-            .all(|label| !label.is_empty() && label.chars().count() <= LABEL_CHARS);
-        if labels.is_empty() || !few || !short {
+        if !is_label_set(&labels, scored_rows) {
             return None;
         }
         let baseline = baseline(rule, &labels, &counts, scorer, holdout_rows);
@@ -616,6 +613,10 @@ fn and_list(items: &[String]) -> String {
     }
 }
 
+/// The labels named in a version's answers, the commonest first; the rest are counted together
+/// (a classification may have up to [`MAX_LABELS`]).
+const NAMED_LABELS: usize = 8;
+
 fn answers_text(labels: &[LabelCount], other: usize, answered: usize, missing: usize) -> String {
     let mut text = match labels.first().filter(|top| top.rows > 0) {
         None if answered == 0 => "answered no row".to_owned(),
@@ -628,12 +629,18 @@ fn answers_text(labels: &[LabelCount], other: usize, answered: usize, missing: u
                 rows_text(answered),
                 percent(top.rows, answered)
             );
-            for label in labels[1..].iter().filter(|l| l.rows > 0) {
+            let given: Vec<&LabelCount> = labels[1..].iter().filter(|l| l.rows > 0).collect();
+            let (named, rest) = given.split_at(given.len().min(NAMED_LABELS - 1));
+            for label in named {
                 text.push_str(&format!(
                     ", {} to {}",
                     format::code(&label.label),
                     label.rows
                 ));
+            }
+            if !rest.is_empty() {
+                let rows: usize = rest.iter().map(|l| l.rows).sum();
+                text.push_str(&format!(", {} other labels to {rows}", rest.len()));
             }
             if other > 0 {
                 text.push_str(&format!(", something else to {other}"));
@@ -754,17 +761,18 @@ mod tests {
 
     #[test]
     fn only_a_small_set_of_short_labels_is_a_classification() {
-        let labels = |n: usize| -> Vec<&'static str> {
-            let names: Vec<&'static str> = vec![
-                "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m",
-            ];
-            names.into_iter().take(n).cycle().take(2 * n).collect()
+        // `n` labels on two rows each.
+        let labels = |n: usize| {
+            let names: Vec<String> = (0..n).map(|i| format!("intent_{i}")).collect();
+            let rows = names.iter().chain(&names).map(String::as_str);
+            Classification::of(&ScorerSpec::ExactMatch, rows, 2 * n)
         };
-        assert!(classify("exact_match", &labels(12)).is_some());
-        assert!(classify("exact_match", &labels(13)).is_none(), "13 labels");
+        assert!(labels(77).is_some(), "banking77");
+        assert!(labels(MAX_LABELS).is_some());
+        assert!(labels(MAX_LABELS + 1).is_none());
         // Free text: every row its own answer.
         assert!(classify("exact_match", &["one", "two", "three", "four"]).is_none());
-        let long = "a label of more than forty characters, one";
+        let long = "a label of more than sixty-four characters, which reads as a sentence";
         assert!(classify("exact_match", &[long, long, "b", "b"]).is_none());
         assert!(
             classify("exact_match", &["", "", "b", "b"]).is_none(),
@@ -774,6 +782,25 @@ mod tests {
         assert!(classify("regex:^(yes|no)$", &["yes", "no", "yes", "no"]).is_none());
         assert!(classify("exact_match", &[]).is_none());
         assert!(classify("f1", &["yes", "no", "yes", "no"]).is_some());
+    }
+
+    #[test]
+    fn the_answers_of_many_labels_name_the_commonest_and_count_the_rest() {
+        // 20 labels, two rows each; the version answers `l00` to 20 rows of 210, `l01` to 19, ...
+        let names: Vec<String> = (0..20).map(|i| format!("l{i:02}")).collect();
+        let expected: Vec<&str> = names.iter().chain(&names).map(String::as_str).collect();
+        let c = Classification::of(&ScorerSpec::ExactMatch, expected.iter().copied(), 40).unwrap();
+        let replay: Vec<ReplayRow> = (0..20)
+            .flat_map(|i| std::iter::repeat_n(i, i + 1))
+            .enumerate()
+            .map(|(row, i)| answer(row + 1, 1, &names[i], &names[19 - i], 0.0))
+            .collect();
+        let counts = counted(&c, &replay);
+        assert_eq!(
+            counts.text,
+            "answered `l00` to 20 of 210 rows (9%), `l01` to 19, `l02` to 18, `l03` to 17, `l04` to \
+             16, `l05` to 15, `l06` to 14, `l07` to 13, 12 other labels to 78"
+        );
     }
 
     #[test]

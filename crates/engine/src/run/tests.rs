@@ -1705,3 +1705,27 @@ async fn a_minibatch_winner_no_worse_on_the_screen_rows_joins_the_pool_as_before
     assert_eq!(prompts(&run), prompts(&plain));
     assert_eq!(run.spent(), plain.spent());
 }
+
+/// The engine's labels: by the shared rule on the rows it sees, or, when those hold too few rows
+/// of each label, when the seed names every one (as `init`'s does for an intent dataset).
+#[test]
+fn the_labels_are_the_rows_answers_when_repeated_or_when_the_seed_names_them() {
+    let strings = |values: &[&str]| values.iter().map(|v| v.to_string()).collect::<Vec<_>>();
+    let seed = "Answer with exactly one of: card_arrival, change_pin, top_up.\nText: {text}";
+    // Twice each: labels, whatever the seed says.
+    let twice = strings(&["b", "a", "b", "a"]);
+    assert_eq!(label_set(twice, "Text: {text}"), ["a", "b"]);
+    // Once each: labels only when the seed names them all.
+    let once = strings(&["top_up", "card_arrival", "change_pin"]);
+    assert_eq!(
+        label_set(once.clone(), seed),
+        ["card_arrival", "change_pin", "top_up"]
+    );
+    assert!(label_set(once, "Text: {text}\nGive the category.").is_empty());
+    let unnamed = strings(&["top_up", "card_arrival", "card"]);
+    assert!(label_set(unnamed, seed).is_empty(), "`card` is not named");
+    assert!(
+        label_set(strings(&["top_up"]), seed).is_empty(),
+        "one answer"
+    );
+}
