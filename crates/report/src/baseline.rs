@@ -1,5 +1,5 @@
 //! Baselines for a classification replay. When the expected values of an execution's holdout
-//! rows are a small set of labels, the report says what always answering the most common label
+//! rows are a set of labels, the report says what always answering the most common label
 //! would score (the majority baseline), how often each version gave each label, and which
 //! versions score no better than that baseline or give one label to nearly every row: a gain over
 //! a seed that answers `negative` to every row is no evidence of a good prompt.

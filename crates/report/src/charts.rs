@@ -458,7 +458,7 @@ impl Drawing for ScoreByGeneration {
                 BEST_COLOUR.stroke_width(2),
             ))
             .map_err(failed)?
-            .label("best so far")
+            .label("highest so far")
             .legend(|(x, y)| PathElement::new([(x, y), (x + 16, y)], BEST_COLOUR.stroke_width(2)));
         chart
             .draw_series(

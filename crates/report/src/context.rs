@@ -136,7 +136,7 @@ pub struct ExecutionView {
     pub best_validation_score: Option<f64>,
     /// The version compared with the seed.
     pub best_version: Option<String>,
-    /// For a classification (the holdout rows' expected values are a small set of labels):
+    /// For a classification (the holdout rows' expected values are a set of labels):
     /// what always answering the most common label would score. None otherwise.
     pub baseline: Option<Baseline>,
 }

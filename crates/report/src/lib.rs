@@ -11,7 +11,7 @@
 //! `replay.parquet` from the file in a third. So a report's memory does not grow with the
 //! holdout, whatever its texts.
 //!
-//! When the holdout rows' expected values are a small set of labels (a classification), the report
+//! When the holdout rows' expected values are a set of labels (a classification), the report
 //! also gives the majority-label baseline and each version's answers per label (`baseline`), and
 //! says beside a score when it is no better than that baseline or nearly all one label.
 //!
