@@ -6,7 +6,7 @@
 //! [`LABEL_CHARS`] characters, each on two rows or more on average.
 
 /// At most this many distinct expected values make a label set. Intent datasets have tens of
-/// labels (banking77: 77; CLINC150: 150 and one for "out of scope"): until 2026-12 the limit
+/// labels (banking77: 77; CLINC150: 150 and one for "out of scope"): until 2026-11-30 the limit
 /// was 12, and `init` wrote a 77-label dataset as free text, with a seed that did not name the
 /// labels (`Give the category.`), which both embedded models answered with words of their own
 /// (`financial`, `finance`) and the 1.5B scored 0 of 20 at the probe. A seed that lists 200
@@ -39,7 +39,7 @@ pub fn is_label_set<S: AsRef<str>>(distinct: &[S], rows: usize) -> bool {
 
 /// Whether `distinct` could be the labels of a classification, however few rows hold them: 1 to
 /// [`MAX_LABELS`] values, none empty or longer than [`LABEL_CHARS`] characters.
-pub fn could_be_labels<S: AsRef<str>>(distinct: &[S]) -> bool {
+pub(crate) fn could_be_labels<S: AsRef<str>>(distinct: &[S]) -> bool {
     !distinct.is_empty()
         && distinct.len() <= MAX_LABELS
         && distinct.iter().all(|label| {
@@ -50,7 +50,7 @@ pub fn could_be_labels<S: AsRef<str>>(distinct: &[S]) -> bool {
 
 /// Whether `text` names `label` (ignoring case) as a whole: not as part of a longer word or
 /// name (`card` is not named by `card_arrival`), nor as a `{placeholder}`.
-pub fn names_label(text: &str, label: &str) -> bool {
+pub(crate) fn names_label(text: &str, label: &str) -> bool {
     let text = text.to_lowercase();
     let label = label.to_lowercase();
     let part_of_a_name = |c: char| c.is_alphanumeric() || matches!(c, '_' | '{' | '}');
