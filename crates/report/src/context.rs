@@ -364,7 +364,7 @@ pub fn build(
     let best = verdict::recommend(run, &versions);
     let seed_is_best_because = match run.best() {
         Some((e, v)) if run.executions[e].versions[v].is_seed() => {
-            seed_is_best_because(run.executions[e].objectives.is_some())
+            seed_is_best_because(run.executions[e].objectives.is_some()).to_owned()
         }
         Some(_) => String::new(),
         None => seed_stands_because(run).unwrap_or_default(),
@@ -844,7 +844,7 @@ fn run_notes(
     for execution in &run.executions {
         if execution.best == Some(0) {
             notes.push(format!(
-                "{}: {}; so the seed is the best version; the evolved \
+                "{}: {} (its Pareto rows), so the seed is the best version; the evolved \
                  prompts' holdout scores are shown for reference, not as an improvement.",
                 execution.label,
                 seed_is_best_because(execution.objectives.is_some())
@@ -925,18 +925,12 @@ fn seed_stands_because(run: &RunData) -> Option<String> {
 /// Why the seed is an execution's best version. With `[objectives]` the best is the candidate
 /// they recommend, so an evolved prompt may score higher and still not be chosen: above a
 /// limit, or below the seed once its weighted costs are taken off.
-pub(crate) fn seed_is_best_because(with_objectives: bool) -> String {
+pub(crate) fn seed_is_best_because(with_objectives: bool) -> &'static str {
     if with_objectives {
         "no evolved prompt within the objectives' limits scored above the seed on the \
-         evolution's own score (its Pareto rows), less its weighted costs"
-            .to_owned()
+         evolution's own score, less its weighted costs"
     } else {
-        format!(
-            "no evolved prompt scored above the seed on the evolution's own score (its Pareto \
-             rows) by more rows than chance gives: a one-sided sign test of the rows it won \
-             against those it lost at p ≤ {}",
-            gepa_lab_engine::PARETO_ACCEPT_P
-        )
+        "no evolved prompt scored above the seed on the evolution's own score"
     }
 }
 

@@ -14,7 +14,7 @@ use gepa_lab_experiment::ExecutionPlan;
 use gepa_lab_store::{
     HISTORY_FILE, HistoryRow, ITERATIONS_FILE, IterationRow, ObjectiveChoices, REPLAY_FILE,
     ReplayAnswer, ReplayOf, ReplayRow, RunDir, RunManifest, Version, best_by_score,
-    gains_over_seed, objective_choices,
+    objective_choices,
 };
 
 use super::ReportError;
@@ -427,8 +427,7 @@ fn execution(
 ///
 /// The best version is chosen by the ranking rule on the evolution's own scores, before the
 /// holdout is looked at. The seed competes when its score is known: an evolved prompt that did
-/// not score above it is no improvement, whatever its holdout score says by chance; nor is one
-/// whose Pareto rows do not show the gain ([`gains_over_seed`]). With
+/// not score above it is no improvement, whatever its holdout score says by chance. With
 /// objectives, it is the one they recommend (none when no generation is within the limits).
 fn best_version(
     spec: &ExecutionPlan,
@@ -450,23 +449,7 @@ fn best_version(
             .recommended
             .and_then(|generation| version_of(versions, history.values(), generation)),
         None if versions.len() > 1 => {
-            let seed_scores = versions
-                .iter()
-                .find(|version| version.is_seed())
-                .and_then(|seed| history.values().find(|row| row.prompt == seed.prompt))
-                .and_then(|row| row.pareto_scores.as_deref());
-            let gains = |i: &usize| match versions[*i].generation() {
-                None => true,
-                Some(generation) => gains_over_seed(
-                    seed_scores,
-                    history
-                        .get(&generation)
-                        .and_then(|row| row.pareto_scores.as_deref()),
-                ),
-            };
-            best_by_score((0..versions.len()).filter(gains), |&i| {
-                versions[i].validation_score
-            })
+            best_by_score(0..versions.len(), |&i| versions[i].validation_score)
         }
         None => None,
     };

@@ -24,7 +24,7 @@ use gepa_lab_prompt::{ChatTemplate, Message, Role};
 use gepa_lab_score::{Score, Scorer, ScorerSpec, judge};
 use gepa_lab_store::{
     CacheIndex, CachedAnswer, CsvAppender, ExecutionRecord, HistoryRow, ReplayOf, ReplayRow,
-    RunDir, Version, gains_over_seed, objective_choices, rank_by_score,
+    RunDir, Version, objective_choices, rank_by_score,
 };
 
 /// A prompt to replay.
@@ -34,9 +34,7 @@ struct ToReplay {
     prompt: String,
 }
 
-/// The seed, then the best `top` distinct prompts of the history by the ranking rule, those whose
-/// Pareto rows show a gain over the seed's ([`gains_over_seed`]) first: only they can be best,
-/// and without one the highest is still replayed, to show what the search found. A history
+/// The seed, then the best `top` distinct prompts of the history by the ranking rule. A history
 /// prompt identical to the seed is the seed. With objectives, the candidate they recommend and
 /// the cheapest one not significantly worse than it on the Pareto rows come first, and both are
 /// replayed whatever `top` says ([`objective_choices`]).
@@ -49,12 +47,6 @@ fn versions(
     let mut ranked: Vec<&HistoryRow> = history.to_vec();
     ranked.sort_by_key(|row| row.generation);
     rank_by_score(&mut ranked, |row| Some(row.score));
-    let seed_scores = history
-        .iter()
-        .find(|row| row.prompt == seed)
-        .and_then(|row| row.pareto_scores.as_deref());
-    // Stable: by the ranking rule within each group.
-    ranked.sort_by_key(|row| !gains_over_seed(seed_scores, row.pareto_scores.as_deref()));
     let mut chosen: Vec<u32> = objectives
         .map(|objectives| {
             let choices = objective_choices(history, objectives);
@@ -1200,33 +1192,6 @@ mod tests {
             .map(|v| v.version.to_string())
             .collect();
         assert_eq!(labels, ["seed", "g2"]);
-    }
-
-    /// A prompt that scores higher without winning enough Pareto rows cannot be best, so one
-    /// that does is replayed first; without one, the highest still is.
-    #[test]
-    fn prompts_that_show_a_gain_over_the_seed_are_replayed_first() {
-        let scored = |generation: u32, scores: &[f64]| HistoryRow {
-            pareto_scores: Some(scores.to_vec()),
-            ..row(
-                generation,
-                scores.iter().sum::<f64>() / scores.len() as f64,
-                &format!("p{generation} {{x}}"),
-            )
-        };
-        let seed = scored(0, &[0., 0., 0., 1., 1., 0.]);
-        // 4 of 6: four rows won, two lost (p = 0.34).
-        let lucky = scored(1, &[1., 1., 1., 0., 0., 1.]);
-        // 4 of 6 too, later (a tie goes to the earlier): two rows won, none lost (p = 0.25).
-        let shown = scored(2, &[1., 0., 0., 1., 1., 1.]);
-        let labels = |history: &[&HistoryRow]| -> Vec<String> {
-            versions("p0 {x}", history, 1, None)
-                .into_iter()
-                .map(|v| v.version.to_string())
-                .collect()
-        };
-        assert_eq!(labels(&[&seed, &lucky, &shown]), ["seed", "g2"]);
-        assert_eq!(labels(&[&seed, &lucky]), ["seed", "g1"]);
     }
 
     #[test]

@@ -32,7 +32,7 @@ mod version;
 
 pub use manifest::{Backend, ExecutionRecord, ExecutionState, FORMAT_VERSION, RunManifest};
 pub use objectives::{ObjectiveChoices, objective_choices};
-pub use version::{ReplayOf, Version, best_by_score, gains_over_seed, rank_by_score};
+pub use version::{ReplayOf, Version, best_by_score, rank_by_score};
 
 pub const MANIFEST_FILE: &str = "run.json";
 pub const EVENTS_FILE: &str = "events.jsonl";

@@ -8,7 +8,6 @@ use std::cmp::Ordering;
 use std::fmt;
 use std::str::FromStr;
 
-use gepa_lab_engine::{PARETO_ACCEPT_P, sign_test, wins_and_losses};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// A prompt version of one execution: its seed, or a generation of its history. Spelled `seed`
@@ -143,28 +142,6 @@ fn rank(a: Option<f64>, b: Option<f64>) -> Ordering {
     }
 }
 
-/// Whether an evolved prompt's scores on the Pareto rows (`candidate`) show a gain over the
-/// seed's that chance does not give as easily: the rows it wins against the rows it loses pass
-/// the one-sided sign test at p ≤ [`PARETO_ACCEPT_P`], the evidence the engine asks of a child
-/// judged on the Pareto rows. Only such a prompt can be best; the seed stands otherwise. True
-/// when either's row scores are unknown (a service that reports means only), where the mean
-/// alone ranks as before.
-///
-/// A search keeps children that won a few minibatch rows, and one of them scores a row or two
-/// above the seed on the 40 Pareto rows by chance. On banking77 (77 intents, 2026-11-30) such a
-/// child, 16 of 40 against the seed's 15 (3 rows won, 2 lost, p = 0.50), was named best and
-/// scored 0.393 against the seed's 0.438 on 400 holdout rows (p = 0.008). The best versions of
-/// the 10 runs of rounds 31 to 34 that ended with one all pass (p ≤ 0.19).
-pub fn gains_over_seed(seed: Option<&[f64]>, candidate: Option<&[f64]>) -> bool {
-    match (seed, candidate) {
-        (Some(seed), Some(candidate)) if seed.len() == candidate.len() => {
-            let (wins, losses) = wins_and_losses(seed, candidate);
-            sign_test(wins, losses) <= PARETO_ACCEPT_P
-        }
-        _ => true,
-    }
-}
-
 /// Sorts `items` best first by the ranking rule.
 pub fn rank_by_score<T>(items: &mut [T], score: impl Fn(&T) -> Option<f64>) {
     items.sort_by(|a, b| rank(score(a), score(b)));
@@ -184,22 +161,6 @@ pub fn best_by_score<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_best_must_win_more_pareto_rows_than_chance_gives() {
-        let seed = [0.0, 0.0, 0.0, 1.0, 1.0, 0.0];
-        // Two rows won, none lost: p = 0.25.
-        let two = [1.0, 1.0, 0.0, 1.0, 1.0, 0.0];
-        assert!(gains_over_seed(Some(&seed), Some(&two)));
-        // Three won, two lost (banking77's g2): p = 0.50.
-        let three_two = [1.0, 1.0, 1.0, 0.0, 0.0, 0.0];
-        assert!(!gains_over_seed(Some(&seed), Some(&three_two)));
-        assert!(!gains_over_seed(Some(&seed), Some(&seed)), "no row changed");
-        // Unknown or mismatched rows: the mean decides.
-        assert!(gains_over_seed(None, Some(&three_two)));
-        assert!(gains_over_seed(Some(&seed), None));
-        assert!(gains_over_seed(Some(&seed[1..]), Some(&three_two)));
-    }
 
     #[test]
     fn versions_are_seed_or_a_generation() {
