@@ -145,8 +145,28 @@ async fn start_poll_and_read_every_history_page() {
         (all[0].generation, all[0].prompt.as_str()),
         (0.0, SEED_PROMPT)
     );
-    let best = all.iter().map(|r| r.score).fold(f64::MIN, f64::max);
-    assert!(best > all[0].score, "no improvement over the seed: {all:?}");
+    let highest = all.iter().map(|r| r.score).fold(f64::MIN, f64::max);
+    assert!(
+        highest > all[0].score,
+        "no improvement over the seed: {all:?}"
+    );
+    // The prompt reported is the run's best: the highest score among the seed and the
+    // generations whose rows show a gain over it.
+    let iterations = client
+        .iterations(&id, 0)
+        .await
+        .unwrap()
+        .expect("serve keeps the iteration records");
+    let pareto = |generation: usize| {
+        all.iter()
+            .find(|r| r.generation as usize == generation)
+            .and_then(|r| r.pareto_scores.as_deref())
+    };
+    let best = all
+        .iter()
+        .filter(|r| gepa_lab::engine::may_be_best(r.generation as usize, pareto, &iterations))
+        .map(|r| r.score)
+        .fold(f64::MIN, f64::max);
     assert_eq!(prompt.current_prompt_score, Some(best));
 
     // Every page size, including exact boundaries (an empty page ends them) and a last short

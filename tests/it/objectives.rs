@@ -196,7 +196,8 @@ fn a_token_limit_recommends_a_prompt_within_it_and_the_report_shows_the_frontier
     );
     assert_eq!(json(&seed_only, "results.json")["best"]["version"], "seed");
     let because = "The seed is the best version: no evolved prompt within the objectives' limits \
-                   scored above the seed on the evolution's own score, less its weighted costs";
+                   scored above the seed on the evolution's own score (its Pareto rows), less its weighted \
+                   costs";
     let summary = std::fs::read_to_string(seed_only.file("summary.md")).unwrap();
     assert!(summary.contains(because), "{summary}");
     let page = std::fs::read_to_string(seed_only.file("index.html")).unwrap();

@@ -461,6 +461,87 @@ fn budget_30_iterations() -> Vec<String> {
     ]
 }
 
+/// Gives budget-30's generations these scores on 8 Pareto rows: each wins 3 rows or fewer
+/// against the seed and loses 1 or more (sign test p >= 0.31), and g5 scores highest (0.875
+/// against the seed's 0.625).
+fn budget_30_wins_by_a_row_or_two(dir: &Path) {
+    let run = gepa_lab::store::RunDir::open(dir).unwrap();
+    let mut history: Vec<gepa_lab::store::HistoryRow> =
+        run.read_csv(gepa_lab::store::HISTORY_FILE).unwrap();
+    let per_row: [[f64; 8]; 6] = [
+        [1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0],
+        [0.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 0.0],
+        [0.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0],
+        [0.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0],
+        [1.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0],
+        [1.0, 1.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0],
+    ];
+    for row in history.iter_mut().filter(|row| row.variant == "budget-30") {
+        let scores = per_row[row.generation as usize];
+        row.score = scores.iter().sum::<f64>() / 8.0;
+        row.pareto_scores = Some(scores.to_vec());
+    }
+    run.write_csv(gepa_lab::store::HISTORY_FILE, &history)
+        .unwrap();
+}
+
+fn best_version_of_budget_30(dir: &Path) -> serde_json::Value {
+    let results: serde_json::Value =
+        serde_json::from_str(&read(&dir.join("results.json"))).unwrap();
+    results["executions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|execution| execution["label"] == "budget-30")
+        .expect("budget-30's execution")["best_version"]
+        .clone()
+}
+
+/// An evolved prompt whose higher score rests on a few Pareto rows more won than lost is not
+/// the best: the seed stays best though g5 scores 0.875 against 0.625.
+#[test]
+fn a_higher_score_without_enough_rows_won_leaves_the_seed_best() {
+    let (_temp, dir) = render(budget_30_wins_by_a_row_or_two);
+    assert_eq!(best_version_of_budget_30(&dir), "seed");
+    let summary = read(&dir.join("summary.md"));
+    assert!(
+        summary.contains(
+            "budget-30: g5 scored 0.875 against the seed's 0.625 on the evolution's own score \
+             (its Pareto rows), but won 3 rows and lost 1 of its 8 Pareto rows: a one-sided sign \
+             test gives p = 0.31, and a best needs p ≤ 0.25; so the seed is the best version"
+        ),
+        "{summary}"
+    );
+}
+
+/// The feedback rows both were scored on count too, unless a proposal of the prompt's lineage
+/// was written from them: g5 (a merge of g2 and g4) wins 3 Pareto rows and loses 1, and wins
+/// the two feedback rows 3 and 4 (p = 0.11 on all six); rows 1 and 2, which its parents'
+/// rules were written from, do not count.
+#[test]
+fn feedback_rows_no_proposal_was_written_from_count_for_the_best() {
+    let (_temp, dir) = render(|dir| {
+        budget_30_wins_by_a_row_or_two(dir);
+        let scored_on_rows_3_and_4 = |iteration: u64, parent: u64, scores: [f64; 2]| {
+            let mut record: serde_json::Value = serde_json::from_str(&self::iteration(
+                iteration,
+                "mutation",
+                &[parent],
+                serde_json::json!({"status": "rejected"}),
+            ))
+            .unwrap();
+            record["minibatch"] = serde_json::json!([3, 4]);
+            record["parent_scores"] = serde_json::json!(scores);
+            record.to_string()
+        };
+        let mut lines = budget_30_iterations();
+        lines.push(scored_on_rows_3_and_4(10, 0, [0.0, 0.0]));
+        lines.push(scored_on_rows_3_and_4(11, 5, [1.0, 1.0]));
+        std::fs::write(dir.join("iterations.jsonl"), lines.join("\n") + "\n").unwrap();
+    });
+    assert_eq!(best_version_of_budget_30(&dir), "g5");
+}
+
 #[test]
 fn the_report_shows_how_the_search_went() {
     let (_temp, dir) = render(|dir| {

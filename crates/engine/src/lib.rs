@@ -26,6 +26,7 @@ mod config;
 mod costs;
 mod demonstrations;
 mod error;
+mod evidence;
 mod labels;
 mod merge;
 mod objectives;
@@ -50,6 +51,7 @@ pub use costs::{
     AnswerCost, CostKind, Costs, MAX_WEIGHT, Objective, ObjectiveProblem, ObjectiveRule, Objectives,
 };
 pub use error::EngineError;
+pub use evidence::{SeedEvidence, evidence_over_seed, may_be_best};
 pub use labels::{FEW_LABELS, LABEL_CHARS, MAX_LABELS, is_label_set};
 pub use objectives::{
     NOT_WORSE_P, ParetoComparison, Standing, cheapest_not_worse, frontier, recommend,

@@ -378,7 +378,8 @@ pub struct MutationRecord {
     pub spent: Spent,
     /// Calls and tokens this iteration spent.
     pub cost: Spent,
-    /// The best candidate when the iteration ended.
+    /// The candidate with the highest mean Pareto score when the iteration ended: the search's
+    /// best so far. The run's best must also show a gain over the seed (see `Run::best`).
     pub best: Best,
 }
 
@@ -500,7 +501,8 @@ pub struct MergeRecord {
     pub spent: Spent,
     /// Calls and tokens this iteration spent.
     pub cost: Spent,
-    /// The best candidate when the iteration ended.
+    /// The candidate with the highest mean Pareto score when the iteration ended: the search's
+    /// best so far. The run's best must also show a gain over the seed (see `Run::best`).
     pub best: Best,
 }
 
@@ -879,7 +881,8 @@ impl Run {
 
     /// The candidate the run recommends: with objectives, [`Self::recommended`] when one is
     /// within the limits; otherwise (and always without objectives) the candidate with the
-    /// highest mean Pareto score, the earlier one on a tie.
+    /// highest mean Pareto score, the earlier one on a tie, among the seed and the evolved
+    /// prompts whose rows show a gain over it ([`crate::may_be_best`]).
     pub fn best(&self) -> &CandidateRecord {
         let best = self.recommended().map_or(self.best, |c| c.generation);
         &self.candidates[best]

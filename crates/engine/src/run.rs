@@ -15,6 +15,7 @@ use super::config::{EngineConfig, OnTaskError, Proposer};
 use super::costs::Costs;
 use super::demonstrations::{self, SetSize};
 use super::error::EngineError;
+use super::evidence;
 use super::labels::{could_be_labels, is_label_set, names_label};
 use super::merge::{self, MergeScheduler, Triplet};
 use super::parts::{self, RoundRobin};
@@ -365,11 +366,12 @@ impl<'a, T: Task, O: FnMut(&EngineEvent) + Send> Engine<'a, T, O> {
         };
         let progress = self.progress();
         (self.observer)(&EngineEvent::Finished { stop, progress });
+        let candidates = pool.into_candidates();
         Ok(Run {
             stop,
             failure,
-            best: pool.best(),
-            candidates: pool.into_candidates(),
+            best: evidence::best_candidate(&candidates, &self.iterations),
+            candidates,
             iterations: self.iterations,
             spent: self.budget.spent(),
             budget: self.budget.limit(),

@@ -6,7 +6,8 @@
 //! [`InferenceTask`], and ends `completed`, or `failed` with the engine's error as the reason.
 //! While it runs, each accepted candidate (the seed prompt first, as generation 0) becomes a
 //! history record and the execution's `prompt` shows that latest generation; once it is over,
-//! `prompt` shows the best generation (highest mean Pareto score, the earlier on a tie).
+//! `prompt` shows the run's best generation (`engine::Run::best`: the highest mean Pareto score
+//! among the seed and the generations whose rows show a gain over it, the earlier on a tie).
 //!
 //! Executions live in memory. An [`ExecutionStore`] hook, when given, is told of every change
 //! so that a caller can make them durable: the state, each history record, each iteration's

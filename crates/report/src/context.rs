@@ -7,7 +7,9 @@ use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 
-use gepa_lab_store::{ExecutionRecord, ITERATIONS_FILE, RunManifest, Version};
+use gepa_lab_store::{
+    ExecutionRecord, HistoryRow, ITERATIONS_FILE, RunManifest, Version, evidence_over_seed,
+};
 
 use super::ReportError;
 use super::answers::RowAnswers;
@@ -364,7 +366,7 @@ pub fn build(
     let best = verdict::recommend(run, &versions);
     let seed_is_best_because = match run.best() {
         Some((e, v)) if run.executions[e].versions[v].is_seed() => {
-            seed_is_best_because(run.executions[e].objectives.is_some()).to_owned()
+            seed_is_best_because(&run.executions[e])
         }
         Some(_) => String::new(),
         None => seed_stands_because(run).unwrap_or_default(),
@@ -844,10 +846,10 @@ fn run_notes(
     for execution in &run.executions {
         if execution.best == Some(0) {
             notes.push(format!(
-                "{}: {} (its Pareto rows), so the seed is the best version; the evolved \
+                "{}: {}; so the seed is the best version; the evolved \
                  prompts' holdout scores are shown for reference, not as an improvement.",
                 execution.label,
-                seed_is_best_because(execution.objectives.is_some())
+                seed_is_best_because(execution)
             ));
         } else if execution.best.is_none() {
             notes.push(nothing_replayed(run, execution));
@@ -924,14 +926,52 @@ fn seed_stands_because(run: &RunData) -> Option<String> {
 
 /// Why the seed is an execution's best version. With `[objectives]` the best is the candidate
 /// they recommend, so an evolved prompt may score higher and still not be chosen: above a
-/// limit, or below the seed once its weighted costs are taken off.
-pub(crate) fn seed_is_best_because(with_objectives: bool) -> &'static str {
-    if with_objectives {
-        "no evolved prompt within the objectives' limits scored above the seed on the \
-         evolution's own score, less its weighted costs"
-    } else {
-        "no evolved prompt scored above the seed on the evolution's own score"
+/// limit, or below the seed once its weighted costs are taken off. Without, an evolved prompt
+/// that scored higher is not the best when its rows do not show the gain ([`may_be_best`]);
+/// the reason names the highest such version and the rows it rests on.
+pub(crate) fn seed_is_best_because(execution: &Execution) -> String {
+    if execution.objectives.is_some() {
+        return "no evolved prompt within the objectives' limits scored above the seed on the \
+                evolution's own score (its Pareto rows), less its weighted costs"
+            .to_owned();
     }
+    const NONE_HIGHER: &str =
+        "no evolved prompt scored above the seed on the evolution's own score";
+    let Some(seed_score) = execution.versions[0].validation_score else {
+        return NONE_HIGHER.to_owned();
+    };
+    let higher = execution
+        .versions
+        .iter()
+        .filter_map(|version| Some((version, version.generation()?, version.validation_score?)))
+        .filter(|&(_, _, score)| score > seed_score)
+        .max_by(|a, b| a.2.total_cmp(&b.2));
+    let history: Vec<&HistoryRow> = execution.generations.iter().collect();
+    let Some((version, evidence, score)) = higher.and_then(|(version, generation, score)| {
+        let evidence = evidence_over_seed(&history, &execution.iterations, generation)?;
+        Some((version, evidence, score))
+    }) else {
+        return NONE_HIGHER.to_owned();
+    };
+    let rows = match evidence.feedback_rows {
+        0 => format!("its {} Pareto rows", evidence.pareto_rows),
+        feedback => format!(
+            "{} rows (its {} Pareto rows and {feedback} feedback rows no proposal of its lineage \
+             was written from)",
+            evidence.pareto_rows + feedback,
+            evidence.pareto_rows
+        ),
+    };
+    format!(
+        "{} scored {score:.3} against the seed's {seed_score:.3} on the evolution's own score \
+         (its Pareto rows), but won {} rows and lost {} of {rows}: a one-sided sign test gives \
+         p = {:.2}, and a best needs p ≤ {}",
+        version.label,
+        evidence.wins,
+        evidence.losses,
+        evidence.p(),
+        gepa_lab_engine::PARETO_ACCEPT_P
+    )
 }
 
 /// A note for a seed-against-best comparison whose seed or best has cautions: a gain over a

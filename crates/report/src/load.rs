@@ -13,7 +13,7 @@ use gepa_lab_engine::{IterationRecord, Objectives};
 use gepa_lab_experiment::ExecutionPlan;
 use gepa_lab_store::{
     HISTORY_FILE, HistoryRow, ITERATIONS_FILE, IterationRow, ObjectiveChoices, REPLAY_FILE,
-    ReplayAnswer, ReplayOf, ReplayRow, RunDir, RunManifest, Version, best_by_score,
+    ReplayAnswer, ReplayOf, ReplayRow, RunDir, RunManifest, Version, best_by_score, may_be_best,
     objective_choices,
 };
 
@@ -67,7 +67,7 @@ pub struct Execution {
     pub models: Vec<String>,
     /// Index in `versions` of the best version by the ranking rule, when an evolved one was
     /// replayed: the seed (index 0) when no evolved version scored above the seed's own
-    /// evolution score.
+    /// evolution score with rows that show the gain ([`may_be_best`]).
     pub best: Option<usize>,
     /// With `[objectives]`: them, and what they choose among the history's generations (the
     /// recommended one is the execution's best).
@@ -161,6 +161,9 @@ pub fn load(path: &Path) -> Result<RunData, ReportError> {
         },
         Err(err) => IterationLog::Unreadable(err.to_string()),
     };
+    for (execution, record) in executions.iter_mut().zip(&manifest.executions) {
+        (execution.best, execution.objectives) = best_version(&record.plan, execution);
+    }
     Ok(RunData {
         dir: path.to_owned(),
         manifest,
@@ -389,7 +392,6 @@ fn execution(
                 replayed: true,
             }),
     );
-    let (best, objectives) = best_version(spec, &versions, &history);
     let planned: Vec<String> = spec
         .replay
         .as_ref()
@@ -416,8 +418,9 @@ fn execution(
         generations: history.into_values().collect(),
         versions,
         models: ordered,
-        best,
-        objectives,
+        // Set by `load` once the iterations are read (`best_version`).
+        best: None,
+        objectives: None,
         iterations: Vec::new(),
     }
 }
@@ -427,29 +430,37 @@ fn execution(
 ///
 /// The best version is chosen by the ranking rule on the evolution's own scores, before the
 /// holdout is looked at. The seed competes when its score is known: an evolved prompt that did
-/// not score above it is no improvement, whatever its holdout score says by chance. With
+/// not score above it is no improvement, whatever its holdout score says by chance; nor is one
+/// whose rows do not show the gain ([`may_be_best`]). With
 /// objectives, it is the one they recommend (none when no generation is within the limits).
 fn best_version(
     spec: &ExecutionPlan,
-    versions: &[PromptVersion],
-    history: &BTreeMap<u32, HistoryRow>,
+    execution: &Execution,
 ) -> (Option<usize>, Option<(Objectives, ObjectiveChoices)>) {
+    let versions = &execution.versions;
+    let history: Vec<&HistoryRow> = execution.generations.iter().collect();
     let objectives = spec
         .start
         .engine
         .as_ref()
         .and_then(|engine| engine.objectives.clone())
         .map(|objectives| {
-            let rows: Vec<&HistoryRow> = history.values().collect();
-            let choices = objective_choices(&rows, &objectives);
+            let choices = objective_choices(&history, &objectives);
             (objectives, choices)
         });
     let best = match &objectives {
         Some((_, choices)) => choices
             .recommended
-            .and_then(|generation| version_of(versions, history.values(), generation)),
+            .and_then(|generation| version_of(versions, history.iter().copied(), generation)),
         None if versions.len() > 1 => {
-            best_by_score(0..versions.len(), |&i| versions[i].validation_score)
+            let shown = |i: &usize| {
+                versions[*i].generation().is_none_or(|generation| {
+                    may_be_best(&history, &execution.iterations, generation)
+                })
+            };
+            best_by_score((0..versions.len()).filter(shown), |&i| {
+                versions[i].validation_score
+            })
         }
         None => None,
     };

@@ -251,12 +251,14 @@ pub async fn execute(
     run.start_all().await?;
     run.poll_all(options).await?;
     let (history, history_failures) = run.fetch_histories().await?;
+    let iterations = run.dir.read_iterations()?;
     let mut out = run.dir.csv_appender(REPLAY_FILE)?;
     let replayed = replay::replay(
         &run.answering(),
         &run.manifest.executions,
         &holdouts,
         &history,
+        &iterations,
         &mut out,
         run.key_refused.as_deref().filter(|_| backends.shared_key),
     )

@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 
 use super::{AnswerFor, Event, Observer, RunError};
 use gepa_lab_dataset::{Columns, Row, RowStream};
-use gepa_lab_engine::Objectives;
+use gepa_lab_engine::{IterationRecord, Objectives};
 use gepa_lab_experiment::ReplayPlan;
 use gepa_lab_inference::{
     ChatMessage, ChatRequest, ChatResponse, Inference, InferenceError, sampling_seed,
@@ -23,8 +23,8 @@ use gepa_lab_inference::{
 use gepa_lab_prompt::{ChatTemplate, Message, Role};
 use gepa_lab_score::{Score, Scorer, ScorerSpec, judge};
 use gepa_lab_store::{
-    CacheIndex, CachedAnswer, CsvAppender, ExecutionRecord, HistoryRow, ReplayOf, ReplayRow,
-    RunDir, Version, objective_choices, rank_by_score,
+    CacheIndex, CachedAnswer, CsvAppender, ExecutionRecord, HistoryRow, IterationRow, ReplayOf,
+    ReplayRow, RunDir, Version, may_be_best, objective_choices, rank_by_score,
 };
 
 /// A prompt to replay.
@@ -34,19 +34,29 @@ struct ToReplay {
     prompt: String,
 }
 
-/// The seed, then the best `top` distinct prompts of the history by the ranking rule. A history
-/// prompt identical to the seed is the seed. With objectives, the candidate they recommend and
-/// the cheapest one not significantly worse than it on the Pareto rows come first, and both are
-/// replayed whatever `top` says ([`objective_choices`]).
+/// The seed, then the best `top` distinct prompts of the history by the ranking rule, those whose
+/// rows show a gain over the seed's ([`may_be_best`], from the execution's `iterations`) first:
+/// only they can be best, and without one the highest is still replayed, to show what the
+/// search found. A history prompt identical to the seed is the seed. With objectives, the
+/// candidate they recommend and the cheapest one not significantly worse than it on the Pareto
+/// rows come first, and both are replayed whatever `top` says ([`objective_choices`]).
 fn versions(
     seed: &str,
     history: &[&HistoryRow],
+    iterations: &[IterationRecord],
     top: usize,
     objectives: Option<&Objectives>,
 ) -> Vec<ToReplay> {
     let mut ranked: Vec<&HistoryRow> = history.to_vec();
     ranked.sort_by_key(|row| row.generation);
     rank_by_score(&mut ranked, |row| Some(row.score));
+    let can_be_best: Vec<u32> = history
+        .iter()
+        .map(|row| row.generation)
+        .filter(|&generation| may_be_best(history, iterations, generation))
+        .collect();
+    // Stable: by the ranking rule within each group.
+    ranked.sort_by_key(|row| !can_be_best.contains(&row.generation));
     let mut chosen: Vec<u32> = objectives
         .map(|objectives| {
             let choices = objective_choices(history, objectives);
@@ -784,12 +794,13 @@ pub(super) async fn replay(
     executions: &[ExecutionRecord],
     holdouts: &[Option<Holdout>],
     history: &[HistoryRow],
+    iterations: &[IterationRow],
     out: &mut CsvAppender,
     key_refused: Option<&str>,
 ) -> Result<Replayed, RunError> {
     let mut cache = AnswerCache::open(answering.cache)?;
     cache.report_skipped(answering)?;
-    let table = Table::new(executions, holdouts, history)?;
+    let table = Table::new(executions, holdouts, history, iterations)?;
     // A first pass renders every cell without sending anything, for the counts the progress
     // line shows; the second renders them again, chunk by chunk, and sends.
     answering.emit(table.count(&cache)?)?;
@@ -859,6 +870,7 @@ impl<'a> Table<'a> {
         executions: &'a [ExecutionRecord],
         holdouts: &'a [Option<Holdout>],
         history: &[HistoryRow],
+        iterations: &[IterationRow],
     ) -> Result<Self, RunError> {
         let mut table = Table {
             parts: Vec::new(),
@@ -877,6 +889,14 @@ impl<'a> Table<'a> {
                 .iter()
                 .filter(|row| row.variant == variant)
                 .collect();
+            let own_iterations: Vec<IterationRecord> = iterations
+                .iter()
+                .filter(|row| {
+                    row.variant == variant
+                        && record.state.evolution_id() == Some(row.evolution_id.as_str())
+                })
+                .map(|row| row.record.clone())
+                .collect();
             let objectives = execution
                 .start
                 .engine
@@ -885,6 +905,7 @@ impl<'a> Table<'a> {
             let versions = versions(
                 &execution.start.prompt,
                 &own_history,
+                &own_iterations,
                 replay.top,
                 objectives,
             )
@@ -1158,7 +1179,7 @@ mod tests {
             ..Objectives::default()
         };
         let labels = |top: usize, objectives: Option<&Objectives>| -> Vec<String> {
-            versions("p0 {x}", &refs, top, objectives)
+            versions("p0 {x}", &refs, &[], top, objectives)
                 .into_iter()
                 .map(|v| v.version.to_string())
                 .collect()
@@ -1181,17 +1202,44 @@ mod tests {
             row(4, 0.9, "b {x}"),
         ];
         let refs: Vec<&HistoryRow> = history.iter().collect();
-        let labels: Vec<String> = versions("seed {x}", &refs, 3, None)
+        let labels: Vec<String> = versions("seed {x}", &refs, &[], 3, None)
             .into_iter()
             .map(|v| v.version.to_string())
             .collect();
         // b (0.9, gen 2 before its repeat in gen 4), then the 0.7 tie goes to the earlier gen 1.
         assert_eq!(labels, ["seed", "g2", "g1", "g3"]);
-        let labels: Vec<String> = versions("seed {x}", &refs, 1, None)
+        let labels: Vec<String> = versions("seed {x}", &refs, &[], 1, None)
             .into_iter()
             .map(|v| v.version.to_string())
             .collect();
         assert_eq!(labels, ["seed", "g2"]);
+    }
+
+    /// A prompt that scores higher without winning enough Pareto rows cannot be best, so one
+    /// that does is replayed first; without one, the highest still is.
+    #[test]
+    fn prompts_that_show_a_gain_over_the_seed_are_replayed_first() {
+        let scored = |generation: u32, scores: &[f64]| HistoryRow {
+            pareto_scores: Some(scores.to_vec()),
+            ..row(
+                generation,
+                scores.iter().sum::<f64>() / scores.len() as f64,
+                &format!("p{generation} {{x}}"),
+            )
+        };
+        let seed = scored(0, &[0., 0., 0., 1., 1., 0.]);
+        // 4 of 6: four rows won, two lost (p = 0.34).
+        let lucky = scored(1, &[1., 1., 1., 0., 0., 1.]);
+        // 4 of 6 too, later (a tie goes to the earlier): two rows won, none lost (p = 0.25).
+        let shown = scored(2, &[1., 0., 0., 1., 1., 1.]);
+        let labels = |history: &[&HistoryRow]| -> Vec<String> {
+            versions("p0 {x}", history, &[], 1, None)
+                .into_iter()
+                .map(|v| v.version.to_string())
+                .collect()
+        };
+        assert_eq!(labels(&[&seed, &lucky, &shown]), ["seed", "g2"]);
+        assert_eq!(labels(&[&seed, &lucky]), ["seed", "g1"]);
     }
 
     #[test]

@@ -32,7 +32,9 @@ mod version;
 
 pub use manifest::{Backend, ExecutionRecord, ExecutionState, FORMAT_VERSION, RunManifest};
 pub use objectives::{ObjectiveChoices, objective_choices};
-pub use version::{ReplayOf, Version, best_by_score, rank_by_score};
+pub use version::{
+    ReplayOf, Version, best_by_score, evidence_over_seed, may_be_best, rank_by_score,
+};
 
 pub const MANIFEST_FILE: &str = "run.json";
 pub const EVENTS_FILE: &str = "events.jsonl";

@@ -8,6 +8,8 @@ use std::cmp::Ordering;
 use std::fmt;
 use std::str::FromStr;
 
+use super::HistoryRow;
+use gepa_lab_engine::{IterationRecord, SeedEvidence};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// A prompt version of one execution: its seed, or a generation of its history. Spelled `seed`
@@ -139,6 +141,40 @@ fn rank(a: Option<f64>, b: Option<f64>) -> Ordering {
         (Some(_), None) => Ordering::Less,
         (None, Some(_)) => Ordering::Greater,
         (None, None) => Ordering::Equal,
+    }
+}
+
+/// Whether generation `generation` of an execution's `history` may be named best: the seed
+/// always; an evolved prompt when the rows it wins against the seed, on the Pareto rows and the
+/// feedback rows its `iterations` record fairly, pass the sign test the engine asks of a child
+/// judged on the Pareto rows; any generation when the rows are unknown (a service that reports
+/// means only). The engine's rule ([`gepa_lab_engine::may_be_best`], where the reason is), on
+/// the run directory's records.
+pub fn may_be_best(
+    history: &[&HistoryRow],
+    iterations: &[IterationRecord],
+    generation: u32,
+) -> bool {
+    gepa_lab_engine::may_be_best(generation as usize, pareto_scores(history), iterations)
+}
+
+/// Generation `generation`'s evidence over the seed, as [`may_be_best`] weighs it
+/// ([`gepa_lab_engine::evidence_over_seed`]); `None` for the seed or unknown rows.
+pub fn evidence_over_seed(
+    history: &[&HistoryRow],
+    iterations: &[IterationRecord],
+    generation: u32,
+) -> Option<SeedEvidence> {
+    gepa_lab_engine::evidence_over_seed(generation as usize, pareto_scores(history), iterations)
+}
+
+/// A generation's Pareto scores in `history`, when it reports them.
+fn pareto_scores<'h>(history: &'h [&HistoryRow]) -> impl Fn(usize) -> Option<&'h [f64]> {
+    move |generation| {
+        history
+            .iter()
+            .find(|row| row.generation as usize == generation)
+            .and_then(|row| row.pareto_scores.as_deref())
     }
 }
 
