@@ -461,21 +461,12 @@ fn budget_30_iterations() -> Vec<String> {
     ]
 }
 
-/// Gives budget-30's generations these scores on 8 Pareto rows: each wins 3 rows or fewer
-/// against the seed and loses 1 or more (sign test p >= 0.31), and g5 scores highest (0.875
-/// against the seed's 0.625).
-fn budget_30_wins_by_a_row_or_two(dir: &Path) {
+/// Gives budget-30's generations (seed to g5) these scores on its 8 Pareto rows, each score
+/// their mean, as serve and the local engine report them.
+fn set_budget_30_pareto_scores(dir: &Path, per_row: [[f64; 8]; 6]) {
     let run = gepa_lab::store::RunDir::open(dir).unwrap();
     let mut history: Vec<gepa_lab::store::HistoryRow> =
         run.read_csv(gepa_lab::store::HISTORY_FILE).unwrap();
-    let per_row: [[f64; 8]; 6] = [
-        [1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0],
-        [0.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 0.0],
-        [0.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0],
-        [0.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0],
-        [1.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0],
-        [1.0, 1.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0],
-    ];
     for row in history.iter_mut().filter(|row| row.variant == "budget-30") {
         let scores = per_row[row.generation as usize];
         row.score = scores.iter().sum::<f64>() / 8.0;
@@ -483,6 +474,22 @@ fn budget_30_wins_by_a_row_or_two(dir: &Path) {
     }
     run.write_csv(gepa_lab::store::HISTORY_FILE, &history)
         .unwrap();
+}
+
+/// Budget-30's generations each win 3 Pareto rows or fewer against the seed and lose 1 or more
+/// (sign test p >= 0.31), and g5 scores highest (0.875 against the seed's 0.625).
+fn budget_30_wins_by_a_row_or_two(dir: &Path) {
+    set_budget_30_pareto_scores(
+        dir,
+        [
+            [1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0],
+            [0.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 0.0],
+            [0.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0],
+            [0.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0],
+            [1.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0],
+            [1.0, 1.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0],
+        ],
+    );
 }
 
 fn best_version_of_budget_30(dir: &Path) -> serde_json::Value {
@@ -550,26 +557,18 @@ fn the_report_shows_how_the_search_went() {
         lines.push(lines[0].replace(BUDGET_30_ID, "an-earlier-attempt"));
         lines.push(lines[1].clone());
         std::fs::write(dir.join("iterations.jsonl"), lines.join("\n") + "\n").unwrap();
-        // Per-row Pareto scores of budget-30's candidates, as serve and the local engine report
-        // them (8 Pareto rows: data rows 5 to 12; each mean is the generation's score).
-        let run = gepa_lab::store::RunDir::open(dir).unwrap();
-        let mut history: Vec<gepa_lab::store::HistoryRow> =
-            run.read_csv(gepa_lab::store::HISTORY_FILE).unwrap();
-        let per_row: [[f64; 8]; 6] = [
-            [1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0],
-            [1.0, 1.0, 1.0, 1.0, 0.0, 1.0, 0.0, 0.0],
-            [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 0.0],
-            [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0],
-            [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 1.0],
-            [1.0; 8],
-        ];
-        for row in history.iter_mut().filter(|row| row.variant == "budget-30") {
-            let scores = per_row[row.generation as usize];
-            assert_eq!(scores.iter().sum::<f64>() / 8.0, row.score);
-            row.pareto_scores = Some(scores.to_vec());
-        }
-        run.write_csv(gepa_lab::store::HISTORY_FILE, &history)
-            .unwrap();
+        // 8 Pareto rows: data rows 5 to 12; each mean is the fixture's score already.
+        set_budget_30_pareto_scores(
+            dir,
+            [
+                [1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0],
+                [1.0, 1.0, 1.0, 1.0, 0.0, 1.0, 0.0, 0.0],
+                [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 0.0],
+                [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0],
+                [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 1.0],
+                [1.0; 8],
+            ],
+        );
     });
     let html = read(&dir.join("index.html"));
     let section = &html[html.find("<section id=\"search\">").expect("the section")..];
