@@ -15,9 +15,12 @@ copies live in a temporary folder with their paths made absolute; nothing in the
 changed.
 
 Datasets (`--datasets`). For each CSV, `gepa-lab init --dataset CSV` writes the experiment
-(splits, seed prompt, scorer and budget as init chooses them) into the temporary folder, and
+(splits, seed prompt, scorer and budget as init chooses them) into DIR/inits-<timestamp>/, with
+what init printed (its probe of each model, the model chosen) beside it as <name>.init.txt, and
 that experiment runs N times as above. The copy differs from what init wrote by its custom_id
-line only: this measures what a user gets from `init` and `run` without editing anything.
+line only: this measures what a user gets from `init` and `run` without editing anything. A
+later round can run the same files again with `--inits DIR/inits-<timestamp>` (init's probe
+takes minutes per dataset).
 
 Per run it records, from that run's own directory only (found by its customId among the
 directories the run created, so a run that fails never borrows an earlier run's numbers):
@@ -296,6 +299,7 @@ def init_experiment(exe, dataset, folder, inits=None):
     done = subprocess.run([str(exe), "init", "--dataset", str(dataset), "--out", str(out)],
                           capture_output=True, text=True, cwd=ROOT)
     output = done.stdout + done.stderr
+    out.with_suffix(".init.txt").write_text(output)
     return (out if done.returncode == 0 and out.exists() else None), output
 
 
@@ -775,7 +779,9 @@ def main():
     with tempfile.TemporaryDirectory() as folder:
         folder = pathlib.Path(folder)
         if args.datasets:
-            jobs = [(label, *prepare_dataset(exe, csv_file.resolve(), folder, args.inits))
+            inits_out = out / f"inits-{stamp}"  # one per invocation: DIR may hold earlier ones
+            inits_out.mkdir()
+            jobs = [(label, *prepare_dataset(exe, csv_file.resolve(), inits_out, args.inits))
                     for label, csv_file in labelled(args.datasets)]
         else:
             experiments = args.experiments or [ROOT / "experiments" / f
