@@ -201,8 +201,22 @@ def run_quoted_pairs(run_dir, dataset_file, inputs):
             max((shown for _, shown in stripped), default=0))
 
 
+def self_test_kept_init():
+    """`init_experiment` keeps what init printed beside the file it wrote (a stand-in init)."""
+    with tempfile.TemporaryDirectory() as folder:
+        folder = pathlib.Path(folder)
+        stand_in = folder / "init"
+        stand_in.write_text('#!/bin/sh\necho "probe: chose local:b"\necho \'name = "x"\' > "$5"\n')
+        stand_in.chmod(0o755)
+        experiment, output = init_experiment(stand_in, folder / "data.csv", folder)
+        assert experiment == folder / "data.toml" and experiment.exists(), experiment
+        assert (folder / "data.init.txt").read_text() == output == "probe: chose local:b\n", output
+    print("self-test: init's experiment and its output are kept side by side")
+
+
 def self_test(tool):
     """Checks `quoted_pairs` on a made-up history and dataset, by hand and against `tool`."""
+    self_test_kept_init()
     with tempfile.TemporaryDirectory() as folder:
         folder = pathlib.Path(folder)
         data = folder / "data.csv"
