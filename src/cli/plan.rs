@@ -56,12 +56,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
             execution.variant.as_deref().unwrap_or("experiment")
         );
         println!(
-            "dataset {} ({} rows): minibatch rows {:?}, pareto rows {:?}, holdout {} rows",
+            "dataset {} ({} rows): minibatch rows {:?}, pareto rows {:?}, holdout {} rows{}",
             dataset.file.display(),
             dataset.rows,
             dataset.minibatch_rows,
             dataset.pareto_rows,
-            dataset.holdout_rows
+            dataset.holdout_rows,
+            if dataset.stratify {
+                ", each with every expected answer in its share"
+            } else {
+                ""
+            }
         );
         if let Some(replay) = &execution.replay {
             let repeat = if replay.repeat > 1 {

@@ -26,10 +26,11 @@ fn text(bytes: &[u8]) -> String {
 #[test]
 fn init_writes_an_experiment_that_validates_for_each_dataset() {
     let temp = tempfile::tempdir().unwrap();
-    for (dataset, expected, scorer) in [
-        ("sentiment", "label", "exact_match_ci"),
-        ("support_tickets", "queue", "exact_match_ci"),
-        ("extraction", "expected_json", "json_match"),
+    // A classification's split is stratified by its labels; an extraction's answers are not labels.
+    for (dataset, expected, scorer, stratified) in [
+        ("sentiment", "label", "exact_match_ci", true),
+        ("support_tickets", "queue", "exact_match_ci", true),
+        ("extraction", "expected_json", "json_match", false),
     ] {
         let csv = root().join(format!("datasets/{dataset}.csv"));
         let out = temp.path().join(format!("experiments/{dataset}.toml"));
@@ -51,6 +52,7 @@ fn init_writes_an_experiment_that_validates_for_each_dataset() {
             "{toml}"
         );
         assert!(toml.contains(&format!("scorer = \"{scorer}\"")), "{toml}");
+        assert_eq!(toml.contains("\nstratify = true\n"), stratified, "{toml}");
         // No warning either: `validate` prints nothing but its summary.
         let validate = gepa_lab(temp.path(), &["validate", out.to_str().unwrap()]);
         assert!(validate.status.success(), "{}", text(&validate.stderr));

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 use thiserror::Error;
 
-pub use split::{HoldoutSize, RowSet, Split, SplitError};
+pub use split::{HoldoutSize, Order, RowSet, Split, SplitError};
 
 /// A problem that stops a file from being read at all.
 #[derive(Debug, Error)]
@@ -441,6 +441,30 @@ fn row_of(record: &csv::StringRecord, index: usize, columns: &Columns) -> Row {
     }
 }
 
+/// A key of each data row's expected answer, in file order, for a stratified split
+/// ([`Order::Stratified`]): rows with the same answer (trimmed, as [`Row::expected`] holds it)
+/// have the same key. Eight bytes a row, whatever the answers' length; the key is the first
+/// eight bytes of the answer's SHA-256, so two different answers share one only by a
+/// collision of 64 bits.
+pub fn label_keys(path: &Path, columns: &Columns) -> Result<Vec<u64>, DatasetError> {
+    let mut reader = open(path)?;
+    header_of(path, &mut reader)?;
+    let mut record = csv::ByteRecord::new();
+    let mut keys = Vec::new();
+    while reader
+        .read_byte_record(&mut record)
+        .map_err(|err| csv_error(path, &err))?
+    {
+        // Not UTF-8 is an error of the row that `scan` reports; here it only needs a key.
+        let answer = String::from_utf8_lossy(record.get(columns.expected.1).unwrap_or_default());
+        let digest = Sha256::digest(answer.trim());
+        let mut key = [0u8; 8];
+        key.copy_from_slice(&digest[..8]);
+        keys.push(u64::from_le_bytes(key));
+    }
+    Ok(keys)
+}
+
 /// The rows at some data-row positions, read in file order a few at a time in one pass over the
 /// file, so that a holdout of any size is never held whole: only the set of positions asked for
 /// (a range, or a bit per row) and the rows of the current chunk are in memory.
@@ -561,6 +585,22 @@ mod tests {
             again.next_chunk(10).unwrap(),
             read_rows(&path, &columns, &[12]).unwrap()
         );
+    }
+
+    #[test]
+    fn label_keys_are_equal_for_equal_answers_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("data.csv");
+        std::fs::write(&path, "text,label\na,yes\nb, yes \nc,no\n\"d\ne\",Yes\n").unwrap();
+        let columns = read_header(&path)
+            .unwrap()
+            .columns(&["text".to_owned()], "label")
+            .unwrap();
+        let keys = label_keys(&path, &columns).unwrap();
+        assert_eq!(keys.len(), 4, "a quoted field spanning lines is one row");
+        assert_eq!(keys[0], keys[1], "answers are trimmed, as rows read them");
+        assert_ne!(keys[0], keys[2]);
+        assert_ne!(keys[0], keys[3], "case is kept");
     }
 
     #[test]

@@ -22,6 +22,14 @@ pub enum SplitError {
     TooFewRows { rows: usize, needed: usize },
     #[error("holdout asks for {asked} rows but only {left} remain after minibatch and pareto")]
     HoldoutTooLarge { asked: usize, left: usize },
+    #[error(
+        "a stratified split of {rows} rows was given {labels} expected answers; it needs one per row"
+    )]
+    LabelCount { labels: usize, rows: usize },
+    #[error(
+        "the split recomputed from the plan does not give the minibatch and Pareto rows it records; the data or the plan changed"
+    )]
+    NotRecorded,
 }
 
 /// Row indices (0-based data rows of the file) of each part: the minibatch and Pareto rows in
@@ -117,42 +125,84 @@ impl RowSet {
     }
 }
 
+/// The order the rows are put in before the parts are cut from its front: the minibatch first,
+/// then the Pareto rows, then the holdout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Order<'a> {
+    /// The file's order.
+    File,
+    /// A seeded shuffle of the rows.
+    Shuffled(u64),
+    /// Each part holds every expected answer in its share of the file, within about a row:
+    /// `labels[i]` is a key of row `i`'s expected answer (see [`label_keys`](crate::label_keys)).
+    /// The rows of each answer keep their order (the file's, or the seeded shuffle's), and
+    /// each is placed at its rank within its answer as a fraction of that answer's rows, so the
+    /// first `n` rows of the order hold each answer about `n` times its share. A part whose
+    /// answers' shares differ from the data's rewards a prompt that leans to its commonest
+    /// answer; the Pareto rows judge every candidate.
+    Stratified {
+        labels: &'a [u64],
+        shuffle_seed: Option<u64>,
+    },
+}
+
+impl<'a> Order<'a> {
+    /// The order of a seed, if any, stratified by `labels` when they are given.
+    pub fn new(shuffle_seed: Option<u64>, stratified_by: Option<&'a [u64]>) -> Self {
+        match (stratified_by, shuffle_seed) {
+            (Some(labels), shuffle_seed) => Self::Stratified {
+                labels,
+                shuffle_seed,
+            },
+            (None, Some(seed)) => Self::Shuffled(seed),
+            (None, None) => Self::File,
+        }
+    }
+}
+
 impl Split {
-    /// Splits `rows` rows: the first `minibatch` rows (after an optional seeded shuffle) are the
-    /// feedback set, the next `pareto` the validation set, and the holdout comes from the rest.
+    /// Splits `rows` rows: the first `minibatch` rows of `order` are the feedback set, the next
+    /// `pareto` the validation set, and the holdout comes from the rest. A stratified order
+    /// has a label for every row: `labels.len()` must be `rows`.
     pub fn new(
         rows: usize,
         minibatch: usize,
         pareto: usize,
         holdout: HoldoutSize,
-        shuffle_seed: Option<u64>,
+        order: Order<'_>,
     ) -> Result<Self, SplitError> {
+        let holdout_len = Self::holdout_len(rows, minibatch, pareto, holdout)?;
         let needed = minibatch + pareto;
-        if rows < needed {
-            return Err(SplitError::TooFewRows { rows, needed });
-        }
-        let left = rows - needed;
-        let holdout_len = match holdout {
-            HoldoutSize::Rest => left,
-            HoldoutSize::None => 0,
-            HoldoutSize::Count(asked) if asked > left => {
-                return Err(SplitError::HoldoutTooLarge { asked, left });
-            }
-            HoldoutSize::Count(asked) => asked,
-        };
-        let Some(seed) = shuffle_seed else {
-            // File order: the holdout is one range of rows, held as two numbers.
-            return Ok(Self {
-                minibatch: (0..minibatch).collect(),
-                pareto: (minibatch..needed).collect(),
-                holdout: RowSet::Range(needed..needed + holdout_len),
-            });
-        };
-        // The permutation needs every row for a moment: 4 bytes each when they fit in 32 bits.
         let parts = (minibatch, needed, needed + holdout_len);
-        let (minibatch, pareto, holdout) = match u32::try_from(rows) {
-            Ok(rows) => shuffled_parts((0..rows).collect(), seed, parts, |r| r as usize),
-            Err(_) => shuffled_parts((0..rows).collect(), seed, parts, |r| r),
+        let (minibatch, pareto, holdout) = match order {
+            // File order: the holdout is one range of rows, held as two numbers.
+            Order::File => (
+                (0..minibatch).collect(),
+                (minibatch..needed).collect(),
+                RowSet::Range(needed..needed + holdout_len),
+            ),
+            // The permutation needs every row for a moment: 4 bytes each when they fit in 32 bits.
+            Order::Shuffled(seed) => match u32::try_from(rows) {
+                Ok(rows) => cut((0..rows).collect(), Some(seed), parts, |r| r as usize),
+                Err(_) => cut((0..rows).collect(), Some(seed), parts, |r| r),
+            },
+            Order::Stratified {
+                labels,
+                shuffle_seed,
+            } => {
+                if labels.len() != rows {
+                    return Err(SplitError::LabelCount {
+                        labels: labels.len(),
+                        rows,
+                    });
+                }
+                let mut order: Vec<usize> = (0..rows).collect();
+                if let Some(seed) = shuffle_seed {
+                    shuffle(&mut order, seed);
+                }
+                stratify(&mut order, labels);
+                cut(order, None, parts, |r| r)
+            }
         };
         Ok(Self {
             minibatch,
@@ -160,23 +210,74 @@ impl Split {
             holdout,
         })
     }
+
+    /// How many rows the holdout of these sizes holds, or why `rows` rows do not split so.
+    pub fn holdout_len(
+        rows: usize,
+        minibatch: usize,
+        pareto: usize,
+        holdout: HoldoutSize,
+    ) -> Result<usize, SplitError> {
+        let needed = minibatch + pareto;
+        if rows < needed {
+            return Err(SplitError::TooFewRows { rows, needed });
+        }
+        let left = rows - needed;
+        match holdout {
+            HoldoutSize::Rest => Ok(left),
+            HoldoutSize::None => Ok(0),
+            HoldoutSize::Count(asked) if asked > left => {
+                Err(SplitError::HoldoutTooLarge { asked, left })
+            }
+            HoldoutSize::Count(asked) => Ok(asked),
+        }
+    }
 }
 
-/// The rows `order` holds, shuffled with `seed`, cut at the ends of the minibatch, the Pareto
-/// rows and the holdout: the first two in their shuffled order, the holdout as a set.
-fn shuffled_parts<T: Copy>(
+/// The rows `order` holds, shuffled with `seed` if one is given, cut at the ends of the
+/// minibatch, the Pareto rows and the holdout: the first two in their order, the holdout as a set.
+fn cut<T: Copy>(
     mut order: Vec<T>,
-    seed: u64,
+    seed: Option<u64>,
     (minibatch, pareto, holdout): (usize, usize, usize),
     row: impl Fn(T) -> usize,
 ) -> (Vec<usize>, Vec<usize>, RowSet) {
-    shuffle(&mut order, seed);
+    if let Some(seed) = seed {
+        shuffle(&mut order, seed);
+    }
     let part = |range: std::ops::Range<usize>| order[range].iter().map(|&r| row(r));
     (
         part(0..minibatch).collect(),
         part(minibatch..pareto).collect(),
         RowSet::of(part(pareto..holdout)),
     )
+}
+
+/// Reorders `order` so that every label is spread evenly over it: the row of rank `r` (from 0,
+/// in `order`) among a label's `n` rows goes to the place `(r + 0.5) / n`, and rows at the same
+/// place keep their order. The places are compared as exact fractions, so the order does not
+/// depend on floating-point rounding.
+fn stratify(order: &mut Vec<usize>, labels: &[u64]) {
+    let mut counts: std::collections::HashMap<u64, u64> = std::collections::HashMap::new();
+    for &row in order.iter() {
+        *counts.entry(labels[row]).or_default() += 1;
+    }
+    let mut seen: std::collections::HashMap<u64, u64> = std::collections::HashMap::new();
+    // (2r + 1, 2n) for each row in `order`: the place (r + 0.5) / n as a fraction.
+    let mut placed: Vec<((u64, u64), usize)> = order
+        .iter()
+        .map(|&row| {
+            let rank = seen.entry(labels[row]).or_default();
+            let place = (2 * *rank + 1, 2 * counts[&labels[row]]);
+            *rank += 1;
+            (place, row)
+        })
+        .collect();
+    // A stable sort: rows at equal places stay in the order they had.
+    placed.sort_by(|((a, n), _), ((b, m), _)| {
+        (u128::from(*a) * u128::from(*m)).cmp(&(u128::from(*b) * u128::from(*n)))
+    });
+    *order = placed.into_iter().map(|(_, row)| row).collect();
 }
 
 /// Fisher–Yates with ChaCha8, written out so that the split of a given seed never changes with a
@@ -206,7 +307,7 @@ mod tests {
 
     #[test]
     fn without_seed_keeps_file_order() {
-        let split = Split::new(10, 2, 3, HoldoutSize::Count(4), None).unwrap();
+        let split = Split::new(10, 2, 3, HoldoutSize::Count(4), Order::File).unwrap();
         assert_eq!(split.minibatch, vec![0, 1]);
         assert_eq!(split.pareto, vec![2, 3, 4]);
         assert_eq!(split.holdout, RowSet::Range(5..9));
@@ -216,13 +317,13 @@ mod tests {
     #[test]
     fn rest_and_none_holdout() {
         assert_eq!(
-            Split::new(6, 1, 1, HoldoutSize::Rest, None)
+            Split::new(6, 1, 1, HoldoutSize::Rest, Order::File)
                 .unwrap()
                 .holdout,
             RowSet::Range(2..6)
         );
         assert!(
-            Split::new(6, 1, 1, HoldoutSize::None, None)
+            Split::new(6, 1, 1, HoldoutSize::None, Order::File)
                 .unwrap()
                 .holdout
                 .is_empty()
@@ -231,8 +332,8 @@ mod tests {
 
     #[test]
     fn seeded_shuffle_is_a_stable_permutation() {
-        let a = Split::new(50, 4, 8, HoldoutSize::Rest, Some(7)).unwrap();
-        let b = Split::new(50, 4, 8, HoldoutSize::Rest, Some(7)).unwrap();
+        let a = Split::new(50, 4, 8, HoldoutSize::Rest, Order::Shuffled(7)).unwrap();
+        let b = Split::new(50, 4, 8, HoldoutSize::Rest, Order::Shuffled(7)).unwrap();
         assert_eq!(a, b);
         let holdout: Vec<usize> = a.holdout.iter().collect();
         let mut all: Vec<usize> = [a.minibatch.clone(), a.pareto.clone(), holdout].concat();
@@ -243,10 +344,13 @@ mod tests {
         assert_eq!(a.minibatch, SEED_7_MINIBATCH);
         assert_eq!(a.pareto, SEED_7_PARETO);
         // A holdout of a count takes the first rows of the shuffled rest.
-        let counted = Split::new(50, 4, 8, HoldoutSize::Count(3), Some(7)).unwrap();
+        let counted = Split::new(50, 4, 8, HoldoutSize::Count(3), Order::Shuffled(7)).unwrap();
         assert_eq!(counted.holdout.len(), 3);
         assert!(counted.holdout.iter().all(|row| a.holdout.contains(row)));
-        assert_ne!(Split::new(50, 4, 8, HoldoutSize::Rest, Some(8)).unwrap(), a);
+        assert_ne!(
+            Split::new(50, 4, 8, HoldoutSize::Rest, Order::Shuffled(8)).unwrap(),
+            a
+        );
     }
 
     const SEED_7_MINIBATCH: [usize; 4] = [36, 27, 11, 31];
@@ -270,12 +374,147 @@ mod tests {
     #[test]
     fn too_few_rows_and_too_large_holdout_are_errors() {
         assert_eq!(
-            Split::new(5, 4, 2, HoldoutSize::Rest, None).unwrap_err(),
+            Split::new(5, 4, 2, HoldoutSize::Rest, Order::File).unwrap_err(),
             SplitError::TooFewRows { rows: 5, needed: 6 }
         );
         assert_eq!(
-            Split::new(8, 4, 2, HoldoutSize::Count(3), None).unwrap_err(),
+            Split::new(8, 4, 2, HoldoutSize::Count(3), Order::File).unwrap_err(),
             SplitError::HoldoutTooLarge { asked: 3, left: 2 }
+        );
+    }
+
+    /// Labels for `rows` rows drawn with the weights given, in a seeded random arrangement.
+    fn labels(rows: usize, weights: &[u64], seed: u64) -> Vec<u64> {
+        let total: u64 = weights.iter().sum();
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        (0..rows)
+            .map(|_| {
+                let mut pick = below(&mut rng, total);
+                let mut label = 0;
+                while pick >= weights[label] {
+                    pick -= weights[label];
+                    label += 1;
+                }
+                label as u64
+            })
+            .collect()
+    }
+
+    /// The most any label's count in `rows` strays from its share of `labels`.
+    fn worst_stray(rows: &[usize], labels: &[u64]) -> f64 {
+        let len = rows.len() as f64;
+        let mut distinct = labels.to_vec();
+        distinct.sort_unstable();
+        distinct.dedup();
+        distinct
+            .iter()
+            .map(|label| {
+                let share =
+                    labels.iter().filter(|l| *l == label).count() as f64 / labels.len() as f64;
+                let count = rows.iter().filter(|&&row| labels[row] == *label).count() as f64;
+                (count - share * len).abs()
+            })
+            .fold(0.0, f64::max)
+    }
+
+    #[test]
+    fn a_stratified_split_keeps_every_label_in_its_share_in_every_part() {
+        // Two labels 71/29 (MPQA's shares), four even ones, ten skewed ones.
+        let mixes: [&[u64]; 3] = [
+            &[71, 29],
+            &[1, 1, 1, 1],
+            &[30, 20, 10, 10, 8, 8, 5, 4, 3, 2],
+        ];
+        for (mix, weights) in mixes.into_iter().enumerate() {
+            for seed in 0..20 {
+                let labels = labels(480, weights, seed);
+                let order = Order::Stratified {
+                    labels: &labels,
+                    shuffle_seed: Some(7),
+                };
+                let split = Split::new(480, 40, 40, HoldoutSize::Count(300), order).unwrap();
+                let parts = [
+                    ("minibatch", worst_stray(&split.minibatch, &labels)),
+                    ("pareto", worst_stray(&split.pareto, &labels)),
+                    (
+                        "holdout",
+                        worst_stray(&split.holdout.iter().collect::<Vec<_>>(), &labels),
+                    ),
+                ];
+                for (part, stray) in parts {
+                    assert!(
+                        stray <= 1.5,
+                        "mix {mix}, seed {seed}: {part} strays {stray} rows"
+                    );
+                }
+            }
+        }
+        // A plain shuffle of the same rows strays far more: MPQA's 36 to 4 was one such draw.
+        let labels = labels(480, &[71, 29], 3);
+        let strays: f64 = (0..50u64)
+            .map(|seed| {
+                let split = Split::new(480, 40, 40, HoldoutSize::Rest, Order::Shuffled(seed));
+                worst_stray(&split.unwrap().pareto, &labels)
+            })
+            .sum();
+        assert!(
+            strays / 50.0 > 1.5,
+            "mean stray of a shuffle: {}",
+            strays / 50.0
+        );
+    }
+
+    #[test]
+    fn a_stratified_split_is_a_stable_permutation() {
+        let labels = labels(60, &[3, 2, 1], 1);
+        let stratified = |seed| Order::Stratified {
+            labels: &labels,
+            shuffle_seed: seed,
+        };
+        let a = Split::new(60, 6, 12, HoldoutSize::Rest, stratified(Some(7))).unwrap();
+        assert_eq!(
+            a,
+            Split::new(60, 6, 12, HoldoutSize::Rest, stratified(Some(7))).unwrap()
+        );
+        let mut all: Vec<usize> = [a.minibatch.clone(), a.pareto.clone()].concat();
+        all.extend(a.holdout.iter());
+        all.sort_unstable();
+        assert_eq!(all, (0..60).collect::<Vec<_>>());
+        assert_ne!(
+            a,
+            Split::new(60, 6, 12, HoldoutSize::Rest, stratified(Some(8))).unwrap()
+        );
+        // Without a seed each label's rows keep the file's order: the first rows of each.
+        let unshuffled = Split::new(60, 6, 12, HoldoutSize::Rest, stratified(None)).unwrap();
+        let first_of = |label: u64| labels.iter().position(|l| *l == label).unwrap();
+        assert!(unshuffled.minibatch.contains(&first_of(0)));
+        // Pinned so that an accidental change of the algorithm shows up here, not in users' runs.
+        assert_eq!(a.minibatch, STRATIFIED_SEED_7_MINIBATCH);
+    }
+
+    const STRATIFIED_SEED_7_MINIBATCH: [usize; 6] = [48, 33, 55, 19, 36, 24];
+
+    #[test]
+    fn a_stratified_split_of_distinct_answers_is_the_seeded_shuffle() {
+        let labels: Vec<u64> = (0..50).collect();
+        let order = Order::Stratified {
+            labels: &labels,
+            shuffle_seed: Some(7),
+        };
+        assert_eq!(
+            Split::new(50, 4, 8, HoldoutSize::Rest, order).unwrap(),
+            Split::new(50, 4, 8, HoldoutSize::Rest, Order::Shuffled(7)).unwrap()
+        );
+        let short = Order::Stratified {
+            labels: &labels[..49],
+            shuffle_seed: None,
+        };
+        assert_eq!(
+            Split::new(50, 4, 8, HoldoutSize::Rest, short).unwrap_err(),
+            SplitError::LabelCount {
+                labels: 49,
+                rows: 50
+            }
         );
     }
 

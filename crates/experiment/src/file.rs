@@ -269,6 +269,11 @@ pub struct DatasetSection {
     /// Shuffle the rows with this seed before splitting.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shuffle_seed: Option<u64>,
+    /// Give each part every expected answer in its share of the file, within about a row
+    /// (after the shuffle, if any): for classifications, whose Pareto rows judge every
+    /// candidate and would otherwise reward a lean to a label they hold too many of.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stratify: bool,
 }
 
 /// `holdout = "rest"`, `holdout = "none"` or `holdout = 20`.

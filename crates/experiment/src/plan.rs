@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::diagnostic::Location;
 use gepa_lab_inference::{ModelRef, Provider, ProviderName};
 
-use gepa_lab_dataset::{HoldoutSize, Split, SplitError};
+use gepa_lab_dataset::{HoldoutSize, Order, Split, SplitError};
 use gepa_lab_evolution::wire::StartExecution;
 use gepa_lab_score::ScorerSpec;
 use gepa_lab_score::judge::JudgePlan;
@@ -162,13 +162,18 @@ pub struct DatasetPlan {
     pub rows: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shuffle_seed: Option<u64>,
+    /// Each part holds every expected answer in its share (`[dataset] stratify`); plans
+    /// written before stratified splits existed were not.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stratify: bool,
     pub holdout: HoldoutSize,
     /// Data rows (1-based, as diagnostics number them) of each part, in the order sent.
     pub minibatch_rows: Vec<usize>,
     pub pareto_rows: Vec<usize>,
     pub holdout_rows: usize,
     /// 0-based row indices of every part. Not stored: the holdout may be large, and
-    /// [`DatasetPlan::split`] recomputes it exactly from the sizes and the seed.
+    /// [`DatasetPlan::split`] recomputes it exactly from the sizes, the seed and (when
+    /// stratified) the file's expected answers.
     #[serde(skip)]
     pub(super) split: Option<Split>,
 }
@@ -236,19 +241,40 @@ impl std::iter::Sum for Estimate {
 
 impl DatasetPlan {
     /// The rows of each part. Recomputed from the plan's own numbers when the plan was read back
-    /// from a run directory: the split of a seed never changes. An error only when those numbers
-    /// were edited into ones that do not split.
-    pub fn split(&self) -> Result<Split, SplitError> {
-        match &self.split {
-            Some(split) => Ok(split.clone()),
-            None => Split::new(
-                self.rows,
-                self.minibatch_rows.len(),
-                self.pareto_rows.len(),
-                self.holdout,
-                self.shuffle_seed,
-            ),
+    /// from a run directory: the split of a seed never changes. A stratified split also needs
+    /// the key of each row's expected answer ([`gepa_lab_dataset::label_keys`] reads them from
+    /// the file): `labels` is called for them only then. An error when the plan's numbers were
+    /// edited into ones that do not split, or the rows recomputed are not the ones the plan
+    /// records (another file, or another algorithm): a resumed run must replay the same rows.
+    pub fn split<E: From<SplitError>>(
+        &self,
+        labels: impl FnOnce() -> Result<Vec<u64>, E>,
+    ) -> Result<Split, E> {
+        if let Some(split) = &self.split {
+            return Ok(split.clone());
         }
+        let labels = if self.stratify { Some(labels()?) } else { None };
+        let split = Split::new(
+            self.rows,
+            self.minibatch_rows.len(),
+            self.pareto_rows.len(),
+            self.holdout,
+            Order::new(self.shuffle_seed, labels.as_deref()),
+        )?;
+        let one_based = |rows: &[usize]| rows.iter().map(|row| row + 1).collect::<Vec<_>>();
+        if one_based(&split.minibatch) != self.minibatch_rows
+            || one_based(&split.pareto) != self.pareto_rows
+        {
+            return Err(SplitError::NotRecorded.into());
+        }
+        Ok(split)
+    }
+
+    /// Whether the plan's sizes split its rows, without computing the split (which a
+    /// stratified plan cannot without its file).
+    pub fn check_sizes(&self) -> Result<(), SplitError> {
+        let sizes = (self.minibatch_rows.len(), self.pareto_rows.len());
+        Split::holdout_len(self.rows, sizes.0, sizes.1, self.holdout).map(|_| ())
     }
 }
 

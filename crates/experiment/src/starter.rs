@@ -18,6 +18,10 @@ const EXPECTED_NAMES: [&str; 10] = [
 const REFLECTIONS: u64 = 6;
 /// The shuffle seed the generated file sets.
 const SHUFFLE_SEED: u64 = 7;
+/// The `stratify` line of a classification's `[dataset]` table, with its reason.
+const STRATIFY: &str = "# Each part holds every label in its share of the file: Pareto rows heavy in one label would\n\
+                        # reward a prompt that leans to it.\n\
+                        stratify = true\n";
 /// At most this many rows are held out when a file has more: each costs one answer per version
 /// and model, and 400 rows already tell apart two prompts about 5 points apart (McNemar at 5%,
 /// with one row in seven answered differently). The rest of a 25,000-row file would take hours.
@@ -600,9 +604,10 @@ minibatch = {minibatch}
 pareto = {pareto}
 holdout = {holdout}
 shuffle_seed = {shuffle_seed}
-
+{stratify}
 "#,
         dataset_path = quoted(&dataset_path.to_string_lossy()),
+        stratify = if shape.labels.is_some() { STRATIFY } else { "" },
         inputs = inputs.join(", "),
         expected = quoted(&shape.expected),
         rows = shape.rows,

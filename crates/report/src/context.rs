@@ -1320,6 +1320,7 @@ fn variant_comparisons(run: &RunData, notes: &mut Vec<String>) -> Vec<Comparison
         (
             dataset.sha256.clone(),
             dataset.shuffle_seed,
+            dataset.stratify,
             dataset.minibatch_rows.len(),
             dataset.pareto_rows.len(),
             dataset.holdout_rows,

@@ -309,11 +309,16 @@ fn load_holdouts(executions: &[ExecutionRecord]) -> Result<Vec<Option<Holdout>>,
             return Err(changed(scan.sha256));
         }
         holdouts.push(match execution.plan.replay {
-            Some(_) => Some(Holdout {
-                file: dataset.file.clone(),
-                columns,
-                rows: dataset.split()?.holdout,
-            }),
+            Some(_) => {
+                let split = dataset.split(|| {
+                    gepa_lab_dataset::label_keys(&dataset.file, &columns).map_err(RunError::from)
+                })?;
+                Some(Holdout {
+                    file: dataset.file.clone(),
+                    columns,
+                    rows: split.holdout,
+                })
+            }
             None => None,
         });
     }

@@ -311,6 +311,55 @@ async fn a_holdout_longer_than_a_chunk_is_replayed_whole_and_resumed_from_the_ca
     assert_eq!(lines_of(&second, CACHE_FILE), cached, "nothing asked again");
 }
 
+/// A resumed run recomputes a stratified holdout from the file's labels (its manifest keeps no
+/// holdout rows) and replays exactly the rows the first run did, asking nothing again. The
+/// holdout is a count, so which of the rows left it takes depends on the order.
+#[tokio::test]
+async fn a_resumed_stratified_run_replays_the_same_holdout_rows() {
+    let root = tempfile::tempdir().unwrap();
+    // 30 `positive` rows, then 10 `negative`: in the file's order the first 26 rows (minibatch,
+    // Pareto rows, holdout) would all be `positive`. (A seeded shuffle whose first rows hold
+    // each label in its share would give the same rows as the stratified split: no seed here.)
+    let data = root.path().join("skewed.csv");
+    let mut text = String::from("review,label\n");
+    for i in 0..40 {
+        let label = if i < 30 { "positive" } else { "negative" };
+        text.push_str(&format!("Review {i},{label}\n"));
+    }
+    std::fs::write(&data, text).unwrap();
+    let fixture =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/valid.toml");
+    let toml = std::fs::read_to_string(fixture)
+        .unwrap()
+        .replace("data/tiny.csv", data.to_str().unwrap())
+        .replace("holdout = \"rest\"", "holdout = 20\nstratify = true");
+    let file = root.path().join("skewed.toml");
+    std::fs::write(&file, toml).unwrap();
+    let plan = validate_file(&file, &Settings::default())
+        .plan
+        .expect("valid");
+    let evolution = Arc::new(Scripted::default());
+    let first = run_new(root.path(), &plan, evolution.clone(), &fast()).await;
+    let rows = |outcome: &Outcome| -> Vec<usize> {
+        let replay: Vec<ReplayRow> = outcome.dir.read_csv(REPLAY_FILE).unwrap();
+        let mut rows: Vec<usize> = replay.iter().map(|row| row.row).collect();
+        rows.sort_unstable();
+        rows.dedup();
+        rows
+    };
+    let held_out = rows(&first);
+    assert_eq!(held_out.len(), 20);
+    // Rows are numbered from 1: 31 to 40 are `negative`, a quarter of the file.
+    let negatives = held_out.iter().filter(|&&row| row > 30).count();
+    assert_eq!(negatives, 5, "{held_out:?}");
+
+    std::fs::remove_file(first.dir.file(REPLAY_FILE)).unwrap();
+    let cached = lines_of(&first, CACHE_FILE);
+    let second = resume(&first, evolution).await;
+    assert_eq!(rows(&second), held_out);
+    assert_eq!(lines_of(&second, CACHE_FILE), cached, "nothing asked again");
+}
+
 #[tokio::test]
 async fn by_default_only_failed_answers_are_logged() {
     let root = tempfile::tempdir().unwrap();

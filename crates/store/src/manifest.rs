@@ -304,7 +304,7 @@ fn check(manifest: &RunManifest) -> Result<(), String> {
                 execution.variant()
             ));
         }
-        if let Err(err) = execution.plan.dataset.split() {
+        if let Err(err) = execution.plan.dataset.check_sizes() {
             return Err(format!("field `executions[{index}].plan.dataset`: {err}"));
         }
         if execution.state.evolution_id() == Some("") {

@@ -387,6 +387,9 @@ fn params(manifest: &RunManifest, execution: &ExecutionRecord) -> Vec<(String, S
     if let Some(seed) = plan.dataset.shuffle_seed {
         params.push(("dataset.shuffle_seed".into(), seed.to_string()));
     }
+    if plan.dataset.stratify {
+        params.push(("dataset.stratify".into(), "true".into()));
+    }
     if let Some(replay) = &plan.replay {
         params.extend([
             ("replay.models".into(), replay.models.join(",")),

@@ -12,7 +12,7 @@ use super::plan::{
 };
 use super::rules::Rule;
 use super::source::{Loaded, Resolved, load};
-use gepa_lab_dataset::{self as dataset, HoldoutSize, Split};
+use gepa_lab_dataset::{self as dataset, HoldoutSize, Order, Split};
 use gepa_lab_engine as engine;
 use gepa_lab_evolution::ServiceProfile;
 use gepa_lab_evolution::wire::{DatasetItem, EngineSettings, Evaluator, StartExecution, Strategy};
@@ -95,6 +95,7 @@ pub fn validate_file(path: &Path, settings: &Settings) -> Validation {
         base_dir: path.parent().map(Path::to_owned).unwrap_or_default(),
         diagnostics,
         scans: HashMap::new(),
+        labels: HashMap::new(),
         file_texts: BTreeMap::new(),
         providers,
         references: Vec::new(),
@@ -158,6 +159,9 @@ struct Checker<'a> {
     base_dir: PathBuf,
     diagnostics: Vec<Diagnostic>,
     scans: HashMap<(PathBuf, Vec<String>, String), Option<ScanOutcome>>,
+    /// The keys of each row's expected answer, by file and expected column, read once for the
+    /// variants whose split is stratified.
+    labels: HashMap<(PathBuf, String), Vec<u64>>,
     /// Texts of the files the experiment names (seed prompts, reflection templates), by path:
     /// part of its content hash.
     file_texts: BTreeMap<PathBuf, String>,
@@ -318,7 +322,15 @@ impl Scope<'_, '_> {
         if !columns_ok {
             return None;
         }
-        let split = self.split(&file, &outcome.scan, (minibatch, pareto, holdout), section)?;
+        // A file with row errors is not split (their diagnostics end the check below), so its
+        // labels are not read; its sizes are still checked, in the file's order.
+        let labels = if section.stratify && outcome.scan.error_count == 0 {
+            Some(self.labels(&file, &outcome.columns, &section.expected)?)
+        } else {
+            None
+        };
+        let order = Order::new(section.shuffle_seed, labels.as_deref());
+        let split = self.split(&file, &outcome.scan, (minibatch, pareto, holdout), order)?;
         if outcome.scan.error_count > 0 {
             return None;
         }
@@ -354,6 +366,7 @@ impl Scope<'_, '_> {
                 expected: section.expected.clone(),
                 rows: outcome.scan.rows,
                 shuffle_seed: section.shuffle_seed,
+                stratify: section.stratify,
                 holdout,
                 minibatch_rows: one_based(&split.minibatch),
                 pareto_rows: one_based(&split.pareto),
@@ -412,15 +425,9 @@ impl Scope<'_, '_> {
         file: &Path,
         scan: &dataset::Scan,
         (minibatch, pareto, holdout): (usize, usize, HoldoutSize),
-        section: &DatasetSection,
+        order: Order<'_>,
     ) -> Option<Split> {
-        match Split::new(
-            scan.usable,
-            minibatch,
-            pareto,
-            holdout,
-            section.shuffle_seed,
-        ) {
+        match Split::new(scan.usable, minibatch, pareto, holdout, order) {
             Ok(split) => Some(split),
             Err(dataset::SplitError::TooFewRows { rows, needed }) => {
                 self.report(
@@ -446,6 +453,44 @@ impl Scope<'_, '_> {
                     )
                     .seen(asked)
                     .help(format!("use holdout = \"rest\" or a count up to {left}")),
+                );
+                None
+            }
+            // A label count that is not the row count: the file changed between the passes that
+            // read it. (`NotRecorded` is of plans read back, never of a new split.)
+            Err(
+                err @ (dataset::SplitError::LabelCount { .. } | dataset::SplitError::NotRecorded),
+            ) => {
+                self.report(
+                    "dataset.file",
+                    Diagnostic::error(Rule::DatasetFile, format!("{}: {err}", file.display())),
+                );
+                None
+            }
+        }
+    }
+
+    /// The keys of the rows' expected answers (see [`dataset::label_keys`]), read once per file
+    /// and column; `None` after reporting why the file could not be read.
+    fn labels(
+        &mut self,
+        file: &Path,
+        columns: &dataset::Columns,
+        expected: &str,
+    ) -> Option<Vec<u64>> {
+        let key = (file.to_owned(), expected.to_owned());
+        if let Some(labels) = self.checker.labels.get(&key) {
+            return Some(labels.clone());
+        }
+        match dataset::label_keys(file, columns) {
+            Ok(labels) => {
+                self.checker.labels.insert(key, labels.clone());
+                Some(labels)
+            }
+            Err(err) => {
+                self.report(
+                    "dataset.file",
+                    Diagnostic::error(Rule::DatasetFile, err.to_string()),
                 );
                 None
             }

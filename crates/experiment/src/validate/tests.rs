@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use super::*;
 use crate::Severity;
+use gepa_lab_dataset::SplitError;
 
 /// The fixture every case edits, with a budget of 40 so that it warns of nothing: a 20-row
 /// dataset, minibatch 2, pareto 4, so a holdout of the rest is 14 rows.
@@ -794,4 +795,51 @@ fn a_seed_beside_chat_parts_is_refused_naming_both() {
         Some(5),
         "at the seed's line"
     );
+}
+
+/// `stratify = true` gives each part every label in its share, where the file's order gives
+/// the minibatch and Pareto rows none of the rarer label; a plan read back from JSON (which
+/// keeps no rows of the holdout) recomputes the same split from the file's labels, and refuses
+/// labels that split otherwise.
+#[test]
+fn a_stratified_split_keeps_each_label_share_and_is_recomputed_the_same() {
+    let folder = tempfile::tempdir().unwrap();
+    let data = folder.path().join("skewed.csv");
+    let mut csv = String::from("review,label\n");
+    for row in 0..60 {
+        let label = if row < 45 { "positive" } else { "negative" };
+        csv.push_str(&format!("review {row},{label}\n"));
+    }
+    std::fs::write(&data, csv).unwrap();
+    let text = edited(&[
+        ("file", &format!("file = {:?}", data.display().to_string())),
+        ("minibatch", "minibatch = 4"),
+        ("pareto", "pareto = 8\nstratify = true"),
+    ]);
+    let plan = validate(&text).plan.expect("valid");
+    let dataset = &plan.executions[0].dataset;
+    assert!(dataset.stratify);
+    // Data rows from 1; rows 46 to 60 are `negative`: a quarter of the file.
+    let negatives = |rows: &[usize]| rows.iter().filter(|&&row| row > 45).count();
+    assert_eq!(negatives(&dataset.minibatch_rows), 1, "{dataset:?}");
+    assert_eq!(negatives(&dataset.pareto_rows), 2, "{dataset:?}");
+    // As validated, the plan holds its split: the labels are not asked for again.
+    let split = dataset.split(|| -> Result<Vec<u64>, SplitError> { unreachable!() });
+    let holdout: Vec<usize> = split.unwrap().holdout.iter().collect();
+    assert_eq!(holdout.len(), 48);
+    assert_eq!(holdout.iter().filter(|&&row| row >= 45).count(), 12);
+
+    let read_back: DatasetPlan =
+        serde_json::from_value(serde_json::to_value(dataset).unwrap()).unwrap();
+    assert_eq!(serde_json::to_value(dataset).unwrap()["stratify"], true);
+    let columns = dataset::read_header(&data)
+        .unwrap()
+        .columns(&["review".to_owned()], "label")
+        .unwrap();
+    let recomputed = read_back
+        .split(|| Ok::<_, SplitError>(dataset::label_keys(&data, &columns).unwrap()))
+        .unwrap();
+    assert_eq!(recomputed.holdout.iter().collect::<Vec<_>>(), holdout);
+    let other_labels = read_back.split(|| Ok::<_, SplitError>((0..60).collect()));
+    assert_eq!(other_labels.unwrap_err(), SplitError::NotRecorded);
 }
