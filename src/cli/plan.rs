@@ -56,17 +56,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
             execution.variant.as_deref().unwrap_or("experiment")
         );
         println!(
-            "dataset {} ({} rows): minibatch rows {:?}, pareto rows {:?}, holdout {} rows{}",
+            "dataset {} ({} rows; split in {}): minibatch rows {:?}, pareto rows {:?}, holdout {} rows",
             dataset.file.display(),
             dataset.rows,
+            dataset.order_words(),
             dataset.minibatch_rows,
             dataset.pareto_rows,
             dataset.holdout_rows,
-            if dataset.stratify {
-                ", each with every expected answer in its share"
-            } else {
-                ""
-            }
         );
         if let Some(replay) = &execution.replay {
             let repeat = if replay.repeat > 1 {

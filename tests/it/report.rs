@@ -151,6 +151,11 @@ fn report_renders_offline_from_the_run_directory_alone() {
     }
     let html = std::fs::read_to_string(dir.join("index.html")).unwrap();
     assert!(html.contains("Simulated run: not real model output."));
+    // The fixture's plan has no shuffle seed and predates stratified splits.
+    assert!(
+        html.contains("expected column label; rows split in the file&#x27;s order.</p>"),
+        "how the rows were split"
+    );
     assert!(!html.contains("<script"), "no script in the page");
     assert_eq!(html.matches("<svg").count(), 5, "every chart is inline");
     let results: serde_json::Value =

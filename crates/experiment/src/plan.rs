@@ -270,6 +270,21 @@ impl DatasetPlan {
         Ok(split)
     }
 
+    /// How the rows were ordered before the parts were cut, in words: "the file's order",
+    /// "shuffled with seed 7", "shuffled with seed 7, each part holding every expected answer
+    /// in its share".
+    pub fn order_words(&self) -> String {
+        let order = match self.shuffle_seed {
+            Some(seed) => format!("shuffled with seed {seed}"),
+            None => "the file's order".to_owned(),
+        };
+        if self.stratify {
+            format!("{order}, each part holding every expected answer in its share")
+        } else {
+            order
+        }
+    }
+
     /// Whether the plan's sizes split its rows, without computing the split (which a
     /// stratified plan cannot without its file).
     pub fn check_sizes(&self) -> Result<(), SplitError> {
@@ -284,4 +299,37 @@ impl DatasetPlan {
 pub fn engine_seed(run_seed: u64, variant: &str) -> u64 {
     gepa_lab_inference::sampling_seed(&[b"engine", &run_seed.to_le_bytes(), variant.as_bytes()])
         & gepa_lab_evolution::wire::MAX_ENGINE_SEED
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_order_of_a_split_in_words() {
+        let plan = |shuffle_seed, stratify| DatasetPlan {
+            file: PathBuf::from("d.csv"),
+            sha256: String::new(),
+            inputs: vec!["text".into()],
+            expected: "label".into(),
+            rows: 10,
+            shuffle_seed,
+            stratify,
+            holdout: HoldoutSize::Rest,
+            minibatch_rows: vec![1],
+            pareto_rows: vec![2],
+            holdout_rows: 8,
+            split: None,
+        };
+        assert_eq!(plan(None, false).order_words(), "the file's order");
+        assert_eq!(plan(Some(7), false).order_words(), "shuffled with seed 7");
+        assert_eq!(
+            plan(Some(7), true).order_words(),
+            "shuffled with seed 7, each part holding every expected answer in its share"
+        );
+        assert_eq!(
+            plan(None, true).order_words(),
+            "the file's order, each part holding every expected answer in its share"
+        );
+    }
 }

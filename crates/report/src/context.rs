@@ -130,6 +130,9 @@ pub struct ExecutionView {
     pub dataset_sha256: String,
     pub inputs: Vec<String>,
     pub expected_column: String,
+    /// How the rows were ordered before the split
+    /// ([`gepa_lab_experiment::DatasetPlan::order_words`]).
+    pub split_order: String,
     pub replay: Option<ReplayView>,
     /// Each role's provider and model, as `run.json` names them (none in runs recorded before
     /// roles were).
@@ -652,6 +655,7 @@ fn execution_view(
         dataset_sha256: spec.dataset.sha256.clone(),
         inputs: spec.dataset.inputs.clone(),
         expected_column: spec.dataset.expected.clone(),
+        split_order: spec.dataset.order_words(),
         replay: spec.replay.as_ref().map(|r| ReplayView {
             models: r.models.clone(),
             top: r.top,
