@@ -56,7 +56,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
             execution.variant.as_deref().unwrap_or("experiment")
         );
         println!(
-            "dataset {} ({} rows; split in {}): minibatch rows {:?}, pareto rows {:?}, holdout {} rows",
+            "dataset {} ({} rows, split {}): minibatch rows {:?}, pareto rows {:?}, holdout {} rows",
             dataset.file.display(),
             dataset.rows,
             dataset.order_words(),

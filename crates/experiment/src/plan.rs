@@ -270,13 +270,13 @@ impl DatasetPlan {
         Ok(split)
     }
 
-    /// How the rows were ordered before the parts were cut, in words: "the file's order",
-    /// "shuffled with seed 7", "shuffled with seed 7, each part holding every expected answer
-    /// in its share".
+    /// How the rows were ordered before the parts were cut, in words that follow "rows split":
+    /// "in the file's order", "after a shuffle with seed 7", "after a shuffle with seed 7, each
+    /// part holding every expected answer in its share".
     pub fn order_words(&self) -> String {
         let order = match self.shuffle_seed {
-            Some(seed) => format!("shuffled with seed {seed}"),
-            None => "the file's order".to_owned(),
+            Some(seed) => format!("after a shuffle with seed {seed}"),
+            None => "in the file's order".to_owned(),
         };
         if self.stratify {
             format!("{order}, each part holding every expected answer in its share")
@@ -321,15 +321,18 @@ mod tests {
             holdout_rows: 8,
             split: None,
         };
-        assert_eq!(plan(None, false).order_words(), "the file's order");
-        assert_eq!(plan(Some(7), false).order_words(), "shuffled with seed 7");
+        assert_eq!(plan(None, false).order_words(), "in the file's order");
+        assert_eq!(
+            plan(Some(7), false).order_words(),
+            "after a shuffle with seed 7"
+        );
         assert_eq!(
             plan(Some(7), true).order_words(),
-            "shuffled with seed 7, each part holding every expected answer in its share"
+            "after a shuffle with seed 7, each part holding every expected answer in its share"
         );
         assert_eq!(
             plan(None, true).order_words(),
-            "the file's order, each part holding every expected answer in its share"
+            "in the file's order, each part holding every expected answer in its share"
         );
     }
 }
