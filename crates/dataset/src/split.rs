@@ -183,8 +183,8 @@ impl Split {
             ),
             // The permutation needs every row for a moment: 4 bytes each when they fit in 32 bits.
             Order::Shuffled(seed) => match u32::try_from(rows) {
-                Ok(rows) => cut((0..rows).collect(), Some(seed), parts, |r| r as usize),
-                Err(_) => cut((0..rows).collect(), Some(seed), parts, |r| r),
+                Ok(rows) => cut(shuffled(0..rows, seed), parts, |r| r as usize),
+                Err(_) => cut(shuffled(0..rows, seed), parts, |r| r),
             },
             Order::Stratified {
                 labels,
@@ -196,12 +196,12 @@ impl Split {
                         rows,
                     });
                 }
-                let mut order: Vec<usize> = (0..rows).collect();
-                if let Some(seed) = shuffle_seed {
-                    shuffle(&mut order, seed);
-                }
+                let mut order = match shuffle_seed {
+                    Some(seed) => shuffled(0..rows, seed),
+                    None => (0..rows).collect(),
+                };
                 stratify(&mut order, labels);
-                cut(order, None, parts, |r| r)
+                cut(order, parts, |r| r)
             }
         };
         Ok(Self {
@@ -234,17 +234,20 @@ impl Split {
     }
 }
 
-/// The rows `order` holds, shuffled with `seed` if one is given, cut at the ends of the
-/// minibatch, the Pareto rows and the holdout: the first two in their order, the holdout as a set.
+/// `rows`, shuffled with `seed`.
+fn shuffled<T>(rows: impl Iterator<Item = T>, seed: u64) -> Vec<T> {
+    let mut order: Vec<T> = rows.collect();
+    shuffle(&mut order, seed);
+    order
+}
+
+/// The rows of `order` cut at the ends of the minibatch, the Pareto rows and the holdout: the
+/// first two in their order, the holdout as a set.
 fn cut<T: Copy>(
-    mut order: Vec<T>,
-    seed: Option<u64>,
+    order: Vec<T>,
     (minibatch, pareto, holdout): (usize, usize, usize),
     row: impl Fn(T) -> usize,
 ) -> (Vec<usize>, Vec<usize>, RowSet) {
-    if let Some(seed) = seed {
-        shuffle(&mut order, seed);
-    }
     let part = |range: std::ops::Range<usize>| order[range].iter().map(|&r| row(r));
     (
         part(0..minibatch).collect(),
