@@ -205,6 +205,28 @@ pub struct Scan {
     pub warning_count: usize,
     /// SHA-256 of the file's bytes, hex: identifies the exact data an experiment ran on.
     pub sha256: String,
+    /// With [`LabelKeys::Keep`], a key of each data row's expected answer, in file order, for a
+    /// stratified split ([`Order::Stratified`]): read from the bytes `sha256` hashes, so the keys
+    /// are of the very file the split is checked against. Rows with the same answer (trimmed,
+    /// as [`Row::expected`] holds it) have the same key: the first eight bytes of the answer's
+    /// SHA-256, so two different answers share one only by a collision of 64 bits, and a file
+    /// costs eight bytes a row whatever its answers' length.
+    pub label_keys: Option<Vec<u64>>,
+}
+
+/// Whether a [`scan`] keeps the key of each row's expected answer ([`Scan::label_keys`]): only a
+/// stratified split needs them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LabelKeys {
+    Skip,
+    Keep,
+}
+
+impl LabelKeys {
+    /// `Keep` for a stratified split.
+    pub fn for_split(stratified: bool) -> Self {
+        if stratified { Self::Keep } else { Self::Skip }
+    }
 }
 
 /// Hashes the bytes as the CSV reader pulls them, so the check and the hash share one pass.
@@ -279,8 +301,14 @@ fn header_of<R: Read>(path: &Path, reader: &mut csv::Reader<R>) -> Result<Header
     Ok(Header { names })
 }
 
-/// Checks every row of the file in one streaming pass, keeping at most `keep` problems.
-pub fn scan(path: &Path, columns: &Columns, keep: usize) -> Result<Scan, DatasetError> {
+/// Checks every row of the file in one streaming pass, keeping at most `keep` problems (and the
+/// label keys, when asked).
+pub fn scan(
+    path: &Path,
+    columns: &Columns,
+    keep: usize,
+    labels: LabelKeys,
+) -> Result<Scan, DatasetError> {
     let file = gepa_lab_input::open_stream(path).map_err(|source| DatasetError::Open {
         path: path.to_owned(),
         error: source,
@@ -297,6 +325,7 @@ pub fn scan(path: &Path, columns: &Columns, keep: usize) -> Result<Scan, Dataset
         error_count: 0,
         warning_count: 0,
         sha256: String::new(),
+        label_keys: (labels == LabelKeys::Keep).then(Vec::new),
     };
     let mut record = csv::ByteRecord::new();
     let mut found = Vec::new();
@@ -305,6 +334,9 @@ pub fn scan(path: &Path, columns: &Columns, keep: usize) -> Result<Scan, Dataset
         .map_err(|err| csv_error(path, &err))?
     {
         scan.rows += 1;
+        if let Some(keys) = &mut scan.label_keys {
+            keys.push(label_key(&record, columns));
+        }
         found.clear();
         check_record(&record, width, columns, &mut found);
         let line = record.position().map_or(0, csv::Position::line);
@@ -441,28 +473,14 @@ fn row_of(record: &csv::StringRecord, index: usize, columns: &Columns) -> Row {
     }
 }
 
-/// A key of each data row's expected answer, in file order, for a stratified split
-/// ([`Order::Stratified`]): rows with the same answer (trimmed, as [`Row::expected`] holds it)
-/// have the same key. Eight bytes a row, whatever the answers' length; the key is the first
-/// eight bytes of the answer's SHA-256, so two different answers share one only by a
-/// collision of 64 bits.
-pub fn label_keys(path: &Path, columns: &Columns) -> Result<Vec<u64>, DatasetError> {
-    let mut reader = open(path)?;
-    header_of(path, &mut reader)?;
-    let mut record = csv::ByteRecord::new();
-    let mut keys = Vec::new();
-    while reader
-        .read_byte_record(&mut record)
-        .map_err(|err| csv_error(path, &err))?
-    {
-        // Not UTF-8 is an error of the row that `scan` reports; here it only needs a key.
-        let answer = String::from_utf8_lossy(record.get(columns.expected.1).unwrap_or_default());
-        let digest = Sha256::digest(answer.trim());
-        let mut key = [0u8; 8];
-        key.copy_from_slice(&digest[..8]);
-        keys.push(u64::from_le_bytes(key));
-    }
-    Ok(keys)
+/// The key of a record's expected answer (see [`Scan::label_keys`]).
+fn label_key(record: &csv::ByteRecord, columns: &Columns) -> u64 {
+    // Not UTF-8 is an error of the row that `scan` reports; here it only needs a key.
+    let answer = String::from_utf8_lossy(record.get(columns.expected.1).unwrap_or_default());
+    let digest = Sha256::digest(answer.trim());
+    let mut key = [0u8; 8];
+    key.copy_from_slice(&digest[..8]);
+    u64::from_le_bytes(key)
 }
 
 /// The rows at some data-row positions, read in file order a few at a time in one pass over the
@@ -588,7 +606,7 @@ mod tests {
     }
 
     #[test]
-    fn label_keys_are_equal_for_equal_answers_only() {
+    fn label_keys_are_equal_for_equal_answers_only_and_kept_when_asked() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("data.csv");
         std::fs::write(&path, "text,label\na,yes\nb, yes \nc,no\n\"d\ne\",Yes\n").unwrap();
@@ -596,11 +614,16 @@ mod tests {
             .unwrap()
             .columns(&["text".to_owned()], "label")
             .unwrap();
-        let keys = label_keys(&path, &columns).unwrap();
+        let keys = scan(&path, &columns, 0, LabelKeys::Keep)
+            .unwrap()
+            .label_keys
+            .unwrap();
         assert_eq!(keys.len(), 4, "a quoted field spanning lines is one row");
         assert_eq!(keys[0], keys[1], "answers are trimmed, as rows read them");
         assert_ne!(keys[0], keys[2]);
         assert_ne!(keys[0], keys[3], "case is kept");
+        let plain = scan(&path, &columns, 0, LabelKeys::Skip).unwrap();
+        assert_eq!(plain.label_keys, None);
     }
 
     #[test]

@@ -134,12 +134,12 @@ pub enum Order<'a> {
     /// A seeded shuffle of the rows.
     Shuffled(u64),
     /// Each part holds every expected answer in its share of the file, within about a row:
-    /// `labels[i]` is a key of row `i`'s expected answer (see [`label_keys`](crate::label_keys)).
-    /// The rows of each answer keep their order (the file's, or the seeded shuffle's), and
-    /// each is placed at its rank within its answer as a fraction of that answer's rows, so the
-    /// first `n` rows of the order hold each answer about `n` times its share. A part whose
-    /// answers' shares differ from the data's rewards a prompt that leans to its commonest
-    /// answer; the Pareto rows judge every candidate.
+    /// `labels[i]` is a key of row `i`'s expected answer (see
+    /// [`Scan::label_keys`](crate::Scan::label_keys)). The rows of each answer keep their order
+    /// (the file's, or the seeded shuffle's), and each is placed at its rank within its answer
+    /// as a fraction of that answer's rows, so the first `n` rows of the order hold each answer
+    /// about `n` times its share. A part whose answers' shares differ from the data's rewards a
+    /// prompt that leans to its commonest answer; the Pareto rows judge every candidate.
     Stratified {
         labels: &'a [u64],
         shuffle_seed: Option<u64>,

@@ -242,30 +242,28 @@ impl std::iter::Sum for Estimate {
 impl DatasetPlan {
     /// The rows of each part. Recomputed from the plan's own numbers when the plan was read back
     /// from a run directory: the split of a seed never changes. A stratified split also needs
-    /// the key of each row's expected answer ([`gepa_lab_dataset::label_keys`] reads them from
-    /// the file): `labels` is called for them only then. An error when the plan's numbers were
-    /// edited into ones that do not split, or the rows recomputed are not the ones the plan
-    /// records (another file, or another algorithm): a resumed run must replay the same rows.
-    pub fn split<E: From<SplitError>>(
-        &self,
-        labels: impl FnOnce() -> Result<Vec<u64>, E>,
-    ) -> Result<Split, E> {
+    /// the key of each row's expected answer, `labels` ([`gepa_lab_dataset::Scan::label_keys`],
+    /// read with the file's hash; none is a count of 0, an error); other splits ignore them. An
+    /// error when the plan's numbers were edited into ones that do not split, or the rows
+    /// recomputed are not the ones the plan records (another file, or another algorithm): a
+    /// resumed run must replay the same rows.
+    pub fn split(&self, labels: Option<&[u64]>) -> Result<Split, SplitError> {
         if let Some(split) = &self.split {
             return Ok(split.clone());
         }
-        let labels = if self.stratify { Some(labels()?) } else { None };
+        let labels = self.stratify.then(|| labels.unwrap_or_default());
         let split = Split::new(
             self.rows,
             self.minibatch_rows.len(),
             self.pareto_rows.len(),
             self.holdout,
-            Order::new(self.shuffle_seed, labels.as_deref()),
+            Order::new(self.shuffle_seed, labels),
         )?;
         let one_based = |rows: &[usize]| rows.iter().map(|row| row + 1).collect::<Vec<_>>();
         if one_based(&split.minibatch) != self.minibatch_rows
             || one_based(&split.pareto) != self.pareto_rows
         {
-            return Err(SplitError::NotRecorded.into());
+            return Err(SplitError::NotRecorded);
         }
         Ok(split)
     }

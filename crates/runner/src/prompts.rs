@@ -178,7 +178,12 @@ pub fn prepare(job: &PromptsJob) -> Result<Prepared, PromptsError> {
             suggestion: missing.into_iter().find_map(|m| m.suggestion),
         }
     })?;
-    let scan = dataset::scan(&job.dataset, &columns, PROBLEMS_SHOWN)?;
+    let scan = dataset::scan(
+        &job.dataset,
+        &columns,
+        PROBLEMS_SHOWN,
+        dataset::LabelKeys::Skip,
+    )?;
     if scan.error_count > 0 {
         return Err(PromptsError::UnusableRows {
             dataset,

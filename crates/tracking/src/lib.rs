@@ -667,6 +667,21 @@ mod tests {
     }
 
     #[test]
+    fn a_stratified_split_is_a_parameter_and_a_plain_one_is_not() {
+        let mut manifest = fixture();
+        let logged = |manifest: &RunManifest| {
+            params(manifest, &manifest.executions[0])
+                .into_iter()
+                .find(|(k, _)| k == "dataset.stratify")
+                .map(|(_, v)| v)
+        };
+        manifest.executions[0].plan.dataset.stratify = false;
+        assert_eq!(logged(&manifest), None);
+        manifest.executions[0].plan.dataset.stratify = true;
+        assert_eq!(logged(&manifest).as_deref(), Some("true"));
+    }
+
+    #[test]
     fn metric_keys_keep_only_what_mlflow_takes() {
         assert_eq!(
             key(&["holdout", "g2", "local:qwen"]),

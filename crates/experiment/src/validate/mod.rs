@@ -95,7 +95,6 @@ pub fn validate_file(path: &Path, settings: &Settings) -> Validation {
         base_dir: path.parent().map(Path::to_owned).unwrap_or_default(),
         diagnostics,
         scans: HashMap::new(),
-        labels: HashMap::new(),
         file_texts: BTreeMap::new(),
         providers,
         references: Vec::new(),
@@ -159,9 +158,6 @@ struct Checker<'a> {
     base_dir: PathBuf,
     diagnostics: Vec<Diagnostic>,
     scans: HashMap<(PathBuf, Vec<String>, String), Option<ScanOutcome>>,
-    /// The keys of each row's expected answer, by file and expected column, read once for the
-    /// variants whose split is stratified.
-    labels: HashMap<(PathBuf, String), Vec<u64>>,
     /// Texts of the files the experiment names (seed prompts, reflection templates), by path:
     /// part of its content hash.
     file_texts: BTreeMap<PathBuf, String>,
@@ -309,10 +305,19 @@ impl Scope<'_, '_> {
             section.inputs.clone(),
             section.expected.clone(),
         );
-        let outcome = match self.checker.scans.get(&key) {
-            Some(outcome) => outcome.clone(),
+        // One scan per file and columns, but a stratified variant scans again when another's
+        // scan kept no label keys (its diagnostics, the same, are reported once).
+        let labels = dataset::LabelKeys::for_split(section.stratify);
+        let cached = self.checker.scans.get(&key).cloned().filter(|outcome| {
+            labels == dataset::LabelKeys::Skip
+                || outcome
+                    .as_ref()
+                    .is_none_or(|outcome| outcome.scan.label_keys.is_some())
+        });
+        let outcome = match cached {
+            Some(outcome) => outcome,
             None => {
-                let outcome = scan_dataset(self, &file, &section.inputs, &section.expected);
+                let outcome = scan_dataset(self, &file, &section.inputs, &section.expected, labels);
                 self.checker.scans.insert(key, outcome.clone());
                 outcome
             }
@@ -324,12 +329,13 @@ impl Scope<'_, '_> {
         }
         // A file with row errors is not split (their diagnostics end the check below), so its
         // labels are not read; its sizes are still checked, in the file's order.
-        let labels = if section.stratify && outcome.scan.error_count == 0 {
-            Some(self.labels(&file, &outcome.columns, &section.expected)?)
-        } else {
-            None
+        let labels = match &outcome.scan.label_keys {
+            Some(keys) if section.stratify && outcome.scan.error_count == 0 => {
+                Some(keys.as_slice())
+            }
+            _ => None,
         };
-        let order = Order::new(section.shuffle_seed, labels.as_deref());
+        let order = Order::new(section.shuffle_seed, labels);
         let split = self.split(&file, &outcome.scan, (minibatch, pareto, holdout), order)?;
         if outcome.scan.error_count > 0 {
             return None;
@@ -464,33 +470,6 @@ impl Scope<'_, '_> {
                 self.report(
                     "dataset.file",
                     Diagnostic::error(Rule::DatasetFile, format!("{}: {err}", file.display())),
-                );
-                None
-            }
-        }
-    }
-
-    /// The keys of the rows' expected answers (see [`dataset::label_keys`]), read once per file
-    /// and column; `None` after reporting why the file could not be read.
-    fn labels(
-        &mut self,
-        file: &Path,
-        columns: &dataset::Columns,
-        expected: &str,
-    ) -> Option<Vec<u64>> {
-        let key = (file.to_owned(), expected.to_owned());
-        if let Some(labels) = self.checker.labels.get(&key) {
-            return Some(labels.clone());
-        }
-        match dataset::label_keys(file, columns) {
-            Ok(labels) => {
-                self.checker.labels.insert(key, labels.clone());
-                Some(labels)
-            }
-            Err(err) => {
-                self.report(
-                    "dataset.file",
-                    Diagnostic::error(Rule::DatasetFile, err.to_string()),
                 );
                 None
             }
@@ -1060,6 +1039,7 @@ fn scan_dataset(
     file: &Path,
     inputs: &[String],
     expected: &str,
+    labels: dataset::LabelKeys,
 ) -> Option<ScanOutcome> {
     let header = match dataset::read_header(file) {
         Ok(header) => header,
@@ -1100,7 +1080,7 @@ fn scan_dataset(
             return None;
         }
     };
-    let scan = match dataset::scan(file, &columns, ROW_PROBLEMS_SHOWN) {
+    let scan = match dataset::scan(file, &columns, ROW_PROBLEMS_SHOWN, labels) {
         Ok(scan) => scan,
         Err(err) => {
             scope.report(

@@ -823,8 +823,8 @@ fn a_stratified_split_keeps_each_label_share_and_is_recomputed_the_same() {
     let negatives = |rows: &[usize]| rows.iter().filter(|&&row| row > 45).count();
     assert_eq!(negatives(&dataset.minibatch_rows), 1, "{dataset:?}");
     assert_eq!(negatives(&dataset.pareto_rows), 2, "{dataset:?}");
-    // As validated, the plan holds its split: the labels are not asked for again.
-    let split = dataset.split(|| -> Result<Vec<u64>, SplitError> { unreachable!() });
+    // As validated, the plan holds its split: it needs no labels.
+    let split = dataset.split(None);
     let holdout: Vec<usize> = split.unwrap().holdout.iter().collect();
     assert_eq!(holdout.len(), 48);
     assert_eq!(holdout.iter().filter(|&&row| row >= 45).count(), 12);
@@ -837,9 +837,55 @@ fn a_stratified_split_keeps_each_label_share_and_is_recomputed_the_same() {
         .columns(&["review".to_owned()], "label")
         .unwrap();
     let recomputed = read_back
-        .split(|| Ok::<_, SplitError>(dataset::label_keys(&data, &columns).unwrap()))
+        .split(
+            dataset::scan(&data, &columns, 0, dataset::LabelKeys::Keep)
+                .unwrap()
+                .label_keys
+                .as_deref(),
+        )
         .unwrap();
     assert_eq!(recomputed.holdout.iter().collect::<Vec<_>>(), holdout);
-    let other_labels = read_back.split(|| Ok::<_, SplitError>((0..60).collect()));
+    assert!(matches!(
+        read_back.split(None),
+        Err(SplitError::LabelCount { .. })
+    ));
+    let other_labels = read_back.split(Some(&(0..60).collect::<Vec<u64>>()));
     assert_eq!(other_labels.unwrap_err(), SplitError::NotRecorded);
+}
+
+/// A matrix whose first variant splits the file in order and whose second stratifies it: the
+/// file is scanned for the first, scanned again with the label keys for the second (which
+/// stratifies, not falling back to the file's order), and a row's warning is reported once.
+#[test]
+fn a_stratified_variant_after_a_plain_one_gets_the_labels_and_no_second_warning() {
+    let folder = tempfile::tempdir().unwrap();
+    let data = folder.path().join("skewed.csv");
+    let mut csv = String::from("review,label\n,positive\n");
+    for row in 1..60 {
+        let label = if row < 45 { "positive" } else { "negative" };
+        csv.push_str(&format!("review {row},{label}\n"));
+    }
+    std::fs::write(&data, csv).unwrap();
+    let text = edited(&[
+        ("file", &format!("file = {:?}", data.display().to_string())),
+        ("minibatch", "minibatch = 4"),
+        ("pareto", "pareto = 8"),
+        (
+            "[[variants]]",
+            "name = \"plain\"\n\n[[variants]]\nname = \"stratified\"\ndataset = { stratify = true }",
+        ),
+    ]);
+    let validation = validate(&text);
+    let plan = validation.plan.expect("valid");
+    let negatives = |rows: &[usize]| rows.iter().filter(|&&row| row > 45).count();
+    let [plain, stratified] = [0, 1].map(|i| &plan.executions[i].dataset);
+    assert!(!plain.stratify && stratified.stratify);
+    assert_eq!(negatives(&plain.pareto_rows), 0, "{plain:?}");
+    assert_eq!(negatives(&stratified.pareto_rows), 2, "{stratified:?}");
+    let empty_input = validation
+        .diagnostics
+        .iter()
+        .filter(|d| d.rule == Rule::DatasetInputEmpty)
+        .count();
+    assert_eq!(empty_input, 1, "{:?}", validation.diagnostics);
 }
