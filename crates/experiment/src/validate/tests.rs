@@ -797,6 +797,19 @@ fn a_seed_beside_chat_parts_is_refused_naming_both() {
     );
 }
 
+/// A 60-row file in `folder` whose last 15 rows (46 to 60) are `negative` and the others
+/// `positive`; the first row's review is `first`, the others `review <row>`.
+fn skewed_file(folder: &Path, first: &str) -> PathBuf {
+    let data = folder.join("skewed.csv");
+    let mut csv = format!("review,label\n{first},positive\n");
+    for row in 1..60 {
+        let label = if row < 45 { "positive" } else { "negative" };
+        csv.push_str(&format!("review {row},{label}\n"));
+    }
+    std::fs::write(&data, csv).unwrap();
+    data
+}
+
 /// `stratify = true` gives each part every label in its share, where the file's order gives
 /// the minibatch and Pareto rows none of the rarer label; a plan read back from JSON (which
 /// keeps no rows of the holdout) recomputes the same split from the file's labels, and refuses
@@ -804,13 +817,7 @@ fn a_seed_beside_chat_parts_is_refused_naming_both() {
 #[test]
 fn a_stratified_split_keeps_each_label_share_and_is_recomputed_the_same() {
     let folder = tempfile::tempdir().unwrap();
-    let data = folder.path().join("skewed.csv");
-    let mut csv = String::from("review,label\n");
-    for row in 0..60 {
-        let label = if row < 45 { "positive" } else { "negative" };
-        csv.push_str(&format!("review {row},{label}\n"));
-    }
-    std::fs::write(&data, csv).unwrap();
+    let data = skewed_file(folder.path(), "review 0");
     let text = edited(&[
         ("file", &format!("file = {:?}", data.display().to_string())),
         ("minibatch", "minibatch = 4"),
@@ -859,13 +866,7 @@ fn a_stratified_split_keeps_each_label_share_and_is_recomputed_the_same() {
 #[test]
 fn a_stratified_variant_after_a_plain_one_gets_the_labels_and_no_second_warning() {
     let folder = tempfile::tempdir().unwrap();
-    let data = folder.path().join("skewed.csv");
-    let mut csv = String::from("review,label\n,positive\n");
-    for row in 1..60 {
-        let label = if row < 45 { "positive" } else { "negative" };
-        csv.push_str(&format!("review {row},{label}\n"));
-    }
-    std::fs::write(&data, csv).unwrap();
+    let data = skewed_file(folder.path(), "");
     let text = edited(&[
         ("file", &format!("file = {:?}", data.display().to_string())),
         ("minibatch", "minibatch = 4"),
