@@ -799,6 +799,14 @@ fn a_run_whose_searches_accepted_nothing_says_the_seed_is_best_not_that_nothing_
         ),
         "the page's headline"
     );
+    // The comparisons section says why it has no table, in a sentence rather than "None.".
+    assert!(
+        page.contains(
+            "No evolved version was answered on the holdout rows, so there is no row of the seed \
+             against one here"
+        ),
+        "the comparisons section"
+    );
     // Without iteration records nothing says the searches tried: no claim that the seed held.
     let (_temp, dir) = render(|dir| {
         keep_only_seeds(dir, |_| true);

@@ -179,12 +179,51 @@ pub struct AnswerCounts {
     pub cautions: Vec<String>,
 }
 
+/// A label met in the expected values: its key, its rows, and how they spell it.
+#[derive(Default)]
+struct Seen {
+    key: String,
+    rows: usize,
+    /// Each spelling with its rows, in the order first met (one, unless case differs).
+    spellings: Vec<(String, usize)>,
+}
+
+impl Seen {
+    fn add(&mut self, spelling: &str) {
+        self.rows += 1;
+        match self.spellings.iter_mut().find(|(seen, _)| seen == spelling) {
+            Some((_, rows)) => *rows += 1,
+            None => self.spellings.push((spelling.to_owned(), 1)),
+        }
+    }
+
+    /// The commonest spelling; of equal counts, the first in character order.
+    fn spelling(&self) -> String {
+        let mut best: Option<&(String, usize)> = None;
+        for candidate in &self.spellings {
+            let better = best.is_none_or(|(text, rows)| {
+                candidate.1 > *rows || (candidate.1 == *rows && candidate.0 < *text)
+            });
+            if better {
+                best = Some(candidate);
+            }
+        }
+        best.map(|(text, _)| text.clone()).unwrap_or_default()
+    }
+}
+
 /// An execution's holdout rows read as a classification.
 #[derive(Debug, Clone)]
 pub struct Classification {
     rule: LabelRule,
-    /// Sorted.
+    /// Each label as the scorer compares it ([`LabelRule::key`]), sorted.
     labels: Vec<String>,
+    /// Each label as the rows spell it (the commonest spelling of its expected values, trimmed;
+    /// a tie to the first in character order), in the order of `labels`: what the report shows.
+    /// Under `exact_match_ci` a file's `Flags` is shown as `Flags`, not as the key `flags`.
+    shown: Vec<String>,
+    /// The index in `labels` of the baseline's label.
+    top: usize,
     baseline: Baseline,
 }
 
@@ -197,27 +236,44 @@ impl Classification {
         holdout_rows: usize,
     ) -> Option<Self> {
         let rule = LabelRule::of(scorer)?;
-        // Labels in the order first seen, with their rows; more than MAX_LABELS and it is no
-        // label set.
-        let mut seen: Vec<(String, usize)> = Vec::new();
+        // Labels (key, rows, each spelling with its rows) in the order first seen; more than
+        // MAX_LABELS and it is no label set.
+        let mut seen: Vec<Seen> = Vec::new();
         for value in expected {
             let key = rule.key(value);
-            match seen.iter().position(|(label, _)| *label == key) {
-                Some(at) => seen[at].1 += 1,
+            let at = match seen.iter().position(|label| label.key == key) {
+                Some(at) => at,
                 None if seen.len() == MAX_LABELS => return None,
-                None => seen.push((key, 1)),
-            }
+                None => {
+                    seen.push(Seen {
+                        key,
+                        ..Seen::default()
+                    });
+                    seen.len() - 1
+                }
+            };
+            seen[at].add(value.trim());
         }
-        seen.sort();
-        let (labels, counts): (Vec<String>, Vec<usize>) = seen.into_iter().unzip();
+        seen.sort_by(|a, b| a.key.cmp(&b.key));
+        let mut labels = Vec::with_capacity(seen.len());
+        let mut shown = Vec::with_capacity(seen.len());
+        let mut counts = Vec::with_capacity(seen.len());
+        for label in seen {
+            shown.push(label.spelling());
+            labels.push(label.key);
+            counts.push(label.rows);
+        }
         let scored_rows: usize = counts.iter().sum();
         if !is_label_set(&labels, scored_rows) {
             return None;
         }
-        let baseline = baseline(rule, &labels, &counts, scorer, holdout_rows);
+        let top = by_count(&counts)[0];
+        let baseline = baseline(rule, (&labels, &shown), &counts, scorer, holdout_rows);
         Some(Self {
             rule,
             labels,
+            shown,
+            top,
             baseline,
         })
     }
@@ -278,7 +334,7 @@ impl Classification {
         let baseline_hits_label: Vec<bool> = self
             .labels
             .iter()
-            .map(|label| self.rule.hits(&self.baseline.label, label))
+            .map(|label| self.rule.hits(&self.labels[self.top], label))
             .collect();
         for (_, answers) in rows.iter() {
             asked += 1;
@@ -296,7 +352,7 @@ impl Classification {
                 .is_some_and(|label| baseline_hits_label[label]);
             against_baseline.push(f64::from(u8::from(baseline_hit)), score);
         }
-        let labels = ranked(&self.labels, &counts);
+        let labels = ranked(&self.shown, &counts);
         let top = labels.first().filter(|top| top.rows > 0).cloned();
         let against_baseline =
             (self.rule.scored && answered > 0).then(|| against_baseline.compare());
@@ -501,16 +557,19 @@ impl Labels {
     }
 }
 
+/// The baseline of labels given as (keys, spellings), in the order of [`Classification`]'s.
 fn baseline(
     rule: LabelRule,
-    labels: &[String],
+    (keys, shown): (&[String], &[String]),
     counts: &[usize],
     scorer: &ScorerSpec,
     holdout_rows: usize,
 ) -> Baseline {
-    let ranked = ranked(labels, counts);
-    // `ranked` keeps character order among equal counts: the first is the tie's winner.
+    let ranked = ranked(shown, counts);
+    // `ranked` keeps the keys' character order among equal counts: the first is the tie's
+    // winner.
     let top = ranked[0].clone();
+    let top_key = &keys[by_count(counts)[0]];
     let tied_with: Vec<String> = ranked[1..]
         .iter()
         .take_while(|l| l.rows == top.rows)
@@ -518,10 +577,10 @@ fn baseline(
         .collect();
     let scored_rows: usize = counts.iter().sum();
     let score = rule.scored.then(|| {
-        let hits: usize = labels
+        let hits: usize = keys
             .iter()
             .zip(counts)
-            .filter(|(label, _)| rule.hits(&top.label, label))
+            .filter(|(label, _)| rule.hits(top_key, label))
             .map(|(_, rows)| rows)
             .sum();
         hits as f64 / scored_rows as f64
@@ -579,17 +638,21 @@ fn baseline(
 
 /// Labels with their counts, the largest count first; equal counts keep the labels' order.
 fn ranked(labels: &[String], counts: &[usize]) -> Vec<LabelCount> {
-    let mut ranked: Vec<LabelCount> = labels
-        .iter()
-        .zip(counts)
-        .map(|(label, &rows)| LabelCount {
-            label: label.clone(),
-            rows,
+    by_count(counts)
+        .into_iter()
+        .map(|i| LabelCount {
+            label: labels[i].clone(),
+            rows: counts[i],
         })
-        .collect();
+        .collect()
+}
+
+/// The indices of `counts`, the largest count first; equal counts keep their order.
+fn by_count(counts: &[usize]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..counts.len()).collect();
     // Stable.
-    ranked.sort_by_key(|l| std::cmp::Reverse(l.rows));
-    ranked
+    order.sort_by_key(|&i| std::cmp::Reverse(counts[i]));
+    order
 }
 
 /// `part` as a whole percentage of `whole`, rounded down, so that "90%" is never said of 89.5%.
@@ -756,6 +819,41 @@ mod tests {
                 ("positive", 2),
                 ("Positive", 1)
             ]
+        );
+    }
+
+    /// Under `exact_match_ci` the report names a label as the rows spell it (their commonest
+    /// spelling, whatever the rows' order), not as the lowercase key it compares.
+    #[test]
+    fn labels_are_shown_as_the_rows_spell_them() {
+        let expected = [
+            "People & Body",
+            "Flags",
+            "people & body",
+            "People & Body",
+            "Flags",
+            "Objects",
+        ];
+        let c = classify("exact_match_ci", &expected).unwrap();
+        let b = c.baseline();
+        assert_eq!((b.label.as_str(), b.rows), ("People & Body", 3));
+        assert!(
+            b.sentence
+                .starts_with("Always answering `People & Body` would score 0.500")
+        );
+        let mut reversed = rows(&expected);
+        reversed.reverse();
+        let again = Classification::of(&ScorerSpec::ExactMatchCi, reversed, 6).unwrap();
+        assert_eq!(again.baseline(), b);
+        let replay = [
+            answer(1, 1, "People & Body", "people & body", 1.0),
+            answer(2, 1, "Flags", "FLAGS", 1.0),
+            answer(3, 1, "People & Body", "People & Body", 1.0),
+        ];
+        let counts = counted(&c, &replay);
+        assert_eq!(
+            counts.text,
+            "answered `People & Body` to 2 of 3 rows (66%), `Flags` to 1"
         );
     }
 
