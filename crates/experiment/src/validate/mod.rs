@@ -291,6 +291,30 @@ impl Scope<'_, '_> {
         }
     }
 
+    /// The scan of `file` for `section`'s columns: one per file and columns, but a stratified
+    /// variant scans again when another's scan kept no label keys (its diagnostics, the same,
+    /// are reported once).
+    fn scanned(&mut self, section: &DatasetSection, file: &Path) -> Option<ScanOutcome> {
+        let key = (
+            file.to_owned(),
+            section.inputs.clone(),
+            section.expected.clone(),
+        );
+        let labels = dataset::LabelKeys::for_split(section.stratify);
+        let cached = self.checker.scans.get(&key).cloned().filter(|outcome| {
+            labels == dataset::LabelKeys::Skip
+                || outcome
+                    .as_ref()
+                    .is_none_or(|outcome| outcome.scan.label_keys.is_some())
+        });
+        if let Some(outcome) = cached {
+            return outcome;
+        }
+        let outcome = scan_dataset(self, file, &section.inputs, &section.expected, labels);
+        self.checker.scans.insert(key, outcome.clone());
+        outcome
+    }
+
     /// The dataset, checked row by row, split, with the service's items read back.
     fn dataset(
         &mut self,
@@ -300,28 +324,7 @@ impl Scope<'_, '_> {
         let section = &experiment.dataset;
         let columns_ok = self.check_columns(section);
         let file = resolve_path(&self.checker.base_dir, &section.file);
-        let key = (
-            file.clone(),
-            section.inputs.clone(),
-            section.expected.clone(),
-        );
-        // One scan per file and columns, but a stratified variant scans again when another's
-        // scan kept no label keys (its diagnostics, the same, are reported once).
-        let labels = dataset::LabelKeys::for_split(section.stratify);
-        let cached = self.checker.scans.get(&key).cloned().filter(|outcome| {
-            labels == dataset::LabelKeys::Skip
-                || outcome
-                    .as_ref()
-                    .is_none_or(|outcome| outcome.scan.label_keys.is_some())
-        });
-        let outcome = match cached {
-            Some(outcome) => outcome,
-            None => {
-                let outcome = scan_dataset(self, &file, &section.inputs, &section.expected, labels);
-                self.checker.scans.insert(key, outcome.clone());
-                outcome
-            }
-        };
+        let outcome = self.scanned(section, &file);
         let outcome = outcome?;
         let (minibatch, pareto, holdout) = counts?;
         if !columns_ok {
