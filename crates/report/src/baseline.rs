@@ -693,7 +693,12 @@ fn answers_text(labels: &[LabelCount], other: usize, answered: usize, missing: u
                 percent(top.rows, answered)
             );
             let given: Vec<&LabelCount> = labels[1..].iter().filter(|l| l.rows > 0).collect();
-            let (named, rest) = given.split_at(given.len().min(NAMED_LABELS - 1));
+            // One label left over is named: "1 other labels to 16" says no less in more words.
+            let named = match given.len() {
+                n if n == NAMED_LABELS => n,
+                n => n.min(NAMED_LABELS - 1),
+            };
+            let (named, rest) = given.split_at(named);
             for label in named {
                 text.push_str(&format!(
                     ", {} to {}",
@@ -899,6 +904,14 @@ mod tests {
             "answered `l00` to 20 of 210 rows (9%), `l01` to 19, `l02` to 18, `l03` to 17, `l04` to \
              16, `l05` to 15, `l06` to 14, `l07` to 13, 12 other labels to 78"
         );
+        // Nine labels given: the one past the eighth is named, not counted as "1 other labels".
+        let few: Vec<ReplayRow> = (0..9)
+            .flat_map(|i| std::iter::repeat_n(i, 9 - i))
+            .enumerate()
+            .map(|(row, i)| answer(row + 1, 1, &names[i], &names[i], 1.0))
+            .collect();
+        let text = counted(&c, &few).text;
+        assert!(text.ends_with(", `l07` to 2, `l08` to 1"), "{text}");
     }
 
     #[test]
