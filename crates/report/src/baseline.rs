@@ -199,16 +199,11 @@ impl Seen {
 
     /// The commonest spelling; of equal counts, the first in character order.
     fn spelling(&self) -> String {
-        let mut best: Option<&(String, usize)> = None;
-        for candidate in &self.spellings {
-            let better = best.is_none_or(|(text, rows)| {
-                candidate.1 > *rows || (candidate.1 == *rows && candidate.0 < *text)
-            });
-            if better {
-                best = Some(candidate);
-            }
-        }
-        best.map(|(text, _)| text.clone()).unwrap_or_default()
+        self.spellings
+            .iter()
+            .max_by(|(a, a_rows), (b, b_rows)| a_rows.cmp(b_rows).then_with(|| b.cmp(a)))
+            .map(|(text, _)| text.clone())
+            .unwrap_or_default()
     }
 }
 
@@ -268,7 +263,7 @@ impl Classification {
             return None;
         }
         let top = by_count(&counts)[0];
-        let baseline = baseline(rule, (&labels, &shown), &counts, scorer, holdout_rows);
+        let baseline = baseline(rule, (&labels, &shown), &counts, top, scorer, holdout_rows);
         Some(Self {
             rule,
             labels,
@@ -557,19 +552,20 @@ impl Labels {
     }
 }
 
-/// The baseline of labels given as (keys, spellings), in the order of [`Classification`]'s.
+/// The baseline of labels given as (keys, spellings), in the order of [`Classification`]'s;
+/// `top` is the index of the commonest ([`by_count`]'s first, so a tie goes to the first key in
+/// character order).
 fn baseline(
     rule: LabelRule,
     (keys, shown): (&[String], &[String]),
     counts: &[usize],
+    top: usize,
     scorer: &ScorerSpec,
     holdout_rows: usize,
 ) -> Baseline {
     let ranked = ranked(shown, counts);
-    // `ranked` keeps the keys' character order among equal counts: the first is the tie's
-    // winner.
+    let top_key = &keys[top];
     let top = ranked[0].clone();
-    let top_key = &keys[by_count(counts)[0]];
     let tied_with: Vec<String> = ranked[1..]
         .iter()
         .take_while(|l| l.rows == top.rows)

@@ -304,23 +304,23 @@ fn load_holdouts(executions: &[ExecutionRecord]) -> Result<Vec<Option<Holdout>>,
             found,
         };
         let columns = planned_columns(dataset)?;
-        // A stratified split's label keys come from the same pass as the hash, so they are of
-        // the bytes the run started with.
-        let labels = gepa_lab_dataset::LabelKeys::for_split(dataset.stratify);
+        // A stratified holdout's label keys come from the same pass as the hash, so they are of
+        // the bytes the run started with; without a replay no holdout is split.
+        let replayed = execution.plan.replay.is_some();
+        let labels = gepa_lab_dataset::LabelKeys::for_split(dataset.stratify && replayed);
         let scan = gepa_lab_dataset::scan(&dataset.file, &columns, 0, labels)?;
         if scan.sha256 != dataset.sha256 {
             return Err(changed(scan.sha256));
         }
-        holdouts.push(match execution.plan.replay {
-            Some(_) => {
-                let split = dataset.split(scan.label_keys.as_deref())?;
-                Some(Holdout {
-                    file: dataset.file.clone(),
-                    columns,
-                    rows: split.holdout,
-                })
-            }
-            None => None,
+        holdouts.push(if replayed {
+            let split = dataset.split(scan.label_keys.as_deref())?;
+            Some(Holdout {
+                file: dataset.file.clone(),
+                columns,
+                rows: split.holdout,
+            })
+        } else {
+            None
         });
     }
     Ok(holdouts)

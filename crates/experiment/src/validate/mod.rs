@@ -324,14 +324,14 @@ impl Scope<'_, '_> {
         let section = &experiment.dataset;
         let columns_ok = self.check_columns(section);
         let file = resolve_path(&self.checker.base_dir, &section.file);
-        let outcome = self.scanned(section, &file);
-        let outcome = outcome?;
+        let outcome = self.scanned(section, &file)?;
         let (minibatch, pareto, holdout) = counts?;
         if !columns_ok {
             return None;
         }
         // A file with row errors is not split (their diagnostics end the check below), so its
-        // labels are not read; its sizes are still checked, in the file's order.
+        // labels are not used; its sizes are still checked, in the file's order. A plain
+        // variant ignores keys a stratified one's scan kept.
         let labels = match &outcome.scan.label_keys {
             Some(keys) if section.stratify && outcome.scan.error_count == 0 => {
                 Some(keys.as_slice())
