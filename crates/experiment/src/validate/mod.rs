@@ -1238,29 +1238,37 @@ fn check_budget_room(
         dataset.pareto_rows.len() as u64,
     );
     let reflections = engine::reflections_assured(minibatch, pareto, budget, reflection_minibatch);
-    if pareto > budget || reflections >= FEW_REFLECTIONS {
+    if reflections >= FEW_REFLECTIONS {
         return;
     }
     let shown = reflection_minibatch.min(minibatch);
     let per_mutation = 2 * shown + 1 + pareto;
     let needed = pareto + FEW_REFLECTIONS * per_mutation;
+    let message = if budget < pareto {
+        // The built-in engine (and `serve`) refuse such a request before spending anything; a
+        // run would then replay the seed alone.
+        format!(
+            "budget {budget} is below pareto {pareto}: scoring the seed on the Pareto rows alone \
+             costs {pareto} calls, so no evolution can start (the built-in engine and `serve` \
+             refuse it, and the run replays only the seed)"
+        )
+    } else {
+        format!(
+            "budget {budget} with pareto {pareto} leaves room for {reflections} reflection{} \
+             when every proposal is accepted: scoring the seed costs {pareto} calls and each \
+             mutation up to {per_mutation}",
+            if reflections == 1 { "" } else { "s" }
+        )
+    };
     scope.report(
         "evolution.budget",
-        Diagnostic::warning(
-            Rule::BudgetReflections,
-            format!(
-                "budget {budget} with pareto {pareto} leaves room for {reflections} reflection{} \
-                 when every proposal is accepted: scoring the seed costs {pareto} calls and each \
-                 mutation up to {per_mutation}",
-                if reflections == 1 { "" } else { "s" }
-            ),
-        )
-        .seen(format!(
-            "budget = {budget}, pareto = {pareto}, minibatch = {minibatch}"
-        ))
-        .help(format!(
-            "raise the budget to {needed} or more, or lower pareto"
-        )),
+        Diagnostic::warning(Rule::BudgetReflections, message)
+            .seen(format!(
+                "budget = {budget}, pareto = {pareto}, minibatch = {minibatch}"
+            ))
+            .help(format!(
+                "raise the budget to {needed} or more, or lower pareto"
+            )),
     );
 }
 

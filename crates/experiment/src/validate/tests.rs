@@ -206,6 +206,25 @@ fn the_budget_the_reflections_warning_asks_for_is_enough() {
     assert!(warned > 0, "no budget from 1 to 60 warned");
 }
 
+/// A budget below the Pareto rows cannot even score the seed: the built-in engine refuses to
+/// start, so the warning says so rather than counting reflections (until 2026-11-30 such a file
+/// validated without a word, and its run replayed the seed alone).
+#[test]
+fn a_budget_below_the_pareto_rows_warns_that_no_evolution_can_start() {
+    let message = |budget: u32| {
+        validate(&edited(&[("budget", &format!("budget = {budget}"))]))
+            .diagnostics
+            .into_iter()
+            .find(|d| d.rule == Rule::BudgetReflections)
+            .map(|d| d.message)
+    };
+    // The base has 4 Pareto rows.
+    let below = message(3).expect("budget 3 with pareto 4 warns");
+    assert!(below.contains("no evolution can start"), "{below}");
+    let at = message(4).expect("budget 4 pays for no reflection");
+    assert!(at.contains("leaves room for 0 reflections"), "{at}");
+}
+
 #[test]
 fn a_threshold_is_from_0_to_1() {
     let threshold = |value: &str| format!("metric = \"exact_match\"\nthreshold = {value}");
