@@ -388,7 +388,12 @@ fn prepare(
     let (dir, manifest) = runner::create_run(&args.out, &plan, backends::describe(choice), seed)?;
     eprintln!("run directory: {}", dir.path.display());
     if let Some(seed) = seed {
-        eprintln!("seed: {seed} (the same file with --seed {seed} repeats this run's choices)");
+        // The seed fixes the engine's draws, not the model's answers: the embedded model's
+        // batched answers differ in a row or two between runs, and a decision can turn on one.
+        eprintln!(
+            "seed: {seed} (the same file with --seed {seed} repeats this run's random choices; \
+             answers that differ between runs can still change its course)"
+        );
     }
     Ok(Ok((dir, manifest)))
 }
