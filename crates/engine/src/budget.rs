@@ -34,6 +34,12 @@ impl Spent {
     }
 }
 
+/// Whether `budget` pays for scoring the seed on `pareto` examples, one call each: the engine
+/// starts nothing with less, and `validate` warns of it.
+pub fn seed_affordable(pareto: u64, budget: u64) -> bool {
+    budget >= pareto
+}
+
 /// How many reflections `budget` pays for at least: the seed costs one call per Pareto example,
 /// and a mutation at most its parent and child on a reflection minibatch of
 /// `min(reflection_minibatch, minibatch)` feedback examples, one reflection, and the child on

@@ -42,7 +42,7 @@ mod sampler;
 mod stand_in;
 mod task;
 
-pub use budget::{Spent, reflections_assured};
+pub use budget::{Spent, reflections_assured, seed_affordable};
 pub use config::{
     DEFAULT_PARALLEL_CALLS, DEFAULT_REFLECTION_MINIBATCH, EngineConfig, MAX_DEMONSTRATIONS,
     MergeConfig, OnTaskError, Proposer,

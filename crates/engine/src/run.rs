@@ -90,7 +90,7 @@ pub async fn run<T: Task>(
         });
     }
     let seed_cost = config.pareto as u64;
-    if config.budget < seed_cost {
+    if !super::budget::seed_affordable(seed_cost, config.budget) {
         return Err(EngineError::BudgetTooSmall {
             budget: config.budget,
             needed: seed_cost,

@@ -553,18 +553,18 @@ impl Labels {
 }
 
 /// The baseline of labels given as (keys, spellings), in the order of [`Classification`]'s;
-/// `top` is the index of the commonest ([`by_count`]'s first, so a tie goes to the first key in
-/// character order).
+/// `top_index` is the index of the commonest ([`by_count`]'s first, so a tie goes to the first
+/// key in character order).
 fn baseline(
     rule: LabelRule,
     (keys, shown): (&[String], &[String]),
     counts: &[usize],
-    top: usize,
+    top_index: usize,
     scorer: &ScorerSpec,
     holdout_rows: usize,
 ) -> Baseline {
     let ranked = ranked(shown, counts);
-    let top_key = &keys[top];
+    let top_key = &keys[top_index];
     let top = ranked[0].clone();
     let tied_with: Vec<String> = ranked[1..]
         .iter()

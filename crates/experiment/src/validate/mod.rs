@@ -1244,7 +1244,7 @@ fn check_budget_room(
     let shown = reflection_minibatch.min(minibatch);
     let per_mutation = 2 * shown + 1 + pareto;
     let needed = pareto + FEW_REFLECTIONS * per_mutation;
-    let message = if budget < pareto {
+    let message = if !engine::seed_affordable(pareto, budget) {
         // The built-in engine (and `serve`) refuse such a request before spending anything; a
         // run would then replay the seed alone.
         format!(
