@@ -469,15 +469,16 @@ fn resume_after_a_kill_during_replay() {
 
 #[test]
 fn failures_are_recorded_and_the_run_completes() {
-    // 30 requests a window and no client pacing: the replay's requests past the 30th of a
-    // window meet 429s and wait for their Retry-After (a 5-second window, so that the test
-    // waits seconds, not minutes). A variant whose budget cannot score the seed fails; a replay
-    // model no node serves answers 503.
+    // 30 requests a window and no client pacing: the run's requests past the 30th of a window
+    // meet 429s and wait for their Retry-After (a 5-second window, so that the test waits
+    // seconds, not minutes). A variant whose budget cannot score the seed fails; a replay model
+    // no node serves answers 503.
     let serve = Serve::start_with(
         &["sim:seed=4"],
         &[&format!("{KEY}:30")],
         &["--rate-window", "5"],
     );
+    spend_the_window(&serve, 30);
     let (out, output) = run_edited(
         &serve,
         &[
@@ -519,6 +520,30 @@ fn failures_are_recorded_and_the_run_completes() {
     );
     let (_, rate_limited, _) = serve.usage_of_key_with_rpm(30);
     assert!(rate_limited > 0, "the storm happened");
+}
+
+/// Sends `limit` chat requests with the test key, so that the key's window is full when the run
+/// starts and its first requests meet 429 however slowly the machine sends them. Left to the
+/// run alone, the storm needed 31 of its 48 requests within one window: a busy CI machine once
+/// sent fewer, and the test failed with nothing wrong in the client.
+fn spend_the_window(serve: &Serve, limit: u32) {
+    use gepa_lab::inference::{ChatMessage, ChatRequest, Inference};
+    let client = serve.client(Some(KEY));
+    let request = ChatRequest::new("sim-text", vec![ChatMessage::user("hi")]);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        for _ in 0..limit {
+            client
+                .chat(&request)
+                .await
+                .expect("a request within the limit");
+        }
+    });
+    assert_eq!(
+        client.stats().rate_limited,
+        0,
+        "the window was not yet full"
+    );
 }
 
 /// A service that leaves out `prompt` and ignores `page` (every history page is the same full
