@@ -158,6 +158,18 @@ fn init_guesses_the_columns_leaves_ids_out_and_refuses_what_it_cannot_do() {
         text(&open.stderr)
     );
     assert!(!dir.join("open.toml").exists(), "nothing written");
+    // The same file with Windows line ends names the same row at the same line.
+    std::fs::write(
+        dir.join("open_crlf.csv"),
+        "q,a\r\n1,2\r\n\"3,4\r\n5,6\r\n7,8\r\n",
+    )
+    .unwrap();
+    let crlf = gepa_lab(dir, &["init", "--dataset", "open_crlf.csv"]);
+    assert!(
+        text(&crlf.stderr).contains("open_crlf.csv: row 2 (line 3) has 1 field"),
+        "{}",
+        text(&crlf.stderr)
+    );
     let missing = gepa_lab(dir, &["init", "--dataset", "nope.csv"]);
     assert_eq!(missing.status.code(), Some(1));
     assert!(

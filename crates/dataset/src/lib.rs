@@ -4,6 +4,7 @@
 //! Files are streamed: checking a file keeps one record in memory at a time, and reading rows
 //! back keeps only the rows asked for. Nothing here knows about experiment files; the caller maps
 //! problems onto its own diagnostics.
+mod line_ends;
 mod split;
 
 use std::collections::BTreeMap;
@@ -13,6 +14,7 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 use thiserror::Error;
 
+pub use line_ends::{LineEnds, line_at};
 pub use split::{HoldoutSize, Order, RowSet, Split, SplitError};
 
 /// A problem that stops a file from being read at all.
@@ -245,7 +247,7 @@ impl<R: Read> Read for Hashing<R> {
 
 /// Opens a CSV file: UTF-8 with or without a byte-order mark, LF or CRLF, quoted fields that may
 /// span lines. Records may have any number of fields; [`scan`] reports the ragged ones.
-fn open(path: &Path) -> Result<csv::Reader<impl Read>, DatasetError> {
+fn open(path: &Path) -> Result<csv::Reader<LineEnds<impl Read>>, DatasetError> {
     let file = gepa_lab_input::open_stream(path).map_err(|source| DatasetError::Open {
         path: path.to_owned(),
         error: source,
@@ -253,17 +255,20 @@ fn open(path: &Path) -> Result<csv::Reader<impl Read>, DatasetError> {
     Ok(csv_reader(file))
 }
 
-fn csv_reader<R: Read>(input: R) -> csv::Reader<R> {
+/// The CSV reader of every dataset read: a header row and records of any width, whose lines
+/// [`line_at`] tells whatever the line ends.
+pub fn csv_reader<R: Read>(input: R) -> csv::Reader<LineEnds<R>> {
     csv::ReaderBuilder::new()
         .has_headers(true)
         .flexible(true)
-        .from_reader(input)
+        .from_reader(LineEnds::new(input))
 }
 
-fn csv_error(path: &Path, err: &csv::Error) -> DatasetError {
+/// `err` of the record that starts at `line`.
+fn csv_error(path: &Path, line: u64, err: &csv::Error) -> DatasetError {
     DatasetError::Csv {
         path: path.to_owned(),
-        line: err.position().map_or(0, csv::Position::line),
+        line,
         message: err.to_string(),
     }
 }
@@ -274,7 +279,10 @@ pub fn read_header(path: &Path) -> Result<Header, DatasetError> {
 }
 
 fn header_of<R: Read>(path: &Path, reader: &mut csv::Reader<R>) -> Result<Header, DatasetError> {
-    let raw = reader.byte_headers().map_err(|err| csv_error(path, &err))?;
+    // The header starts the file, so the line csv gives is its own (see `line_ends`).
+    let raw = reader
+        .byte_headers()
+        .map_err(|err| csv_error(path, err.position().map_or(0, csv::Position::line), &err))?;
     if raw.is_empty() {
         return Err(DatasetError::Empty {
             path: path.to_owned(),
@@ -331,7 +339,7 @@ pub fn scan(
     let mut found = Vec::new();
     while reader
         .read_byte_record(&mut record)
-        .map_err(|err| csv_error(path, &err))?
+        .map_err(|err| csv_error(path, line_at(&mut reader, err.position()), &err))?
     {
         scan.rows += 1;
         if let Some(keys) = &mut scan.label_keys {
@@ -339,7 +347,7 @@ pub fn scan(
         }
         found.clear();
         check_record(&record, width, columns, &mut found);
-        let line = record.position().map_or(0, csv::Position::line);
+        let line = line_at(&mut reader, record.position());
         let mut usable = true;
         for (severity, kind) in found.drain(..) {
             match severity {
@@ -360,7 +368,7 @@ pub fn scan(
         }
         scan.usable += usize::from(usable);
     }
-    let mut input = reader.into_inner();
+    let mut input = reader.into_inner().into_inner();
     // The CSV reader may stop before the end of the file (a final newline); hash the rest too.
     std::io::copy(&mut input, &mut std::io::sink()).map_err(|source| DatasetError::Open {
         path: path.to_owned(),
@@ -428,7 +436,7 @@ pub fn read_rows(
     while next.peek().is_some() {
         let more = reader
             .read_record(&mut record)
-            .map_err(|err| csv_error(path, &err))?;
+            .map_err(|err| csv_error(path, line_at(&mut reader, err.position()), &err))?;
         if !more {
             break;
         }
@@ -436,7 +444,8 @@ pub fn read_rows(
             if row != index {
                 break;
             }
-            out[slot] = Some(row_of(&record, index, columns));
+            let line = line_at(&mut reader, record.position());
+            out[slot] = Some(row_of(&record, index, line, columns));
             next.next();
         }
         index += 1;
@@ -455,11 +464,11 @@ pub fn read_rows(
     Ok(found)
 }
 
-/// The [`Row`] a record of the file at data-row position `index` holds.
-fn row_of(record: &csv::StringRecord, index: usize, columns: &Columns) -> Row {
+/// The [`Row`] a record of the file at data-row position `index`, starting at `line`, holds.
+fn row_of(record: &csv::StringRecord, index: usize, line: u64, columns: &Columns) -> Row {
     Row {
         index,
-        line: record.position().map_or(0, csv::Position::line),
+        line,
         inputs: columns
             .inputs
             .iter()
@@ -489,7 +498,7 @@ fn label_key(record: &csv::ByteRecord, columns: &Columns) -> u64 {
 pub struct RowStream {
     path: std::path::PathBuf,
     columns: Columns,
-    reader: csv::Reader<gepa_lab_input::LineLimited<std::io::BufReader<std::fs::File>>>,
+    reader: csv::Reader<LineEnds<gepa_lab_input::LineLimited<std::io::BufReader<std::fs::File>>>>,
     record: csv::StringRecord,
     /// The positions asked for.
     wanted: RowSet,
@@ -534,10 +543,10 @@ impl RowStream {
     pub fn next_chunk(&mut self, n: usize) -> Result<Vec<Row>, DatasetError> {
         let mut rows = Vec::with_capacity(n.min(self.wanted.len() - self.taken));
         while rows.len() < n && self.taken < self.wanted.len() {
-            let more = self
-                .reader
-                .read_record(&mut self.record)
-                .map_err(|err| csv_error(&self.path, &err))?;
+            let more = self.reader.read_record(&mut self.record).map_err(|err| {
+                let line = line_at(&mut self.reader, err.position());
+                csv_error(&self.path, line, &err)
+            })?;
             if !more {
                 return Err(DatasetError::Csv {
                     path: self.path.clone(),
@@ -550,7 +559,8 @@ impl RowStream {
                 });
             }
             if self.next == Some(self.index) {
-                rows.push(row_of(&self.record, self.index, &self.columns));
+                let line = line_at(&mut self.reader, self.record.position());
+                rows.push(row_of(&self.record, self.index, line, &self.columns));
                 self.taken += 1;
                 self.next = self.wanted.next_from(self.index + 1);
             }
@@ -635,5 +645,31 @@ mod tests {
             err.contains("asked for 2 rows") && err.contains("changed"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn rows_name_their_own_lines_with_windows_line_ends_and_the_hash_is_of_the_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("data.csv");
+        // Line 3 starts a quoted value over two lines; line 5 has an empty label, line 6 one
+        // field too few.
+        let text = "text,label\r\na,yes\r\n\"b\r\nc\",no\r\nd,\r\ne\r\nf,yes\r\n";
+        std::fs::write(&path, text).unwrap();
+        let columns = read_header(&path)
+            .unwrap()
+            .columns(&["text".to_owned()], "label")
+            .unwrap();
+        let checked = scan(&path, &columns, 10, LabelKeys::Skip).unwrap();
+        let lines: Vec<(usize, u64)> = checked.problems.iter().map(|p| (p.row, p.line)).collect();
+        assert_eq!(lines, [(3, 5), (4, 6)], "{:?}", checked.problems);
+        let rows = read_rows(&path, &columns, &[0, 1, 4]).unwrap();
+        let lines: Vec<u64> = rows.iter().map(|row| row.line).collect();
+        assert_eq!(lines, [2, 3, 7]);
+        assert_eq!(
+            rows[1].inputs["text"], "b\r\nc",
+            "values are read as written"
+        );
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(checked.sha256, format!("{:x}", Sha256::digest(&bytes)));
     }
 }

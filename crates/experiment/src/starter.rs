@@ -215,24 +215,11 @@ const MAX_JSON_KEYS: usize = 12;
 
 /// Reads the header and every row once: the columns, the row count and the expected values.
 pub fn read_shape(dataset: &Path, expected: Option<&str>) -> Result<Shape, String> {
-    // Flexible, so that a row of the wrong width is reported as the validator reports it.
-    let mut reader = csv::ReaderBuilder::new()
-        .flexible(true)
-        .from_reader(gepa_lab_input::open_stream(dataset).map_err(|e| e.to_string())?);
-    let header: Vec<String> = reader
-        .headers()
-        .map_err(|e| format!("reading the header: {e}"))?
-        .iter()
-        .map(|h| h.trim().to_owned())
-        .collect();
-    if header.len() < 2 {
-        return Err(format!(
-            "the header has {} column(s) ({}); an experiment needs at least one input column and \
-             the expected column",
-            header.len(),
-            header.join(", ")
-        ));
-    }
+    // The validator's reader: a row of the wrong width is reported as it reports it, at its line.
+    let mut reader = gepa_lab_dataset::csv_reader(
+        gepa_lab_input::open_stream(dataset).map_err(|e| e.to_string())?,
+    );
+    let header = header_names(&mut reader)?;
     let expected = expected_column(&header, expected)?;
     let at = header
         .iter()
@@ -244,13 +231,16 @@ pub fn read_shape(dataset: &Path, expected: Option<&str>) -> Result<Shape, Strin
     let mut json_objects = true;
     let mut json_fields: Vec<JsonField> = Vec::new();
     let mut tables = ValueTables::new(header.len(), at);
-    for (index, record) in reader.records().enumerate() {
-        let record = record.map_err(|e| format!("row {}: {e}", index + 1))?;
+    let mut record = csv::StringRecord::new();
+    while reader
+        .read_record(&mut record)
+        .map_err(|e| format!("row {}: {e}", rows + 1))?
+    {
         if record.len() != header.len() {
-            let line = record.position().map_or(0, csv::Position::line);
+            let line = gepa_lab_dataset::line_at(&mut reader, record.position());
             let problem =
                 gepa_lab_dataset::RowProblemKind::ragged(header.len(), record.as_byte_record());
-            return Err(format!("row {} (line {line}) {problem}", index + 1));
+            return Err(format!("row {} (line {line}) {problem}", rows + 1));
         }
         rows += 1;
         let value = record.get(at).unwrap_or_default().trim();
@@ -292,6 +282,25 @@ pub fn read_shape(dataset: &Path, expected: Option<&str>) -> Result<Shape, Strin
         json_fields,
         longest_expected,
     })
+}
+
+/// The header's column names, trimmed: at least two, an input and the expected column.
+fn header_names(reader: &mut csv::Reader<impl std::io::Read>) -> Result<Vec<String>, String> {
+    let header: Vec<String> = reader
+        .headers()
+        .map_err(|e| format!("reading the header: {e}"))?
+        .iter()
+        .map(|h| h.trim().to_owned())
+        .collect();
+    if header.len() < 2 {
+        return Err(format!(
+            "the header has {} column(s) ({}); an experiment needs at least one input column and \
+             the expected column",
+            header.len(),
+            header.join(", ")
+        ));
+    }
+    Ok(header)
 }
 
 /// Per column other than the expected one, how often each of its values came with each expected
