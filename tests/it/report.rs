@@ -757,21 +757,24 @@ fn write_rejected_iterations(dir: &Path, count: u64) {
 /// The fixture with budget-30 accepting nothing: only its seed in the history and the replay,
 /// `refused` refused proposals in its iteration records, and `used` of its 30 calls spent.
 fn render_accepting_nothing(used: u64, refused: u64) -> (tempfile::TempDir, PathBuf) {
-    render(|dir| {
-        keep_only_seeds(dir, |execution| execution == "budget-30");
-        write_rejected_iterations(dir, refused);
-        edit(&dir.join("run.json"), |text| {
-            let mut run: serde_json::Value = serde_json::from_str(&text).unwrap();
-            let execution = run["executions"]
-                .as_array_mut()
-                .unwrap()
-                .iter_mut()
-                .find(|e| e["custom_id"].as_str().unwrap().contains("budget-30"))
-                .unwrap();
-            execution["budget_used"] = used.into();
-            run.to_string()
-        });
-    })
+    render(|dir| accepting_nothing(dir, used, refused))
+}
+
+/// The edits of [`render_accepting_nothing`], on the copy in `dir`.
+fn accepting_nothing(dir: &Path, used: u64, refused: u64) {
+    keep_only_seeds(dir, |execution| execution == "budget-30");
+    write_rejected_iterations(dir, refused);
+    edit(&dir.join("run.json"), |text| {
+        let mut run: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let execution = run["executions"]
+            .as_array_mut()
+            .unwrap()
+            .iter_mut()
+            .find(|e| e["custom_id"].as_str().unwrap().contains("budget-30"))
+            .unwrap();
+        execution["budget_used"] = used.into();
+        run.to_string()
+    });
 }
 
 #[test]
@@ -817,6 +820,54 @@ fn a_run_whose_searches_accepted_nothing_says_the_seed_is_best_not_that_nothing_
         summary.contains("No comparison of the seed with an evolved prompt is possible"),
         "{summary}"
     );
+}
+
+#[test]
+fn a_seed_that_answers_one_label_is_named_instead_of_advice_to_pay_for_more_proposals() {
+    // budget-30 accepted nothing after spending most of its budget, and its seed answers
+    // `negative` to every holdout row: more proposals judged against such a model would tie.
+    let (_temp, dir) = render(|dir| {
+        accepting_nothing(dir, 28, 3);
+        let path = dir.join("replay.csv");
+        let mut reader = csv::Reader::from_path(&path).unwrap();
+        let header = reader.headers().unwrap().clone();
+        let at = |name: &str| header.iter().position(|h| h == name).unwrap();
+        let (variant, output, score, expected) =
+            (at("variant"), at("output"), at("score"), at("expected"));
+        let rows: Vec<Vec<String>> = reader
+            .records()
+            .map(|row| {
+                let mut row: Vec<String> = row.unwrap().iter().map(str::to_owned).collect();
+                if row[variant] == "budget-30" {
+                    row[output] = "negative".to_owned();
+                    row[score] = if row[expected] == "negative" {
+                        "1.0"
+                    } else {
+                        "0.0"
+                    }
+                    .to_owned();
+                }
+                row
+            })
+            .collect();
+        let mut writer = csv::Writer::from_path(&path).unwrap();
+        writer.write_record(&header).unwrap();
+        for row in rows {
+            writer.write_record(&row).unwrap();
+        }
+        writer.flush().unwrap();
+    });
+    let summary = read(&dir.join("summary.md"));
+    assert!(
+        summary.contains(
+            "so the seed stands and there is nothing to compare with it on the holdout rows. On \
+             the holdout rows the seed answers `negative` to 100% of rows on local: the model \
+             gives one answer to nearly every input, which a larger `budget` does not change; a \
+             model that tells the rows apart comes first."
+        ),
+        "{summary}"
+    );
+    assert!(!summary.contains("pays for more proposals"), "{summary}");
 }
 
 #[test]

@@ -652,7 +652,8 @@ fn by_count(counts: &[usize]) -> Vec<usize> {
 }
 
 /// `part` as a whole percentage of `whole`, rounded down, so that "90%" is never said of 89.5%.
-fn percent(part: usize, whole: usize) -> usize {
+/// `part` of `whole` in whole percent, rounded down; 0 of nothing.
+pub(crate) fn percent(part: usize, whole: usize) -> usize {
     (part * 100).checked_div(whole).unwrap_or(0)
 }
 

@@ -360,7 +360,7 @@ pub fn build(
     let (headline, variant_comparisons) =
         page_comparisons(run, &mut comparisons, &mut cost_comparisons, &mut notes);
     let costs = costs::views(&run.executions, &versions, &cost_comparisons);
-    notes.extend(run_notes(run, version_totals, &comparisons));
+    notes.extend(run_notes(run, version_totals, &comparisons, &versions));
     // A temporary file of labels that failed to be read gave some answers none: nothing built
     // on it may be shown. (The caller checks the answers' own file once the charts read it too.)
     if let Some(source) = labels.failure() {
@@ -794,6 +794,7 @@ fn run_notes(
     run: &RunData,
     version_totals: &[VersionTotals],
     comparisons: &[ComparisonView],
+    versions: &[VersionView],
 ) -> Vec<String> {
     let mut notes = Vec::new();
     if run.manifest.simulated {
@@ -856,7 +857,7 @@ fn run_notes(
                 seed_is_best_because(execution)
             ));
         } else if execution.best.is_none() {
-            notes.push(nothing_replayed(run, execution));
+            notes.push(nothing_replayed(run, execution, versions));
         } else if !execution.versions[0].replayed {
             notes.push(format!(
                 "{}: the seed was not replayed, so the evolved prompts cannot be compared with it.",
@@ -869,8 +870,9 @@ fn run_notes(
 
 /// Why an execution has no evolved version to compare with its seed, and, when the search
 /// accepted none, what it tried and what would try more: a user reading "nothing to compare"
-/// needs to know whether the seed held against many proposals or the budget ran out after few.
-fn nothing_replayed(run: &RunData, execution: &Execution) -> String {
+/// needs to know whether the seed held against many proposals or the budget ran out after few,
+/// or whether the model gives one answer whatever the input, which no budget changes.
+fn nothing_replayed(run: &RunData, execution: &Execution, versions: &[VersionView]) -> String {
     let label = &execution.label;
     if execution.generations.iter().any(|row| row.generation > 0) {
         return format!(
@@ -897,8 +899,26 @@ fn nothing_replayed(run: &RunData, execution: &Execution) -> String {
         .executions
         .get(execution.index)
         .and_then(|record| Some((record.budget_used?, record.plan.start.budget)));
-    // Most of the budget gone: more of it is what would try more proposals.
-    if let Some((used, budget)) = spent.filter(|&(used, budget)| used * 4 >= budget * 3) {
+    // The seed answered one label on every replay model: its proposals were judged against a
+    // model that answers alike whatever the input, and a larger budget buys more of the same.
+    let seed = &execution.versions[0].label;
+    let one_label: Option<Vec<String>> = execution
+        .models
+        .iter()
+        .map(|model| {
+            verdict::one_label(versions, label, seed, model)
+                .map(|share| format!("{share} on {model}"))
+        })
+        .collect();
+    if let Some(one_label) = one_label.filter(|shares| !shares.is_empty()) {
+        note.push_str(&format!(
+            " On the holdout rows the seed answers {}: the model gives one answer to nearly every \
+             input, which a larger `budget` does not change; a model that tells the rows apart \
+             comes first.",
+            one_label.join(" and ")
+        ));
+    } else if let Some((used, budget)) = spent.filter(|&(used, budget)| used * 4 >= budget * 3) {
+        // Most of the budget gone: more of it is what would try more proposals.
         note.push_str(&format!(
             " It spent {used} of its budget of {budget} calls; a larger `budget` pays for more \
              proposals."

@@ -109,6 +109,26 @@ pub(super) fn above_baseline(
     answer_counts(versions, execution, label, model).find_map(|a| a.above_baseline.clone())
 }
 
+/// The label one version gives to nearly every answered row on one model (see
+/// [`AnswerCounts::one_label`]), with the share in words: "`1` to 100% of rows".
+pub(super) fn one_label(
+    versions: &[VersionView],
+    execution: &str,
+    label: &str,
+    model: &str,
+) -> Option<String> {
+    answer_counts(versions, execution, label, model)
+        .filter(|a| a.one_label)
+        .find_map(|a| {
+            let top = a.top.as_ref()?;
+            Some(format!(
+                "{} to {}% of rows",
+                crate::format::code(&top.label),
+                crate::baseline::percent(top.rows, a.rows)
+            ))
+        })
+}
+
 /// How one version answered on one model, in a classification.
 fn answer_counts<'a>(
     versions: &'a [VersionView],
