@@ -366,11 +366,7 @@ impl Classification {
             }
         }
         if one_label && let Some(top) = &top {
-            cautions.push(format!(
-                "answers {} to {}% of rows",
-                format::code(&top.label),
-                percent(top.rows, answered)
-            ));
+            cautions.push(format!("answers {}", one_label_share(top, answered)));
         }
         AnswerCounts {
             text: answers_text(&labels, other, answered, asked - answered),
@@ -652,8 +648,17 @@ fn by_count(counts: &[usize]) -> Vec<usize> {
 }
 
 /// `part` as a whole percentage of `whole`, rounded down, so that "90%" is never said of 89.5%.
-/// `part` of `whole` in whole percent, rounded down; 0 of nothing.
-pub(crate) fn percent(part: usize, whole: usize) -> usize {
+/// The label a version gives to nearly every row, with its share of the `answered` rows:
+/// "`1` to 100% of rows".
+pub(crate) fn one_label_share(top: &LabelCount, answered: usize) -> String {
+    format!(
+        "{} to {}% of rows",
+        format::code(&top.label),
+        percent(top.rows, answered)
+    )
+}
+
+fn percent(part: usize, whole: usize) -> usize {
     (part * 100).checked_div(whole).unwrap_or(0)
 }
 

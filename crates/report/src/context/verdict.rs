@@ -119,14 +119,7 @@ pub(super) fn one_label(
 ) -> Option<String> {
     answer_counts(versions, execution, label, model)
         .filter(|a| a.one_label)
-        .find_map(|a| {
-            let top = a.top.as_ref()?;
-            Some(format!(
-                "{} to {}% of rows",
-                crate::format::code(&top.label),
-                crate::baseline::percent(top.rows, a.rows)
-            ))
-        })
+        .find_map(|a| Some(crate::baseline::one_label_share(a.top.as_ref()?, a.rows)))
 }
 
 /// How one version answered on one model, in a classification.
