@@ -713,11 +713,14 @@ fn last_label<'l>(rule: &str, labels: &'l [String]) -> Option<&'l str> {
 }
 
 /// `prompt` with `rules` added to its list of rules: after the last rule of an existing
-/// "Rules:" list, else as a new list right before the first line that holds a `{variable}`
-/// (so that the rules come before the input, as instructions usually do); when the input comes
-/// first, right after its last line, so that the instruction after the input stays the last
-/// thing the task model reads; else at the end. Rules the prompt already states are not
-/// repeated. `None` when nothing is new.
+/// "Rules:" list, else as a new list right after the last line that holds a `{variable}` when
+/// an instruction follows the input (as `init` writes it, with or without a line above the input
+/// naming the task, a glossary or worked examples), so that the instruction after the input
+/// stays the last thing the task model reads; else right before the first line that holds a
+/// `{variable}` (so that the rules come before the input, as instructions usually do: the
+/// layout child's closing "Answer with the label only." does not count as an instruction
+/// after it); else at the end. Rules the prompt already states are not repeated. `None` when
+/// nothing is new.
 ///
 /// Why not at the end: a rule ends with one label (`..., answer hate.`), and small models lean
 /// towards the answers they read last (the recency bias of Zhao et al., "Calibrate Before Use",
@@ -738,13 +741,17 @@ pub(crate) fn add_rules(prompt: &str, rules: &[String]) -> Option<String> {
     let heading = lines.iter().position(|line| line.trim() == RULES_HEADING);
     let first_input = lines.iter().position(|line| has_placeholder(line));
     let last_input = lines.iter().rposition(|line| has_placeholder(line));
-    // Where a new list goes: before the input, or after an input that comes first and is
-    // followed by the instruction; `None`: at the end.
+    // Where a new list goes: right after the input when an instruction of the prompt's own
+    // follows it (the engine's closing line is not one), else before the input; `None`: at the
+    // end.
+    let instruction_follows = |last: usize| {
+        lines[last + 1..]
+            .iter()
+            .any(|line| !line.trim().is_empty() && line.trim() != LABEL_ONLY)
+    };
     let new_list_at = match (first_input, last_input) {
+        (_, Some(last)) if instruction_follows(last) => Some(last + 1),
         (Some(first), _) if first > 0 => Some(first),
-        (_, Some(last)) if lines[last + 1..].iter().any(|line| !line.trim().is_empty()) => {
-            Some(last + 1)
-        }
         _ => None,
     };
     match (heading, new_list_at) {
@@ -1473,12 +1480,13 @@ mod tests {
     }
 
     #[test]
-    fn rules_go_before_the_input_then_extend_their_list() {
+    fn rules_go_between_the_input_and_the_instruction_then_extend_their_list() {
+        // A line above the input (the task, a glossary, examples) does not move them above it.
         let seed = "Classify the review.\nReview: {review}\nAnswer with one word.";
         let once = add_rules(seed, &["Sarcasm is negative.".into()]).unwrap();
         assert_eq!(
             once,
-            "Classify the review.\nRules:\n- Sarcasm is negative.\nReview: {review}\nAnswer with one word."
+            "Classify the review.\nReview: {review}\nRules:\n- Sarcasm is negative.\nAnswer with one word."
         );
         let twice = add_rules(
             &once,
@@ -1490,7 +1498,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             twice,
-            "Classify the review.\nRules:\n- Sarcasm is negative.\n- Returns are negative.\nReview: {review}\nAnswer with one word."
+            "Classify the review.\nReview: {review}\nRules:\n- Sarcasm is negative.\n- Returns are negative.\nAnswer with one word."
         );
         assert_eq!(add_rules(&twice, &["Returns are negative.".into()]), None);
         assert_eq!(without_rules(&twice), seed);
@@ -1527,6 +1535,17 @@ mod tests {
         assert_eq!(
             add_rules("Literal {{braces}}.\nText: {text}", &["X.".into()]).unwrap(),
             "Literal {{braces}}.\nRules:\n- X.\nText: {text}"
+        );
+        // The layout child's closing line is the engine's, not an instruction: the rules go
+        // between the instruction and the input.
+        assert_eq!(
+            add_rules(
+                "Answer with exactly one of: a, b.\nText: {text}\nAnswer with the label only.",
+                &["When X, answer a.".into()]
+            )
+            .unwrap(),
+            "Answer with exactly one of: a, b.\nRules:\n- When X, answer a.\nText: {text}\n\
+             Answer with the label only."
         );
     }
 }
