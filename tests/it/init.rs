@@ -227,9 +227,11 @@ fn init_lists_the_labels_of_a_classification_with_many() {
     let output = gepa_lab(dir, &["init", "--dataset", "intents.csv"]);
     assert!(output.status.success(), "{}", text(&output.stderr));
     let toml = std::fs::read_to_string(dir.join("intents.toml")).unwrap();
-    // Above the input, in the form of the engine's layout child.
+    // Above the input, in the form of the engine's layout child, under the line naming the
+    // answer by its column.
     let seed = format!(
-        "seed = \"\"\"Answer with exactly one of: {}. Give only the answer.\nText: {{text}}\n\
+        "seed = \"\"\"Give the category of this text.\n\
+         Answer with exactly one of: {}. Give only the answer.\nText: {{text}}\n\
          Answer with the label only.\"\"\"",
         intents.join(", ")
     );
