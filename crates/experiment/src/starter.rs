@@ -722,8 +722,9 @@ fn seed_prompt(shape: &Shape) -> Result<(String, &'static str, usize), String> {
 
 /// The first line of a classification's seed: what the answer is, by the expected column's name
 /// (`Give the sentiment of this text.`, `Give the entailment judgment for Sentence A and Sentence
-/// B.`), or `None` when the name says nothing of it (`label`, `class`, `gold_label`: see
-/// [`CONTENTLESS_NAME_WORDS`]).
+/// B.`, `Is this comment spam?` for `is_spam`), or `None` when the name says nothing of it
+/// (`label`, `class`, `gold_label`: see [`CONTENTLESS_NAME_WORDS`]). The question form is not
+/// measured; it is the same statement asked the way the name asks it.
 ///
 /// The labels alone leave a small model to guess the task. Measured with `compare --prompts` on
 /// 200 rows the engine never sees, the 0.5B model answering (2026-12-01): SICK's entailment
@@ -745,20 +746,29 @@ fn task_line(expected: &str, inputs: &[String]) -> Option<String> {
     }) {
         return None;
     }
+    // A name that asks a question (`is_spam`, `is_duplicate`) is asked as one.
+    let question = match words.as_slice() {
+        ["is", rest @ ..] if !rest.is_empty() => Some(rest.join(" ")),
+        _ => None,
+    };
     let name = words.join(" ");
-    match inputs {
-        [] => None,
-        [input] => Some(format!(
+    match (inputs, question) {
+        ([], _) => None,
+        ([input], Some(quality)) => Some(format!(
+            "Is this {} {quality}?",
+            title(input).to_lowercase()
+        )),
+        ([input], None) => Some(format!(
             "Give the {name} of this {}.",
             title(input).to_lowercase()
         )),
-        [first @ .., last] => {
+        ([first @ .., last], question) => {
             let first: Vec<String> = first.iter().map(|input| title(input)).collect();
-            Some(format!(
-                "Give the {name} for {} and {}.",
-                first.join(", "),
-                title(last)
-            ))
+            let inputs = format!("{} and {}", first.join(", "), title(last));
+            Some(match question {
+                Some(quality) => format!("Are {inputs} {quality}?"),
+                None => format!("Give the {name} for {inputs}."),
+            })
         }
     }
 }
@@ -1022,6 +1032,14 @@ mod tests {
         assert_eq!(
             task_line("Topic", &inputs(&["title", "body", "url"])).as_deref(),
             Some("Give the topic for Title, Body and Url.")
+        );
+        assert_eq!(
+            task_line("is_spam", &inputs(&["CONTENT"])).as_deref(),
+            Some("Is this content spam?")
+        );
+        assert_eq!(
+            task_line("is_duplicate", &inputs(&["question1", "question2"])).as_deref(),
+            Some("Are Question1 and Question2 duplicate?")
         );
         for contentless in ["label", "CLASS", "gold_label", "label2", "y", "target"] {
             assert_eq!(
