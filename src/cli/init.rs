@@ -120,6 +120,14 @@ fn print_written(dataset: &Path, out: &Path, shape: &Shape) {
         shape.expected,
         out.display()
     );
+    if shape.expected_by_position {
+        eprintln!(
+            "note: no column is named like the expected answer (expected, label, answer, target, \
+             class, ...), so the last one, {:?}, is taken as it; if the answer is in another \
+             column, run init again with `--expected COLUMN`",
+            shape.expected
+        );
+    }
     if let Some(labels) = shape.numeric_labels() {
         let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
         eprintln!(

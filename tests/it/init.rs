@@ -104,6 +104,57 @@ fn init_guesses_the_columns_leaves_ids_out_and_refuses_what_it_cannot_do() {
         "relative to the experiment file: {toml}"
     );
 
+    assert!(
+        !text(&output.stderr).contains("no column is named like the expected answer"),
+        "{}",
+        text(&output.stderr)
+    );
+
+    // MSR paraphrase's header: the label first, two ids, and no column named like an answer.
+    let mut csv = String::from("Quality,#1 ID,#2 ID,#1 String,#2 String\n");
+    for i in 0..30 {
+        csv.push_str(&format!(
+            "{},{i}1,{i}2,Words {i} here,Other words {i}\n",
+            i % 2
+        ));
+    }
+    std::fs::write(dir.join("msr.csv"), csv).unwrap();
+    let output = gepa_lab(dir, &["init", "--dataset", "msr.csv"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stdout).contains(
+            "inputs Quality, #1 String; expected #2 String; left out #1 ID (an id), #2 ID (an id))"
+        ),
+        "{}",
+        text(&output.stdout)
+    );
+    assert!(
+        text(&output.stderr).contains(
+            "the last one, \"#2 String\", is taken as it; if the answer is in another column, \
+             run init again with `--expected COLUMN`"
+        ),
+        "{}",
+        text(&output.stderr)
+    );
+    let named = gepa_lab(
+        dir,
+        &[
+            "init",
+            "--dataset",
+            "msr.csv",
+            "--expected",
+            "Quality",
+            "--out",
+            "q.toml",
+        ],
+    );
+    assert!(named.status.success(), "{}", text(&named.stderr));
+    assert!(
+        !text(&named.stderr).contains("no column is named like"),
+        "{}",
+        text(&named.stderr)
+    );
+
     // An existing file is kept unless --force.
     let again = gepa_lab(dir, &["init", "--dataset", "qa.csv"]);
     assert_eq!(again.status.code(), Some(1));

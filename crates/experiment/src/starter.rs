@@ -62,6 +62,9 @@ pub struct Shape {
     /// data holds there.
     pub json_fields: Vec<JsonField>,
     pub longest_expected: usize,
+    /// The expected column is the file's last only because no column is named like one
+    /// ([`EXPECTED_NAMES`]) and `--expected` was not given: a guess the user should check.
+    pub expected_by_position: bool,
 }
 
 impl Shape {
@@ -227,7 +230,12 @@ pub fn read_shape(dataset: &Path, expected: Option<&str>) -> Result<Shape, Strin
         gepa_lab_input::open_stream(dataset).map_err(|e| e.to_string())?,
     );
     let header = header_names(&mut reader)?;
+    let named_by_user = expected.is_some();
     let expected = expected_column(&header, expected)?;
+    let expected_by_position = !named_by_user
+        && !EXPECTED_NAMES
+            .iter()
+            .any(|want| expected.eq_ignore_ascii_case(want));
     let at = header
         .iter()
         .position(|h| *h == expected)
@@ -288,6 +296,7 @@ pub fn read_shape(dataset: &Path, expected: Option<&str>) -> Result<Shape, Strin
         json_objects,
         json_fields,
         longest_expected,
+        expected_by_position,
     })
 }
 
@@ -417,6 +426,23 @@ fn expected_column(header: &[String], expected: Option<&str>) -> Result<String, 
     })
 }
 
+/// A column name that says it holds ids: its last word is `id` (`id`, `pair_ID`, `#1 ID`,
+/// `comment-id`), or it ends in `Id` or `ID` after a lower-case letter (`commentId`, `userID`;
+/// not `VALID`, `paid`).
+fn is_id_name(name: &str) -> bool {
+    let Some(last) = name
+        .rsplit(|c: char| !c.is_alphanumeric())
+        .find(|word| !word.is_empty())
+    else {
+        return false;
+    };
+    if last.eq_ignore_ascii_case("id") {
+        return true;
+    }
+    let camel = last.strip_suffix("Id").or_else(|| last.strip_suffix("ID"));
+    camel.is_some_and(|stem| stem.chars().next_back().is_some_and(char::is_lowercase))
+}
+
 /// The input columns (every column but the expected one, at `expected`, and those
 /// [`LeftOutReason`] names; all of the others when that leaves none), and those left out.
 fn input_columns(
@@ -427,10 +453,9 @@ fn input_columns(
     let mut inputs = Vec::new();
     let mut left_out = Vec::new();
     for (column, name) in header.iter().enumerate().filter(|(c, _)| *c != expected) {
-        let lower = name.to_ascii_lowercase();
         let reason = if name.is_empty() {
             Some(LeftOutReason::Unnamed)
-        } else if lower == "id" || lower.ends_with("_id") {
+        } else if is_id_name(name) {
             Some(LeftOutReason::Id)
         } else {
             gives_the_answer(column)
@@ -1012,6 +1037,24 @@ mod tests {
             json_task(&many),
             "Answer with a JSON object only, with the same fields every time."
         );
+    }
+
+    #[test]
+    fn id_columns_are_told_by_the_last_word_of_their_name() {
+        for id in [
+            "id",
+            "ID",
+            "pair_ID",
+            "#1 ID",
+            "comment-id",
+            "commentId",
+            "userID",
+        ] {
+            assert!(is_id_name(id), "{id}");
+        }
+        for not_id in ["idea", "paid", "VALID", "Android", "ids_seen", "text"] {
+            assert!(!is_id_name(not_id), "{not_id}");
+        }
     }
 
     #[test]
