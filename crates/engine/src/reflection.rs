@@ -590,10 +590,10 @@ pub fn input_last(prompt: &str) -> Option<String> {
     let last_input = lines.iter().rposition(|line| has_placeholder(line))?;
     let instruction: Vec<&str> = lines[last_input + 1..]
         .iter()
-        .filter(|line| !line.trim().is_empty())
+        .filter(|line| is_own_instruction(line))
         .copied()
         .collect();
-    if instruction.is_empty() || instruction == [LABEL_ONLY] {
+    if instruction.is_empty() {
         return None;
     }
     let mut out: Vec<&str> = lines[..first_input].to_vec();
@@ -601,6 +601,13 @@ pub fn input_last(prompt: &str) -> Option<String> {
     out.extend(&lines[first_input..=last_input]);
     out.push(LABEL_ONLY);
     Some(out.join("\n"))
+}
+
+/// A line of the prompt's own instruction: not blank, and not the engine's closing line
+/// ([`LABEL_ONLY`], which [`input_last`] writes after the input).
+fn is_own_instruction(line: &str) -> bool {
+    let line = line.trim();
+    !line.is_empty() && line != LABEL_ONLY
 }
 
 /// The heading of the list of rules that [`add_rules`] keeps in a prompt.
@@ -744,13 +751,10 @@ pub(crate) fn add_rules(prompt: &str, rules: &[String]) -> Option<String> {
     // Where a new list goes: right after the input when an instruction of the prompt's own
     // follows it (the engine's closing line is not one), else before the input; `None`: at the
     // end.
-    let instruction_follows = |last: usize| {
-        lines[last + 1..]
-            .iter()
-            .any(|line| !line.trim().is_empty() && line.trim() != LABEL_ONLY)
-    };
     let new_list_at = match (first_input, last_input) {
-        (_, Some(last)) if instruction_follows(last) => Some(last + 1),
+        (_, Some(last)) if lines[last + 1..].iter().any(|l| is_own_instruction(l)) => {
+            Some(last + 1)
+        }
         (Some(first), _) if first > 0 => Some(first),
         _ => None,
     };
@@ -1471,6 +1475,11 @@ mod tests {
             "Answer.\nTitle: {title}\nBody: {body}\nAnswer with the label only."
         );
         assert_eq!(input_last("Classify.\nText: {text}"), None);
+        // The engine's closing line after the input is not moved up with the instruction.
+        assert_eq!(
+            input_last("Text: {text}\nAnswer a or b.\nAnswer with the label only.").unwrap(),
+            "Answer a or b.\nText: {text}\nAnswer with the label only."
+        );
         assert_eq!(
             input_last(&input_last(seed).unwrap()),
             None,

@@ -230,12 +230,7 @@ pub fn read_shape(dataset: &Path, expected: Option<&str>) -> Result<Shape, Strin
         gepa_lab_input::open_stream(dataset).map_err(|e| e.to_string())?,
     );
     let header = header_names(&mut reader)?;
-    let named_by_user = expected.is_some();
-    let expected = expected_column(&header, expected)?;
-    let expected_by_position = !named_by_user
-        && !EXPECTED_NAMES
-            .iter()
-            .any(|want| expected.eq_ignore_ascii_case(want));
+    let (expected, expected_by_position) = expected_column(&header, expected)?;
     let at = header
         .iter()
         .position(|h| *h == expected)
@@ -406,24 +401,24 @@ fn add_json_row(
 }
 
 /// The expected column: the one `--expected` names, else the first header named like one of
-/// [`EXPECTED_NAMES`], else the last.
-fn expected_column(header: &[String], expected: Option<&str>) -> Result<String, String> {
-    Ok(match expected {
-        Some(name) => {
-            if !header.iter().any(|h| h == name) {
-                return Err(format!(
-                    "--expected {name:?} is not a column (columns: {})",
-                    header.join(", ")
-                ));
-            }
-            name.to_owned()
+/// [`EXPECTED_NAMES`], else the last (then `true`: a guess by position alone).
+fn expected_column(header: &[String], expected: Option<&str>) -> Result<(String, bool), String> {
+    if let Some(name) = expected {
+        if !header.iter().any(|h| h == name) {
+            return Err(format!(
+                "--expected {name:?} is not a column (columns: {})",
+                header.join(", ")
+            ));
         }
-        None => EXPECTED_NAMES
-            .iter()
-            .find_map(|want| header.iter().find(|h| h.eq_ignore_ascii_case(want)))
-            .unwrap_or_else(|| &header[header.len() - 1])
-            .clone(),
-    })
+        return Ok((name.to_owned(), false));
+    }
+    Ok(EXPECTED_NAMES
+        .iter()
+        .find_map(|want| header.iter().find(|h| h.eq_ignore_ascii_case(want)))
+        .map_or_else(
+            || (header[header.len() - 1].clone(), true),
+            |h| (h.clone(), false),
+        ))
 }
 
 /// A column name that says it holds ids: its last word is `id` (`id`, `pair_ID`, `#1 ID`,
@@ -759,7 +754,7 @@ fn seed_prompt(shape: &Shape) -> Result<(String, &'static str, usize), String> {
 /// with `label` changed 6 and 8 answers of 200 and neither score; after the input instead of
 /// above it, it gained less (SICK +0.030, p = 0.53; SST-2 +0.080).
 fn task_line(expected: &str, inputs: &[String]) -> Option<String> {
-    let name = title(expected).to_lowercase();
+    let name = expected.to_lowercase();
     let words: Vec<&str> = name
         .split(|c: char| !c.is_alphanumeric())
         .filter(|word| !word.is_empty())
