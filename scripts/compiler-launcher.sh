@@ -3,7 +3,7 @@
 # of llama.cpp runs through it. It does two things.
 #
 # 1. On x86-64, `-march=native` becomes the host's SIMD extensions that ggml itself names (its
-#    GGML_SSE42 ... GGML_AVX512_BF16 and AMX options), on the baseline x86-64 target.
+#    GGML_SSE42 ... GGML_AVX512_BF16 options), on the baseline x86-64 target.
 #    llama-cpp-sys-2 turns ggml's GGML_NATIVE (-march=native) on because the Rust code is built
 #    with target-cpu=native; ggml's kernels only read those extensions, but GCC's code for the
 #    rest of a `-march=native` target was measured about 3% slower at prompt processing than the
@@ -11,6 +11,12 @@
 #    compiler's own answer for the host (`-march=native -dM -E`), so it is still the CPU of the
 #    machine that builds it, with nothing to export. Other targets (ARM: -mcpu=native) pass
 #    through unchanged. GEPA_LAB_MARCH_NATIVE=1 keeps `-march=native` as it is.
+#    AMX is left out, even where the CPU has it: the vendored ggml's AMX kernels stopped with an
+#    illegal instruction (`tileloadd` in tinygemm_kernel_amx, exit 132) at the first answer of
+#    the README's run on a Xeon with AMX (2026-12-01), though a test program there ran AMX tiles
+#    after the same permission request. Upstream (llama.cpp pull request 26954) says the worker
+#    threads lack the permission and the tile configuration can be optimised away. Without
+#    `-mamx-*` ggml uses its AVX-512 VNNI kernels, as on any AVX-512 host.
 # 2. The compile goes through ccache when it is installed (scripts/setup-model.sh installs it),
 #    else the compiler runs itself. GEPA_LAB_CCACHE=0 turns ccache off.
 
@@ -34,12 +40,9 @@ host_simd_flags() {
         $2 == "__AVX512VBMI__" { f["avx512vbmi"] = 1 }
         $2 == "__AVX512VNNI__" { f["avx512vnni"] = 1 }
         $2 == "__AVX512BF16__" { f["avx512bf16"] = 1 }
-        $2 == "__AMX_TILE__" { f["amx-tile"] = 1 }
-        $2 == "__AMX_INT8__" { f["amx-int8"] = 1 }
-        $2 == "__AMX_BF16__" { f["amx-bf16"] = 1 }
         END {
             if (!x86) exit 1
-            n = split("sse4.2 f16c fma bmi2 avx avx2 avxvnni avx512f avx512cd avx512vl avx512dq avx512bw avx512vbmi avx512vnni avx512bf16 amx-tile amx-int8 amx-bf16", order, " ")
+            n = split("sse4.2 f16c fma bmi2 avx avx2 avxvnni avx512f avx512cd avx512vl avx512dq avx512bw avx512vbmi avx512vnni avx512bf16", order, " ")
             for (i = 1; i <= n; i++) if (order[i] in f) printf "-m%s\n", order[i]
         }'
 }
