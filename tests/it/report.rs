@@ -894,9 +894,30 @@ fn a_search_that_accepted_nothing_says_what_it_tried_and_what_would_try_more() {
     let summary = read(&dir.join("summary.md"));
     assert!(summary.contains(tried), "{summary}");
     assert!(!summary.contains("a larger `budget`"), "{summary}");
-    // Without iteration records (a service's run reports none), the note says only what the
-    // history holds.
+    // Without iteration records, the built-in engine proposed nothing: with most of the budget
+    // spent, the budget is why (scoring the seed on the Pareto rows took it).
     let (_temp, dir) = render_accepting_nothing(28, 0);
+    let summary = read(&dir.join("summary.md"));
+    assert!(
+        summary.contains(
+            "budget-30: the evolution spent 28 of its budget of 30 calls before proposing any \
+             prompt (scoring the seed on the Pareto rows comes first), so the seed stands and \
+             there is nothing to compare with it on the holdout rows; a larger `budget` pays \
+             for proposals."
+        ),
+        "{summary}"
+    );
+    assert!(!summary.contains("was accepted"), "{summary}");
+    // A service's run reports no iterations whatever it proposed: the note says only what the
+    // history holds.
+    let (_temp, dir) = render(|dir| {
+        accepting_nothing(dir, 28, 0);
+        edit(&dir.join("run.json"), |text| {
+            let mut run: serde_json::Value = serde_json::from_str(&text).unwrap();
+            run["backend"] = serde_json::json!({"kind": "url", "url": "http://127.0.0.1:1"});
+            run.to_string()
+        });
+    });
     let summary = read(&dir.join("summary.md"));
     assert!(
         summary.contains(

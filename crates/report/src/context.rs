@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 use serde::Serialize;
 
 use gepa_lab_store::{
-    ExecutionRecord, HistoryRow, ITERATIONS_FILE, RunManifest, Version, evidence_over_seed,
+    Backend, ExecutionRecord, HistoryRow, ITERATIONS_FILE, RunManifest, Version, evidence_over_seed,
 };
 
 use super::ReportError;
@@ -880,7 +880,26 @@ fn nothing_replayed(run: &RunData, execution: &Execution, versions: &[VersionVie
         );
     }
     let iterations = execution.iterations.len();
+    let spent = run
+        .manifest
+        .executions
+        .get(execution.index)
+        .and_then(|record| Some((record.budget_used?, record.plan.start.budget)));
     if iterations == 0 {
+        // The built-in engine records every iteration, so none means it proposed nothing.
+        // Scoring the seed on the Pareto rows comes first; a budget that takes most of pays for
+        // no proposal, and "no evolved prompt was accepted" would hide that none was made.
+        if let Some((used, budget)) = spent
+            .filter(|&(used, budget)| used * 4 >= budget * 3)
+            .filter(|_| run.manifest.backend == Backend::Local)
+        {
+            return format!(
+                "{label}: the evolution spent {used} of its budget of {budget} calls before \
+                 proposing any prompt (scoring the seed on the Pareto rows comes first), so the \
+                 seed stands and there is nothing to compare with it on the holdout rows; a \
+                 larger `budget` pays for proposals."
+            );
+        }
         // No iteration records: a service's run (it reports none), or a search that made none.
         return format!(
             "{label}: the evolution's history holds only the seed (no evolved prompt was \
@@ -894,11 +913,6 @@ fn nothing_replayed(run: &RunData, execution: &Execution, versions: &[VersionVie
          with it on the holdout rows.",
         if iterations == 1 { "" } else { "s" }
     );
-    let spent = run
-        .manifest
-        .executions
-        .get(execution.index)
-        .and_then(|record| Some((record.budget_used?, record.plan.start.budget)));
     // The seed answered one label on every replay model: its proposals were judged against a
     // model that answers alike whatever the input, and a larger budget buys more of the same.
     let seed = &execution.versions[0].label;
