@@ -7,10 +7,18 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-use crate::experiment::starter::{ModelLine, Shape, name_of, read_shape, starter_text};
+use std::sync::Arc;
+
+use crate::experiment::starter::{
+    AnswerName, ModelLine, Shape, answer_name_of, name_of, read_shape, starter_text,
+};
 use crate::experiment::{Plan, validate_file};
 use crate::inference::embedded::{CATALOG, DEFAULT_MODEL, LOCAL, models_dir};
+use crate::inference::{ChatMessage, ChatRequest, Inference};
 use crate::runner::probe::{self, ModelProbe, ProbeJob};
+
+/// Tokens a model may take to name a classification's labels: a name of one to three words.
+const NAME_TOKENS: u32 = 12;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -27,8 +35,9 @@ pub struct Args {
     /// Replace FILE when it exists.
     #[arg(long)]
     force: bool,
-    /// Do not ask the installed embedded models the seed on a few feedback and Pareto rows to
-    /// choose the replay model; write the default model (`local`).
+    /// Do not ask the installed embedded models anything: neither the seed on a few feedback
+    /// and Pareto rows, to choose the replay model (write the default model, `local`), nor, when
+    /// the expected column is named `label` or the like, what the labels describe.
     #[arg(long)]
     no_probe: bool,
     #[command(flatten)]
@@ -36,7 +45,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
-    let shape = match read_shape(&args.dataset, args.expected.as_deref()) {
+    let mut shape = match read_shape(&args.dataset, args.expected.as_deref()) {
         Ok(shape) => shape,
         Err(message) => {
             eprintln!("error: {}: {message}", args.dataset.display());
@@ -57,6 +66,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
         );
         return Ok(ExitStatus::Invalid);
     }
+    let models = if args.no_probe {
+        None
+    } else {
+        installed_models()?
+    };
+    if let Some(models) = &models {
+        shape.answer_name = name_the_answer(&shape, models)?;
+    }
     let default_model = ModelLine {
         model: LOCAL.to_owned(),
         comment: String::new(),
@@ -76,9 +93,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     let mut validation = validate_file(&out, &args.settings.settings());
     // The probe reads the rows the written file's own split gives the engine, so it runs on a
     // file that validates; a better model is then written into it and checked again.
-    if !args.no_probe
+    if let Some(models) = &models
         && let Some(plan) = &validation.plan
-        && let Some(model) = probe_models(plan)?
+        && let Some(model) = probe_models(plan, models)?
         && model != default_model
     {
         let text = starter_text(&shape, &args.dataset, &out, &model)
@@ -139,22 +156,24 @@ fn print_written(dataset: &Path, out: &Path, shape: &Shape) {
     }
 }
 
-/// Asks every installed catalog model the seed on [`PROBE_ROWS`] feedback and Pareto rows of
-/// `plan` (see [`ProbeJob`]) and returns the model [`probe::choose`] picks, with a comment that
-/// shows every model's score. `None` when fewer than two models are installed, or the plan has no replay.
-fn probe_models(plan: &Plan) -> anyhow::Result<Option<ModelLine>> {
+/// The installed catalog models, smallest first, by the ids an experiment names them with,
+/// and the backend that answers them in this process.
+struct Installed {
+    ids: Vec<String>,
+    inference: Arc<dyn Inference>,
+}
+
+/// [`Installed`], or `None` when no catalog model is installed.
+fn installed_models() -> anyhow::Result<Option<Installed>> {
     let dir = models_dir();
     let mut installed: Vec<_> = CATALOG
         .iter()
         .filter(|model| model.path_in(&dir).is_file())
         .collect();
-    installed.sort_by_key(|model| model.bytes);
-    if installed.len() < 2 {
+    if installed.is_empty() {
         return Ok(None);
     }
-    let Some(job) = ProbeJob::of(plan)? else {
-        return Ok(None);
-    };
+    installed.sort_by_key(|model| model.bytes);
     let ids: Vec<String> = installed
         .iter()
         .map(|model| {
@@ -165,15 +184,69 @@ fn probe_models(plan: &Plan) -> anyhow::Result<Option<ModelLine>> {
             }
         })
         .collect();
+    let inference = super::backends::inference_backend(&ids, None)?;
+    Ok(Some(Installed { ids, inference }))
+}
+
+/// The name the largest installed model gives a classification's labels when the expected
+/// column's name does not say what they are ([`Shape::answer_name_question`]), for the seed's
+/// first line; said on the terminal either way. A seed that names the answer scored higher on
+/// every dataset measured where the column's name said it (`docs/experiment-file.md`).
+fn name_the_answer(shape: &Shape, models: &Installed) -> anyhow::Result<Option<AnswerName>> {
+    let (Some(question), Some(labels), Some(model)) = (
+        shape.answer_name_question(),
+        shape.labels.as_ref(),
+        models.ids.last(),
+    ) else {
+        return Ok(None);
+    };
+    let mut request = ChatRequest::new(model.as_str(), vec![ChatMessage::user(question)]);
+    request.temperature = Some(0.0);
+    request.max_tokens = Some(NAME_TOKENS);
+    let answer = super::runtime()?.block_on(models.inference.chat(&request));
+    let said = match &answer {
+        Ok(response) => response.content().to_owned(),
+        Err(error) => format!("no answer ({error})"),
+    };
+    let name = answer_name_of(&said, labels);
+    match &name {
+        Some(name) => eprintln!(
+            "name: the column {:?} does not say what its labels are; {model} named them {name:?}, \
+             which the seed's first line says (edit it if it is wrong)",
+            shape.expected
+        ),
+        None => eprintln!(
+            "name: the column {:?} does not say what its labels are, and {model}'s answer {:?} \
+             is not a name of one to three words: the seed lists the labels only",
+            shape.expected,
+            said.trim()
+        ),
+    }
+    Ok(name.map(|name| AnswerName {
+        name,
+        model: model.clone(),
+    }))
+}
+
+/// Asks every installed catalog model the seed on [`PROBE_ROWS`] feedback and Pareto rows of
+/// `plan` (see [`ProbeJob`]) and returns the model [`probe::choose`] picks, with a comment that
+/// shows every model's score. `None` when fewer than two models are installed, or the plan has no replay.
+fn probe_models(plan: &Plan, models: &Installed) -> anyhow::Result<Option<ModelLine>> {
+    let Installed { ids, inference } = models;
+    if ids.len() < 2 {
+        return Ok(None);
+    }
+    let Some(job) = ProbeJob::of(plan)? else {
+        return Ok(None);
+    };
     eprintln!(
         "probe: asking {} installed models the seed on {} feedback and Pareto rows, to choose the \
          replay model (--no-probe skips this)",
         ids.len(),
         job.rows.len()
     );
-    let inference = super::backends::inference_backend(&ids, None)?;
     let probes: Vec<ModelProbe> = super::runtime()?.block_on(async {
-        let mut probes = ask_each(&job.probe(), &inference, &ids).await;
+        let mut probes = ask_each(&job.probe(), inference, ids).await;
         if probe::undecided(&probes)
             && let Some(more) = job.more()
         {
@@ -182,7 +255,7 @@ fn probe_models(plan: &Plan) -> anyhow::Result<Option<ModelLine>> {
                 probe::margin(job.rows.len()),
                 more.rows.len()
             );
-            let second = ask_each(&more, &inference, &ids).await;
+            let second = ask_each(&more, inference, ids).await;
             probes = probes
                 .into_iter()
                 .zip(second)

@@ -692,3 +692,71 @@ async fn answers_do_not_depend_on_the_previous_request() {
         );
     }
 }
+
+#[test]
+fn init_asks_the_installed_model_what_labels_named_label_describe() {
+    let _turn = TURN.blocking_lock();
+    if !installed() {
+        return;
+    }
+    // A models folder holding only the default model: `init` names the labels with it and,
+    // with one model, probes none.
+    let dir = tempfile::tempdir().unwrap();
+    let models = dir.path().join("models");
+    std::fs::create_dir(&models).unwrap();
+    let file = embedded::catalog::default_model().file_name;
+    // The file and the record of its checked hash, beside it.
+    for name in [file.to_owned(), format!("{file}.sha256")] {
+        std::os::unix::fs::symlink(embedded::models_dir().join(&name), models.join(&name)).unwrap();
+    }
+    let mut csv = String::from("text,label\n");
+    for (i, (text, label)) in [
+        ("I can't stop smiling today", "joy"),
+        ("This makes me so furious", "anger"),
+        ("I miss her every single day", "sadness"),
+    ]
+    .iter()
+    .cycle()
+    .take(60)
+    .enumerate()
+    {
+        csv.push_str(&format!("{text} ({i}),{label}\n"));
+    }
+    std::fs::write(dir.path().join("moods.csv"), csv).unwrap();
+    let output = crate::common::command()
+        .current_dir(dir.path())
+        .env("GEPA_LAB_MODELS", &models)
+        .args(["init", "--dataset", "moods.csv"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let written = std::fs::read_to_string(dir.path().join("moods.toml")).unwrap();
+    let seed_line = written
+        .lines()
+        .find_map(|line| line.strip_prefix("seed = \"\"\""))
+        .unwrap();
+    // Named or not, the terminal says which, and the file agrees with it.
+    if let Some(name) = stderr
+        .split("local named them \"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+    {
+        assert_eq!(
+            seed_line,
+            format!("Give the {name} of this text."),
+            "{written}"
+        );
+        assert!(
+            written.contains(&format!("names what the labels give ({name:?})")),
+            "{written}"
+        );
+    } else {
+        assert!(
+            stderr.contains("the seed lists the labels only"),
+            "{stderr}"
+        );
+        assert_eq!(seed_line, "Text: {text}", "{written}");
+    }
+    assert!(!stderr.contains("probe:"), "{stderr}");
+}

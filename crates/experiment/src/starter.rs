@@ -65,6 +65,18 @@ pub struct Shape {
     /// The expected column is the file's last only because no column is named like one
     /// ([`EXPECTED_NAMES`]) and `--expected` was not given: a guess the user should check.
     pub expected_by_position: bool,
+    /// What a classification's labels give, named by a model because the expected column's
+    /// name does not say ([`Shape::answer_name_question`]); `None` from [`read_shape`].
+    pub answer_name: Option<AnswerName>,
+}
+
+/// What a classification's labels give (`sentiment`), as a model named it from the labels
+/// alone, for the seed's first line ([`task_line`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnswerName {
+    pub name: String,
+    /// The model that named it, which the file's comment names.
+    pub model: String,
 }
 
 impl Shape {
@@ -75,6 +87,58 @@ impl Shape {
             .as_ref()
             .filter(|labels| labels_are_numbers(labels.iter().map(String::as_str)))
     }
+
+    /// What `init` asks a model when a classification's seed would not say what the answer is:
+    /// the expected column's name says nothing of it (`label`) and the labels are words. Only
+    /// the labels and the inputs' names are shown, never a row, so the name cannot quote one.
+    /// `None` when no name is needed. Read the answer with [`answer_name_of`].
+    pub fn answer_name_question(&self) -> Option<String> {
+        let labels = self.labels.as_ref()?;
+        if self.json_objects
+            || self.numeric_labels().is_some()
+            || !is_contentless_name(&self.expected)
+        {
+            return None;
+        }
+        let subject = match self.inputs.as_slice() {
+            [input] => title(input).to_lowercase(),
+            inputs => {
+                let titles: Vec<String> = inputs.iter().map(|input| title(input)).collect();
+                format!("row (with {})", titles.join(", "))
+            }
+        };
+        let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
+        Some(format!(
+            "Each {subject} in a dataset is labelled with one of: {}.\n\
+             What property of the {subject} do these labels describe? Answer with a noun of one \
+             to three words, nothing else.",
+            labels.join(", ")
+        ))
+    }
+}
+
+/// The name in a model's answer to [`Shape::answer_name_question`], lower case (`sentiment`,
+/// `question type`), or `None` when the answer is not one: more than three words, anything but
+/// letters and hyphens, a name that says nothing ([`CONTENTLESS_NAME_WORDS`]), or one of the
+/// `labels` itself.
+pub fn answer_name_of(answer: &str, labels: &BTreeSet<String>) -> Option<String> {
+    let line = answer.lines().find(|line| !line.trim().is_empty())?;
+    let line = line
+        .trim()
+        .trim_matches(|c: char| matches!(c, '"' | '\'' | '`' | '*' | '.' | ':'))
+        .to_lowercase();
+    let words: Vec<&str> = line
+        .split_whitespace()
+        .skip_while(|word| *word == "the")
+        .collect();
+    let name = words.join(" ");
+    let fits = (1..=3).contains(&words.len())
+        && words
+            .iter()
+            .all(|word| word.chars().all(|c| c.is_alphabetic() || c == '-'))
+        && !is_contentless_name(&name)
+        && !labels.iter().any(|label| label.to_lowercase() == name);
+    fits.then_some(name)
 }
 
 /// A column `init` left out of the inputs.
@@ -292,6 +356,7 @@ pub fn read_shape(dataset: &Path, expected: Option<&str>) -> Result<Shape, Strin
         json_fields,
         longest_expected,
         expected_by_position,
+        answer_name: None,
     })
 }
 
@@ -705,7 +770,8 @@ fn seed_prompt(shape: &Shape) -> Result<(String, &'static str, usize), String> {
             (shape.longest_expected * 2).max(64),
         ),
         Some(labels) => {
-            if let Some(line) = task_line(&shape.expected, &shape.inputs) {
+            let name = shape.answer_name.as_ref().map(|named| named.name.as_str());
+            if let Some(line) = task_line(&shape.expected, name, &shape.inputs) {
                 seed.insert_str(0, &format!("{line}\n"));
             }
             let list: Vec<&str> = labels.iter().map(String::as_str).collect();
@@ -742,9 +808,10 @@ fn seed_prompt(shape: &Shape) -> Result<(String, &'static str, usize), String> {
 
 /// The first line of a classification's seed: what the answer is, by the expected column's name
 /// (`Give the sentiment of this text.`, `Give the entailment judgment for Sentence A and Sentence
-/// B.`, `Is this comment spam?` for `is_spam`), or `None` when the name says nothing of it
-/// (`label`, `class`, `gold_label`: see [`CONTENTLESS_NAME_WORDS`]). The question form is not
-/// measured; it is the same statement asked the way the name asks it.
+/// B.`, `Is this comment spam?` for `is_spam`). When the name says nothing of it (`label`,
+/// `class`, `gold_label`: see [`CONTENTLESS_NAME_WORDS`]), by `answer_name`, the name a model
+/// gave the labels ([`Shape::answer_name_question`]), and `None` without one. The question
+/// form is not measured; it is the same statement asked the way the name asks it.
 ///
 /// The labels alone leave a small model to guess the task. Measured with `compare --prompts` on
 /// 200 rows the engine never sees, the 0.5B model answering (2026-12-01): SICK's entailment
@@ -753,19 +820,16 @@ fn seed_prompt(shape: &Shape) -> Result<(String, &'static str, usize), String> {
 /// 0.700 and 0.800 (p = 0.008); TweetEval sentiment 0.400 and 0.420 (p = 0.50). The same line
 /// with `label` changed 6 and 8 answers of 200 and neither score; after the input instead of
 /// above it, it gained less (SICK +0.030, p = 0.53; SST-2 +0.080).
-fn task_line(expected: &str, inputs: &[String]) -> Option<String> {
-    let name = expected.to_lowercase();
+fn task_line(expected: &str, answer_name: Option<&str>, inputs: &[String]) -> Option<String> {
+    let name = if is_contentless_name(expected) {
+        answer_name?.to_owned()
+    } else {
+        expected.to_lowercase()
+    };
     let words: Vec<&str> = name
         .split(|c: char| !c.is_alphanumeric())
         .filter(|word| !word.is_empty())
         .collect();
-    // `label2` and `y_1` say no more than `label` and `y`.
-    if words.iter().all(|word| {
-        let word = word.trim_end_matches(|c: char| c.is_ascii_digit());
-        word.is_empty() || CONTENTLESS_NAME_WORDS.contains(&word)
-    }) {
-        return None;
-    }
     // A name that asks a question (`is_spam`, `is_duplicate`) is asked as one.
     let question = match words.as_slice() {
         ["is", rest @ ..] if !rest.is_empty() => Some(rest.join(" ")),
@@ -791,6 +855,18 @@ fn task_line(expected: &str, inputs: &[String]) -> Option<String> {
             })
         }
     }
+}
+
+/// Whether a column's name says nothing of what its values are (`label`, `gold_label`; `label2`
+/// and `y_1` say no more than `label` and `y`): every word is one of [`CONTENTLESS_NAME_WORDS`].
+fn is_contentless_name(name: &str) -> bool {
+    name.to_lowercase()
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|word| !word.is_empty())
+        .all(|word| {
+            let word = word.trim_end_matches(|c: char| c.is_ascii_digit());
+            word.is_empty() || CONTENTLESS_NAME_WORDS.contains(&word)
+        })
 }
 
 /// The comments above `inputs` (columns left out) and above the seed (what kind of task the
@@ -837,7 +913,13 @@ fn notes(shape: &Shape) -> (String, String) {
             majority = majority * 100.0,
         ));
     }
-    let labels_note = match &shape.labels {
+    (unused_note, labels_note(shape))
+}
+
+/// The comment above the seed: what kind of task the expected column makes it, and how it is
+/// scored.
+fn labels_note(shape: &Shape) -> String {
+    match &shape.labels {
         _ if shape.json_objects => {
             "# The expected column holds JSON objects: answers are scored field by field\n\
              # (json_match: a value right or wrong, a list by the F1 of its elements).\n"
@@ -855,6 +937,16 @@ fn notes(shape: &Shape) -> (String, String) {
                      # and every row shares it as a prefix that the model evaluates once.\n",
                 );
             }
+            if let Some(named) = &shape.answer_name {
+                note.push_str(&format!(
+                    "# The seed's first line names what the labels give ({name:?}): the column's name\n\
+                     # ({column:?}) does not say, so `init` asked {model} what the labels describe,\n\
+                     # showing it the labels and the inputs' names. Change it if it is wrong.\n",
+                    name = named.name,
+                    column = shape.expected,
+                    model = named.model,
+                ));
+            }
             if shape.numeric_labels().is_some() {
                 note.push_str(
                     "# The labels are numbers: say in the seed what each stands for (`2 means ...`),\n\
@@ -865,8 +957,7 @@ fn notes(shape: &Shape) -> (String, String) {
         }
         None => "# The expected column is free text: answers are scored by token overlap (f1).\n"
             .to_owned(),
-    };
-    (unused_note, labels_note)
+    }
 }
 
 /// The seed's request for a JSON answer: each key with the kind of value the data holds there
@@ -1056,32 +1147,42 @@ mod tests {
     fn a_classification_seed_names_the_answer_when_the_column_name_says_what_it_is() {
         let inputs = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
         assert_eq!(
-            task_line("sentiment", &inputs(&["text"])).as_deref(),
+            task_line("sentiment", None, &inputs(&["text"])).as_deref(),
             Some("Give the sentiment of this text.")
         );
         assert_eq!(
             task_line(
                 "entailment_judgment",
+                None,
                 &inputs(&["sentence_A", "sentence_B"])
             )
             .as_deref(),
             Some("Give the entailment judgment for Sentence A and Sentence B.")
         );
         assert_eq!(
-            task_line("Topic", &inputs(&["title", "body", "url"])).as_deref(),
+            task_line("Topic", None, &inputs(&["title", "body", "url"])).as_deref(),
             Some("Give the topic for Title, Body and Url.")
         );
         assert_eq!(
-            task_line("is_spam", &inputs(&["CONTENT"])).as_deref(),
+            task_line("is_spam", None, &inputs(&["CONTENT"])).as_deref(),
             Some("Is this content spam?")
         );
         assert_eq!(
-            task_line("is_duplicate", &inputs(&["question1", "question2"])).as_deref(),
+            task_line("is_duplicate", None, &inputs(&["question1", "question2"])).as_deref(),
             Some("Are Question1 and Question2 duplicate?")
+        );
+        // A column named for nothing takes the name a model gave its labels.
+        assert_eq!(
+            task_line("label", Some("question type"), &inputs(&["question"])).as_deref(),
+            Some("Give the question type of this question.")
+        );
+        assert_eq!(
+            task_line("sentiment", Some("mood"), &inputs(&["text"])).as_deref(),
+            Some("Give the sentiment of this text.")
         );
         for contentless in ["label", "CLASS", "gold_label", "label2", "y", "target"] {
             assert_eq!(
-                task_line(contentless, &inputs(&["text"])),
+                task_line(contentless, None, &inputs(&["text"])),
                 None,
                 "{contentless}"
             );
@@ -1100,6 +1201,70 @@ mod tests {
         let csv = csv.replace("review,sentiment", "review,label");
         let (seed, _, _) = seed_prompt(&shape_of(&csv)).unwrap();
         assert!(seed.starts_with("Review: {review}\n"), "{seed}");
+    }
+
+    #[test]
+    fn a_model_names_the_labels_only_where_the_column_name_does_not() {
+        let labels = |csv_labels: &[&str]| -> String {
+            std::iter::once("text,label\n".to_string())
+                .chain((0..12).map(|i| format!("words {i},{}\n", csv_labels[i % csv_labels.len()])))
+                .collect()
+        };
+        let shape = shape_of(&labels(&["joy", "anger", "sadness"]));
+        assert_eq!(
+            shape.answer_name_question().as_deref(),
+            Some(
+                "Each text in a dataset is labelled with one of: anger, joy, sadness.\n\
+                 What property of the text do these labels describe? Answer with a noun of one \
+                 to three words, nothing else."
+            )
+        );
+        // The column says it, or the labels are numbers (a name would be a guess): no question.
+        let named = labels(&["joy", "anger"]).replace("text,label", "text,emotion");
+        assert_eq!(shape_of(&named).answer_name_question(), None);
+        assert_eq!(shape_of(&labels(&["0", "1"])).answer_name_question(), None);
+        // Several inputs are named in the question.
+        let pairs = "premise,hypothesis,label\n".to_string()
+            + &(0..12)
+                .map(|i| format!("a {i},b {i},{}\n", ["yes", "no"][i % 2]))
+                .collect::<String>();
+        assert!(
+            shape_of(&pairs)
+                .answer_name_question()
+                .unwrap()
+                .starts_with("Each row (with Premise, Hypothesis) in a dataset is labelled")
+        );
+        // The answer: a name of one to three words, in lower case, without "the" or quotes.
+        let set: BTreeSet<String> = ["positive", "negative"].map(String::from).into();
+        for (answer, name) in [
+            ("Sentiment", Some("sentiment")),
+            ("  \"Question Type.\"\nmore", Some("question type")),
+            ("The emotional tone", Some("emotional tone")),
+            ("**Topic**", Some("topic")),
+            ("Label", None),
+            ("positive", None),
+            ("the overall emotional tone here", None),
+            ("sentiment (positive or negative)", None),
+            ("", None),
+        ] {
+            assert_eq!(answer_name_of(answer, &set).as_deref(), name, "{answer:?}");
+        }
+        // Named, the seed says it on its first line, and the file's comment says who named it.
+        let mut shape = shape;
+        shape.answer_name = Some(AnswerName {
+            name: "emotion".into(),
+            model: "local:qwen2.5-coder-1.5b".into(),
+        });
+        let (seed, _, _) = seed_prompt(&shape).unwrap();
+        assert!(
+            seed.starts_with("Give the emotion of this text.\nText: {text}\n"),
+            "{seed}"
+        );
+        let (_, note) = notes(&shape);
+        assert!(
+            note.contains("(\"emotion\"): the column's name\n# (\"label\") does not say, so `init` asked local:qwen2.5-coder-1.5b"),
+            "{note}"
+        );
     }
 
     /// `read_shape` of a CSV written to a temporary file.
