@@ -7,14 +7,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-use std::sync::Arc;
-
 use crate::experiment::starter::{
     AnswerName, ModelLine, Shape, answer_name_of, name_of, read_shape, starter_text,
 };
 use crate::experiment::{Plan, validate_file};
 use crate::inference::embedded::{CATALOG, DEFAULT_MODEL, LOCAL, models_dir};
-use crate::inference::{ChatMessage, ChatRequest, Inference};
+use crate::inference::{ChatMessage, ChatRequest};
 use crate::runner::probe::{self, ModelProbe, ProbeJob};
 
 /// Tokens a model may take to name a classification's labels: a name of one to three words.
@@ -69,7 +67,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitStatus> {
     let models = if args.no_probe {
         None
     } else {
-        installed_models()?
+        installed_models()
     };
     if let Some(models) = &models {
         shape.answer_name = name_the_answer(&shape, models)?;
@@ -156,22 +154,21 @@ fn print_written(dataset: &Path, out: &Path, shape: &Shape) {
     }
 }
 
-/// The installed catalog models, smallest first, by the ids an experiment names them with,
-/// and the backend that answers them in this process.
+/// The installed catalog models, smallest first, by the ids an experiment names them with.
+/// Each question below loads only the models it asks.
 struct Installed {
     ids: Vec<String>,
-    inference: Arc<dyn Inference>,
 }
 
 /// [`Installed`], or `None` when no catalog model is installed.
-fn installed_models() -> anyhow::Result<Option<Installed>> {
+fn installed_models() -> Option<Installed> {
     let dir = models_dir();
     let mut installed: Vec<_> = CATALOG
         .iter()
         .filter(|model| model.path_in(&dir).is_file())
         .collect();
     if installed.is_empty() {
-        return Ok(None);
+        return None;
     }
     installed.sort_by_key(|model| model.bytes);
     let ids: Vec<String> = installed
@@ -184,14 +181,13 @@ fn installed_models() -> anyhow::Result<Option<Installed>> {
             }
         })
         .collect();
-    let inference = super::backends::inference_backend(&ids, None)?;
-    Ok(Some(Installed { ids, inference }))
+    Some(Installed { ids })
 }
 
 /// The name the largest installed model gives a classification's labels when the expected
 /// column's name does not say what they are ([`Shape::answer_name_question`]), for the seed's
 /// first line; said on the terminal either way. A seed that names the answer scored higher on
-/// every dataset measured where the column's name said it (`docs/experiment-file.md`).
+/// most datasets measured, and a wrong name changed few answers (`docs/experiment-file.md`).
 fn name_the_answer(shape: &Shape, models: &Installed) -> anyhow::Result<Option<AnswerName>> {
     let (Some(question), Some(labels), Some(model)) = (
         shape.answer_name_question(),
@@ -203,7 +199,8 @@ fn name_the_answer(shape: &Shape, models: &Installed) -> anyhow::Result<Option<A
     let mut request = ChatRequest::new(model.as_str(), vec![ChatMessage::user(question)]);
     request.temperature = Some(0.0);
     request.max_tokens = Some(NAME_TOKENS);
-    let answer = super::runtime()?.block_on(models.inference.chat(&request));
+    let inference = super::backends::inference_backend(std::slice::from_ref(model), None)?;
+    let answer = super::runtime()?.block_on(inference.chat(&request));
     let said = match &answer {
         Ok(response) => response.content().to_owned(),
         Err(error) => format!("no answer ({error})"),
@@ -232,7 +229,7 @@ fn name_the_answer(shape: &Shape, models: &Installed) -> anyhow::Result<Option<A
 /// `plan` (see [`ProbeJob`]) and returns the model [`probe::choose`] picks, with a comment that
 /// shows every model's score. `None` when fewer than two models are installed, or the plan has no replay.
 fn probe_models(plan: &Plan, models: &Installed) -> anyhow::Result<Option<ModelLine>> {
-    let Installed { ids, inference } = models;
+    let ids = &models.ids;
     if ids.len() < 2 {
         return Ok(None);
     }
@@ -245,8 +242,9 @@ fn probe_models(plan: &Plan, models: &Installed) -> anyhow::Result<Option<ModelL
         ids.len(),
         job.rows.len()
     );
+    let inference = super::backends::inference_backend(ids, None)?;
     let probes: Vec<ModelProbe> = super::runtime()?.block_on(async {
-        let mut probes = ask_each(&job.probe(), inference, ids).await;
+        let mut probes = ask_each(&job.probe(), &inference, ids).await;
         if probe::undecided(&probes)
             && let Some(more) = job.more()
         {
@@ -255,7 +253,7 @@ fn probe_models(plan: &Plan, models: &Installed) -> anyhow::Result<Option<ModelL
                 probe::margin(job.rows.len()),
                 more.rows.len()
             );
-            let second = ask_each(&more, inference, ids).await;
+            let second = ask_each(&more, &inference, ids).await;
             probes = probes
                 .into_iter()
                 .zip(second)
