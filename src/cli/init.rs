@@ -187,7 +187,8 @@ fn installed_models() -> Option<Installed> {
 /// The name the largest installed model gives a classification's labels when the expected
 /// column's name does not say what they are ([`Shape::answer_name_question`]), for the seed's
 /// first line; said on the terminal either way. A seed that names the answer scored higher on
-/// most datasets measured, and a wrong name changed few answers (`docs/experiment-file.md`).
+/// most datasets measured, and no wrong name measured lost significantly
+/// (`docs/experiment-file.md`).
 fn name_the_answer(shape: &Shape, models: &Installed) -> anyhow::Result<Option<AnswerName>> {
     let (Some(question), Some(labels), Some(model)) = (
         shape.answer_name_question(),
